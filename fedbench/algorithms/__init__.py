@@ -1,0 +1,30 @@
+"""FL methods, one per file, registered by name. The base class is FedAvg."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from fedbench.errors import ConfigError
+from fedbench.plugins import PluginRegistry
+
+ALGORITHMS: PluginRegistry[type] = PluginRegistry("algorithm")
+register_algorithm = ALGORITHMS.register
+
+
+def validate_algorithm_params(name: str, params: dict[str, Any]):
+    cls = ALGORITHMS.get(name)
+    try:
+        return cls.Params(**params)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "?"
+        raise ConfigError(f"algorithm {name!r}: algorithm_params.{where}: {first['msg']}") from None
+
+
+def build_algorithm(name: str, params: dict[str, Any]):
+    return ALGORITHMS.get(name)(validate_algorithm_params(name, params))
+
+
+from fedbench.algorithms import fedavg, fedprox  # noqa: E402,F401

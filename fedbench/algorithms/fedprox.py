@@ -1,0 +1,21 @@
+"""FedProx (Li et al., 2020): local objective F_k(w) + (mu/2)·||w − w_global||² (FedProx Eq. 2)."""
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import Algorithm, NoParams
+
+
+class FedProxParams(NoParams):
+    mu: float = Field(0.01, ge=0)
+
+
+@register_algorithm("fedprox", papers=("fedtr", "fedtrip", "fedimpro"))
+class FedProx(Algorithm):
+    Params = FedProxParams
+
+    def loss(self, ctx, x, y, logits):
+        # The proximal term keeps the local model near the round's global model w^t.
+        proximal = sum(((p - g) ** 2).sum() for p, g in zip(ctx.model.parameters(), ctx.global_tensors))
+        return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * proximal

@@ -1,0 +1,127 @@
+"""State the engine hands to algorithms: the server's state and a client's training context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator
+
+import torch
+from torch import nn
+
+from fedbench.data.store import TensorData, horizontal_flip, random_crop
+from fedbench.spec import RunSpec
+
+if TYPE_CHECKING:
+    from fedbench.algorithms.base import ClientUpdate
+
+
+@dataclass
+class ServerState:
+    """Global weights (flat vector), floating/int buffers, and method-specific server state tensors."""
+
+    params: torch.Tensor
+    buffers: dict[str, torch.Tensor]
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+def param_views(vector: torch.Tensor, model: nn.Module) -> list[torch.Tensor]:
+    """Views of a flat vector shaped like the model's parameters (no copies)."""
+    views, offset = [], 0
+    for p in model.parameters():
+        views.append(vector[offset: offset + p.numel()].view_as(p))
+        offset += p.numel()
+    return views
+
+
+class ClientContext:
+    """Everything a client's local training may use. Methods never touch files, the registry or
+    other clients' state; their persistent per-client tensors live in ``state`` (checkpointed)."""
+
+    def __init__(
+        self, *, spec: RunSpec, client_id: int, round_index: int, model: nn.Module, server: ServerState,
+        payload: dict[str, Any], state: dict[str, Any], data: TensorData, indices: torch.Tensor,
+        generator: torch.Generator, device: torch.device, lr: float,
+    ):
+        self.spec = spec
+        self.client_id = client_id
+        self.round_index = round_index
+        self.model = model
+        self.global_params = server.params                       # read-only w^t
+        self.global_buffers = server.buffers
+        self.global_tensors = param_views(server.params, model)  # w^t shaped like the parameters
+        self.payload = payload
+        self.state = state
+        self.data = data
+        self.indices = indices
+        self.num_samples = int(indices.numel())
+        self.generator = generator
+        self.device = device
+        self.lr = lr
+        self.scratch: dict[str, Any] = {}     # per-client, per-round temporaries (e.g. features)
+        self.num_steps = 0
+        self._loss_sum = torch.zeros((), device=device)
+
+    # ------------------------------------------------------------------ training helpers
+    def make_optimizer(self, parameters) -> torch.optim.Optimizer:
+        """A fresh optimizer each round (as in FedAvg/FedProx/FedDC code bases)."""
+        opt = self.spec.optimizer
+        params = [p for p in parameters if p.requires_grad]
+        if opt.name == "adam":
+            return torch.optim.Adam(params, lr=self.lr, betas=opt.betas, weight_decay=opt.weight_decay)
+        return torch.optim.SGD(
+            params, lr=self.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
+        )
+
+    def steps_per_epoch(self) -> int:
+        size, batch = self.num_samples, self.spec.batch_size
+        return max(1, size // batch) if self.spec.drop_last else -(-size // batch)
+
+    def planned_steps(self) -> int:
+        return self.spec.local_steps or self.spec.local_epochs * self.steps_per_epoch()
+
+    def batches(self, indices: torch.Tensor | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Mini-batches for the local objective: ``local_steps`` steps if set, else ``local_epochs``
+        passes over a fresh permutation; each batch is gathered by index and augmented as a batch."""
+        indices = self.indices if indices is None else indices
+        size, batch = int(indices.numel()), self.spec.batch_size
+        remaining = self.planned_steps()
+        while remaining > 0:
+            order = indices[torch.randperm(size, generator=self.generator, device=indices.device)]
+            stop = size - size % batch if self.spec.drop_last and size >= batch else size
+            for start in range(0, stop, batch):
+                if remaining == 0:
+                    return
+                chosen = order[start: start + batch]
+                yield self.augment(self.data.train_x[chosen]), self.data.train_y[chosen]
+                remaining -= 1
+
+    def augment(self, x: torch.Tensor) -> torch.Tensor:
+        aug = self.spec.augmentation
+        if aug.crop_padding:
+            x = random_crop(x, aug.crop_padding, self.generator)
+        if aug.horizontal_flip:
+            x = horizontal_flip(x, self.generator)
+        return x
+
+    def clip_gradients(self) -> None:
+        if self.spec.clip_grad_norm:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.spec.clip_grad_norm)
+
+    def record_step(self, loss: torch.Tensor) -> None:
+        self._loss_sum += loss.detach()
+        self.num_steps += 1
+
+    def current_params(self) -> torch.Tensor:
+        return nn.utils.parameters_to_vector(self.model.parameters()).detach().clone()
+
+    def current_buffers(self) -> dict[str, torch.Tensor]:
+        return {name: b.detach().clone() for name, b in self.model.named_buffers()}
+
+    def make_update(self) -> "ClientUpdate":
+        from fedbench.algorithms.base import ClientUpdate
+
+        mean_loss = (self._loss_sum / max(1, self.num_steps)).item()
+        return ClientUpdate(
+            client_id=self.client_id, params=self.current_params(), buffers=self.current_buffers(),
+            num_samples=self.num_samples, num_steps=self.num_steps, train_loss=mean_loss,
+        )

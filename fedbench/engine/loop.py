@@ -1,0 +1,233 @@
+"""The round loop (DESIGN.md §3): sample → broadcast → local training → aggregate → evaluate → log →
+checkpoint. The engine never reads TOML, never prints tables and never touches the registry: it
+reports each finished round to a ``RunSink``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedbench.algorithms import build_algorithm
+from fedbench.data import dataset_meta, load_dataset
+from fedbench.data.partition import make_partition, partition_fingerprint
+from fedbench.data.store import TensorData
+from fedbench.data.synthetic import synthetic_like
+from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedbench.engine.context import ClientContext, ServerState
+from fedbench.engine.evaluation import evaluate
+from fedbench.errors import RunDiverged
+from fedbench.models import build_model
+from fedbench.seeding import derive_seed, numpy_rng, torch_generator
+from fedbench.spec import RunSpec
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    train_loss: float
+    wall_seconds: float
+    bytes_up: int
+    bytes_down: int
+    test_acc: float | None = None
+    test_loss: float | None = None
+    personal_mean: float | None = None
+    personal_weighted_mean: float | None = None
+    personal_std: float | None = None
+    personal_per_client: list[float] | None = None
+
+
+class RunSink(Protocol):
+    def log_round(self, record: RoundRecord) -> None: ...
+    def truncate(self, after_round: int) -> None: ...
+
+
+@dataclass
+class RunResult:
+    status: str                      # "done" or "diverged"
+    rounds_done: int
+    diverged_round: int | None = None
+    message: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FederatedData:
+    tensors: TensorData
+    client_train: list[torch.Tensor]
+    client_test: list[torch.Tensor]
+    num_classes: int
+    input_shape: tuple[int, ...]
+    info: dict[str, Any]
+
+
+def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | None = None) -> FederatedData:
+    """Load (or synthesise) the data set, partition the training pool, move everything to ``device``."""
+    meta = dataset_meta(spec.dataset)
+    if spec.synthetic:
+        groups = spec.num_clients if meta.group_kind else None
+        arrays = synthetic_like(meta, seed=derive_seed(spec.seed, "synthetic") % 2**32, num_groups=groups)
+    else:
+        arrays = load_dataset(spec.dataset, data_root, **spec.dataset_params)
+    parts = make_partition(
+        spec.partition, arrays.train_y, arrays.train_groups, spec.num_clients,
+        numpy_rng(spec.seed, "partition"), dict(spec.partition_params),
+    )
+    client_train, client_test = [], []
+    for client, part in enumerate(parts):
+        if spec.client_test_fraction > 0:
+            shuffled = numpy_rng(spec.seed, "client-split", client).permutation(part)
+            n_test = int(round(len(part) * spec.client_test_fraction))
+            train_part, test_part = np.sort(shuffled[n_test:]), np.sort(shuffled[:n_test])
+        else:
+            train_part, test_part = part, part[:0]
+        client_train.append(torch.from_numpy(train_part).to(device))
+        client_test.append(torch.from_numpy(test_part).to(device))
+    info = dict(arrays.info)
+    info["partition_fingerprint"] = partition_fingerprint(parts)
+    info["client_sizes"] = [len(p) for p in parts]
+    return FederatedData(
+        TensorData.from_arrays(arrays, device), client_train, client_test,
+        arrays.meta.num_classes, tuple(arrays.meta.input_shape), info,
+    )
+
+
+def client_schedule(spec: RunSpec) -> list[list[int]]:
+    """The clients of every round, drawn up front from the run's sampling stream (uniform without
+    replacement), so every algorithm in a table sees the same clients in the same order."""
+    rng = numpy_rng(spec.seed, "sampling")
+    return [sorted(rng.choice(spec.num_clients, spec.clients_per_round, replace=False).tolist())
+            for _ in range(spec.rounds)]
+
+
+def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], device: torch.device) -> nn.Module:
+    """Deterministic init from the run's init stream: every method of a table starts from the same w^0."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derive_seed(spec.seed, "init"))
+        model = build_model(spec.model, num_classes, input_shape, **spec.model_params)
+    return model.to(device)
+
+
+def load_global(model: nn.Module, server: ServerState) -> None:
+    nn.utils.vector_to_parameters(server.params, model.parameters())
+    for name, buffer in model.named_buffers():
+        buffer.copy_(server.buffers[name])
+
+
+def run(
+    spec: RunSpec,
+    sink: RunSink,
+    *,
+    device: torch.device | str = "cpu",
+    checkpoint_path: Path | None = None,
+    data_root: str | Path | None = None,
+    eval_batch_size: int = 1000,
+    on_round: Callable[[RoundRecord], None] | None = None,
+    stop_after_round: int | None = None,
+) -> RunResult:
+    """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
+    interruption (tests) by returning early with status ``interrupted``."""
+    device = torch.device(device)
+    algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
+    data = prepare_data(spec, device, data_root)
+    schedule = client_schedule(spec)
+    model = init_model(spec, data.num_classes, data.input_shape, device)
+    num_params = sum(p.numel() for p in model.parameters())
+
+    server = ServerState(
+        params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+        buffers={name: b.detach().clone() for name, b in model.named_buffers()},
+    )
+    algorithm.init_server(server)
+    client_states: dict[int, dict[str, Any]] = {}
+    start_round = 0
+
+    checkpoint = load_checkpoint(checkpoint_path, spec.spec_hash, device) if checkpoint_path else None
+    if checkpoint is not None:
+        start_round = checkpoint["round"]
+        server = ServerState(**checkpoint["server"])
+        client_states = checkpoint["client_states"]
+    sink.truncate(start_round)   # drop rounds logged after the last checkpoint; they are redone
+
+    info = dict(data.info, num_params=num_params, resumed_from=start_round)
+    download = (num_params + algorithm.extra_download_floats(num_params)) * 4
+    upload = (num_params + algorithm.extra_upload_floats(num_params)) * 4
+    round_index = start_round
+    try:
+        for round_index in range(start_round + 1, spec.rounds + 1):
+            began = time.perf_counter()
+            lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
+            payload = algorithm.payload(server, round_index)
+            updates = []
+            for client in schedule[round_index - 1]:
+                load_global(model, server)
+                torch.manual_seed(derive_seed(spec.seed, "dropout", round_index, client))
+                ctx = ClientContext(
+                    spec=spec, client_id=client, round_index=round_index, model=model, server=server,
+                    payload=payload, state=client_states.setdefault(client, {}), data=data.tensors,
+                    indices=data.client_train[client], device=device, lr=lr,
+                    generator=torch_generator(spec.seed, "client", round_index, client, device=device),
+                )
+                update = algorithm.local_train(ctx)
+                if not math.isfinite(update.train_loss):
+                    raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
+                updates.append(update)
+            algorithm.aggregate(server, updates, round_index)
+            if not bool(torch.isfinite(server.params).all()):
+                raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
+
+            record = RoundRecord(
+                round=round_index,
+                train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),
+                wall_seconds=0.0, bytes_up=upload * len(updates), bytes_down=download * len(updates),
+            )
+            if round_index % spec.eval_every == 0 or round_index == spec.rounds:
+                load_global(model, server)
+                if spec.eval_mode in ("global", "both"):
+                    record.test_acc, record.test_loss = evaluate(model, data.tensors.test_x, data.tensors.test_y, eval_batch_size)
+                    if not math.isfinite(record.test_loss):
+                        raise RunDiverged(round_index, "test loss is not finite")
+                if spec.eval_mode in ("personal", "both"):
+                    personal_evaluation(spec, algorithm, model, server, client_states, data, record, device, eval_batch_size)
+            record.wall_seconds = time.perf_counter() - began
+            sink.log_round(record)
+            if checkpoint_path is not None:
+                save_checkpoint(checkpoint_path, {
+                    "spec_hash": spec.spec_hash, "round": round_index,
+                    "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
+                    "client_states": client_states,
+                })
+            if on_round is not None:
+                on_round(record)
+            if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
+                return RunResult("interrupted", round_index, info=info)
+    except RunDiverged as exc:
+        return RunResult("diverged", exc.round_index - 1, diverged_round=exc.round_index, message=str(exc), info=info)
+    return RunResult("done", spec.rounds, info=info)
+
+
+def personal_evaluation(spec, algorithm, model, server, client_states, data, record, device, eval_batch_size) -> None:
+    """Every client's own model (``Algorithm.eval_model``) on that client's own test split."""
+    accuracies, sizes = [], []
+    for client in range(spec.num_clients):
+        load_global(model, server)
+        ctx = ClientContext(
+            spec=spec, client_id=client, round_index=record.round, model=model, server=server, payload={},
+            state=client_states.setdefault(client, {}), data=data.tensors, indices=data.client_train[client],
+            device=device, lr=0.0, generator=torch_generator(spec.seed, "eval", client, device=device),
+        )
+        test_idx = data.client_test[client]
+        acc, _ = evaluate(algorithm.eval_model(ctx), data.tensors.train_x[test_idx], data.tensors.train_y[test_idx], eval_batch_size)
+        accuracies.append(acc)
+        sizes.append(int(test_idx.numel()))
+    record.personal_per_client = accuracies
+    record.personal_mean = float(np.mean(accuracies))
+    record.personal_weighted_mean = float(np.average(accuracies, weights=sizes)) if sum(sizes) else None
+    record.personal_std = float(np.std(accuracies))

@@ -1,0 +1,145 @@
+"""Run planned specs: in process, or in N worker processes that claim runs from the registry.
+
+Every worker loops over the same list and *claims* each run before training it (an atomic
+registry update), so workers never duplicate a run; a run whose worker died is claimed again and
+resumes from its checkpoint. Progress events go to a callback (in process) or through a queue.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_module
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from fedbench.engine import run as run_engine
+from fedbench.errors import FedbenchError
+from fedbench.metrics import summarize
+from fedbench.provenance import provenance
+from fedbench.recipe import PlannedRun
+from fedbench.registry import Registry
+from fedbench.spec import RunSpec
+
+Event = dict[str, Any]   # {"kind": "start"|"round"|"end", ...}
+
+
+@dataclass
+class ExecutionOptions:
+    registry_url: str
+    device: str = "auto"
+    data_root: str | None = None
+    eval_batch_size: int = 1000
+    threads: int | None = None
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise FedbenchError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    return torch.device(name)
+
+
+class _RegistrySink:
+    def __init__(self, registry: Registry, run_id: int):
+        self.registry, self.run_id = registry, run_id
+
+    def log_round(self, record) -> None:
+        self.registry.log_round(self.run_id, record)
+
+    def truncate(self, after_round: int) -> None:
+        self.registry.truncate_rounds(self.run_id, after_round)
+
+
+def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,
+                emit: Callable[[Event], None]) -> str:
+    """Train one claimed run and record its outcome. Returns the final status."""
+    spec: RunSpec = planned.spec
+    device = resolve_device(options.device)
+    registry.set_provenance(run_id, provenance(device))
+    emit({"kind": "start", "spec_hash": spec.spec_hash, "labels": planned.labels, "seed": spec.seed, "rounds": spec.rounds})
+    began = time.perf_counter()
+    checkpoint = registry.checkpoint_path(spec.spec_hash)
+    try:
+        result = run_engine(
+            spec, _RegistrySink(registry, run_id), device=device, checkpoint_path=checkpoint,
+            data_root=options.data_root, eval_batch_size=options.eval_batch_size,
+            on_round=lambda r: emit({"kind": "round", "spec_hash": spec.spec_hash, "round": r.round,
+                                     "test_acc": r.test_acc, "seconds": r.wall_seconds}),
+        )
+    except KeyboardInterrupt:
+        registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
+        raise
+    except FedbenchError as exc:
+        registry.finish(run_id, "failed", error=str(exc))
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": str(exc)})
+        return "failed"
+    except Exception as exc:  # a bug: keep the traceback in the registry, go on with other runs
+        registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        return "failed"
+    info = dict(provenance(device), data=result.info)
+    registry.set_provenance(run_id, info)
+    curve = [(r.round, r.test_acc) for r in registry.curve(run_id) if r.test_acc is not None]
+    registry.finish(
+        run_id, result.status, summary=summarize(curve, planned.targets), error=result.message,
+        diverged_round=result.diverged_round, wall_seconds=time.perf_counter() - began,
+    )
+    checkpoint.unlink(missing_ok=True)
+    emit({"kind": "end", "spec_hash": spec.spec_hash, "status": result.status,
+          "final": curve[-1][1] if curve else None})
+    return result.status
+
+
+def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Callable[[Event], None]) -> None:
+    """Claim and train every run not finished or held by a live worker."""
+    if options.threads:
+        torch.set_num_threads(options.threads)
+    registry = Registry(options.registry_url)
+    for item in planned:
+        run_id = registry.claim(item.spec_hash)
+        if run_id is not None:
+            execute_one(registry, item, run_id, options, emit)
+
+
+def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "mp.Queue[Event]") -> None:
+    try:
+        work_through(planned, options, events.put)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        events.put({"kind": "worker_exit", "pid": os.getpid()})
+
+
+def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]) -> None:
+    if jobs <= 1:
+        work_through(planned, options, emit)
+        return
+    cores = os.cpu_count() or 1
+    options.threads = options.threads or max(1, cores // jobs)
+    context = mp.get_context("spawn")
+    events: "mp.Queue[Event]" = context.Queue()
+    workers = [context.Process(target=_worker_main, args=(planned, options, events), daemon=False) for _ in range(jobs)]
+    for worker in workers:
+        worker.start()
+    running = len(workers)
+    try:
+        while running:
+            try:
+                event = events.get(timeout=0.5)
+            except queue_module.Empty:
+                if not any(w.is_alive() for w in workers):
+                    break
+                continue
+            if event["kind"] == "worker_exit":
+                running -= 1
+            else:
+                emit(event)
+    finally:
+        for worker in workers:
+            worker.join(timeout=5)

@@ -1,0 +1,54 @@
+"""Small models for scikit-learn's 8×8 digits (the quickstart)."""
+
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+from fedbench.models import register_model
+from fedbench.models.base import FedModel
+
+
+class DigitsMLP(FedModel):
+    """Flatten → Linear(64·c, hidden) → ReLU → Linear(hidden, classes)."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...], hidden: int = 128):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.ReLU())
+        self.classifier = nn.Linear(hidden, num_classes)
+        self.feature_dim = hidden
+
+
+class DigitsCNN(FedModel):
+    """Two 3×3 conv layers (32, 64 channels) with ReLU, one 2×2 max-pool, a hidden layer, a linear head."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...], width: int = 32, hidden: int = 128):
+        super().__init__()
+        channels, height, width_px = input_shape
+        self.encoder = nn.Sequential(
+            nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),
+            nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(2 * width * (height // 2) * (width_px // 2), hidden), nn.ReLU(),
+        )
+        self.classifier = nn.Linear(hidden, num_classes)
+        self.feature_dim = hidden
+
+
+@register_model(
+    "digits_mlp", papers=("quickstart",), input_shape=(1, 8, 8), num_classes=10,
+    description="quickstart MLP for scikit-learn's 8×8 digits: 64→128→ReLU→10",
+    feature="128-d hidden layer after ReLU",
+)
+def digits_mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 128) -> FedModel:
+    return DigitsMLP(num_classes, input_shape, hidden)
+
+
+@register_model(
+    "digits_cnn", papers=("quickstart",), input_shape=(1, 8, 8), num_classes=10,
+    description="quickstart CNN for scikit-learn's 8×8 digits: 2 conv (32, 64), pool, FC 128, FC 10",
+    feature="128-d hidden layer after ReLU",
+)
+def digits_cnn(num_classes: int, input_shape: tuple[int, ...], width: int = 32, hidden: int = 128) -> FedModel:
+    return DigitsCNN(num_classes, input_shape, width, hidden)

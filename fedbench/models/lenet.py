@@ -1,0 +1,68 @@
+"""LeNet-5 family: FedTR's BN LeNet-5 (OrganA/C/SMNIST) and FedTrip's 3-conv LeNet-5 (MNIST/FMNIST/EMNIST)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from fedbench.models import register_model
+from fedbench.models.base import FedModel
+
+
+class LeNet5(FedModel):
+    """Conv(1,6,5)-BN-ReLU-Pool → Conv(6,16,5)-BN-ReLU-Pool → FC 120 → FC 84 (= z) → FC classes."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...]):
+        super().__init__()
+        channels, height, width = input_shape
+        flat = 16 * (((height - 4) // 2 - 4) // 2) * (((width - 4) // 2 - 4) // 2)
+        self.encoder = nn.Sequential(
+            nn.Conv2d(channels, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(flat, 120), nn.ReLU(),
+            nn.Linear(120, 84), nn.ReLU(),
+        )
+        self.classifier = nn.Linear(84, num_classes)
+        self.feature_dim = 84
+
+
+class LeNet5Conv3(FedModel):
+    """FedTrip's "modified LeNet5" [code ``plato/models/lenet5.py``]: three 5×5 convs, FC 84, FC classes.
+
+    Conv(c,6,5,pad 2)-ReLU-Pool → Conv(6,16,5)-ReLU-Pool → Conv(16,120,5)-ReLU → FC 120→84-ReLU (= z) → FC 84→C.
+    The [code] ends in ``log_softmax``; we return logits (identical under cross-entropy, FedTrip spec §2.5).
+    MOON's representation in the FedTrip [code] is the FC-84 output *before* its ReLU: ``encoder[:-1]``.
+    """
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...]):
+        super().__init__()
+        channels, height, width = input_shape
+        # 28×28 → conv(pad 2) 28 → pool 14 → conv 10 → pool 5 → conv 1
+        out_h, out_w = (height // 2 - 4) // 2 - 4, (width // 2 - 4) // 2 - 4
+        self.encoder = nn.Sequential(
+            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 120, 5), nn.ReLU(),
+            nn.Flatten(),
+            nn.Linear(120 * out_h * out_w, 84), nn.ReLU(),
+        )
+        self.classifier = nn.Linear(84, num_classes)
+        self.feature_dim = 84
+
+
+@register_model(
+    "lenet5", papers=("fedtr",), input_shape=(1, 28, 28), num_classes=11,
+    description="LeNet-5 with BatchNorm (PersonalizedFL lenet5v) for OrganA/C/SMNIST; FedTR spec §2.5",
+    feature="84-d, FC 120→84 after ReLU",
+)
+def lenet5(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
+    return LeNet5(num_classes, input_shape)
+
+
+@register_model(
+    "fedtrip_cnn", papers=("fedtrip",), input_shape=(1, 28, 28), num_classes=10,
+    description="FedTrip's modified LeNet-5 (3 conv + FC 84 + FC C, no BN) for MNIST/FMNIST/EMNIST-47",
+    feature="84-d, FC 120→84 after ReLU",
+)
+def fedtrip_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
+    return LeNet5Conv3(num_classes, input_shape)

@@ -1,0 +1,332 @@
+"""TOML recipe → validated Recipe → list of PlannedRun (RunSpec + labels).
+
+A recipe describes one paper table: a base ``setup``, a ``matrix`` of axes whose combinations are
+the table's cells, per-value ``overrides`` and per-combination ``combination`` overrides, named
+``scale`` profiles, ``seeds``, and one or more ``tables`` views with the paper's published values.
+Merge order for every run: setup → axis values → overrides → combinations → scale → ``--set``.
+Unknown keys are errors everywhere: a typo must never be silently ignored. Format: docs/recipes.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fedbench.errors import ConfigError, FedbenchError, RecipeError, UnknownNameError
+from fedbench.spec import SETUP_KEYS, RunSpec
+
+# Keys a setup may hold that do not change a run's result, so they are not part of the spec hash.
+RUN_META_KEYS = ("targets",)
+SPEC_SETUP_KEYS = tuple(k for k in SETUP_KEYS if k not in ("seed", "scale", "synthetic"))
+FIGURES = ("best", "final", "last_k_mean", "best_round", "rounds_to_target", "total_bytes_to_target",
+           "wall_seconds")
+CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "personal_mean", "personal_weighted_mean")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Combination(_Strict):
+    match: dict[str, str]
+    set: dict[str, Any] = {}
+    skip: bool = False
+
+
+class TableView(_Strict):
+    name: str
+    title: str = ""
+    caption: str = ""
+    rows: list[str]
+    columns: list[str]
+    figure: Literal[FIGURES] = "best"            # type: ignore[valid-type]
+    metric: Literal[CURVE_METRICS] = "test_acc"  # type: ignore[valid-type]
+    k: int = Field(10, ge=1)                     # for last_k_mean
+    target: float | None = None                  # for rounds_to_target (same unit as the metric)
+    summary: Literal["mean_std", "mean_curve"] = "mean_std"
+    percent: bool = True                         # print accuracies ×100
+    published: dict[str, dict[str, float | str]] = {}   # published[row key][column key]
+    published_std: dict[str, dict[str, float]] = {}
+
+    @field_validator("rows", "columns", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class Recipe(_Strict):
+    paper: str
+    name: str
+    title: str = ""
+    description: str = ""
+    seeds: list[int] = [0]
+    setup: dict[str, Any]
+    matrix: dict[str, list[Any]] = {}
+    overrides: dict[str, dict[str, dict[str, Any]]] = {}
+    combination: list[Combination] = []
+    scale: dict[str, dict[str, Any]] = {}
+    tables: list[TableView] = []
+
+    source: Path | None = None   # set by load_recipe
+
+    def scale_names(self) -> list[str]:
+        return ["full", *self.scale]
+
+    def table(self, name: str) -> TableView:
+        for view in self.tables:
+            if view.name == name:
+                return view
+        raise RecipeError(f"{self.source}: no table {name!r}; tables: {', '.join(v.name for v in self.tables)}")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One compiled run: the spec plus where it sits in the recipe's tables."""
+
+    spec: RunSpec
+    labels: dict[str, str]
+    paper: str
+    recipe: str
+    targets: tuple[float, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def spec_hash(self) -> str:
+        return self.spec.spec_hash
+
+    def registry_entry(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "spec_hash": spec.spec_hash, "spec": spec.model_dump(mode="json"), "labels": self.labels,
+            "paper": self.paper, "recipe": self.recipe, "algorithm": spec.algorithm, "dataset": spec.dataset,
+            "seed": spec.seed, "scale": spec.scale, "synthetic": spec.synthetic, "targets": list(self.targets),
+        }
+
+
+# ---------------------------------------------------------------------------------------- loading
+def _where(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        recipe = Recipe(**raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _where(first["loc"])
+        if first["type"] == "extra_forbidden":
+            raise RecipeError(f"{path}: unknown key {key!r}; see docs/recipes.md for the recipe format") from None
+        raise RecipeError(f"{path}: {key}: {first['msg']}") from None
+    recipe.source = path
+    _check_structure(recipe)
+    return recipe
+
+
+def _check_structure(recipe: Recipe) -> None:
+    where = recipe.source
+    for key in recipe.setup:
+        if key not in SPEC_SETUP_KEYS and key not in RUN_META_KEYS:
+            raise RecipeError(f"{where}: unknown setup key {key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}")
+    for axis, values in recipe.matrix.items():
+        if not values:
+            raise RecipeError(f"{where}: matrix.{axis} is empty")
+        labels = [_axis_item(recipe, axis, v)[0] for v in values]
+        if len(set(labels)) != len(labels):
+            raise RecipeError(f"{where}: matrix.{axis} has duplicate labels {labels}; give each item a distinct label")
+    for axis, per_value in recipe.overrides.items():
+        if axis not in recipe.matrix:
+            raise RecipeError(f"{where}: overrides.{axis}: {axis!r} is not a matrix axis")
+        labels = {_axis_item(recipe, axis, v)[0] for v in recipe.matrix[axis]}
+        for label, values in per_value.items():
+            if label not in labels:
+                raise RecipeError(f"{where}: overrides.{axis}.{label}: no such value on axis {axis!r} ({', '.join(sorted(labels))})")
+            _check_setup_keys(values, f"overrides.{axis}.{label}", where)
+    for i, combo in enumerate(recipe.combination):
+        for axis in combo.match:
+            if axis not in recipe.matrix:
+                raise RecipeError(f"{where}: combination[{i}].match.{axis}: {axis!r} is not a matrix axis")
+        _check_setup_keys(combo.set, f"combination[{i}].set", where)
+    for name, profile in recipe.scale.items():
+        _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
+    axes = set(recipe.matrix)
+    for view in recipe.tables:
+        for key in view.rows + view.columns:
+            if key not in axes:
+                raise RecipeError(f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})")
+        if view.figure in ("rounds_to_target", "total_bytes_to_target") and view.target is None:
+            raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
+
+
+def _check_setup_keys(values: dict[str, Any], where_key: str, where: Path | None) -> None:
+    for key in values:
+        if key not in SPEC_SETUP_KEYS and key not in RUN_META_KEYS:
+            raise RecipeError(f"{where}: unknown key {where_key}.{key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}")
+
+
+def _axis_item(recipe: Recipe, axis: str, item: Any) -> tuple[str, dict[str, Any]]:
+    """An axis item is a scalar (the value of the setup key named like the axis) or a table with a
+    ``label`` and setup overrides."""
+    if isinstance(item, dict):
+        if "label" not in item:
+            raise RecipeError(f"{recipe.source}: matrix.{axis}: every table item needs a 'label' ({item})")
+        values = {k: v for k, v in item.items() if k != "label"}
+        _check_setup_keys(values, f"matrix.{axis}[{item['label']}]", recipe.source)
+        return str(item["label"]), values
+    if axis not in SPEC_SETUP_KEYS:
+        raise RecipeError(
+            f"{recipe.source}: matrix.{axis}: {axis!r} is not a setup key, so its items must be tables "
+            "with a 'label' and the setup keys they change"
+        )
+    return _label(item), {axis: item}
+
+
+def _label(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# ---------------------------------------------------------------------------------------- CLI values
+def parse_assignment(text: str, option: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as a TOML value (numbers, booleans, lists) or else a string."""
+    if "=" not in text:
+        raise ConfigError(f"{option} {text!r}: expected KEY=VALUE, e.g. {option} rounds=5")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def assignments_to_dict(items: list[str], option: str = "--set") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = parse_assignment(item, option)
+        parts = key.split(".")
+        if parts[0] not in SPEC_SETUP_KEYS and parts[0] not in RUN_META_KEYS:
+            raise ConfigError(f"{option} {item!r}: unknown setup key {parts[0]!r}; valid keys: {', '.join(SPEC_SETUP_KEYS)}")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------- expansion
+def expand(
+    recipe: Recipe,
+    scale: str = "full",
+    seeds: list[int] | None = None,
+    only: dict[str, str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    synthetic: bool = False,
+    check: bool = True,
+) -> list[PlannedRun]:
+    """Compile the recipe into runs: one per matrix combination × seed."""
+    if scale not in recipe.scale_names():
+        raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
+    profile = dict(recipe.scale.get(scale, {}))
+    run_seeds = seeds if seeds is not None else profile.pop("seeds", recipe.seeds)
+    profile.pop("seeds", None)
+    axes = list(recipe.matrix)
+    items = [[_axis_item(recipe, axis, v) for v in recipe.matrix[axis]] for axis in axes]
+    only = only or {}
+    for key in only:
+        if key not in axes and key != "seed":
+            raise ConfigError(f"--only {key}=...: {key!r} is not a label of {recipe.source} (labels: {', '.join(axes + ['seed'])})")
+    planned: list[PlannedRun] = []
+    for combo in itertools.product(*items) if axes else [()]:
+        labels = {axis: label for axis, (label, _) in zip(axes, combo)}
+        if any(key != "seed" and labels.get(key) != value for key, value in only.items()):
+            continue
+        setup = dict(recipe.setup)
+        for axis, (label, values) in zip(axes, combo):
+            setup = deep_merge(setup, values)
+            setup = deep_merge(setup, recipe.overrides.get(axis, {}).get(label, {}))
+        skip = False
+        for rule in recipe.combination:
+            if all(labels.get(axis) == value for axis, value in rule.match.items()):
+                skip = skip or rule.skip
+                setup = deep_merge(setup, rule.set)
+        if skip:
+            continue
+        setup = deep_merge(setup, profile)
+        setup = deep_merge(setup, overrides or {})
+        targets = tuple(float(t) for t in setup.pop("targets", ()))
+        for seed in run_seeds:
+            if "seed" in only and str(seed) != str(only["seed"]):
+                continue
+            spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
+            if check:
+                check_spec(spec, recipe.source)
+            planned.append(PlannedRun(spec, labels, recipe.paper, recipe.name, targets))
+    return planned
+
+
+def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool,
+                labels: dict[str, str]) -> RunSpec:
+    try:
+        return RunSpec(**setup, seed=seed, scale=scale, synthetic=synthetic)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = _where(first["loc"]) or "setup"
+        cell = ", ".join(f"{k}={v}" for k, v in labels.items())
+        msg = first["msg"].removeprefix("Value error, ")
+        if first["type"] == "missing":
+            raise RecipeError(f"{recipe.source}: setup key {key!r} is required (run {cell or 'all'})") from None
+        raise RecipeError(f"{recipe.source}: {key}: {msg} (run {cell or 'all'}, value {first.get('input')!r})") from None
+
+
+def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
+    """Resolve every plug-in name and parameter now, so a bad recipe fails before anything runs."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.data import DATASETS, check_params
+    from fedbench.data.partition import PARTITIONERS
+    from fedbench.models import MODELS
+
+    try:
+        validate_algorithm_params(spec.algorithm, spec.algorithm_params)
+        check_params(spec.dataset, DATASETS.get(spec.dataset), spec.dataset_params, {"root"}, "dataset")
+        check_params(spec.partition, PARTITIONERS.get(spec.partition), spec.partition_params,
+                     {"labels", "groups", "num_clients", "rng"}, "partitioner")
+        check_params(spec.model, MODELS.get(spec.model), spec.model_params, {"num_classes", "input_shape"}, "model")
+    except (ConfigError, UnknownNameError) as exc:
+        raise type(exc)(f"{source}: {exc}" if source else str(exc)) from None
+
+
+def compile_recipes(paths: list[str | Path], **kwargs: Any) -> list[PlannedRun]:
+    planned: list[PlannedRun] = []
+    seen: set[str] = set()
+    for path in paths:
+        recipe = load_recipe(path)
+        for run in expand(recipe, **kwargs):
+            if run.spec_hash not in seen:   # the same run may appear in several tables
+                seen.add(run.spec_hash)
+                planned.append(run)
+    return planned
+
+
+__all__ = ["Recipe", "TableView", "PlannedRun", "load_recipe", "expand", "compile_recipes", "FedbenchError"]

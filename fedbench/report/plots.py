@@ -1,0 +1,59 @@
+"""Accuracy-vs-round plots (matplotlib): one figure per table row, a line per column, mean ± std
+band over seeds; optional EMA smoothing (FedTrip Fig. 5 convention)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fedbench.metrics import ema
+from fedbench.recipe import Recipe, TableView, expand
+from fedbench.registry import Registry
+
+
+def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Path, scale: str = "full",
+               synthetic: bool = False, smoothing: float = 0.0) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+    runs = {r.spec_hash: r for r in registry.runs(spec_hashes=[p.spec_hash for p in planned]) if r.status in ("done", "diverged")}
+    curves = registry.curves([r.id for r in runs.values()])
+    factor = 100.0 if view.percent and view.metric.startswith(("test_acc", "personal")) else 1.0
+    by_row: dict[str, dict[str, list[list[tuple[int, float]]]]] = {}
+    for p in planned:
+        if p.spec_hash not in runs:
+            continue
+        row = " / ".join(p.labels[k] for k in view.rows)
+        column = " / ".join(p.labels[k] for k in view.columns)
+        curve = [(x.round, getattr(x, view.metric) * factor) for x in curves[runs[p.spec_hash].id]
+                 if getattr(x, view.metric) is not None]
+        by_row.setdefault(row, {}).setdefault(column, []).append(curve)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row, columns in by_row.items():
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for column, seed_curves in columns.items():
+            rounds = sorted(set.intersection(*(set(r for r, _ in c) for c in seed_curves)))
+            values = np.array([[dict(c)[r] for r in rounds] for c in seed_curves])
+            if smoothing:
+                values = np.array([ema(v, smoothing) for v in values])
+            mean, std = values.mean(0), values.std(0)
+            ax.plot(rounds, mean, label=f"{column} (n={len(seed_curves)})")
+            ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
+        if view.target is not None and view.figure == "rounds_to_target":
+            ax.axhline(view.target, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("round")
+        ax.set_ylabel(view.metric + (" (%)" if factor == 100 else ""))
+        ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{recipe.name}_{view.name}_{row}")
+        path = out_dir / f"{safe}.png"
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,219 @@
+"""Render tables: terminal (rich), Markdown, LaTeX, CSV, JSON, HTML.
+
+Every format shows ours (mean ± std over seeds, n) beside the paper's value and the difference;
+partial cells (fewer seeds than asked), diverged runs, synthetic data and non-paper scales are marked.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+from typing import Any
+
+from fedbench.report.table import Cell, Table
+
+FORMATS = ("rich", "markdown", "latex", "csv", "json", "html")
+
+
+def _num(value: float | None, figure: str) -> str:
+    if value is None:
+        return "–"
+    if figure in ("best_round", "rounds_to_target"):
+        return f"{value:.1f}" if value != int(value) else f"{int(value)}"
+    if figure == "total_bytes_to_target":
+        return f"{value / 2**20:.1f} MiB"
+    return f"{value:.2f}"
+
+
+def ours_text(cell: Cell, figure: str) -> str:
+    if cell.n == 0:
+        return "—"
+    if cell.mean is None:   # rounds_to_target never reached by any seed
+        text = f">{cell.rounds_limit}"
+    else:
+        text = _num(cell.mean, figure)
+        if cell.std is not None:
+            text += f" ± {_num(cell.std, figure)}"
+        if cell.not_reached:
+            text += f" ({cell.not_reached} >{cell.rounds_limit})"
+    text += f" (n={cell.n})"
+    if cell.partial:
+        text += "*"
+    if cell.diverged:
+        text += "†"
+    return text
+
+
+def paper_text(cell: Cell, figure: str) -> str:
+    if cell.published is None:
+        return ""
+    text = cell.published if isinstance(cell.published, str) else _num(float(cell.published), figure)
+    if cell.published_std is not None:
+        text += f" ± {_num(cell.published_std, figure)}"
+    return text
+
+
+def diff_text(cell: Cell, figure: str) -> str:
+    d = cell.difference
+    return "" if d is None else f"{d:+.2f}" if figure not in ("best_round", "rounds_to_target") else f"{d:+.0f}"
+
+
+def notes(table: Table) -> list[str]:
+    out = []
+    if table.synthetic:
+        out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
+    if table.scale != "full":
+        out.append(f"scale '{table.scale}': not the paper's setting.")
+    cells = list(table.cells.values())
+    if any(c.partial for c in cells):
+        out.append("* partial: fewer finished seeds than the recipe asks for.")
+    if any(c.diverged for c in cells):
+        out.append("† at least one seed diverged (its curve up to divergence is used).")
+    if any(c.n == 0 for c in cells):
+        out.append("— no finished run yet.")
+    if any(c.n == 0 and c.synthetic_available for c in cells):
+        out.append("Synthetic-data runs exist for empty cells: add --synthetic to see them.")
+    view = table.view
+    agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
+    out.append(f"cell: {figure_name(view)} {view.metric}{' (%)' if table.unit == '%' else ''}, {agg}; paper value and Δ = ours − paper.")
+    return out
+
+
+def figure_name(view) -> str:
+    target = f"{view.target:g}{'%' if view.percent else ''}" if view.target is not None else "?"
+    return {"best": "best", "final": "final", "last_k_mean": f"mean of last {view.k} evaluations",
+            "best_round": "round of best", "rounds_to_target": f"rounds to {target}",
+            "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds"}[view.figure]
+
+
+def column_names(table: Table) -> list[str]:
+    """Column headers; a table without column axes has one column named after its figure."""
+    return table.columns if table.view.columns else [figure_name(table.view)]
+
+
+def _header(table: Table) -> str:
+    marks = []
+    if table.synthetic:
+        marks.append("SYNTHETIC")
+    if table.scale != "full":
+        marks.append(f"scale={table.scale}")
+    return table.title + (f" [{', '.join(marks)}]" if marks else "")
+
+
+def to_rich(table: Table):
+    from rich.table import Table as RichTable
+
+    rich_table = RichTable(title=_header(table), caption="\n".join(notes(table)), show_lines=True)
+    rich_table.add_column(" / ".join(table.view.rows), style="bold")
+    for column in column_names(table):
+        rich_table.add_column(column, justify="right")
+    figure = table.view.figure
+    for row in table.rows:
+        values = []
+        for column in table.columns:
+            cell = table.cells.get((row, column))
+            if cell is None:
+                values.append("")
+                continue
+            text = ours_text(cell, figure)
+            if cell.published is not None:
+                text += f"\n[dim]paper {paper_text(cell, figure)}[/dim]"
+                if cell.difference is not None:
+                    text += f" [dim]Δ {diff_text(cell, figure)}[/dim]"
+            values.append(text)
+        rich_table.add_row(row, *values)
+    return rich_table
+
+
+def _flat_cell(cell: Cell | None, figure: str) -> str:
+    if cell is None:
+        return ""
+    text = ours_text(cell, figure)
+    if cell.published is not None:
+        text += f" / paper {paper_text(cell, figure)}"
+        if cell.difference is not None:
+            text += f" ({diff_text(cell, figure)})"
+    return text
+
+
+def to_markdown(table: Table) -> str:
+    figure = table.view.figure
+    lines = [f"### {_header(table)}", ""]
+    if table.view.caption:
+        lines += [table.view.caption, ""]
+    lines.append("| " + " | ".join([" / ".join(table.view.rows), *column_names(table)]) + " |")
+    lines.append("|" + "---|" * (len(table.columns) + 1))
+    for row in table.rows:
+        lines.append("| " + " | ".join([row, *(_flat_cell(table.cells.get((row, c)), figure) for c in table.columns)]) + " |")
+    lines.append("")
+    lines += [f"- {note}" for note in notes(table)]
+    return "\n".join(lines) + "\n"
+
+
+def _latex_escape(text: str) -> str:
+    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                 ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("†", r"$^\dagger$"), (">", r"$>$"), ("—", "--"), ("–", "--")):
+        text = text.replace(a, b)
+    return text
+
+
+def to_latex(table: Table) -> str:
+    figure = table.view.figure
+    spec = "l" + "r" * len(table.columns)
+    lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{_latex_escape(_header(table))}}}",
+             f"\\begin{{tabular}}{{{spec}}}", r"\toprule",
+             " & ".join(_latex_escape(x) for x in [" / ".join(table.view.rows), *column_names(table)]) + r" \\", r"\midrule"]
+    for row in table.rows:
+        cells = [_latex_escape(_flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
+        lines.append(" & ".join([_latex_escape(row), *cells]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: Table) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["paper", "recipe", "table", "row", "column", "n", "expected", "mean", "std", "values",
+                     "published", "difference", "partial", "diverged", "synthetic", "scale"])
+    for row in table.rows:
+        for column in table.columns:
+            cell = table.cells.get((row, column))
+            if cell is None:
+                continue
+            writer.writerow([table.paper, table.recipe, table.view.name, row, column, cell.n, cell.expected,
+                             cell.mean, cell.std, json.dumps(cell.values), cell.published, cell.difference,
+                             cell.partial, cell.diverged, table.synthetic, table.scale])
+    return buffer.getvalue()
+
+
+def to_html(table: Table) -> str:
+    figure = table.view.figure
+    out = [f"<h3>{html.escape(_header(table))}</h3>", "<table>", "<thead><tr>"]
+    out += [f"<th>{html.escape(x)}</th>" for x in [" / ".join(table.view.rows), *column_names(table)]]
+    out.append("</tr></thead><tbody>")
+    for row in table.rows:
+        out.append("<tr><th>" + html.escape(row) + "</th>" + "".join(
+            f"<td>{html.escape(_flat_cell(table.cells.get((row, c)), figure))}</td>" for c in table.columns) + "</tr>")
+    out.append("</tbody></table>")
+    out += ["<ul>", *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
+    return "\n".join(out) + "\n"
+
+
+def render(tables: list[Table], fmt: str) -> Any:
+    """A string for every format except ``rich`` (a list of renderables)."""
+    if fmt == "rich":
+        return [to_rich(t) for t in tables]
+    if fmt == "json":
+        return json.dumps({"tables": [t.to_json() for t in tables]}, indent=2) + "\n"
+    if fmt == "csv":
+        parts = [to_csv(t) for t in tables]
+        return parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:]) if parts else ""
+    joiner = {"markdown": to_markdown, "latex": to_latex, "html": to_html}[fmt]
+    body = "\n".join(joiner(t) for t in tables)
+    if fmt == "html":
+        body = ("<!doctype html><html><head><meta charset='utf-8'><title>fedbench report</title>"
+                "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}</style></head><body>\n"
+                + body + "</body></html>\n")
+    return body

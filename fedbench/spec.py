@@ -1,0 +1,115 @@
+"""RunSpec: the single contract between recipes and the engine.
+
+A RunSpec is frozen and fully resolved: it holds everything that determines a run's result. Its
+canonical JSON (sorted keys, normalised numbers) hashes to ``spec_hash``, the run's identity in the
+registry. Device, worker count, paths and table labels are *not* part of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptimizerSpec(_Strict):
+    name: Literal["sgd", "adam"] = "sgd"
+    lr: float = Field(0.01, gt=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    nesterov: bool = False
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+class ScheduleSpec(_Strict):
+    """Client learning rate as a function of the round (1-indexed).
+
+    constant: lr.  step: lr · gamma^(number of milestones ≤ round).  exponential: lr · gamma^(round-1).
+    """
+
+    name: Literal["constant", "step", "exponential"] = "constant"
+    milestones: tuple[int, ...] = ()
+    gamma: float = Field(1.0, gt=0)
+
+    def factor(self, round_index: int) -> float:
+        if self.name == "step":
+            return self.gamma ** sum(1 for m in self.milestones if round_index >= m)
+        if self.name == "exponential":
+            return self.gamma ** (round_index - 1)
+        return 1.0
+
+
+class AugmentationSpec(_Strict):
+    crop_padding: int = Field(0, ge=0)
+    horizontal_flip: bool = False
+
+
+class RunSpec(_Strict):
+    algorithm: str
+    algorithm_params: dict[str, Any] = {}
+    dataset: str
+    dataset_params: dict[str, Any] = {}
+    model: str
+    model_params: dict[str, Any] = {}
+    partition: str = "iid"
+    partition_params: dict[str, Any] = {}
+    num_clients: int = Field(10, ge=1)
+    clients_per_round: int = Field(10, ge=1)
+    rounds: int = Field(10, ge=1)
+    local_epochs: int = Field(1, ge=0)
+    local_steps: int | None = Field(None, ge=1)   # if set, a fixed number of SGD steps replaces epochs
+    batch_size: int = Field(32, ge=1)
+    drop_last: bool = False
+    optimizer: OptimizerSpec = OptimizerSpec()
+    lr_schedule: ScheduleSpec = ScheduleSpec()
+    augmentation: AugmentationSpec = AugmentationSpec()
+    clip_grad_norm: float | None = Field(None, gt=0)
+    eval_every: int = Field(1, ge=1)
+    eval_mode: Literal["global", "personal", "both"] = "global"
+    client_test_fraction: float = Field(0.0, ge=0, lt=1)   # per-client test split for personal evaluation
+    seed: int = 0
+    scale: str = "full"
+    synthetic: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RunSpec":
+        if self.clients_per_round > self.num_clients:
+            raise ValueError(
+                f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}"
+            )
+        if self.eval_mode != "global" and self.client_test_fraction <= 0:
+            raise ValueError(f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0")
+        return self
+
+    def canonical_json(self) -> str:
+        return canonical_json(self.model_dump(mode="json"))
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+
+def _normalise(value: Any) -> Any:
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2**53 else float(repr(value))
+    if isinstance(value, dict):
+        return {str(k): _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    return value
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no whitespace, integral floats written as ints (so 0.1 and 1e-1, 2 and 2.0 agree)."""
+    return json.dumps(_normalise(data), sort_keys=True, separators=(",", ":"))
+
+
+SETUP_KEYS = tuple(RunSpec.model_fields)
