@@ -81,6 +81,7 @@ def run(
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry."),
     registry: Optional[str] = RegistryOption,
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."),
+    no_verify: bool = typer.Option(False, "--no-verify", help="Skip data checksum verification (recorded as unverified)."),
     force: bool = typer.Option(False, "--force", help="Re-run specs that are already done."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the compiled runs and whether they are done; train nothing."),
 ) -> None:
@@ -89,7 +90,7 @@ def run(
     Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
     `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5`
     """
-    from fedbench.executors import ExecutionOptions, execute, resolve_device
+    from fedbench.executors import ExecutionOptions, preflight, resolve_device
     from fedbench.recipe import assignments_to_dict, compile_recipes
     from fedbench.registry import Registry
 
@@ -111,6 +112,10 @@ def run(
         console.print(table)
         return
 
+    known = Registry.peek_statuses(registry, [p.spec_hash for p in planned])
+    # Data and partitions are checked before the registry is touched: bad input changes nothing there.
+    preflight([p for p in planned if force or known.get(p.spec_hash) not in ("done", "diverged")],
+              str(data_dir) if data_dir else None, verify=not no_verify)
     store = Registry(registry)
     store.ensure_runs([p.registry_entry() for p in planned])
     statuses = store.statuses(p.spec_hash for p in planned)
@@ -121,7 +126,8 @@ def run(
     elif finished:
         console.print(f"{len(finished)} of {len(planned)} runs already done (skipped; --force re-runs them)")
     todo = [p for p in planned if force or p not in finished]
-    options = ExecutionOptions(registry_url=store.url, device=device, data_root=str(data_dir) if data_dir else None)
+    options = ExecutionOptions(registry_url=store.url, device=device, data_root=str(data_dir) if data_dir else None,
+                               verify=not no_verify)
     if todo:
         _run_with_progress(todo, options, jobs)
     final = store.statuses(p.spec_hash for p in planned)
@@ -393,33 +399,9 @@ def models(
     console.print(table)
 
 
-datasets_app = typer.Typer(help="Data sets: list, info, check, download, prepare.", no_args_is_help=True)
-app.add_typer(datasets_app, name="datasets")
+from fedbench.data.cli_commands import register_cli as _register_datasets_cli  # noqa: E402
 
-
-@datasets_app.command("list")
-@user_errors
-def datasets_list(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
-    """List registered data sets.
-
-    Example: `fedbench datasets list`
-    """
-    from fedbench.data import DATASETS
-
-    entries = []
-    for name in DATASETS.names():
-        meta = DATASETS.info(name)["meta"]
-        entries.append({"name": name, "classes": meta.num_classes, "shape": list(meta.input_shape),
-                        "used_by": list(meta.used_by), "groups": meta.group_kind})
-    if as_json:
-        sys.stdout.write(json.dumps(entries, indent=2) + "\n")
-        return
-    table = RichTable(title="datasets")
-    for column in ("name", "classes", "shape", "used by", "natural groups"):
-        table.add_column(column)
-    for e in entries:
-        table.add_row(e["name"], str(e["classes"]), "×".join(map(str, e["shape"])), ", ".join(e["used_by"]), e["groups"] or "")
-    console.print(table)
+_register_datasets_cli(app)
 
 
 def main() -> None:

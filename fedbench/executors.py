@@ -35,6 +35,7 @@ class ExecutionOptions:
     data_root: str | None = None
     eval_batch_size: int = 1000
     threads: int | None = None
+    verify: bool = True          # --no-verify skips checksums; provenance records data.verified=false
 
 
 def resolve_device(name: str) -> torch.device:
@@ -56,6 +57,23 @@ class _RegistrySink:
         self.registry.truncate_rounds(self.run_id, after_round)
 
 
+def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: bool = True) -> None:
+    """Load every data set and build every distinct partition once before anything is registered, so
+    missing data or impossible partition parameters are user errors (exit 2) that leave the registry
+    untouched, instead of failed runs."""
+    from fedbench.engine.loop import load_arrays, partition_clients
+
+    seen: set[str] = set()
+    for item in planned:
+        spec = item.spec
+        key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, spec.partition,
+                    sorted(spec.partition_params.items()), spec.num_clients, spec.seed))
+        if key in seen:
+            continue
+        seen.add(key)
+        partition_clients(spec, load_arrays(spec, data_root, verify))
+
+
 def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,
                 emit: Callable[[Event], None]) -> str:
     """Train one claimed run and record its outcome. Returns the final status."""
@@ -68,7 +86,7 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
     try:
         result = run_engine(
             spec, _RegistrySink(registry, run_id), device=device, checkpoint_path=checkpoint,
-            data_root=options.data_root, eval_batch_size=options.eval_batch_size,
+            data_root=options.data_root, eval_batch_size=options.eval_batch_size, verify=options.verify,
             on_round=lambda r: emit({"kind": "round", "spec_hash": spec.spec_hash, "round": r.round,
                                      "test_acc": r.test_acc, "seconds": r.wall_seconds}),
         )

@@ -51,8 +51,13 @@ class TableView(_Strict):
     target: float | None = None                  # for rounds_to_target (same unit as the metric)
     summary: Literal["mean_std", "mean_curve"] = "mean_std"
     percent: bool = True                         # print accuracies ×100
-    published: dict[str, dict[str, float | str]] = {}   # published[row key][column key]
-    published_std: dict[str, dict[str, float]] = {}
+    # published[row key][column key], or published[row key] when the table has no column axes
+    published: dict[str, dict[str, float | str] | float | str] = {}
+    published_std: dict[str, dict[str, float] | float] = {}
+
+    def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
+        entry = (self.published_std if std else self.published).get(row)
+        return entry.get(column) if isinstance(entry, dict) else entry
 
     @field_validator("rows", "columns", mode="before")
     @classmethod
@@ -207,6 +212,19 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+PLUGIN_KEYS = ("algorithm", "dataset", "model", "partition")
+
+
+def merge_setup(setup: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``values`` into ``setup``; switching a plug-in (algorithm, dataset, model,
+    partition) to another name starts its ``*_params`` afresh, since the old ones belong to the old one."""
+    setup = dict(setup)
+    for key in PLUGIN_KEYS:
+        if key in values and values[key] != setup.get(key):
+            setup.pop(f"{key}_params", None)
+    return deep_merge(setup, values)
+
+
 # ---------------------------------------------------------------------------------------- CLI values
 def parse_assignment(text: str, option: str) -> tuple[str, Any]:
     """``KEY=VALUE`` with VALUE read as a TOML value (numbers, booleans, lists) or else a string."""
@@ -264,17 +282,17 @@ def expand(
             continue
         setup = dict(recipe.setup)
         for axis, (label, values) in zip(axes, combo):
-            setup = deep_merge(setup, values)
-            setup = deep_merge(setup, recipe.overrides.get(axis, {}).get(label, {}))
+            setup = merge_setup(setup, values)
+            setup = merge_setup(setup, recipe.overrides.get(axis, {}).get(label, {}))
         skip = False
         for rule in recipe.combination:
             if all(labels.get(axis) == value for axis, value in rule.match.items()):
                 skip = skip or rule.skip
-                setup = deep_merge(setup, rule.set)
+                setup = merge_setup(setup, rule.set)
         if skip:
             continue
-        setup = deep_merge(setup, profile)
-        setup = deep_merge(setup, overrides or {})
+        setup = merge_setup(setup, profile)
+        setup = merge_setup(setup, overrides or {})
         targets = tuple(float(t) for t in setup.pop("targets", ()))
         for seed in run_seeds:
             if "seed" in only and str(seed) != str(only["seed"]):

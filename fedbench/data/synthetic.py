@@ -20,11 +20,20 @@ def synthetic_like(
     shape = tuple(meta.input_shape)
     templates = rng.random((meta.num_classes, *shape))
 
+    segmentation = meta.task == "segmentation"
+    signals = len(meta.mean) == 0          # float signal datasets (PAMAP2) carry no image normalisation
+
     def draw(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         y = rng.integers(0, meta.num_classes, n)
-        noise = rng.random((n, *shape))
+        noise = rng.random((n, *shape), dtype=np.float32)
         x = np.clip(signal * templates[y] + (1 - signal) * noise, 0, 1)
         groups = rng.integers(0, num_groups, n) if num_groups else None
+        if segmentation:
+            # masks (N, num_classes, H, W): a class-template threshold, so masks correlate with the images
+            masks = (templates[y][:, :1] > 0.5).repeat(meta.num_classes, axis=1).astype(np.uint8)
+            return (x * 255).astype(np.uint8), masks, groups
+        if signals:
+            return x.astype(np.float32), y.astype(np.int64), groups
         return (x * 255).astype(np.uint8), y.astype(np.int64), groups
 
     train_x, train_y, train_g = draw(train_size)
@@ -33,3 +42,23 @@ def synthetic_like(
         meta=meta, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
         train_groups=train_g, test_groups=test_g, info={"synthetic": True, "verified": False},
     )
+
+
+def synthetic_dataset(name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None) -> DatasetArrays:
+    """Stand-in for a registered dataset: its shapes, classes and its natural group count (one group per
+    client of the paper's set-up: domains, hospitals, subjects, writers)."""
+    from fedbench.data import DATASETS, dataset_meta
+
+    meta = dataset_meta(name)
+    num_groups = DATASETS.info(name).get("num_groups")
+    per_sample = int(np.prod(meta.input_shape))
+    # at most ~50M values per split by default (a 256×256 RGB stand-in then has ~250 training images)
+    train_size = train_size or max(10 * (num_groups or 1), min(2000, 50_000_000 // per_sample))
+    test_size = test_size or max(2 * (num_groups or 1), min(500, train_size // 4))
+    arrays = synthetic_like(meta, seed=seed, train_size=train_size, test_size=test_size, num_groups=num_groups)
+    if num_groups:
+        # every group present in train and test, so the natural partition has exactly num_groups clients
+        arrays.train_groups = np.arange(train_size) % num_groups
+        arrays.test_groups = np.arange(test_size) % num_groups
+    arrays.info["dataset"] = name
+    return arrays

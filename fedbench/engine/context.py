@@ -33,6 +33,17 @@ def param_views(vector: torch.Tensor, model: nn.Module) -> list[torch.Tensor]:
     return views
 
 
+@torch.no_grad()
+def load_weights(model: nn.Module, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None = None) -> None:
+    """Copy a flat vector (and buffers) into the model. (``nn.utils.vector_to_parameters`` would make
+    the parameters *views* of the vector, so training would silently modify the global weights.)"""
+    for p, v in zip(model.parameters(), param_views(params, model)):
+        p.copy_(v)
+    if buffers is not None:
+        for name, buffer in model.named_buffers():
+            buffer.copy_(buffers[name])
+
+
 class ClientContext:
     """Everything a client's local training may use. Methods never touch files, the registry or
     other clients' state; their persistent per-client tensors live in ``state`` (checkpointed)."""
@@ -41,6 +52,7 @@ class ClientContext:
         self, *, spec: RunSpec, client_id: int, round_index: int, model: nn.Module, server: ServerState,
         payload: dict[str, Any], state: dict[str, Any], data: TensorData, indices: torch.Tensor,
         generator: torch.Generator, device: torch.device, lr: float,
+        spare_models: "SpareModels | None" = None,
     ):
         self.spec = spec
         self.client_id = client_id
@@ -57,9 +69,21 @@ class ClientContext:
         self.generator = generator
         self.device = device
         self.lr = lr
+        self.spare_models = spare_models
         self.scratch: dict[str, Any] = {}     # per-client, per-round temporaries (e.g. features)
         self.num_steps = 0
         self._loss_sum = torch.zeros((), device=device)
+
+    # ------------------------------------------------------------------ frozen models
+    def frozen_model(self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None = None) -> nn.Module:
+        """A frozen (eval mode, no grad) model holding ``params``, e.g. MOON's previous local model.
+        The engine keeps one spare instance per slot for the whole run: no per-client deep copies."""
+        assert self.spare_models is not None, "engine created no spare models"
+        return self.spare_models.load(slot, params, buffers)
+
+    def global_model(self) -> nn.Module:
+        """The round's global model w^t as a frozen teacher (FedNTD, KD, MOON, FedDr+)."""
+        return self.frozen_model("global", self.global_params, self.global_buffers)
 
     # ------------------------------------------------------------------ training helpers
     def make_optimizer(self, parameters) -> torch.optim.Optimizer:
@@ -125,3 +149,23 @@ class ClientContext:
             client_id=self.client_id, params=self.current_params(), buffers=self.current_buffers(),
             num_samples=self.num_samples, num_steps=self.num_steps, train_loss=mean_loss,
         )
+
+
+class SpareModels:
+    """Frozen model instances, one per slot, created on first use from the working model."""
+
+    def __init__(self, template: nn.Module):
+        self.template = template
+        self.slots: dict[str, nn.Module] = {}
+
+    def load(self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None) -> nn.Module:
+        import copy
+
+        model = self.slots.get(slot)
+        if model is None:
+            model = copy.deepcopy(self.template)
+            for p in model.parameters():
+                p.requires_grad_(False)
+            self.slots[slot] = model
+        load_weights(model, params, buffers)
+        return model.eval()

@@ -19,9 +19,9 @@ from fedbench.algorithms import build_algorithm
 from fedbench.data import dataset_meta, load_dataset
 from fedbench.data.partition import make_partition, partition_fingerprint
 from fedbench.data.store import TensorData
-from fedbench.data.synthetic import synthetic_like
+from fedbench.data.synthetic import synthetic_dataset
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
-from fedbench.engine.context import ClientContext, ServerState
+from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.errors import RunDiverged
 from fedbench.models import build_model
@@ -68,18 +68,35 @@ class FederatedData:
     info: dict[str, Any]
 
 
-def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | None = None) -> FederatedData:
-    """Load (or synthesise) the data set, partition the training pool, move everything to ``device``."""
-    meta = dataset_meta(spec.dataset)
-    if spec.synthetic:
-        groups = spec.num_clients if meta.group_kind else None
-        arrays = synthetic_like(meta, seed=derive_seed(spec.seed, "synthetic") % 2**32, num_groups=groups)
-    else:
-        arrays = load_dataset(spec.dataset, data_root, **spec.dataset_params)
-    parts = make_partition(
+_ARRAYS_CACHE: dict[str, Any] = {}
+
+
+def load_arrays(spec: RunSpec, data_root: str | Path | None = None, verify: bool = True):
+    """The run's data set as arrays; the last one loaded stays cached in the process, since a
+    recipe's runs usually share it. Synthetic stand-ins depend on the dataset only (not on the run
+    seed), so every run of a table sees the same stand-in data, as it would a real data set."""
+    key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, str(data_root), verify))
+    if key not in _ARRAYS_CACHE:
+        _ARRAYS_CACHE.clear()
+        if spec.synthetic:
+            _ARRAYS_CACHE[key] = synthetic_dataset(spec.dataset)
+        else:
+            _ARRAYS_CACHE[key] = load_dataset(spec.dataset, data_root, verify=verify, **spec.dataset_params)
+    return _ARRAYS_CACHE[key]
+
+
+def partition_clients(spec: RunSpec, arrays) -> list[np.ndarray]:
+    return make_partition(
         spec.partition, arrays.train_y, arrays.train_groups, spec.num_clients,
         numpy_rng(spec.seed, "partition"), dict(spec.partition_params),
     )
+
+
+def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | None = None,
+                 verify: bool = True) -> FederatedData:
+    """Load (or synthesise) the data set, partition the training pool, move everything to ``device``."""
+    arrays = load_arrays(spec, data_root, verify)
+    parts = partition_clients(spec, arrays)
     client_train, client_test = [], []
     for client, part in enumerate(parts):
         if spec.client_test_fraction > 0:
@@ -116,9 +133,7 @@ def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], de
 
 
 def load_global(model: nn.Module, server: ServerState) -> None:
-    nn.utils.vector_to_parameters(server.params, model.parameters())
-    for name, buffer in model.named_buffers():
-        buffer.copy_(server.buffers[name])
+    load_weights(model, server.params, server.buffers)
 
 
 def run(
@@ -131,15 +146,19 @@ def run(
     eval_batch_size: int = 1000,
     on_round: Callable[[RoundRecord], None] | None = None,
     stop_after_round: int | None = None,
+    verify: bool = True,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
-    data = prepare_data(spec, device, data_root)
+    data = prepare_data(spec, device, data_root, verify)
     schedule = client_schedule(spec)
     model = init_model(spec, data.num_classes, data.input_shape, device)
     num_params = sum(p.numel() for p in model.parameters())
+    spare_models = SpareModels(model)
+    frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
+    frozen_values = nn.utils.parameters_to_vector(model.parameters()).detach()[frozen].clone()
 
     server = ServerState(
         params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
@@ -174,12 +193,15 @@ def run(
                     payload=payload, state=client_states.setdefault(client, {}), data=data.tensors,
                     indices=data.client_train[client], device=device, lr=lr,
                     generator=torch_generator(spec.seed, "client", round_index, client, device=device),
+                    spare_models=spare_models,
                 )
                 update = algorithm.local_train(ctx)
                 if not math.isfinite(update.train_loss):
                     raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
                 updates.append(update)
             algorithm.aggregate(server, updates, round_index)
+            if frozen.any():   # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
+                server.params[frozen] = frozen_values
             if not bool(torch.isfinite(server.params).all()):
                 raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
 
@@ -195,7 +217,8 @@ def run(
                     if not math.isfinite(record.test_loss):
                         raise RunDiverged(round_index, "test loss is not finite")
                 if spec.eval_mode in ("personal", "both"):
-                    personal_evaluation(spec, algorithm, model, server, client_states, data, record, device, eval_batch_size)
+                    personal_evaluation(spec, algorithm, model, server, client_states, data, record, device,
+                                        eval_batch_size, spare_models)
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
@@ -213,7 +236,8 @@ def run(
     return RunResult("done", spec.rounds, info=info)
 
 
-def personal_evaluation(spec, algorithm, model, server, client_states, data, record, device, eval_batch_size) -> None:
+def personal_evaluation(spec, algorithm, model, server, client_states, data, record, device,
+                                        eval_batch_size, spare_models) -> None:
     """Every client's own model (``Algorithm.eval_model``) on that client's own test split."""
     accuracies, sizes = [], []
     for client in range(spec.num_clients):
@@ -222,6 +246,7 @@ def personal_evaluation(spec, algorithm, model, server, client_states, data, rec
             spec=spec, client_id=client, round_index=record.round, model=model, server=server, payload={},
             state=client_states.setdefault(client, {}), data=data.tensors, indices=data.client_train[client],
             device=device, lr=0.0, generator=torch_generator(spec.seed, "eval", client, device=device),
+            spare_models=spare_models,
         )
         test_idx = data.client_test[client]
         acc, _ = evaluate(algorithm.eval_model(ctx), data.tensors.train_x[test_idx], data.tensors.train_y[test_idx], eval_batch_size)

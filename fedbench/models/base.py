@@ -13,6 +13,8 @@ named child, ``high(h, split)`` runs the rest of the encoder and the head, so th
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import nn
 
@@ -30,7 +32,7 @@ class FedModel(nn.Module):
     classifier: nn.Module
     #: split-point name -> name of the last child of ``self.encoder`` (an ``nn.Sequential``) that the
     #: low part ends with. Empty for models without named cuts.
-    split_after: dict[str, str] = {}
+    split_after: ClassVar[dict[str, str]] = {}
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         return self.encoder(x)

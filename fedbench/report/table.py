@@ -136,8 +136,8 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
     for (r, c), members in groups.items():
         cell = Cell(row=r, column=c, labels={k: members[0].labels[k] for k in view.rows + view.columns},
                     expected=len(members))
-        cell.published = view.published.get(r, {}).get(c)
-        cell.published_std = view.published_std.get(r, {}).get(c)
+        cell.published = view.published_value(r, c)
+        cell.published_std = view.published_value(r, c, std=True)
         seed_curves = []
         for p in members:
             run = found.get(p.spec_hash)

@@ -1,0 +1,177 @@
+"""Cost accounting for models: parameter counts, bytes of a model update, FLOPs per sample, model cards.
+
+FLOPs are measured, not estimated: one forward+backward pass at the model's real input
+shape under ``torch.utils.flop_counter.FlopCounterMode``, divided by the batch size. That counter counts
+matrix products and convolutions as 2 FLOPs per multiply-accumulate and ignores bias adds, BN, activations
+and pooling, so ``flops_forward / 2`` is comparable with "MACs" tables (thop also counts conv bias: FedTrip's
+Table III gives 422,944 MACs for its CNN where the counter gives 416,520; the difference is the 6,424 bias adds).
+
+``model_card`` builds the model on the meta device (no memory, no initialisation cost) and caches the card per
+configuration, so listing every model is cheap.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
+
+from fedbench.errors import ConfigError, FedbenchError
+from fedbench.models import MODELS, build_model
+from fedbench.models.base import FedModel
+
+BYTES_PER_FLOAT32 = 4
+
+
+def parameter_counts(model: nn.Module) -> dict[str, int]:
+    """Numbers of parameters: all, trainable (``requires_grad``), and in the head / body of a FedModel."""
+    params = dict(model.named_parameters())
+    counts = {
+        "params": sum(p.numel() for p in params.values()),
+        "trainable_params": sum(p.numel() for p in params.values() if p.requires_grad),
+    }
+    if isinstance(model, FedModel):
+        counts["head_params"] = sum(params[n].numel() for n in model.head_parameter_names())
+        counts["body_params"] = sum(params[n].numel() for n in model.body_parameter_names())
+        counts["batchnorm_params"] = sum(params[n].numel() for n in model.batchnorm_parameter_names())
+    return counts
+
+
+def buffer_count(model: nn.Module) -> int:
+    """Floating-point buffer entries (BN running means/variances); integer counters are not counted."""
+    return sum(b.numel() for b in model.buffers() if b.is_floating_point())
+
+
+def update_bytes(model: nn.Module, include_buffers: bool = False, trainable_only: bool = False) -> int:
+    """Bytes of one model update sent as float32: every parameter (or only the trainable ones, since frozen
+    ones such as an ETF classifier never change), plus the floating-point buffers if ``include_buffers``
+    (FedNova/LG-Mix send BN statistics; FedBN keeps them local)."""
+    values = sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+    if include_buffers:
+        values += buffer_count(model)
+    return BYTES_PER_FLOAT32 * values
+
+
+def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                        _output_padding, _groups, output_mask, out_shape=None, **kwargs) -> int:
+    """FLOPs of ``aten.convolution_backward``: each requested gradient costs as much as the forward conv.
+
+    grad_input is the transposed convolution of grad_out with the weight; grad_weight multiplies every weight
+    entry with batch × output-positions entries. torch 2.14's own formula misses the division by ``groups`` in
+    grad_weight (pytorch/pytorch PR #183405) and counts a depthwise conv's weight gradient C times over.
+    """
+    forward = conv_flop_count(x_shape, w_shape, grad_out_shape, transposed=transposed)
+    return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+_FLOP_FORMULAS = {torch.ops.aten.convolution_backward: _conv_backward_flop}
+
+
+def measure_flops(model: nn.Module, input_shape: tuple[int, ...], batch_size: int = 2) -> tuple[int, int]:
+    """(forward, forward+backward) FLOPs per sample, from one training-style pass.
+
+    Runs a batch of ``batch_size`` random inputs on the model's device (use the meta device for big models)
+    in eval mode, so BN running statistics are untouched; existing ``.grad`` fields are restored afterwards.
+    The backward pass computes no gradient for the input, as in training.
+    """
+    parameters = list(model.parameters())
+    device = parameters[0].device if parameters else torch.device("cpu")
+    saved_grads = [p.grad for p in parameters]
+    was_training = model.training
+    model.eval()
+    x = torch.randn(batch_size, *input_shape, device=device)
+    try:
+        with FlopCounterMode(display=False, custom_mapping=_FLOP_FORMULAS) as counter:
+            output = model(x)
+            forward = counter.get_total_flops()
+            if output.requires_grad:
+                output.float().sum().backward()
+            total = counter.get_total_flops()
+    finally:
+        model.train(was_training)
+        for p, grad in zip(parameters, saved_grads):
+            p.grad = grad
+    return forward // batch_size, total // batch_size
+
+
+def flops_per_sample(model: nn.Module, input_shape: tuple[int, ...], backward: bool = False,
+                     batch_size: int = 2) -> int:
+    """FLOPs of one forward pass (``backward=False``) or one forward+backward pass per sample."""
+    forward, train = measure_flops(model, input_shape, batch_size)
+    return train if backward else forward
+
+
+def _parse_shape(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        value = value.replace("x", ",").replace("×", ",").split(",")
+    try:
+        return tuple(int(v) for v in value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"input_shape must be like [3, 32, 32] or '3x32x32', got {value!r}") from exc
+
+
+def _build_on_meta(name: str, num_classes: int, input_shape: tuple[int, ...], params: dict[str, Any]) -> nn.Module:
+    try:
+        with torch.device("meta"):
+            return build_model(name, num_classes, input_shape, **params)
+    except FedbenchError:
+        raise
+    except (NotImplementedError, RuntimeError):  # an op without a meta kernel: build for real, RNG untouched
+        with torch.random.fork_rng(devices=[]):
+            return build_model(name, num_classes, input_shape, **params)
+
+
+def _card(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    info = MODELS.info(name)
+    params = dict(overrides)
+    try:
+        num_classes = int(params.pop("num_classes", info["num_classes"]))
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"num_classes must be an integer, got {overrides['num_classes']!r}") from exc
+    input_shape = _parse_shape(params.pop("input_shape", info["input_shape"]))
+    model = _build_on_meta(name, num_classes, input_shape, params)
+    flops_forward, flops_train = measure_flops(model, input_shape)
+    return {
+        "name": name,
+        "papers": list(info.get("papers", ())),
+        "description": info.get("description", ""),
+        "faithful": info.get("faithful", True),
+        "task": info.get("task", "classification"),
+        "input_shape": list(input_shape),
+        "num_classes": num_classes,
+        "model_params": params,
+        "feature_dim": getattr(model, "feature_dim", None),
+        "feature": info.get("feature", ""),
+        "split_points": model.split_points() if isinstance(model, FedModel) else [],
+        **parameter_counts(model),
+        "buffers": buffer_count(model),
+        "update_bytes": update_bytes(model),
+        "update_bytes_with_buffers": update_bytes(model, include_buffers=True),
+        "flops_forward": flops_forward,
+        "flops_train": flops_train,
+        "macs_forward": flops_forward // 2,
+    }
+
+
+_CARDS: dict[str, dict[str, Any]] = {}
+
+
+def model_card(name: str, **overrides: Any) -> dict[str, Any]:
+    """A JSON-ready description of model ``name`` with its cost at the paper configuration.
+
+    ``overrides`` may set ``num_classes``, ``input_shape`` and any model parameter (``classifier="etf"``);
+    unknown parameters raise ConfigError, unknown names UnknownNameError. Cards are cached per configuration.
+    """
+    key = json.dumps([name, overrides], sort_keys=True, default=str)
+    if key not in _CARDS:
+        _CARDS[key] = _card(name, overrides)
+    return copy.deepcopy(_CARDS[key])
+
+
+def model_cards() -> list[dict[str, Any]]:
+    """Cards of every registered model at its paper configuration, sorted by name."""
+    return [model_card(name) for name in MODELS.names()]

@@ -1,0 +1,77 @@
+"""Datasets (one loader per family), partitioners, synthetic stand-ins and the tensor data store.
+
+A loader is registered with its static metadata and has the signature
+``loader(root: pathlib.Path, **dataset_params) -> DatasetArrays`` where ``root`` is
+``<data root>/<dataset name>/``. Loaders raise ``DataError`` naming the missing files and how to get them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from fedbench.data.base import DatasetArrays, DatasetMeta
+from fedbench.errors import ConfigError
+from fedbench.plugins import PluginRegistry
+
+DATASETS: PluginRegistry[Callable[..., DatasetArrays]] = PluginRegistry("dataset")
+
+
+def register_dataset(meta: DatasetMeta, **info: Any):
+    return DATASETS.register(meta.name, meta=meta, **info)
+
+
+def dataset_meta(name: str) -> DatasetMeta:
+    return DATASETS.info(name)["meta"]
+
+
+def data_root(explicit: str | os.PathLike | None = None) -> Path:
+    """``--data-dir`` > ``FEDBENCH_DATA`` > the user cache directory."""
+    if explicit:
+        return Path(explicit).expanduser()
+    if os.environ.get("FEDBENCH_DATA"):
+        return Path(os.environ["FEDBENCH_DATA"]).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("fedbench")) / "data"
+
+
+def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip: set[str], what: str) -> None:
+    allowed = set(inspect.signature(fn).parameters) - skip
+    unknown = set(params) - allowed
+    if unknown:
+        raise ConfigError(
+            f"{what} {name!r} has no parameter(s) {', '.join(sorted(unknown))}; "
+            f"accepted: {', '.join(sorted(allowed)) or 'none'}"
+        )
+
+
+def load_dataset(
+    name: str, root: str | os.PathLike | None = None, *, verify: bool = True, use_prepared: bool = True, **params: Any
+) -> DatasetArrays:
+    """Load ``name`` from ``<data root>/<name>/``.
+
+    ``verify=False`` (``--no-verify``) skips checksum verification; ``info['verified']`` is then False.
+    A cache written by ``fedbench datasets prepare`` for the same parameters is memory-mapped instead of
+    parsing the source files again (``use_prepared=False`` ignores it).
+    """
+    loader = DATASETS.get(name)
+    check_params(name, loader, params, {"root", "verify"}, "dataset")
+    dataset_root = data_root(root) / name
+    if use_prepared:
+        from fedbench.data.cache import load_prepared
+
+        prepared = load_prepared(dataset_root, name, params, verify=verify)
+        if prepared is not None:
+            return prepared
+    if "verify" in inspect.signature(loader).parameters:
+        params = {**params, "verify": verify}
+    return loader(root=dataset_root, **params)
+
+
+# Register the built-in loaders and partitioners.
+from fedbench.data import digits, partition  # noqa: E402,F401
+from fedbench.data import cifar, medmnist, mnist, svhn  # noqa: E402,F401
+from fedbench.data import camelyon17, covid, fedbn, femnist, pamap2, retinal  # noqa: E402,F401

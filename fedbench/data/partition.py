@@ -1,0 +1,401 @@
+"""Partitioners: pure, seeded functions mapping the training pool to clients.
+
+Signature: ``fn(labels, groups, num_clients, rng, **params) -> list[np.ndarray]`` (one sorted index
+array per client). ``labels`` is the int label array of the training pool, ``groups`` the natural group
+ids or None, ``rng`` a ``numpy.random.Generator`` from the run's partition stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+
+from fedbench.errors import ConfigError
+from fedbench.plugins import PluginRegistry
+
+PARTITIONERS: PluginRegistry[Callable[..., list[np.ndarray]]] = PluginRegistry("partitioner")
+register_partitioner = PARTITIONERS.register
+
+
+def partition_fingerprint(parts: list[np.ndarray]) -> str:
+    """Hash of the index arrays: two runs with the same fingerprint trained on the same client data."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(np.asarray(part, dtype=np.int64).tobytes())
+        digest.update(b"|")
+    return digest.hexdigest()[:16]
+
+
+@register_partitioner("iid", covers_all=True, disjoint=True)
+def iid(labels: np.ndarray, groups: np.ndarray | None, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle and split into near-equal parts."""
+    order = rng.permutation(len(labels))
+    return [np.sort(part) for part in np.array_split(order, num_clients)]
+
+
+@register_partitioner("dirichlet", covers_all=True, disjoint=True)
+def dirichlet(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    alpha: float = 0.5,
+    min_size: int = 10,
+    balance: bool = False,
+    max_tries: int = 1000,
+) -> list[np.ndarray]:
+    """Label skew (Yurochkin et al. 2019, as in NIID-Bench ``noniid-labeldir``): for every class draw
+    p ~ Dir_N(alpha) and give client i a share p_i of that class's samples. The whole draw is repeated
+    until every client holds at least ``min_size`` samples. ``balance`` enables NIID-Bench's trick of
+    zeroing the share of clients that already hold more than N_total/num_clients samples.
+    """
+    if alpha <= 0:
+        raise ConfigError(f"partition_params.alpha must be > 0, got {alpha}")
+    if min_size * num_clients > len(labels):
+        raise ConfigError(
+            f"partition_params.min_size={min_size} × {num_clients} clients exceeds the {len(labels)} training samples; "
+            "lower min_size or the number of clients"
+        )
+    classes = np.unique(labels)
+    by_class = [np.flatnonzero(labels == c) for c in classes]
+    for _ in range(max_tries):
+        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+        sizes = np.zeros(num_clients, dtype=np.int64)
+        for members in by_class:
+            members = rng.permutation(members)
+            shares = rng.dirichlet(np.full(num_clients, alpha))
+            if balance:
+                shares = shares * (sizes < len(labels) / num_clients)
+                shares = shares / shares.sum()
+            cuts = (np.cumsum(shares) * len(members)).astype(np.int64)[:-1]
+            for client, chunk in enumerate(np.split(members, cuts)):
+                parts[client].append(chunk)
+                sizes[client] += len(chunk)
+        if sizes.min() >= min_size:
+            return [np.sort(np.concatenate(p)) for p in parts]
+    raise ConfigError(
+        f"dirichlet partition could not give every one of {num_clients} clients {min_size} samples "
+        f"in {max_tries} draws at alpha={alpha}; lower partition_params.min_size or raise alpha"
+    )
+
+
+@register_partitioner("shards", covers_all=True, disjoint=True)
+def shards(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    shards_per_client: int = 2,
+    mode: str = "class",
+) -> list[np.ndarray]:
+    """Pathological label skew: each client holds ``shards_per_client`` (s) single-class shards.
+
+    mode='class' (FedDr+ ``datasetter.py``): every class is cut into s·N/C shards; the multiset
+    {0..C-1} × (s·N/C) is shuffled and reshaped to N × s, row i listing the classes of client i's shards
+    (repeats allowed, so a client holds *at most* s classes). Needs (s·N) % C == 0.
+    mode='sorted' (McMahan et al. 2017): sort by label, cut into N·s equal shards, deal s at random.
+    """
+    if shards_per_client < 1:
+        raise ConfigError(f"partition_params.shards_per_client must be ≥ 1, got {shards_per_client}")
+    if mode == "sorted":
+        order = np.argsort(labels, kind="stable")
+        pieces = np.array_split(order, num_clients * shards_per_client)
+        dealt = rng.permutation(len(pieces)).reshape(num_clients, shards_per_client)
+        return [np.sort(np.concatenate([pieces[j] for j in row])) for row in dealt]
+    if mode != "class":
+        raise ConfigError(f"partition_params.mode={mode!r} for shards; choose 'class' or 'sorted'")
+    classes = np.unique(labels)
+    total = shards_per_client * num_clients
+    if total % len(classes):
+        raise ConfigError(
+            f"shards: shards_per_client={shards_per_client} × {num_clients} clients = {total} shards is not a multiple "
+            f"of the {len(classes)} classes; change them or use partition_params.mode='sorted'"
+        )
+    per_class = total // len(classes)
+    pieces = {}
+    for c in classes:
+        members = rng.permutation(np.flatnonzero(labels == c))
+        if len(members) < per_class:
+            raise ConfigError(f"shards: class {c} has {len(members)} samples, fewer than its {per_class} shards")
+        pieces[c] = list(np.array_split(members, per_class))
+    assignment = rng.permutation(np.repeat(classes, per_class)).reshape(num_clients, shards_per_client)
+    return [np.sort(np.concatenate([pieces[c].pop() for c in row])) for row in assignment]
+
+
+def _class_groups(classes: np.ndarray, clusters: int, class_groups: Any) -> list[np.ndarray]:
+    if class_groups is None:
+        return [np.asarray(g) for g in np.array_split(classes, clusters)]
+    if isinstance(class_groups, str):   # Plato's institution_class_ids "0,1;2,3;4,5;6,7;8,9"
+        class_groups = [[int(c) for c in part.split(",") if c.strip()] for part in class_groups.split(";")]
+    groups_list = [np.asarray(g, dtype=np.int64) for g in class_groups]
+    if len(groups_list) != clusters:
+        raise ConfigError(f"orthogonal: {len(groups_list)} class groups given for clusters={clusters}")
+    flat = np.concatenate(groups_list)
+    if len(set(flat.tolist())) != len(flat):
+        raise ConfigError("orthogonal: partition_params.class_groups must be disjoint")
+    return groups_list
+
+
+@register_partitioner("orthogonal", covers_all=False, disjoint=True)
+def orthogonal(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    clusters: int = 5,
+    class_groups: Any = None,
+    samples_per_client: int | None = None,
+    identical_within_cluster: bool = False,
+) -> list[np.ndarray]:
+    """FedTrip's Orthogonal-c (Plato ``samplers/orthogonal.py``): client k (0-indexed) belongs to cluster
+    k mod c; each cluster owns a disjoint set of classes (``class_groups``, default ``array_split`` of all
+    classes — FedTrip spec §8 #10) and its clients sample IID from that cluster's pool.
+
+    ``samples_per_client`` draws that many per client (FedTrip's partition_size); None splits the
+    cluster's whole pool evenly (then every sample is used). Clients of a cluster get disjoint samples
+    [proposal]; ``identical_within_cluster=True`` mimics Plato, where they receive identical sets.
+    """
+    if not 1 <= clusters <= num_clients:
+        raise ConfigError(f"orthogonal: clusters={clusters} must be between 1 and num_clients={num_clients}")
+    classes = np.unique(labels)
+    class_sets = _class_groups(classes, clusters, class_groups)
+    parts: list[np.ndarray] = [np.empty(0, np.int64)] * num_clients
+    for cluster, owned in enumerate(class_sets):
+        members = np.arange(cluster, num_clients, clusters)
+        pool = rng.permutation(np.flatnonzero(np.isin(labels, owned)))
+        if identical_within_cluster:
+            take = pool[: samples_per_client] if samples_per_client else pool
+            if samples_per_client and len(take) < samples_per_client:
+                raise ConfigError(f"orthogonal: cluster {cluster} has {len(pool)} samples < samples_per_client={samples_per_client}")
+            for client in members:
+                parts[client] = np.sort(take)
+            continue
+        if samples_per_client:
+            need = samples_per_client * len(members)
+            if need > len(pool):
+                raise ConfigError(
+                    f"orthogonal: cluster {cluster} (classes {owned.tolist()}) has {len(pool)} samples, its {len(members)} "
+                    f"clients need {need}; lower samples_per_client or set identical_within_cluster"
+                )
+            chunks = np.split(pool[:need], len(members))
+        else:
+            chunks = np.array_split(pool, len(members))
+        for client, chunk in zip(members, chunks):
+            parts[client] = np.sort(chunk)
+    return parts
+
+
+@register_partitioner("natural", covers_all=True, disjoint=True, needs_groups=True)
+def natural(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    select: str = "all",
+    clients_per_group: int = 1,
+) -> list[np.ndarray]:
+    """One natural group (subject, hospital, domain, writer, site) per client, in group-id order.
+
+    ``select='largest'`` keeps only the ``num_clients`` largest groups (PFLlib's top-N FEMNIST writers).
+    ``clients_per_group=k`` splits every group IID into k clients (LG-Mix Fig. 2c [proposal])."""
+    if groups is None:
+        raise ConfigError("partition 'natural' needs a dataset with natural groups (subject/hospital/domain/writer)")
+    ids, counts = np.unique(groups, return_counts=True)
+    if clients_per_group < 1:
+        raise ConfigError(f"natural: clients_per_group must be ≥ 1, got {clients_per_group}")
+    wanted_groups, remainder = divmod(num_clients, clients_per_group)
+    if remainder:
+        raise ConfigError(f"natural: num_clients={num_clients} is not a multiple of clients_per_group={clients_per_group}")
+    if select == "largest":
+        if wanted_groups > len(ids):
+            raise ConfigError(f"natural: {wanted_groups} groups requested, the data has {len(ids)}")
+        ids = np.sort(ids[np.argsort(-counts, kind="stable")[:wanted_groups]])
+    elif select != "all":
+        raise ConfigError(f"natural: select={select!r}; choose 'all' or 'largest'")
+    elif wanted_groups != len(ids):
+        raise ConfigError(
+            f"natural: the data has {len(ids)} groups, so num_clients must be {len(ids) * clients_per_group} "
+            f"(got {num_clients}); or use partition_params.select='largest'"
+        )
+    order = np.argsort(groups, kind="stable")
+    starts = np.searchsorted(groups[order], ids)
+    ends = np.searchsorted(groups[order], ids, side="right")
+    parts = []
+    for start, end in zip(starts, ends):
+        members = order[start:end]
+        if clients_per_group == 1:
+            parts.append(np.sort(members))
+        else:
+            parts.extend(np.sort(p) for p in np.array_split(rng.permutation(members), clients_per_group))
+    return parts
+
+
+def _weighted_without_replacement(weights: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` distinct indices drawn sequentially with probability ∝ weights (the law of torch's
+    WeightedRandomSampler(replacement=False)), via Gumbel top-k keys."""
+    with np.errstate(divide="ignore"):
+        keys = np.log(weights) + rng.gumbel(size=len(weights))
+    positive = int(np.count_nonzero(weights > 0))
+    if positive < count:
+        raise ConfigError(f"only {positive} samples have non-zero weight, {count} requested")
+    return np.argpartition(-keys, count - 1)[:count] if count < len(keys) else np.arange(len(keys))
+
+
+@register_partitioner("samples_per_client", covers_all=False, disjoint=False)
+def samples_per_client_partition(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    samples_per_client: int = 600,
+    alpha: float | None = 0.5,
+    disjoint: bool = False,
+) -> list[np.ndarray]:
+    """FedTrip's Dir-α (Plato ``samplers/dirichlet.py``): each client draws its own class proportions
+    q_k ~ Dir(α·1_C) and then ``samples_per_client`` distinct indices from the *whole* training set with
+    per-sample weight q_k[y_i]. Clients sample independently, so their sets may overlap (FedTrip §2.3);
+    ``disjoint=True`` removes each client's draw from the pool first. ``alpha=None`` samples uniformly.
+    Per-client streams are derived from ``rng`` so client k's draw does not depend on the others'.
+    """
+    if samples_per_client < 1 or samples_per_client > len(labels):
+        raise ConfigError(f"samples_per_client={samples_per_client} must be between 1 and the {len(labels)} training samples")
+    if alpha is not None and alpha <= 0:
+        raise ConfigError(f"partition_params.alpha must be > 0, got {alpha}")
+    if disjoint and samples_per_client * num_clients > len(labels):
+        raise ConfigError(f"disjoint samples_per_client: {num_clients}×{samples_per_client} exceeds {len(labels)} samples")
+    classes, label_index = np.unique(labels, return_inverse=True)
+    client_rngs = [np.random.default_rng(s) for s in rng.integers(0, 2**63 - 1, size=num_clients)]
+    available = np.ones(len(labels), dtype=bool)
+    parts = []
+    for client_rng in client_rngs:
+        proportions = np.ones(len(classes)) if alpha is None else client_rng.dirichlet(np.full(len(classes), alpha))
+        weights = proportions[label_index] * available
+        try:
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng)
+        except ConfigError:
+            # A near-zero Dirichlet share can underflow to 0 for every sample of most classes; fall back to
+            # the classes' order of preference (what sequential weighted sampling does in that limit).
+            weights = (proportions[label_index] + 1e-300) * available
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng)
+        if disjoint:
+            available[chosen] = False
+        parts.append(np.sort(chosen))
+    return parts
+
+
+# ---- within-client splits --------------------------------------------------------------------------
+
+def _cut(count: int, fractions: tuple[float, ...]) -> np.ndarray:
+    return np.round(np.cumsum(fractions)[:-1] * count).astype(np.int64)
+
+
+def split_indices(
+    indices: np.ndarray,
+    fractions: tuple[float, ...] | list[float],
+    rng: np.random.Generator | None = None,
+    labels: np.ndarray | None = None,
+    method: str = "random",
+) -> list[np.ndarray]:
+    """Split one client's indices into parts of the given fractions (e.g. train/val/test).
+
+    method='random': shuffle then cut (PFLlib's 75/25, LG-Mix 0.6/0.2/0.2);
+    'stratified': the same cut inside every class (FedAP's 40/30/30 "evenly" split);
+    'sequential': keep the given order and cut (HeteroPFL's "last 25 % of train is validation").
+    Fractions must sum to 1; parts come back sorted (sequential keeps the order).
+    """
+    fractions = tuple(float(f) for f in fractions)
+    if not fractions or min(fractions) < 0 or abs(sum(fractions) - 1.0) > 1e-6:
+        raise ConfigError(f"split fractions {fractions} must be non-negative and sum to 1")
+    indices = np.asarray(indices, dtype=np.int64)
+    if method == "sequential":
+        return list(np.split(indices, _cut(len(indices), fractions)))
+    if rng is None:
+        raise ConfigError(f"split method {method!r} needs an rng")
+    if method == "random":
+        return [np.sort(p) for p in np.split(rng.permutation(indices), _cut(len(indices), fractions))]
+    if method == "stratified":
+        if labels is None:
+            raise ConfigError("stratified split needs labels")
+        pieces: list[list[np.ndarray]] = [[] for _ in fractions]
+        client_labels = labels[indices]
+        for c in np.unique(client_labels):
+            members = rng.permutation(indices[client_labels == c])
+            for k, piece in enumerate(np.split(members, _cut(len(members), fractions))):
+                pieces[k].append(piece)
+        return [np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in pieces]
+    raise ConfigError(f"split method {method!r}; choose 'random', 'stratified' or 'sequential'")
+
+
+def split_clients(
+    parts: list[np.ndarray],
+    fractions: tuple[float, ...] | list[float],
+    rng: np.random.Generator,
+    labels: np.ndarray | None = None,
+    method: str = "random",
+) -> list[list[np.ndarray]]:
+    """``split_indices`` for every client with an independent per-client stream."""
+    seeds = rng.integers(0, 2**63 - 1, size=len(parts))
+    return [split_indices(p, fractions, np.random.default_rng(s), labels, method) for p, s in zip(parts, seeds)]
+
+
+def class_matched_test_sets(
+    parts: list[np.ndarray],
+    train_labels: np.ndarray,
+    test_labels: np.ndarray,
+    rng: np.random.Generator,
+    disjoint: bool = True,
+    cap_per_class: int | None = None,
+) -> list[np.ndarray]:
+    """Per-client test sets whose class mix follows each client's training data.
+
+    disjoint=True (FedDr+ sharding, ``rand_set_all``): each class's test samples are shared among the
+    clients in proportion to their training counts of that class, so the client test sets partition
+    the test samples of the classes in use. disjoint=False (FedDr+ ``lda_test``): every client takes its
+    first n_{i,k} items of a fresh permutation of class k's test samples (capped), so sets overlap.
+    """
+    num_classes = int(max(train_labels.max(initial=0), test_labels.max(initial=0))) + 1
+    counts = np.stack([np.bincount(train_labels[p], minlength=num_classes) for p in parts])   # clients × classes
+    by_class = [np.flatnonzero(test_labels == c) for c in range(num_classes)]
+    result: list[list[np.ndarray]] = [[] for _ in parts]
+    for c in range(num_classes):
+        members = by_class[c]
+        if disjoint:
+            if counts[:, c].sum() == 0:
+                continue
+            shares = counts[:, c] / counts[:, c].sum()
+            cuts = np.round(np.cumsum(shares)[:-1] * len(members)).astype(np.int64)
+            for client, chunk in enumerate(np.split(rng.permutation(members), cuts)):
+                result[client].append(chunk)
+        else:
+            for client in np.flatnonzero(counts[:, c]):
+                take = min(int(counts[client, c]), len(members), cap_per_class or len(members))
+                result[client].append(rng.permutation(members)[:take])
+    return [np.sort(np.concatenate(r)) if r else np.empty(0, np.int64) for r in result]
+
+
+def natural_test_sets(parts: list[np.ndarray], train_groups: np.ndarray, test_groups: np.ndarray) -> list[np.ndarray]:
+    """Each client's test samples under the ``natural`` partition: the test samples of its group (its domain,
+    hospital, subject or writer). Sub-clients of one group (``clients_per_group > 1``) share that group's test set."""
+    result = []
+    for part in parts:
+        owners = np.unique(train_groups[part])
+        if len(owners) != 1:
+            raise ConfigError(f"natural_test_sets: a client holds samples of {len(owners)} groups; use it with the natural partition")
+        result.append(np.flatnonzero(test_groups == owners[0]))
+    return result
+
+
+def make_partition(
+    name: str, labels: np.ndarray, groups: np.ndarray | None, num_clients: int, seed_rng: np.random.Generator,
+    params: dict[str, Any],
+) -> list[np.ndarray]:
+    from fedbench.data import check_params
+
+    fn = PARTITIONERS.get(name)
+    check_params(name, fn, params, {"labels", "groups", "num_clients", "rng"}, "partitioner")
+    parts = fn(labels=labels, groups=groups, num_clients=num_clients, rng=seed_rng, **params)
+    if len(parts) != num_clients:
+        raise ConfigError(f"partitioner {name!r} produced {len(parts)} clients, the run asks for {num_clients}")
+    return [np.asarray(p, dtype=np.int64) for p in parts]

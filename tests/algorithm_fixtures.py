@@ -1,0 +1,119 @@
+"""Helpers for the algorithm tests: two tiny test-only models, spec building, engine runs that expose
+the final server/client state (through the run's checkpoint), and a hand-built client context."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from fedbench.algorithms import build_algorithm
+from fedbench.data.store import TensorData
+from fedbench.engine import run
+from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights, param_views
+from fedbench.engine.loop import init_model
+from fedbench.models import MODELS, register_model
+from fedbench.models.base import FedModel
+from fedbench.models.heads import build_classifier
+from fedbench.spec import RunSpec
+
+LINEAR = "test_algorithms_linear"
+MLP = "test_algorithms_mlp"
+
+
+class LinearModel(FedModel):
+    """Softmax regression: features = the flattened input, head = Linear(d, C)."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...]):
+        super().__init__()
+        self.encoder = nn.Flatten()
+        self.feature_dim = math.prod(input_shape)
+        self.classifier = nn.Linear(self.feature_dim, num_classes)
+
+
+class HeadMLP(FedModel):
+    """Flatten → Linear(d, hidden) → ReLU → classifier of any kind of ``fedbench.models.heads``."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear", hidden: int = 16):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), hidden), nn.ReLU())
+        self.classifier = build_classifier(classifier, hidden, num_classes)
+        self.feature_dim = hidden
+
+
+if LINEAR not in MODELS:
+    register_model(LINEAR, papers=("tests",))(lambda num_classes, input_shape: LinearModel(num_classes, input_shape))
+
+    @register_model(MLP, papers=("tests",))
+    def _head_mlp(num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear", hidden: int = 16):
+        return HeadMLP(num_classes, input_shape, classifier, hidden)
+
+
+def make_spec(algorithm: str, params: dict | None = None, **overrides) -> RunSpec:
+    setup = dict(
+        algorithm=algorithm, algorithm_params=params or {}, dataset="digits", model=MLP,
+        partition="dirichlet", partition_params={"alpha": 0.5}, num_clients=4, clients_per_round=4,
+        rounds=2, batch_size=64, optimizer={"lr": 0.05},
+    )
+    setup.update(overrides)
+    return RunSpec(**setup)
+
+
+class Sink:
+    def __init__(self):
+        self.records = []
+
+    def log_round(self, record) -> None:
+        self.records = [r for r in self.records if r.round < record.round] + [record]
+
+    def truncate(self, after_round: int) -> None:
+        self.records = [r for r in self.records if r.round <= after_round]
+
+
+def train(spec: RunSpec, directory: Path, name: str = "run.pt", sink: Sink | None = None, **kwargs):
+    """Run the engine; return (result, sink, final checkpoint: server params/buffers/state, client states)."""
+    sink = sink or Sink()
+    path = Path(directory) / name
+    result = run(spec, sink, checkpoint_path=path, **kwargs)
+    return result, sink, torch.load(path, weights_only=False)
+
+
+def initial_model(spec: RunSpec, num_classes: int = 10, input_shape=(1, 8, 8)) -> nn.Module:
+    return init_model(spec, num_classes, tuple(input_shape), torch.device("cpu"))
+
+
+def initial_params(spec: RunSpec) -> torch.Tensor:
+    return nn.utils.parameters_to_vector(initial_model(spec).parameters()).detach()
+
+
+def named_slices(model: nn.Module, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The flat vector cut into the model's named parameters."""
+    return {name: view for (name, _), view in zip(model.named_parameters(), param_views(flat, model))}
+
+
+def client_context(algorithm, spec: RunSpec, model: nn.Module, server: ServerState, data: TensorData,
+                   indices: torch.Tensor, state: dict, client_id: int = 0, round_index: int = 1,
+                   spares: SpareModels | None = None) -> ClientContext:
+    """What the engine does before a client trains: load w^t, build the context."""
+    load_weights(model, server.params, server.buffers)
+    return ClientContext(
+        spec=spec, client_id=client_id, round_index=round_index, model=model, server=server,
+        payload=algorithm.payload(server, round_index), state=state, data=data, indices=indices,
+        generator=torch.Generator().manual_seed(100 * round_index + client_id), device=torch.device("cpu"),
+        lr=spec.optimizer.lr * spec.lr_schedule.factor(round_index), spare_models=spares or SpareModels(model),
+    )
+
+
+def fresh_server(model: nn.Module) -> ServerState:
+    return ServerState(
+        params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+        buffers={name: b.detach().clone() for name, b in model.named_buffers()},
+    )
+
+
+__all__ = [
+    "LINEAR", "MLP", "LinearModel", "HeadMLP", "make_spec", "Sink", "train", "initial_model", "initial_params",
+    "named_slices", "client_context", "fresh_server", "build_algorithm", "TensorData",
+]

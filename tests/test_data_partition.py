@@ -1,0 +1,193 @@
+"""Partitioners: coverage, class counts, determinism under the seed, natural groups, client splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedbench.data.partition import (
+    PARTITIONERS, class_matched_test_sets, make_partition, natural_test_sets, partition_fingerprint, split_clients,
+    split_indices,
+)
+from fedbench.errors import ConfigError
+
+NUM_CLIENTS = 10
+LABELS = np.repeat(np.arange(10), 120)                     # 1,200 samples, 120 per class
+LABELS = np.random.default_rng(7).permutation(LABELS)
+GROUPS = np.arange(len(LABELS)) % NUM_CLIENTS             # ten natural groups
+
+# Parameters each registered partitioner is exercised with; a new partitioner must be added here.
+PARAMS = {
+    "iid": {},
+    "dirichlet": {"alpha": 0.3},
+    "shards": {"shards_per_client": 2},
+    "orthogonal": {"clusters": 5},
+    "natural": {},
+    "samples_per_client": {"samples_per_client": 100, "alpha": 0.5},
+}
+
+
+def run(name, seed=0, labels=LABELS, groups=GROUPS, num_clients=NUM_CLIENTS, **params):
+    merged = {**PARAMS[name], **params}
+    return make_partition(name, labels, groups, num_clients, np.random.default_rng(seed), merged)
+
+
+def test_every_registered_partitioner_has_test_params():
+    assert set(PARTITIONERS.names()) == set(PARAMS)
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_partitioner_contract(name):
+    parts = run(name)
+    assert len(parts) == NUM_CLIENTS
+    info = PARTITIONERS.info(name)
+    for part in parts:
+        assert part.dtype == np.int64
+        assert np.all(np.diff(part) > 0), "indices sorted and unique within a client"
+        assert part.min() >= 0 and part.max() < len(LABELS)
+    joined = np.concatenate(parts)
+    if info.get("disjoint"):
+        assert len(np.unique(joined)) == len(joined), "no sample in two clients"
+    if info.get("covers_all"):
+        assert np.array_equal(np.sort(joined), np.arange(len(LABELS))), "every sample exactly once"
+
+
+@pytest.mark.parametrize("name", sorted(PARAMS))
+def test_partitioner_is_deterministic_under_the_seed(name):
+    first, again = run(name, seed=3), run(name, seed=3)
+    assert partition_fingerprint(first) == partition_fingerprint(again)
+    if name != "natural":   # natural has no randomness with one client per group
+        assert partition_fingerprint(run(name, seed=4)) != partition_fingerprint(first)
+
+
+def test_unknown_partition_param_is_a_config_error():
+    with pytest.raises(ConfigError, match="no parameter"):
+        run("iid", bogus=1)
+
+
+def test_dirichlet_class_counts_and_skew():
+    parts = run("dirichlet", alpha=0.1, min_size=10)
+    counts = np.stack([np.bincount(LABELS[p], minlength=10) for p in parts])
+    assert np.array_equal(counts.sum(0), np.bincount(LABELS))
+    assert min(len(p) for p in parts) >= 10
+    skewed = np.mean([(c > 0).sum() for c in counts])
+    mild = np.mean([(np.bincount(LABELS[p], minlength=10) > 0).sum() for p in run("dirichlet", alpha=100.0)])
+    assert skewed < mild
+    with pytest.raises(ConfigError, match="alpha"):
+        run("dirichlet", alpha=0)
+
+
+def test_shards_feddrplus_style():
+    parts = run("shards", shards_per_client=2)
+    for part in parts:
+        assert len(part) == 120
+        assert len(np.unique(LABELS[part])) <= 2
+    # each class is cut into s·N/C = 2 shards of 60; every client's class counts are multiples of 60
+    counts = np.stack([np.bincount(LABELS[p], minlength=10) for p in parts])
+    assert np.all(counts % 60 == 0) and np.array_equal(counts.sum(0), np.bincount(LABELS))
+    with pytest.raises(ConfigError, match="multiple"):
+        run("shards", shards_per_client=3, num_clients=7)
+    sorted_parts = run("shards", shards_per_client=3, num_clients=7, mode="sorted")
+    assert sum(len(p) for p in sorted_parts) == len(LABELS)
+
+
+def test_orthogonal_clusters():
+    parts = run("orthogonal", clusters=5)
+    for client, part in enumerate(parts):
+        cluster = client % 5
+        assert set(np.unique(LABELS[part])) <= {2 * cluster, 2 * cluster + 1}
+    fixed = run("orthogonal", clusters=5, samples_per_client=50)
+    assert all(len(p) == 50 for p in fixed)
+    plato = run("orthogonal", clusters=5, samples_per_client=50, identical_within_cluster=True)
+    assert np.array_equal(plato[0], plato[5]) and not np.array_equal(plato[0], plato[1])
+    explicit = run("orthogonal", clusters=2, class_groups="0,1,2;3", num_clients=4)
+    assert set(np.unique(LABELS[explicit[1]])) == {3}
+    with pytest.raises(ConfigError, match="need"):
+        run("orthogonal", clusters=5, samples_per_client=1000)
+    # 47 EMNIST classes: array_split over all classes (FedTrip spec §8 #10)
+    emnist = np.arange(47 * 10) % 47
+    groups = run("orthogonal", clusters=5, labels=emnist, groups=None)
+    assert len(np.unique(emnist[groups[0]])) == 10 and len(np.unique(emnist[groups[4]])) == 9
+
+
+def test_natural_maps_one_group_per_client():
+    groups = np.random.default_rng(0).integers(0, 5, len(LABELS))
+    parts = run("natural", groups=groups, num_clients=5)
+    for group_id, part in enumerate(parts):
+        assert np.all(groups[part] == group_id)
+        assert len(part) == np.sum(groups == group_id)
+    with pytest.raises(ConfigError, match="num_clients must be 5"):
+        run("natural", groups=groups, num_clients=4)
+    with pytest.raises(ConfigError, match="natural groups"):
+        run("natural", groups=None, num_clients=5)
+    largest = run("natural", groups=groups, num_clients=2, select="largest")
+    sizes = np.bincount(groups)
+    assert sorted(len(p) for p in largest) == sorted(sizes)[-2:]
+    split = run("natural", groups=groups, num_clients=10, clients_per_group=2)
+    assert np.all(groups[split[0]] == 0) and np.all(groups[split[1]] == 0) and np.all(groups[split[2]] == 1)
+    assert abs(len(split[0]) - len(split[1])) <= 1
+
+
+def test_samples_per_client_fedtrip_style():
+    parts = run("samples_per_client", samples_per_client=100, alpha=0.1)
+    assert all(len(p) == 100 for p in parts)
+    classes = [len(np.unique(LABELS[p])) for p in parts]
+    uniform = [len(np.unique(LABELS[p])) for p in run("samples_per_client", samples_per_client=100, alpha=None)]
+    assert np.mean(classes) < np.mean(uniform)
+    disjoint = run("samples_per_client", samples_per_client=100, disjoint=True)
+    joined = np.concatenate(disjoint)
+    assert len(np.unique(joined)) == len(joined)
+    # clients draw independently from the whole pool: overlaps are allowed and occur at this size
+    overlap = run("samples_per_client", samples_per_client=600, alpha=None)
+    assert len(np.unique(np.concatenate(overlap))) < 6000
+    with pytest.raises(ConfigError):
+        run("samples_per_client", samples_per_client=200, disjoint=True)
+
+
+def test_split_indices_methods():
+    rng = np.random.default_rng(0)
+    indices = np.arange(100, 200)
+    train, val, test = split_indices(indices, (0.4, 0.3, 0.3), rng)
+    assert (len(train), len(val), len(test)) == (40, 30, 30)
+    assert np.array_equal(np.sort(np.concatenate([train, val, test])), indices)
+    head, tail = split_indices(indices, (0.75, 0.25), method="sequential")
+    assert np.array_equal(tail, np.arange(175, 200)), "last 25 % is the validation part"
+    labels = np.repeat(np.arange(2), 100)
+    parts = split_indices(np.arange(200), (0.6, 0.2, 0.2), rng, labels=labels, method="stratified")
+    assert [int(np.sum(labels[p] == 0)) for p in parts] == [60, 20, 20]
+    with pytest.raises(ConfigError, match="sum to 1"):
+        split_indices(indices, (0.5, 0.3), rng)
+
+
+def test_split_clients_independent_streams():
+    parts = run("iid")
+    first = split_clients(parts, (0.75, 0.25), np.random.default_rng(1))
+    again = split_clients(parts, (0.75, 0.25), np.random.default_rng(1))
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(first, again))
+    assert all(len(train) + len(test) == len(p) for (train, test), p in zip(first, parts))
+
+
+def test_class_matched_test_sets():
+    test_labels = np.repeat(np.arange(10), 20)
+    parts = run("shards", shards_per_client=2)
+    tests = class_matched_test_sets(parts, LABELS, test_labels, np.random.default_rng(0))
+    joined = np.concatenate(tests)
+    assert np.array_equal(np.sort(joined), np.arange(200)), "client test sets partition the test set"
+    for part, test in zip(parts, tests):
+        assert set(np.unique(test_labels[test])) == set(np.unique(LABELS[part]))
+        assert len(test) == 20   # |D_test| / N
+    lda = run("dirichlet", alpha=0.5)
+    overlapping = class_matched_test_sets(lda, LABELS, test_labels, np.random.default_rng(0), disjoint=False, cap_per_class=5)
+    for part, test in zip(lda, overlapping):
+        assert set(np.unique(test_labels[test])) == set(np.unique(LABELS[part]))
+        assert np.all(np.bincount(test_labels[test], minlength=10) <= 5)
+
+
+def test_natural_test_sets_follow_the_groups():
+    groups = np.arange(len(LABELS)) % 3
+    test_groups = np.arange(30) % 3
+    parts = run("natural", groups=groups, num_clients=3)
+    tests = natural_test_sets(parts, groups, test_groups)
+    assert [np.unique(test_groups[t]).tolist() for t in tests] == [[0], [1], [2]]
+    with pytest.raises(ConfigError, match="groups"):
+        natural_test_sets(run("iid", num_clients=3), groups, test_groups)
