@@ -214,7 +214,7 @@ def report(
     store = Registry.open_existing(registry)
     tables = []
     for rec in loaded:
-        if scale not in rec.scale_names():
+        if rec.setup and scale not in rec.scale_names():
             continue
         views = [rec.table(table)] if table else rec.tables
         for view in views:
@@ -266,12 +266,10 @@ def _run_json(row, curve=None) -> dict[str, Any]:
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }
     if curve is not None:
-        data["curve"] = [
-            {k: getattr(r, k) for k in ("round", "test_acc", "test_loss", "train_loss", "personal_mean",
-                                         "personal_weighted_mean", "personal_std", "personal_per_client",
-                                         "wall_seconds", "bytes_up", "bytes_down")}
-            for r in curve
-        ]
+        from fedbench.registry.tables import RoundRow
+
+        columns = [c.name for c in RoundRow.__table__.columns if c.name != "run_id"]
+        data["curve"] = [{k: getattr(r, k) for k in columns} for r in curve]
     return data
 
 

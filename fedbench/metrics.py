@@ -31,9 +31,23 @@ def last_k_mean(curve: Curve, k: int) -> float | None:
     return float(np.mean([v for _, v in curve[-k:]])) if curve else None
 
 
-def rounds_to_target(curve: Curve, target: float) -> int | None:
-    """First (1-indexed) round whose value is ≥ target; None if never reached."""
+def rounds_to_target(curve: Curve, target: float, rule: str = "first_reach") -> int | None:
+    """Rounds needed to reach ``target``; None if never reached.
+
+    ``first_reach``: the first (1-indexed) round whose value is ≥ target.
+    ``count_not_above``: the number of evaluated rounds whose value is ≤ target, counted only if the
+    target is exceeded at some round — FedTrip's ``np.sum(mean_curve <= target)`` (spec §2.7; equals
+    first round above the target − 1 on a monotone curve, and counts later dips).
+    """
+    if rule == "count_not_above":
+        if not curve or max(v for _, v in curve) <= target:
+            return None
+        return sum(1 for _, v in curve if v <= target)
     return next((r for r, v in curve if v >= target), None)
+
+
+def value_at_round(curve: Curve, round_index: int) -> float | None:
+    return dict(curve).get(round_index)
 
 
 def ema(values: Sequence[float], weight: float) -> list[float]:
@@ -52,3 +66,88 @@ def summarize(curve: Curve, targets: Sequence[float] = ()) -> dict:
         "rounds_to_target": {f"{t:g}": rounds_to_target(curve, t) for t in targets},
         "evaluated_rounds": len(curve),
     }
+
+
+def value_at_best(curve: Curve, selector: Curve) -> float | None:
+    """The value of ``curve`` at the first round where ``selector`` is best (LG-Mix: the test figure at
+    the round with the best mean validation accuracy). Only rounds present in both count."""
+    values = dict(curve)
+    common = [(r, v) for r, v in selector if r in values]
+    chosen = best_round(common)
+    return None if chosen is None else values[chosen]
+
+
+# ---------------------------------------------------------------------------------- per-sample metrics
+# Beyond accuracy, for the data sets that need them: AUC and balanced accuracy (Camelyon17, LG-Mix Table 7),
+# Dice, IoU and Hausdorff distance for segmentation (retinal, LG-Mix Table 3).
+
+def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
+    """ROC AUC: binary on p(class 1) (LG-Mix [code] ``roc_auc_score``), one-vs-rest macro for more classes.
+    None when the labels hold a single class (AUC is undefined)."""
+    from sklearn.metrics import roc_auc_score
+
+    present = np.unique(labels)
+    if len(present) < 2:
+        return None
+    if probabilities.shape[1] == 2:
+        return float(roc_auc_score(labels, probabilities[:, 1]))
+    if len(present) < probabilities.shape[1]:
+        probabilities = probabilities[:, present] / probabilities[:, present].sum(1, keepdims=True)
+    return float(roc_auc_score(labels, probabilities, multi_class="ovr", average="macro", labels=present))
+
+
+def balanced_accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
+    """Mean per-class recall over the classes present in ``labels``."""
+    import warnings
+
+    from sklearn.metrics import balanced_accuracy_score
+
+    with warnings.catch_warnings():   # a client's model may predict classes its test split lacks
+        warnings.simplefilter("ignore", UserWarning)
+        return float(balanced_accuracy_score(labels, predictions))
+
+
+def _overlap(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per image and channel (N, C): |P ∩ T|, |P|, |T| of boolean masks (N, C, H, W)."""
+    axes = tuple(range(2, pred.ndim))
+    return (pred & truth).sum(axes), pred.sum(axes), truth.sum(axes)
+
+
+def dice(pred: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over images and channels of 2|P∩T| / (|P| + |T|) (1 when both are empty)."""
+    inter, p, t = _overlap(pred.astype(bool), truth.astype(bool))
+    return float(np.mean(np.where(p + t > 0, 2 * inter / np.maximum(p + t, 1), 1.0)))
+
+
+def iou(pred: np.ndarray, truth: np.ndarray) -> float:
+    """Mean over images and channels of |P∩T| / |P∪T| (1 when both are empty)."""
+    inter, p, t = _overlap(pred.astype(bool), truth.astype(bool))
+    union = p + t - inter
+    return float(np.mean(np.where(union > 0, inter / np.maximum(union, 1), 1.0)))
+
+
+def _surface_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Distances from the border pixels of mask ``a`` to the border of mask ``b`` (medpy's definition)."""
+    from scipy import ndimage
+
+    structure = ndimage.generate_binary_structure(a.ndim, 1)
+    border_a = a ^ ndimage.binary_erosion(a, structure=structure, border_value=1)
+    border_b = b ^ ndimage.binary_erosion(b, structure=structure, border_value=1)
+    return ndimage.distance_transform_edt(~border_b)[border_a]
+
+
+def hausdorff(pred: np.ndarray, truth: np.ndarray, percentile: float = 95.0, empty: float = 1000.0) -> float | None:
+    """Mean over images and channels of the (95th-percentile) symmetric Hausdorff distance in pixels, as
+    medpy's ``hd95`` (the percentile of both directed surface-distance sets pooled; LG-Mix [code] util).
+    An empty prediction of a non-empty mask scores ``empty`` (1000, [code]); empty masks are skipped."""
+    pred, truth = pred.astype(bool), truth.astype(bool)
+    values = []
+    for p_img, t_img in zip(pred.reshape(-1, *pred.shape[2:]), truth.reshape(-1, *truth.shape[2:])):
+        if not t_img.any():
+            continue
+        if not p_img.any():
+            values.append(empty)
+            continue
+        pooled = np.hstack([_surface_distances(p_img, t_img), _surface_distances(t_img, p_img)])
+        values.append(float(np.percentile(pooled, percentile)) if percentile < 100 else float(pooled.max()))
+    return float(np.mean(values)) if values else None

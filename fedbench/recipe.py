@@ -25,8 +25,10 @@ from fedbench.spec import SETUP_KEYS, RunSpec
 RUN_META_KEYS = ("targets",)
 SPEC_SETUP_KEYS = tuple(k for k in SETUP_KEYS if k not in ("seed", "scale", "synthetic"))
 FIGURES = ("best", "final", "last_k_mean", "best_round", "rounds_to_target", "total_bytes_to_target",
-           "wall_seconds")
-CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "personal_mean", "personal_weighted_mean")
+           "gflops_to_target", "value_at_round", "wall_seconds", "val_selected")
+CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "personal_mean", "personal_weighted_mean",
+                 "personal_val_mean", "finetune_mean", "finetune_weighted_mean",
+                 "personal_auc", "personal_balanced_accuracy", "personal_dice", "personal_iou", "personal_hausdorff")
 
 
 class _Strict(BaseModel):
@@ -39,21 +41,48 @@ class Combination(_Strict):
     skip: bool = False
 
 
+class StaticRow(_Strict):
+    """A row of an analytic table (no runs): a model configuration or a method in a setting."""
+
+    label: str
+    model: str | None = None
+    dataset: str | None = None
+    model_params: dict[str, Any] = {}
+    algorithm: str | None = None
+    algorithm_params: dict[str, Any] = {}
+
+
 class TableView(_Strict):
     name: str
     title: str = ""
     caption: str = ""
-    rows: list[str]
-    columns: list[str]
+    # runs: cells from the registry.  models: parameter/communication/FLOP statistics of `static_rows`
+    # (e.g. FedTrip Table III).  overheads: per-round attaching computation and extra communication of
+    # each method of `static_rows` in the `setting` (FedTrip Table VIII).
+    kind: Literal["runs", "models", "overheads"] = "runs"
+    static_rows: list[StaticRow] = []
+    setting: dict[str, Any] = {}       # overheads: model, dataset, samples_per_client, batch_size, local_epochs
+    rows: list[str] = []
+    columns: list[str] = []
     figure: Literal[FIGURES] = "best"            # type: ignore[valid-type]
     metric: Literal[CURVE_METRICS] = "test_acc"  # type: ignore[valid-type]
     k: int = Field(10, ge=1)                     # for last_k_mean
     target: float | None = None                  # for rounds_to_target (same unit as the metric)
+    target_by: dict[str, float] = {}             # per row/column label targets (FedTrip Table IV)
+    target_rule: Literal["first_reach", "count_not_above"] = "first_reach"
+    at_round: int | None = None                  # for value_at_round
+    ratio_to: str | None = None                  # also show each cell ÷ the cell of this row/column label
+    plot: Literal["curves", "box", "none"] = "curves"   # --plots: mean ± std curves, or box plots of the figure
+    plot_by: Literal["rows", "columns"] = "rows"         # one figure per row (or column) value
+    smoothing: float = Field(0.0, ge=0, lt=1)    # EMA weight for plotted curves (FedTrip Fig. 5 uses 0.5)
     summary: Literal["mean_std", "mean_curve"] = "mean_std"
     percent: bool = True                         # print accuracies ×100
     # published[row key][column key], or published[row key] when the table has no column axes
     published: dict[str, dict[str, float | str] | float | str] = {}
     published_std: dict[str, dict[str, float] | float] = {}
+    # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
+    # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
+    clients: list[str] = []
 
     def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
         entry = (self.published_std if std else self.published).get(row)
@@ -71,7 +100,7 @@ class Recipe(_Strict):
     title: str = ""
     description: str = ""
     seeds: list[int] = [0]
-    setup: dict[str, Any]
+    setup: dict[str, Any] = {}   # empty for a recipe of analytic tables only
     matrix: dict[str, list[Any]] = {}
     overrides: dict[str, dict[str, dict[str, Any]]] = {}
     combination: list[Combination] = []
@@ -168,10 +197,19 @@ def _check_structure(recipe: Recipe) -> None:
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
     axes = set(recipe.matrix)
     for view in recipe.tables:
+        if view.kind != "runs":
+            if not view.static_rows:
+                raise RecipeError(f"{where}: tables '{view.name}': kind {view.kind!r} needs static_rows")
+            continue
+        if not view.rows:
+            raise RecipeError(f"{where}: tables '{view.name}': rows must name at least one matrix axis")
+        if view.figure == "value_at_round" and view.at_round is None:
+            raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round")
         for key in view.rows + view.columns:
-            if key not in axes:
+            if key not in axes and not (key == "client" and view.clients):
                 raise RecipeError(f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})")
-        if view.figure in ("rounds_to_target", "total_bytes_to_target") and view.target is None:
+        if view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target") and view.target is None \
+                and not view.target_by:
             raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
 
 
@@ -264,6 +302,8 @@ def expand(
     check: bool = True,
 ) -> list[PlannedRun]:
     """Compile the recipe into runs: one per matrix combination × seed."""
+    if not recipe.setup and not recipe.matrix:
+        return []   # analytic tables only
     if scale not in recipe.scale_names():
         raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
     profile = dict(recipe.scale.get(scale, {}))
@@ -301,6 +341,14 @@ def expand(
             if check:
                 check_spec(spec, recipe.source)
             planned.append(PlannedRun(spec, labels, recipe.paper, recipe.name, targets))
+    seen: dict[str, dict[str, str]] = {}
+    for run in planned:
+        other = seen.setdefault(run.spec_hash, run.labels)
+        if other != run.labels:
+            raise RecipeError(
+                f"{recipe.source}: cells {other} and {run.labels} compile to the same run at scale {scale!r}; "
+                "an override (often a scale profile) erases the difference between them"
+            )
     return planned
 
 

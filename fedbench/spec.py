@@ -45,9 +45,43 @@ class ScheduleSpec(_Strict):
         return 1.0
 
 
+class AffineSpec(_Strict):
+    """Random affine as torchvision's RandomAffine(degrees, translate, scale), batched."""
+
+    degrees: float = Field(0.0, ge=0)
+    translate: tuple[float, float] = (0.0, 0.0)
+    scale: tuple[float, float] = (1.0, 1.0)
+
+
 class AugmentationSpec(_Strict):
     crop_padding: int = Field(0, ge=0)
     horizontal_flip: bool = False
+    affine: AffineSpec | None = None
+
+
+class FinetuneSpec(_Strict):
+    """Fine-tune then evaluate ("-FT", two-step personalised FL; FedDr+ §1.6, §3.2): after the last
+    round every client fine-tunes a copy of the global model on its own training split and is evaluated
+    on its own test split. Defaults are FedDr+ spec's [proposal] (FedBABU convention): 5 epochs, SGD
+    lr 1e-3 momentum 0.9, whole model, CE, starting from the best-round global model."""
+
+    epochs: int = Field(5, ge=0)
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = Field(1e-3, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(0.0, ge=0)
+    batch_size: int | None = Field(None, ge=1)          # None: the run's batch_size
+    part: Literal["full", "head", "body"] = "full"      # which parameters are fine-tuned
+    loss: Literal["ce", "method"] = "ce"                # plain CE, or the algorithm's own local objective
+    # final: the last round's global model; best: the round with the best global test accuracy
+    # (FedDr+ [code] best_model.pt); best_val: the best mean personal validation accuracy
+    start: Literal["final", "best", "best_val"] = "best"
+
+    def optimizer_spec(self) -> OptimizerSpec:
+        return OptimizerSpec(name=self.optimizer, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
+
+
+EVAL_METRICS = ("auc", "balanced_accuracy", "dice", "iou", "hausdorff")
 
 
 class RunSpec(_Strict):
@@ -73,6 +107,9 @@ class RunSpec(_Strict):
     eval_every: int = Field(1, ge=1)
     eval_mode: Literal["global", "personal", "both"] = "global"
     client_test_fraction: float = Field(0.0, ge=0, lt=1)   # per-client test split for personal evaluation
+    client_val_fraction: float = Field(0.0, ge=0, lt=1)    # per-client validation split (validation-selected figures)
+    eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()   # type: ignore[valid-type]  # per-client metrics besides accuracy
+    finetune: FinetuneSpec | None = None                   # fine-tune then evaluate after the last round
     seed: int = 0
     scale: str = "full"
     synthetic: bool = False
@@ -85,6 +122,17 @@ class RunSpec(_Strict):
             )
         if self.eval_mode != "global" and self.client_test_fraction <= 0:
             raise ValueError(f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0")
+        if self.client_test_fraction + self.client_val_fraction >= 1:
+            raise ValueError("client_test_fraction + client_val_fraction must stay below 1")
+        if self.finetune is not None:
+            if self.client_test_fraction <= 0:
+                raise ValueError("finetune needs client_test_fraction > 0 (clients are evaluated on their own test splits)")
+            if self.finetune.start == "best" and self.eval_mode == "personal":
+                raise ValueError("finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'")
+            if self.finetune.start == "best_val" and (self.client_val_fraction <= 0 or self.eval_mode == "global"):
+                raise ValueError("finetune.start = 'best_val' needs client_val_fraction > 0 and eval_mode 'personal' or 'both'")
+        if self.eval_metrics and self.eval_mode == "global":
+            raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
 
     def canonical_json(self) -> str:

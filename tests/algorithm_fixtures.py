@@ -1,4 +1,4 @@
-"""Helpers for the algorithm tests: two tiny test-only models, spec building, engine runs that expose
+"""Helpers for the algorithm tests: tiny test-only models, spec building, engine runs that expose
 the final server/client state (through the run's checkpoint), and a hand-built client context."""
 
 from __future__ import annotations
@@ -6,20 +6,20 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 import torch
 from torch import nn
 
-from fedbench.algorithms import build_algorithm
 from fedbench.data.store import TensorData
 from fedbench.engine import run
 from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights, param_views
 from fedbench.engine.loop import init_model
-from fedbench.models import MODELS, register_model
+from fedbench.models import MODELS
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 from fedbench.spec import RunSpec
 
-LINEAR = "test_algorithms_linear"
+LINEAR = "test_algorithms_linear"   # a label only: hook-level tests build LinearModel themselves
 MLP = "test_algorithms_mlp"
 
 
@@ -43,19 +43,24 @@ class HeadMLP(FedModel):
         self.feature_dim = hidden
 
 
-if LINEAR not in MODELS:
-    register_model(LINEAR, papers=("tests",))(lambda num_classes, input_shape: LinearModel(num_classes, input_shape))
+def _head_mlp(num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear", hidden: int = 16):
+    return HeadMLP(num_classes, input_shape, classifier, hidden)
 
-    @register_model(MLP, papers=("tests",))
-    def _head_mlp(num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear", hidden: int = 16):
-        return HeadMLP(num_classes, input_shape, classifier, hidden)
+
+@pytest.fixture
+def head_mlp(monkeypatch) -> str:
+    """Registers the test-only ``HeadMLP`` for one test (not at import: the model-zoo tests are
+    parametrised over every registered model and must never see it)."""
+    monkeypatch.setitem(MODELS._entries, MLP, _head_mlp)
+    monkeypatch.setitem(MODELS._info, MLP, {"papers": ("tests",)})
+    return MLP
 
 
 def make_spec(algorithm: str, params: dict | None = None, **overrides) -> RunSpec:
     setup = dict(
-        algorithm=algorithm, algorithm_params=params or {}, dataset="digits", model=MLP,
-        partition="dirichlet", partition_params={"alpha": 0.5}, num_clients=4, clients_per_round=4,
-        rounds=2, batch_size=64, optimizer={"lr": 0.05},
+        algorithm=algorithm, algorithm_params=params or {}, dataset="digits", model="digits_mlp",
+        model_params={"hidden": 16}, partition="dirichlet", partition_params={"alpha": 0.5}, num_clients=4,
+        clients_per_round=4, rounds=2, batch_size=64, optimizer={"lr": 0.05},
     )
     setup.update(overrides)
     return RunSpec(**setup)
@@ -112,8 +117,3 @@ def fresh_server(model: nn.Module) -> ServerState:
         buffers={name: b.detach().clone() for name, b in model.named_buffers()},
     )
 
-
-__all__ = [
-    "LINEAR", "MLP", "LinearModel", "HeadMLP", "make_spec", "Sink", "train", "initial_model", "initial_params",
-    "named_slices", "client_context", "fresh_server", "build_algorithm", "TensorData",
-]

@@ -28,3 +28,10 @@ def build_algorithm(name: str, params: dict[str, Any]):
 
 
 from fedbench.algorithms import fedavg, fedprox  # noqa: E402,F401
+from fedbench.algorithms import (  # noqa: E402,F401  global-FL baselines (issue 5)
+    dot_regression, fedbabu, feddyn, fedetf, fedexp, fednova, fedntd, moon, scaffold, slowmo, spherefed,
+)
+from fedbench.algorithms import (  # noqa: E402,F401  personalised-FL baselines (issue 6)
+    apfl, ditto, fedalt, fedbn, fedfomo, fedhkd, fedper, fedrep, l2sgd, local, perfedavg,
+)
+from fedbench.algorithms import fedtrip  # noqa: E402,F401

@@ -10,6 +10,11 @@ a client is evaluated with (personalised FL); the default is the global model.
 Weights travel as one flat parameter vector per model (``torch.nn.utils.parameters_to_vector``
 order); floating-point buffers (BatchNorm running statistics) travel separately as a dict, so methods
 can treat them explicitly (FedBN keeps them local, FedNova/LG-Mix mix them).
+
+Every method's ``Params`` accepts ``regularizers`` (``fedbench.algorithms.regularizers``): prox, kd, ntd,
+ld and fd terms that ``objective`` adds to the method's own ``loss``, so any method can carry them
+(FedDr+ Table 1). ``teacher_outputs`` gives the round's global model's logits and features for a batch
+(computed once per batch, shared by FedNTD, MOON and the regularizers).
 """
 
 from __future__ import annotations
@@ -19,13 +24,26 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
+from fedbench.algorithms import regularizers as reg
 from fedbench.engine.context import ClientContext, ServerState
+from fedbench.spec import RunSpec
 
 
 class NoParams(BaseModel):
+    """Base of every method's hyperparameters: the composable regularizers every method accepts."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    regularizers: tuple[reg.RegularizerSpec, ...] = ()
+
+    @field_validator("regularizers")
+    @classmethod
+    def _convex_weights_at_most_one(cls, value):
+        if sum(r.weight for r in value if r.mode == "convex") > 1:
+            raise ValueError("the weights of the convex regularizers sum to more than 1")
+        return value
 
 
 @dataclass
@@ -48,6 +66,9 @@ class Algorithm:
 
     def __init__(self, params: BaseModel):
         self.params = params
+        # The run's spec, recorded when a client trains (every round trains before it aggregates), so
+        # server hooks can read N, the optimizer and the lr schedule.
+        self.spec: RunSpec | None = None
 
     # ---------------------------------------------------------------- server side
     def init_server(self, server: ServerState) -> None:
@@ -58,8 +79,9 @@ class Algorithm:
         return {}
 
     def aggregation_weights(self, updates: list[ClientUpdate]) -> torch.Tensor:
+        """p_k = n_k / Σ n (float64, so that the weights sum to 1 to within float32 rounding)."""
         sizes = torch.tensor([float(u.num_samples) for u in updates], dtype=torch.float64)
-        return (sizes / sizes.sum()).float()
+        return sizes / sizes.sum()
 
     def aggregate(self, server: ServerState, updates: list[ClientUpdate], round_index: int) -> None:
         """w ← Σ_k (n_k / Σ n) · w_k, and the same weighting for floating-point buffers."""
@@ -71,12 +93,50 @@ class Algorithm:
         """Called after the global weights are loaded into ``ctx.model``, before the first step."""
 
     def loss(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """The method's own local objective L_base (regularizers are added by ``objective``)."""
         return F.cross_entropy(logits, y)
 
     def forward(self, ctx: ClientContext, x: torch.Tensor) -> torch.Tensor:
-        """Model output for a training batch. Methods that need features call ``ctx.model.features``
-        here and keep them in ``ctx.scratch`` for ``loss``."""
-        return ctx.model(x)
+        """Model output for a training batch; the penultimate features go to ``ctx.scratch["features"]``
+        for ``loss`` and the regularizers."""
+        logits, ctx.scratch["features"] = model_outputs(ctx.model, x)
+        return logits
+
+    def objective(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """L_base plus the configured regularizers, convex (FedDr+ Eq. 4 style) or added."""
+        base = self.loss(ctx, x, y, logits)
+        specs = self.params.regularizers
+        if not specs:
+            return base
+        convex = sum(r.weight for r in specs if r.mode == "convex")
+        total = (1.0 - convex) * base if convex else base
+        for r in specs:
+            total = total + r.weight * self.regularizer(ctx, r, x, y, logits)
+        return total
+
+    def regularizer(self, ctx: ClientContext, r: reg.RegularizerSpec, x, y, logits) -> torch.Tensor:
+        if r.name == "prox":
+            return reg.proximal(ctx.model, ctx.global_tensors)
+        teacher_logits, teacher_features = self.teacher_outputs(ctx, x)
+        if r.name == "kd":
+            return reg.distillation(logits, teacher_logits, r.tau)
+        if r.name == "ntd":
+            return reg.not_true_distillation(logits, teacher_logits, y, r.tau)
+        if r.name == "ld":
+            return reg.logit_matching(logits, teacher_logits)
+        return reg.feature_distillation(ctx.scratch["features"], teacher_features)
+
+    def teacher_outputs(self, ctx: ClientContext, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits and features of the round's global model w^t (frozen, eval mode) for this batch;
+        computed once per batch however many terms use them."""
+        cached = ctx.scratch.get("teacher_batch")
+        if cached is None or cached[0] is not x:
+            if "teacher" not in ctx.scratch:
+                ctx.scratch["teacher"] = ctx.global_model()
+            with torch.no_grad():
+                cached = (x, *model_outputs(ctx.scratch["teacher"], x))
+            ctx.scratch["teacher_batch"] = cached
+        return cached[1], cached[2]
 
     def adjust_gradients(self, ctx: ClientContext) -> None:
         """After ``backward``, before the optimizer step (gradient corrections pass through momentum)."""
@@ -88,13 +148,22 @@ class Algorithm:
         """After local training; may update ``ctx.state`` and add to ``update.extra``."""
 
     def local_train(self, ctx: ClientContext) -> ClientUpdate:
+        self.spec = ctx.spec
         model = ctx.model
         model.train()
+        self.begin_local(ctx)   # before the optimizer, so that parameters frozen here are left out of it
         optimizer = ctx.make_optimizer(model.parameters())
-        self.begin_local(ctx)
-        for x, y in ctx.batches():
+        self.train_steps(ctx, optimizer, ctx.batches())
+        update = ctx.make_update()
+        self.end_local(ctx, update)
+        return update
+
+    def train_steps(self, ctx: ClientContext, optimizer: torch.optim.Optimizer, batches) -> None:
+        """The step loop of ``local_train``, reusable for methods with several local phases (FedRep's
+        head-then-body epochs, Ditto's personal model) or a second pass (fine-tuning)."""
+        for x, y in batches:
             logits = self.forward(ctx, x)
-            loss = self.loss(ctx, x, y, logits)
+            loss = self.objective(ctx, x, y, logits)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             self.adjust_gradients(ctx)
@@ -102,9 +171,6 @@ class Algorithm:
             optimizer.step()
             ctx.record_step(loss)
             self.after_step(ctx)
-        update = ctx.make_update()
-        self.end_local(ctx, update)
-        return update
 
     def eval_model(self, ctx: ClientContext) -> torch.nn.Module:
         """Model a client is evaluated with in personalised evaluation (default: the global model)."""
@@ -118,10 +184,28 @@ class Algorithm:
     def extra_download_floats(self, model_params: int) -> int:
         return 0
 
+    def attach_flops_per_round(self, *, steps: int, samples: int, batch_size: int, num_params: int,
+                               forward_flops: float, backward_flops: float) -> float:
+        """FLOPs a client adds to FedAvg's local training in one round ("attaching operations",
+        FedTrip Table VIII; K = steps, n = samples, M = batch size, |w| = num_params, FP/BP per sample)."""
+        return 0.0
+
+
+def model_outputs(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(logits, penultimate features) of a FedModel (head ∘ features); (logits, None) for others."""
+    if hasattr(model, "features") and hasattr(model, "head"):
+        features = model.features(x)
+        return model.head(features), features
+    return model(x), None
+
 
 def weighted_average(vectors: list[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
-    stacked = torch.stack(vectors)
-    return (weights.to(stacked.device, stacked.dtype)[:, None] * stacked).sum(0)
+    """Σ_k p_k·v_k, accumulated in float64 one vector at a time: averaging identical vectors (a frozen
+    classifier every client holds) returns them bit for bit, and no K×P stack is materialised."""
+    total = torch.zeros_like(vectors[0], dtype=torch.float64)
+    for weight, vector in zip(weights.tolist(), vectors):
+        total.add_(vector.to(torch.float64), alpha=weight)
+    return total.to(vectors[0].dtype)
 
 
 def average_buffers(updates: list[ClientUpdate], weights: torch.Tensor) -> dict[str, torch.Tensor]:

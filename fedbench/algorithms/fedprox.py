@@ -19,3 +19,6 @@ class FedProx(Algorithm):
         # The proximal term keeps the local model near the round's global model w^t.
         proximal = sum(((p - g) ** 2).sum() for p, g in zip(ctx.model.parameters(), ctx.global_tensors))
         return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * proximal
+
+    def attach_flops_per_round(self, *, steps, num_params, **_):
+        return 2.0 * steps * num_params   # FedTrip Table VIII: 2K|w| (w − w_g, then the scaled add)

@@ -30,22 +30,27 @@ class TensorData:
     train_y: torch.Tensor
     test_x: torch.Tensor
     test_y: torch.Tensor
+    fill: torch.Tensor | float = 0.0   # a black pixel after normalisation: what torchvision pads with
 
     @classmethod
     def from_arrays(cls, arrays: DatasetArrays, device: torch.device) -> "TensorData":
         meta = arrays.meta
+        fill: torch.Tensor | float = 0.0
+        if arrays.train_x.dtype == np.uint8 and meta.mean and len(meta.mean) == arrays.train_x.shape[1]:
+            fill = to_tensor(np.zeros((1, *arrays.train_x.shape[1:2], 1, 1), np.uint8), meta.mean, meta.std, device)
         return cls(
             train_x=to_tensor(arrays.train_x, meta.mean, meta.std, device),
             train_y=torch.from_numpy(arrays.train_y).long().to(device),
             test_x=to_tensor(arrays.test_x, meta.mean, meta.std, device),
             test_y=torch.from_numpy(arrays.test_y).long().to(device),
+            fill=fill,
         )
 
 
-def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> torch.Tensor:
-    """Zero-pad by ``padding`` and crop back to the original size at a random offset per sample."""
+def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator, fill: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Pad by ``padding`` with ``fill`` (black) and crop back to the original size at a random offset per sample."""
     batch, _, height, width = x.shape
-    padded = torch.nn.functional.pad(x, (padding, padding, padding, padding))
+    padded = torch.nn.functional.pad(x - fill, (padding, padding, padding, padding)) + fill
     off_h = torch.randint(0, 2 * padding + 1, (batch,), generator=generator, device=x.device)
     off_w = torch.randint(0, 2 * padding + 1, (batch,), generator=generator, device=x.device)
     rows = (off_h[:, None] + torch.arange(height, device=x.device))[:, :, None]    # (B, H, 1)
@@ -57,3 +62,23 @@ def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator) -> to
 def horizontal_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     flip = torch.rand(x.shape[0], generator=generator, device=x.device) < 0.5
     return torch.where(flip[:, None, None, None], x.flip(-1), x)
+
+
+def random_affine(x: torch.Tensor, degrees: float, translate: tuple[float, float], scale: tuple[float, float],
+                  generator: torch.Generator, fill: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """Per-sample rotation (±degrees), translation (± fraction of the size) and scaling, zero fill,
+    bilinear sampling — torchvision's RandomAffine applied to a whole batch in one grid_sample."""
+    batch = x.shape[0]
+    device = x.device
+
+    def uniform(low: float, high: float) -> torch.Tensor:
+        return low + (high - low) * torch.rand(batch, generator=generator, device=device)
+
+    angle = torch.deg2rad(uniform(-degrees, degrees))
+    zoom = uniform(*scale)
+    shift_x, shift_y = uniform(-translate[0], translate[0]) * 2, uniform(-translate[1], translate[1]) * 2
+    cos, sin = torch.cos(angle) / zoom, torch.sin(angle) / zoom
+    # affine_grid maps output to input coordinates: the inverse of rotate-then-scale, then shift
+    theta = torch.stack([torch.stack([cos, sin, -shift_x], 1), torch.stack([-sin, cos, -shift_y], 1)], 1)
+    grid = torch.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
+    return torch.nn.functional.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False) + fill

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 from torch import nn
 
-from fedbench.data.store import TensorData, horizontal_flip, random_crop
+from fedbench.data.store import TensorData, horizontal_flip, random_affine, random_crop
 from fedbench.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -103,12 +103,20 @@ class ClientContext:
     def planned_steps(self) -> int:
         return self.spec.local_steps or self.spec.local_epochs * self.steps_per_epoch()
 
-    def batches(self, indices: torch.Tensor | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(self, indices: torch.Tensor | None = None, epochs: int | None = None,
+                steps: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches for the local objective: ``local_steps`` steps if set, else ``local_epochs``
-        passes over a fresh permutation; each batch is gathered by index and augmented as a batch."""
+        passes over a fresh permutation; each batch is gathered by index and augmented as a batch.
+        ``epochs`` or ``steps`` ask for that many passes or steps instead (FedRep's head/body phases,
+        FedAlt's split, Per-FedAvg's adaptation step, fine-tuning)."""
         indices = self.indices if indices is None else indices
         size, batch = int(indices.numel()), self.spec.batch_size
-        remaining = self.planned_steps()
+        if steps is not None:
+            remaining = steps if size else 0
+        elif epochs is not None:
+            remaining = epochs * (max(1, size // batch) if self.spec.drop_last else -(-size // batch))
+        else:
+            remaining = self.planned_steps()
         while remaining > 0:
             order = indices[torch.randperm(size, generator=self.generator, device=indices.device)]
             stop = size - size % batch if self.spec.drop_last and size >= batch else size
@@ -122,9 +130,11 @@ class ClientContext:
     def augment(self, x: torch.Tensor) -> torch.Tensor:
         aug = self.spec.augmentation
         if aug.crop_padding:
-            x = random_crop(x, aug.crop_padding, self.generator)
+            x = random_crop(x, aug.crop_padding, self.generator, self.data.fill)
         if aug.horizontal_flip:
             x = horizontal_flip(x, self.generator)
+        if aug.affine is not None:
+            x = random_affine(x, aug.affine.degrees, aug.affine.translate, aug.affine.scale, self.generator, self.data.fill)
         return x
 
     def clip_gradients(self) -> None:

@@ -23,6 +23,7 @@ from fedbench.data.synthetic import synthetic_dataset
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
+from fedbench.engine.personal import finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import RunDiverged
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng, torch_generator
@@ -42,6 +43,13 @@ class RoundRecord:
     personal_weighted_mean: float | None = None
     personal_std: float | None = None
     personal_per_client: list[float] | None = None
+    personal_val_mean: float | None = None
+    personal_val_per_client: list[float] | None = None
+    personal_metrics: dict[str, list[float | None]] | None = None
+    finetune_mean: float | None = None
+    finetune_weighted_mean: float | None = None
+    finetune_std: float | None = None
+    finetune_per_client: list[float] | None = None
 
 
 class RunSink(Protocol):
@@ -66,6 +74,7 @@ class FederatedData:
     num_classes: int
     input_shape: tuple[int, ...]
     info: dict[str, Any]
+    client_val: list[torch.Tensor] = field(default_factory=list)   # per-client validation splits (may be empty)
 
 
 _ARRAYS_CACHE: dict[str, Any] = {}
@@ -97,22 +106,26 @@ def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | No
     """Load (or synthesise) the data set, partition the training pool, move everything to ``device``."""
     arrays = load_arrays(spec, data_root, verify)
     parts = partition_clients(spec, arrays)
-    client_train, client_test = [], []
+    client_train, client_test, client_val = [], [], []
     for client, part in enumerate(parts):
-        if spec.client_test_fraction > 0:
+        if spec.client_test_fraction > 0 or spec.client_val_fraction > 0:
+            # test first, then validation, from one shuffle: adding a validation split keeps the test split
             shuffled = numpy_rng(spec.seed, "client-split", client).permutation(part)
             n_test = int(round(len(part) * spec.client_test_fraction))
-            train_part, test_part = np.sort(shuffled[n_test:]), np.sort(shuffled[:n_test])
+            n_val = int(round(len(part) * spec.client_val_fraction))
+            train_part, test_part = np.sort(shuffled[n_test + n_val:]), np.sort(shuffled[:n_test])
+            val_part = np.sort(shuffled[n_test: n_test + n_val])
         else:
-            train_part, test_part = part, part[:0]
+            train_part, test_part, val_part = part, part[:0], part[:0]
         client_train.append(torch.from_numpy(train_part).to(device))
         client_test.append(torch.from_numpy(test_part).to(device))
+        client_val.append(torch.from_numpy(val_part).to(device))
     info = dict(arrays.info)
     info["partition_fingerprint"] = partition_fingerprint(parts)
     info["client_sizes"] = [len(p) for p in parts]
     return FederatedData(
         TensorData.from_arrays(arrays, device), client_train, client_test,
-        arrays.meta.num_classes, tuple(arrays.meta.input_shape), info,
+        arrays.meta.num_classes, tuple(arrays.meta.input_shape), info, client_val,
     )
 
 
@@ -167,12 +180,14 @@ def run(
     algorithm.init_server(server)
     client_states: dict[int, dict[str, Any]] = {}
     start_round = 0
+    finetune_start: dict[str, Any] | None = None   # global weights fine-tuning starts from (spec.finetune)
 
     checkpoint = load_checkpoint(checkpoint_path, spec.spec_hash, device) if checkpoint_path else None
     if checkpoint is not None:
         start_round = checkpoint["round"]
         server = ServerState(**checkpoint["server"])
         client_states = checkpoint["client_states"]
+        finetune_start = checkpoint.get("finetune_start")
     sink.truncate(start_round)   # drop rounds logged after the last checkpoint; they are redone
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
@@ -218,14 +233,18 @@ def run(
                         raise RunDiverged(round_index, "test loss is not finite")
                 if spec.eval_mode in ("personal", "both"):
                     personal_evaluation(spec, algorithm, model, server, client_states, data, record, device,
-                                        eval_batch_size, spare_models)
+                                        eval_batch_size, spare_models, lr)
+                finetune_start = track_finetune_start(spec, record, server, finetune_start)
+            if spec.finetune is not None and round_index == spec.rounds:
+                finetune_evaluation(spec, algorithm, model, server, finetune_start, client_states, data, record,
+                                    device, eval_batch_size, spare_models, frozen)
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
                 save_checkpoint(checkpoint_path, {
                     "spec_hash": spec.spec_hash, "round": round_index,
                     "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                    "client_states": client_states,
+                    "client_states": client_states, "finetune_start": finetune_start,
                 })
             if on_round is not None:
                 on_round(record)
@@ -234,25 +253,3 @@ def run(
     except RunDiverged as exc:
         return RunResult("diverged", exc.round_index - 1, diverged_round=exc.round_index, message=str(exc), info=info)
     return RunResult("done", spec.rounds, info=info)
-
-
-def personal_evaluation(spec, algorithm, model, server, client_states, data, record, device,
-                                        eval_batch_size, spare_models) -> None:
-    """Every client's own model (``Algorithm.eval_model``) on that client's own test split."""
-    accuracies, sizes = [], []
-    for client in range(spec.num_clients):
-        load_global(model, server)
-        ctx = ClientContext(
-            spec=spec, client_id=client, round_index=record.round, model=model, server=server, payload={},
-            state=client_states.setdefault(client, {}), data=data.tensors, indices=data.client_train[client],
-            device=device, lr=0.0, generator=torch_generator(spec.seed, "eval", client, device=device),
-            spare_models=spare_models,
-        )
-        test_idx = data.client_test[client]
-        acc, _ = evaluate(algorithm.eval_model(ctx), data.tensors.train_x[test_idx], data.tensors.train_y[test_idx], eval_batch_size)
-        accuracies.append(acc)
-        sizes.append(int(test_idx.numel()))
-    record.personal_per_client = accuracies
-    record.personal_mean = float(np.mean(accuracies))
-    record.personal_weighted_mean = float(np.average(accuracies, weights=sizes)) if sum(sizes) else None
-    record.personal_std = float(np.std(accuracies))

@@ -72,6 +72,7 @@ class Registry:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             Base.metadata.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except OperationalError as exc:
             raise RegistryError(f"cannot open registry {self.url!r}: {exc.orig}") from None
 
@@ -245,6 +246,22 @@ class Registry:
 
     def curve(self, run_id: int) -> list[RoundRow]:
         return self.curves([run_id])[run_id]
+
+
+def _add_missing_columns(engine: Engine) -> None:
+    """Forward-migrate a registry written by an older fedbench: add the (nullable) columns it lacks."""
+    from sqlalchemy import inspect, text
+
+    inspector = inspect(engine)
+    for table in Base.metadata.sorted_tables:
+        present = {c["name"] for c in inspector.get_columns(table.name)}
+        missing = [c for c in table.columns if c.name not in present]
+        if not missing:
+            continue
+        with engine.begin() as connection:
+            for column in missing:
+                kind = column.type.compile(dialect=engine.dialect)
+                connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -19,6 +19,11 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if view.kind != "runs" or view.plot == "none":
+        return []
+    if view.plot == "box":
+        return _box_plots(recipe, view, registry, out_dir, scale, synthetic, plt)
+    smoothing = smoothing or view.smoothing
     planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
     runs = {r.spec_hash: r for r in registry.runs(spec_hashes=[p.spec_hash for p in planned]) if r.status in ("done", "diverged")}
     curves = registry.curves([r.id for r in runs.values()])
@@ -29,6 +34,8 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
             continue
         row = " / ".join(p.labels[k] for k in view.rows)
         column = " / ".join(p.labels[k] for k in view.columns)
+        if view.plot_by == "columns":   # one figure per column value, a line per row value
+            row, column = column, row
         curve = [(x.round, getattr(x, view.metric) * factor) for x in curves[runs[p.spec_hash].id]
                  if getattr(x, view.metric) is not None]
         by_row.setdefault(row, {}).setdefault(column, []).append(curve)
@@ -44,16 +51,44 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
             mean, std = values.mean(0), values.std(0)
             ax.plot(rounds, mean, label=f"{column} (n={len(seed_curves)})")
             ax.fill_between(rounds, mean - std, mean + std, alpha=0.2)
-        if view.target is not None and view.figure == "rounds_to_target":
-            ax.axhline(view.target, color="grey", linestyle="--", linewidth=0.8)
+        target = view.target_by.get(row, view.target)
+        if target is not None and view.figure in ("rounds_to_target", "gflops_to_target", "total_bytes_to_target"):
+            ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xlabel("round")
         ax.set_ylabel(view.metric + (" (%)" if factor == 100 else ""))
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in f"{recipe.name}_{view.name}_{row}")
-        path = out_dir / f"{safe}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}"))
+    return written
+
+
+def _save(fig, plt, out_dir: Path, stem: str) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)
+    path = out_dir / f"{safe}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _box_plots(recipe, view, registry, out_dir: Path, scale: str, synthetic: bool, plt) -> list[Path]:
+    """One box per column of the per-seed figure values (FedTrip Fig. 6: final accuracy over trials)."""
+    from fedbench.report.render import figure_name
+    from fedbench.report.table import build_table
+
+    table = build_table(recipe, view, registry, scale=scale, synthetic=synthetic)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row in table.rows:
+        columns = [c for c in table.columns if table.cells.get((row, c)) and table.cells[(row, c)].n]
+        if not columns:
+            continue
+        fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(columns)), 4))
+        data = [[v for v in table.cells[(row, c)].values if v is not None] for c in columns]
+        ax.boxplot(data)
+        ax.set_xticks(range(1, len(columns) + 1), columns)
+        ax.set_ylabel(figure_name(view) + (" (%)" if table.unit == "%" else ""))
+        ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
+        ax.tick_params(axis="x", rotation=30)
+        written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}_box"))
     return written

@@ -20,6 +20,8 @@ FORMATS = ("rich", "markdown", "latex", "csv", "json", "html")
 def _num(value: float | None, figure: str) -> str:
     if value is None:
         return "–"
+    if figure == "gflops_to_target":
+        return f"{value:,.3f}" if value < 1000 else f"{value:,.0f}"
     if figure in ("best_round", "rounds_to_target"):
         return f"{value:.1f}" if value != int(value) else f"{int(value)}"
     if figure == "total_bytes_to_target":
@@ -28,10 +30,12 @@ def _num(value: float | None, figure: str) -> str:
 
 
 def ours_text(cell: Cell, figure: str) -> str:
+    if cell.static:
+        return f"{cell.mean:.4g}" if cell.mean is not None else "–"
     if cell.n == 0:
         return "—"
     if cell.mean is None:   # rounds_to_target never reached by any seed
-        text = f">{cell.rounds_limit}"
+        text = f">{cell.rounds_limit}" if figure == "rounds_to_target" else f"not reached in {cell.rounds_limit} rounds"
     else:
         text = _num(cell.mean, figure)
         if cell.std is not None:
@@ -43,6 +47,8 @@ def ours_text(cell: Cell, figure: str) -> str:
         text += "*"
     if cell.diverged:
         text += "†"
+    if cell.ratio is not None:
+        text += f" [{cell.ratio:.2f}×]"
     return text
 
 
@@ -52,6 +58,8 @@ def paper_text(cell: Cell, figure: str) -> str:
     text = cell.published if isinstance(cell.published, str) else _num(float(cell.published), figure)
     if cell.published_std is not None:
         text += f" ± {_num(cell.published_std, figure)}"
+    if cell.published_ratio is not None:
+        text += f" [{cell.published_ratio:.2f}×]"
     return text
 
 
@@ -62,6 +70,8 @@ def diff_text(cell: Cell, figure: str) -> str:
 
 def notes(table: Table) -> list[str]:
     out = []
+    if table.view.kind != "runs":
+        return ([table.view.caption] if table.view.caption else []) + ["analytic: computed from the models' measured costs, no runs."]
     if table.synthetic:
         out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
     if table.scale != "full":
@@ -78,19 +88,29 @@ def notes(table: Table) -> list[str]:
     view = table.view
     agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
     out.append(f"cell: {figure_name(view)} {view.metric}{' (%)' if table.unit == '%' else ''}, {agg}; paper value and Δ = ours − paper.")
+    if view.ratio_to:
+        out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
+    if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
+        out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
     return out
 
 
 def figure_name(view) -> str:
-    target = f"{view.target:g}{'%' if view.percent else ''}" if view.target is not None else "?"
+    target = f"{view.target:g}{'%' if view.percent else ''}" if view.target is not None else "target"
     return {"best": "best", "final": "final", "last_k_mean": f"mean of last {view.k} evaluations",
             "best_round": "round of best", "rounds_to_target": f"rounds to {target}",
-            "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds"}[view.figure]
+            "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds",
+            "gflops_to_target": f"GFLOPs to {target}", "value_at_round": f"at round {view.at_round}",
+            "val_selected": "at the best mean-validation round"}[view.figure]
 
 
 def column_names(table: Table) -> list[str]:
     """Column headers; a table without column axes has one column named after its figure."""
-    return table.columns if table.view.columns else [figure_name(table.view)]
+    return table.columns if table.view.columns or table.view.kind != "runs" else [figure_name(table.view)]
+
+
+def row_header(table: Table) -> str:
+    return {"models": "model", "overheads": "method"}.get(table.view.kind) or " / ".join(table.view.rows)
 
 
 def _header(table: Table) -> str:
@@ -106,7 +126,7 @@ def to_rich(table: Table):
     from rich.table import Table as RichTable
 
     rich_table = RichTable(title=_header(table), caption="\n".join(notes(table)), show_lines=True)
-    rich_table.add_column(" / ".join(table.view.rows), style="bold")
+    rich_table.add_column(row_header(table), style="bold")
     for column in column_names(table):
         rich_table.add_column(column, justify="right")
     figure = table.view.figure
@@ -143,10 +163,14 @@ def to_markdown(table: Table) -> str:
     lines = [f"### {_header(table)}", ""]
     if table.view.caption:
         lines += [table.view.caption, ""]
-    lines.append("| " + " | ".join([" / ".join(table.view.rows), *column_names(table)]) + " |")
+    lines.append("| " + " | ".join([row_header(table), *column_names(table)]) + " |")
     lines.append("|" + "---|" * (len(table.columns) + 1))
+    def escape(text: str) -> str:
+        return text.replace("|", "\\|")
+
     for row in table.rows:
-        lines.append("| " + " | ".join([row, *(_flat_cell(table.cells.get((row, c)), figure) for c in table.columns)]) + " |")
+        cells = [escape(_flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
+        lines.append("| " + " | ".join([escape(row), *cells]) + " |")
     lines.append("")
     lines += [f"- {note}" for note in notes(table)]
     return "\n".join(lines) + "\n"
@@ -164,7 +188,7 @@ def to_latex(table: Table) -> str:
     spec = "l" + "r" * len(table.columns)
     lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{_latex_escape(_header(table))}}}",
              f"\\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(_latex_escape(x) for x in [" / ".join(table.view.rows), *column_names(table)]) + r" \\", r"\midrule"]
+             " & ".join(_latex_escape(x) for x in [row_header(table), *column_names(table)]) + r" \\", r"\midrule"]
     for row in table.rows:
         cells = [_latex_escape(_flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
         lines.append(" & ".join([_latex_escape(row), *cells]) + r" \\")
@@ -191,7 +215,7 @@ def to_csv(table: Table) -> str:
 def to_html(table: Table) -> str:
     figure = table.view.figure
     out = [f"<h3>{html.escape(_header(table))}</h3>", "<table>", "<thead><tr>"]
-    out += [f"<th>{html.escape(x)}</th>" for x in [" / ".join(table.view.rows), *column_names(table)]]
+    out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
     out.append("</tr></thead><tbody>")
     for row in table.rows:
         out.append("<tr><th>" + html.escape(row) + "</th>" + "".join(

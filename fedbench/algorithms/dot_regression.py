@@ -1,0 +1,28 @@
+"""Dot-Regression (FedDr+ Eq. 2; Yang et al. 2022's DR loss): a frozen simplex-ETF classifier V and
+
+    L_DR = ½ · mean_b ( cos(f(x_b), v_{y_b}) − 1 )²,
+
+on the L2-normalised feature (the logits of the ``etf`` head are exactly these cosines: unit-norm rows,
+normalised features, no bias). This is FedDr+ with β = 1 (FedDr+ Table 1 "Dot-Regression", Fig. 6c);
+FedDr+ itself is this method plus the ``fd`` regularizer with weight 1 − β = 0.1 (convex), i.e.
+0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4).
+
+Model: build it with ``model_params.classifier = "etf"`` (checked at the start of local training).
+lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
+"""
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.fixed_classifier import require_classifier
+
+
+@register_algorithm("dot_regression", papers=("feddrplus",))
+class DotRegression(Algorithm):
+    """Pull the normalised feature onto its class's ETF vector; the classifier never trains."""
+
+    def begin_local(self, ctx):
+        require_classifier(ctx.model, "etf", "dot_regression")
+
+    def loss(self, ctx, x, y, logits):
+        cosine = logits.gather(1, y[:, None]).squeeze(1)          # ⟨f/‖f‖, v_y⟩
+        return 0.5 * ((cosine - 1) ** 2).mean()

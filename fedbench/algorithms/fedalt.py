@@ -1,0 +1,30 @@
+"""FedAlt (Pillutla et al., ICML 2022, partial personalisation with alternating updates).
+
+The model is split into a personal part v_k (the output layer, LG-Mix spec §3 [proposal]) and a shared part
+u. Each round a client first updates v_k with u^t fixed, then u with its new v_k fixed (FedAlt Alg. 1:
+"personal first, then shared"); the server averages u only. The round's local steps (``local_epochs`` or
+``local_steps``) are split between the two: ``personal_fraction`` of them for v_k [proposal: one half],
+the rest for u. (FedRep is the same split with whole epochs for each part.)
+"""
+
+from pydantic import Field
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import NoParams
+from fedbench.algorithms.fedrep import FedRep
+
+
+class FedAltParams(NoParams):
+    personal_fraction: float = Field(0.5, ge=0, le=1)
+
+
+@register_algorithm("fedalt", papers=("lgmix",))
+class FedAlt(FedRep):
+    Params = FedAltParams
+
+    def phases(self, ctx):
+        personal = self.local_parameter_names(ctx.model)
+        shared = [n for n, _ in ctx.model.named_parameters() if n not in set(personal)]
+        steps = ctx.planned_steps()
+        personal_steps = round(self.params.personal_fraction * steps)
+        return [(personal, ctx.batches(steps=personal_steps)), (shared, ctx.batches(steps=steps - personal_steps))]

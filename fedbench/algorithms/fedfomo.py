@@ -1,0 +1,84 @@
+"""FedFomo (Zhang et al., ICLR 2021): first-order model optimisation for personalised FL.
+
+The server keeps every client's latest model θ_j and an affinity matrix P. Before training, client i
+receives the M models it has the highest affinity to (all when fewer are available), measures them on its
+own validation split and weighs each by its first-order improvement (FedFomo Eq. 6–7):
+    w_ij = max(0, (L_i(θ_i) − L_i(θ_j)) / ‖θ_j − θ_i‖),   normalised to sum 1 when any is positive,
+    θ_i ← θ_i + Σ_j w_ij (θ_j − θ_i),
+then trains θ_i locally and uploads it; the server stores it and adds w_ij to P_ij. The global model
+(FedAvg of the uploads) is only a by-product.
+M = 5 and the validation split (0.2 of the client's training data, fixed per client) follow LG-Mix spec
+§3 [proposal, FL-bench]; FedFomo's ε-greedy exploration is not used [proposal].
+"""
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.partial import restore_model
+from fedbench.engine.context import load_weights
+from fedbench.seeding import torch_generator
+
+
+class FedFomoParams(NoParams):
+    m: int = Field(5, ge=1)                          # M, models downloaded per round
+    val_fraction: float = Field(0.2, gt=0, lt=1)     # of the client's training data
+
+
+@register_algorithm("fedfomo", papers=("lgmix",))
+class FedFomo(Algorithm):
+    Params = FedFomoParams
+
+    def init_server(self, server):
+        server.state["client_models"] = {}           # j -> (θ_j, buffers_j)
+        server.state["affinity"] = {}                # (i, j) -> P_ij
+
+    def payload(self, server, round_index):
+        return {"client_models": server.state["client_models"], "affinity": server.state["affinity"]}
+
+    def begin_local(self, ctx):
+        order = torch.randperm(ctx.num_samples, generator=torch_generator(ctx.spec.seed, "fedfomo-val", ctx.client_id))
+        shuffled = ctx.indices[order.to(ctx.indices.device)]
+        n_val = max(1, round(self.params.val_fraction * ctx.num_samples))
+        val, ctx.indices = shuffled[:n_val], shuffled[n_val:].sort().values
+        ctx.num_samples = int(ctx.indices.numel())
+        restore_model(ctx, "personal", ctx.model)    # θ_i; w^t before the first participation
+        own, buffers = ctx.current_params(), ctx.current_buffers()
+        x, y = ctx.data.train_x[val], ctx.data.train_y[val]
+
+        def val_loss(params):
+            with torch.no_grad():
+                return F.cross_entropy(ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
+
+        peers = sorted((j for j in ctx.payload["client_models"] if j != ctx.client_id),
+                       key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]
+        own_loss = val_loss(own)
+        weights = {}
+        for j in peers:
+            theta_j = ctx.payload["client_models"][j][0]
+            distance = float(torch.linalg.vector_norm(theta_j - own))
+            weights[j] = max(0.0, (own_loss - val_loss(theta_j)) / distance) if distance > 0 else 0.0
+        total = sum(weights.values())
+        if total > 0:
+            weights = {j: w / total for j, w in weights.items()}
+            own = own + sum(w * (ctx.payload["client_models"][j][0] - own) for j, w in weights.items())
+            load_weights(ctx.model, own)
+        ctx.scratch["fomo_weights"] = weights
+
+    def end_local(self, ctx, update):
+        ctx.state["personal_params"], ctx.state["personal_buffers"] = update.params, update.buffers
+        update.extra["fomo_weights"] = ctx.scratch["fomo_weights"]
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        for u in updates:
+            server.state["client_models"][u.client_id] = (u.params, u.buffers)
+            for j, w in u.extra["fomo_weights"].items():
+                key = (u.client_id, j)
+                server.state["affinity"][key] = server.state["affinity"].get(key, 0.0) + w
+
+    def eval_model(self, ctx):
+        restore_model(ctx, "personal", ctx.model)
+        return ctx.model

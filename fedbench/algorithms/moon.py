@@ -1,0 +1,65 @@
+"""MOON (Li, He & Song, CVPR 2021): model-contrastive federated learning.
+
+Local loss per batch (MOON Eq. 3–4): ℓ = CE + μ·ℓ_con with
+
+    ℓ_con = −log( exp(sim(z, z_glob)/τ) / (exp(sim(z, z_glob)/τ) + exp(sim(z, z_prev)/τ)) ),
+
+z = the representation of the local model, z_glob that of the round's global model (the positive) and
+z_prev that of the client's previous local model (the one negative, p = 1); sim is the cosine.
+
+Spec choices:
+- z is the model's ``features`` (the penultimate representation the model registry names). The MOON paper
+  adds a projection head; FedTR's spec calls it optional and the FedTrip [code] uses none.
+- A client's previous local model persists in ``ctx.state``; before its first participation it is the
+  initial global model w^0 (MOON [code] ``old_nets`` start as copies of the initial net; FedTrip [proposal]).
+- Hyperparameters: FedTrip μ = 1, τ = 0.5 [paper]; FedTR [proposal] μ = 5, τ = 0.5. Recipes set μ.
+"""
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
+
+
+class MoonParams(NoParams):
+    mu: float = Field(1.0, ge=0)
+    tau: float = Field(0.5, gt=0)
+
+
+@register_algorithm("moon", papers=("fedtr", "fedtrip"))
+class Moon(Algorithm):
+    Params = MoonParams
+
+    def init_server(self, server):
+        remember_initial_model(server)            # w^0, the previous model of a first-time client
+
+    def payload(self, server, round_index):
+        return initial_model_payload(server)
+
+    def begin_local(self, ctx):
+        params = ctx.state.get("previous_params", ctx.payload["initial_params"])
+        buffers = ctx.state.get("previous_buffers", ctx.payload["initial_buffers"])
+        ctx.scratch["previous"] = ctx.frozen_model("moon_previous", params, buffers)
+
+    def loss(self, ctx, x, y, logits):
+        z = ctx.scratch["features"].flatten(1)
+        z_glob = self.teacher_outputs(ctx, x)[1].flatten(1)
+        with torch.no_grad():
+            z_prev = ctx.scratch["previous"].features(x).flatten(1)
+        positive = F.cosine_similarity(z, z_glob, dim=1) / self.params.tau
+        negative = F.cosine_similarity(z, z_prev, dim=1) / self.params.tau
+        # −log(e^pos / (e^pos + e^neg)) = CE over the logits [pos, neg] with label 0
+        contrastive = F.cross_entropy(torch.stack([positive, negative], dim=1),
+                                      torch.zeros_like(y))
+        return super().loss(ctx, x, y, logits) + self.params.mu * contrastive
+
+    def end_local(self, ctx, update):
+        ctx.state["previous_params"] = update.params
+        ctx.state["previous_buffers"] = update.buffers
+
+    def attach_flops_per_round(self, *, steps, batch_size, forward_flops, **_):
+        # FedTrip Table VIII: K·M·(1+p)·FP — forward passes of the global and the p = 1 previous model
+        return float(steps * batch_size * 2 * forward_flops)

@@ -1,0 +1,120 @@
+"""Shared pieces of the personalised-FL methods: per-client models kept in ``ctx.state``, parameter
+masks over the flat weight vector, and scoped freezing of parameter groups.
+
+Personal models live in ``ctx.state`` as flat parameter vectors plus buffers (checkpointed with the run);
+they are evaluated by loading them into the working model, never by per-client deep copies.
+``PartialPersonalization`` is the common shape of FedPer, FedRep, FedAlt and FedBN: some parameters
+(and buffers) stay on the client, the rest is FedAvg.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from fedbench.algorithms.base import Algorithm
+from fedbench.engine.context import ClientContext, ServerState, load_weights
+
+
+# ------------------------------------------------------------------------------ per-client models
+def store_model(ctx: ClientContext, key: str, params: torch.Tensor, buffers: dict[str, torch.Tensor]) -> None:
+    ctx.state[f"{key}_params"] = params.detach().clone()
+    ctx.state[f"{key}_buffers"] = {name: b.detach().clone() for name, b in buffers.items()}
+
+
+def restore_model(ctx: ClientContext, key: str, model: nn.Module) -> bool:
+    """Load the client's stored model ``key`` into ``model``; False if the client has none yet."""
+    if f"{key}_params" not in ctx.state:
+        return False
+    load_weights(model, ctx.state[f"{key}_params"], ctx.state[f"{key}_buffers"])
+    return True
+
+
+def remember_initial_model(server: ServerState) -> None:
+    """Keep w^0 on the server: personal models (Ditto, APFL, L2SGD) start from it on first participation."""
+    server.state["initial_params"] = server.params.clone()
+    server.state["initial_buffers"] = {name: b.clone() for name, b in server.buffers.items()}
+
+
+def initial_model_payload(server: ServerState) -> dict:
+    return {"initial_params": server.state["initial_params"], "initial_buffers": server.state["initial_buffers"]}
+
+
+def restore_or_initial(ctx: ClientContext, key: str, model: nn.Module) -> None:
+    if not restore_model(ctx, key, model):
+        load_weights(model, ctx.payload["initial_params"], ctx.payload["initial_buffers"])
+
+
+# ------------------------------------------------------------------------------ parameter groups
+def parameter_mask(model: nn.Module, names: Iterable[str]) -> torch.Tensor:
+    """Boolean mask over the flat parameter vector selecting the named parameters."""
+    chosen = set(names)
+    return torch.cat([torch.full((p.numel(),), name in chosen, dtype=torch.bool, device=p.device)
+                      for name, p in model.named_parameters()])
+
+
+@contextmanager
+def only_trainable(model: nn.Module, names: Iterable[str], respect_frozen: bool = True) -> Iterator[None]:
+    """Within the block only the named parameters get gradients (the others are left out of an optimizer
+    made inside it); parameters frozen before (fixed ETF classifiers) stay frozen unless
+    ``respect_frozen`` is False. The previous flags come back afterwards: the working model is shared."""
+    chosen = set(names)
+    before = {name: p.requires_grad for name, p in model.named_parameters()}
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in chosen and (before[name] or not respect_frozen))
+    try:
+        yield
+    finally:
+        for name, p in model.named_parameters():
+            p.requires_grad_(before[name])
+
+
+# ------------------------------------------------------------------------------ partial personalisation
+class PartialPersonalization(Algorithm):
+    """The parameters named by ``local_parameter_names`` (and buffers by ``local_buffer_names``) stay on
+    each client; the server averages and broadcasts the rest. On first participation a client's local
+    part is the server's copy, which is never averaged and so stays w^0 (every client starts alike)."""
+
+    def local_parameter_names(self, model: nn.Module) -> list[str]:
+        raise NotImplementedError
+
+    def local_buffer_names(self, model: nn.Module) -> list[str]:
+        return []
+
+    def local_mask(self, model: nn.Module) -> torch.Tensor:
+        if getattr(self, "_mask", None) is None:
+            self._mask = parameter_mask(model, self.local_parameter_names(model))
+        return self._mask
+
+    def load_personal(self, ctx: ClientContext) -> None:
+        """Global weights (already in ``ctx.model``) with the client's own local part put back."""
+        if "local_params" not in ctx.state:
+            return
+        params = ctx.current_params()
+        params[self.local_mask(ctx.model)] = ctx.state["local_params"]
+        buffers = dict(ctx.current_buffers(), **ctx.state["local_buffers"])
+        load_weights(ctx.model, params, buffers)
+
+    def begin_local(self, ctx):
+        self.load_personal(ctx)
+
+    def end_local(self, ctx, update):
+        self._local_buffers = tuple(self.local_buffer_names(ctx.model))
+        ctx.state["local_params"] = update.params[self.local_mask(ctx.model)].clone()
+        ctx.state["local_buffers"] = {n: update.buffers[n].clone() for n in self.local_buffer_names(ctx.model)}
+
+    def aggregate(self, server, updates, round_index):
+        mask = getattr(self, "_mask", None)
+        kept_params = server.params.clone()
+        kept_buffers = {n: server.buffers[n] for n in getattr(self, "_local_buffers", ())}
+        super().aggregate(server, updates, round_index)
+        if mask is not None:   # the local part is never averaged
+            server.params[mask] = kept_params[mask]
+        server.buffers.update(kept_buffers)
+
+    def eval_model(self, ctx):
+        self.load_personal(ctx)
+        return ctx.model

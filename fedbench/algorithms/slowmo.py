@@ -1,0 +1,41 @@
+"""SlowMo (Wang et al., ICLR 2020): slow momentum on the server.
+
+After the clients' base optimizer (plain SGD, lr γ_t) the server averages, then takes a slow-momentum
+step (SlowMo Alg. 1 lines 6–7):
+
+    u^{t+1} = β·u^t + (w^t − w̄^{t+1}) / γ_t,      w^{t+1} = w^t − α·γ_t·u^{t+1},
+
+with w̄ the sample-weighted average of the client models, u^0 = 0 (``server.state``), γ_t the round's
+client lr. FedTrip [code ``examples/server_momentum``]: β = 0.9, slow lr α = 1, the first round a plain
+average — which this rule gives for α = 1 since u^0 = 0. β = 0 and α = 1 is FedAvg.
+"""
+
+import torch
+from pydantic import Field
+
+from fedbench.algorithms import register_algorithm
+from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
+
+
+class SlowMoParams(NoParams):
+    beta: float = Field(0.9, ge=0, lt=1)       # slow momentum β
+    slow_lr: float = Field(1.0, gt=0)          # slow learning rate α
+
+
+@register_algorithm("slowmo", papers=("fedtrip",))
+class SlowMo(Algorithm):
+    Params = SlowMoParams
+
+    def init_server(self, server):
+        server.state["momentum"] = torch.zeros_like(server.params)   # u^0 = 0
+
+    def aggregate(self, server, updates, round_index):
+        weights = self.aggregation_weights(updates)
+        averaged = weighted_average([u.params for u in updates], weights)
+        client_lr = self.spec.optimizer.lr * self.spec.lr_schedule.factor(round_index)      # γ_t
+        # Alg. 1 line 6: u ← β u + (w^t − w̄)/γ_t
+        momentum = self.params.beta * server.state["momentum"] + (server.params - averaged) / client_lr
+        server.state["momentum"] = momentum
+        # line 7: w^{t+1} = w^t − α γ_t u
+        server.params = server.params - self.params.slow_lr * client_lr * momentum
+        server.buffers = average_buffers(updates, weights)

@@ -1,0 +1,172 @@
+"""Personalised evaluation and fine-tune-then-evaluate (issue 6).
+
+Personalised (``eval_mode = personal | both``): every client's own model (``Algorithm.eval_model``) on that
+client's own test split, and on its validation split when ``client_val_fraction > 0``. A round records the
+plain and the sample-weighted mean, the std over clients and every client's value (LG-Mix's "Avg." is the
+plain mean over clients; FedDr+ Table 3 prints mean ± std over clients), the mean validation accuracy (LG-Mix
+selects the reported round by it, ``figure = "val_selected"``) and the extra per-client metrics of
+``spec.eval_metrics`` (AUC, balanced accuracy, Dice, IoU, Hausdorff).
+
+Fine-tune then evaluate (``spec.finetune``; FedDr+'s two-step "-FT" methods): after the last round every
+client fine-tunes the start model (final or best-round global model) on its own training split and is
+evaluated on its own test split; the figures go into the last round's ``finetune_*`` fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedbench import metrics
+from fedbench.engine.context import ClientContext, ServerState, load_weights
+from fedbench.engine.evaluation import evaluate
+from fedbench.seeding import derive_seed, torch_generator
+from fedbench.spec import RunSpec, ScheduleSpec
+
+
+@torch.inference_mode()
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+    was_training = model.training
+    model.eval()
+    out = torch.cat([model(x[s: s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.empty(0)
+    model.train(was_training)
+    return out
+
+
+def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, float | None]:
+    """``spec.eval_metrics`` of one client: classification (logits N×C, labels N) or segmentation
+    (logits and binary masks N×C×H×W, a sigmoid > 0.5 per channel as LG-Mix [code])."""
+    labels = y.cpu().numpy()
+    if y.ndim > 1:
+        pred = (torch.sigmoid(logits) > 0.5).cpu().numpy()
+        fns = {"dice": metrics.dice, "iou": metrics.iou, "hausdorff": metrics.hausdorff}
+        return {n: fns[n](pred, labels > 0) if n in fns else None for n in names}
+    probabilities = torch.softmax(logits.double(), dim=1).cpu().numpy()
+    out: dict[str, float | None] = {}
+    for name in names:
+        if name == "auc":
+            out[name] = metrics.auc(labels, probabilities) if len(labels) else None
+        elif name == "balanced_accuracy":
+            out[name] = metrics.balanced_accuracy(labels, probabilities.argmax(1)) if len(labels) else None
+        else:
+            out[name] = None   # segmentation metrics on a classification task
+    return out
+
+
+def client_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, batch_size: int) -> tuple[float, dict]:
+    """Accuracy (pixel accuracy for masks) and the extra metrics of one model on one client split."""
+    if not names and y.ndim == 1:
+        return evaluate(model, x, y, batch_size)[0], {}
+    logits = predict(model, x, batch_size)
+    if y.ndim > 1:
+        accuracy = float(((torch.sigmoid(logits) > 0.5) == (y > 0)).float().mean()) if len(y) else 0.0
+    else:
+        accuracy = float((logits.argmax(1) == y).float().mean()) if len(y) else 0.0
+    return accuracy, extra_metrics(names, logits, y)
+
+
+def _summary(values: list[float], sizes: list[int]) -> tuple[float, float | None, float]:
+    return (float(np.mean(values)), float(np.average(values, weights=sizes)) if sum(sizes) else None,
+            float(np.std(values)))
+
+
+def personal_evaluation(spec: RunSpec, algorithm, model, server, client_states, data, record, device,
+                        eval_batch_size, spare_models, lr: float = 0.0) -> None:
+    """Every client's own model (``Algorithm.eval_model``) on its own test (and validation) split."""
+    accuracies, sizes, validation = [], [], []
+    extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
+    x_all, y_all = data.tensors.train_x, data.tensors.train_y
+    for client in range(spec.num_clients):
+        load_weights(model, server.params, server.buffers)
+        torch.manual_seed(derive_seed(spec.seed, "eval-dropout", record.round, client))
+        ctx = ClientContext(
+            spec=spec, client_id=client, round_index=record.round, model=model, server=server, payload={},
+            state=client_states.setdefault(client, {}), data=data.tensors, indices=data.client_train[client],
+            device=device, lr=lr, generator=torch_generator(spec.seed, "eval", record.round, client, device=device),
+            spare_models=spare_models,
+        )
+        personal = algorithm.eval_model(ctx)   # may adapt (Per-FedAvg) or load a personal model
+        test_idx = data.client_test[client]
+        accuracy, scores = client_scores(personal, x_all[test_idx], y_all[test_idx], spec.eval_metrics, eval_batch_size)
+        accuracies.append(accuracy)
+        sizes.append(int(test_idx.numel()))
+        for name in spec.eval_metrics:
+            extra[name].append(scores[name])
+        if spec.client_val_fraction > 0:
+            val_idx = data.client_val[client]
+            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], eval_batch_size)[0])
+    record.personal_per_client = accuracies
+    record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
+    if validation:
+        record.personal_val_per_client = validation
+        record.personal_val_mean = float(np.mean(validation))   # LG-Mix: mean over clients
+    if extra:
+        record.personal_metrics = extra
+
+
+def track_finetune_start(spec: RunSpec, record, server: ServerState, current: dict[str, Any] | None):
+    """Keep the global weights of the best evaluated round for ``finetune.start = best | best_val`` (the
+    first round reaching the best value); stored in the checkpoint, so a resumed run keeps it."""
+    if spec.finetune is None or spec.finetune.start == "final":
+        return current
+    value = record.test_acc if spec.finetune.start == "best" else record.personal_val_mean
+    if value is None or (current is not None and value <= current["value"]):
+        return current
+    return {"round": record.round, "value": value, "params": server.params.clone(),
+            "buffers": {name: b.clone() for name, b in server.buffers.items()}}
+
+
+def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_states, data, record, device,
+                        eval_batch_size, spare_models, frozen: torch.Tensor | None = None) -> None:
+    """FedDr+ §1.6/§3.2: each client fine-tunes a copy of the start model for ``finetune.epochs`` epochs on
+    its training split (``part``: whole model, head or body; ``loss``: CE or the method's own objective, whose
+    teacher/prox target is then the start model), then is evaluated on its test split. Parameters fixed by
+    the model (ETF classifiers) stay fixed; a head frozen by the method during FL (FedBABU) is fine-tuned."""
+    from fedbench.algorithms.base import (  # here: fedbench.algorithms imports the engine
+        Algorithm,
+        NoParams,
+    )
+    from fedbench.algorithms.partial import only_trainable
+
+    ft = spec.finetune
+    params, buffers = (start["params"], start["buffers"]) if start else (server.params, server.buffers)
+    start_server = ServerState(params=params, buffers=buffers, state=server.state)
+    ft_spec = spec.model_copy(update={
+        "local_epochs": ft.epochs, "local_steps": None, "optimizer": ft.optimizer_spec(),
+        "batch_size": ft.batch_size or spec.batch_size, "lr_schedule": ScheduleSpec(),
+    })
+    trainer = algorithm if ft.loss == "method" else Algorithm(NoParams())
+    payload = algorithm.payload(start_server, spec.rounds) if ft.loss == "method" else {}
+    fixed, offset = set(), 0          # parameters the model itself fixes (``frozen``: the loop's mask at w^0)
+    for name, p in model.named_parameters():
+        if frozen is not None and bool(frozen[offset: offset + p.numel()].all()):
+            fixed.add(name)
+        offset += p.numel()
+    if ft.part == "head":
+        names = model.head_parameter_names()
+    elif ft.part == "body":
+        names = model.body_parameter_names()
+    else:
+        names = [n for n, _ in model.named_parameters()]
+    names = [n for n in names if n not in fixed]
+    accuracies, sizes = [], []
+    for client in range(spec.num_clients):
+        load_weights(model, params, buffers)
+        torch.manual_seed(derive_seed(spec.seed, "finetune-dropout", client))
+        ctx = ClientContext(
+            spec=ft_spec, client_id=client, round_index=spec.rounds, model=model, server=start_server,
+            payload=payload, state=dict(client_states.get(client, {})), data=data.tensors,
+            indices=data.client_train[client], device=device, lr=ft.lr,
+            generator=torch_generator(spec.seed, "finetune", client, device=device), spare_models=spare_models,
+        )
+        with only_trainable(model, names, respect_frozen=False):
+            trainer.local_train(ctx)
+        test_idx = data.client_test[client]
+        accuracies.append(evaluate(model, data.tensors.train_x[test_idx], data.tensors.train_y[test_idx], eval_batch_size)[0])
+        sizes.append(int(test_idx.numel()))
+    algorithm.spec = spec
+    record.finetune_per_client = accuracies
+    record.finetune_mean, record.finetune_weighted_mean, record.finetune_std = _summary(accuracies, sizes)
