@@ -59,19 +59,23 @@ class _RegistrySink:
 
 def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: bool = True) -> None:
     """Load every data set and build every distinct partition once before anything is registered, so
-    missing data or impossible partition parameters are user errors (exit 2) that leave the registry
-    untouched, instead of failed runs."""
-    from fedbench.engine.loop import load_arrays, partition_clients
+    missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
+    the registry untouched, instead of failed runs."""
+    from fedbench.engine.loop import client_test_sets, load_arrays, partition_clients
 
     seen: set[str] = set()
     for item in planned:
         spec = item.spec
         key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, spec.partition,
-                    sorted(spec.partition_params.items()), spec.num_clients, spec.seed))
+                    sorted(spec.partition_params.items()), spec.num_clients, spec.seed, spec.client_test,
+                    sorted(spec.client_test_params.items())))
         if key in seen:
             continue
         seen.add(key)
-        partition_clients(spec, load_arrays(spec, data_root, verify))
+        arrays = load_arrays(spec, data_root, verify)
+        parts = partition_clients(spec, arrays)
+        if spec.client_test != "split":
+            client_test_sets(spec, arrays, parts)
 
 
 def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,

@@ -82,6 +82,13 @@ class FinetuneSpec(_Strict):
 
 
 EVAL_METRICS = ("auc", "balanced_accuracy", "dice", "iou", "hausdorff")
+# parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
+CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
+    "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),
+}
+# Fields added after runs were first registered: left out of the canonical JSON while they hold their default,
+# so the spec_hash of every existing run stays the same.
+HASH_OMITTED_DEFAULTS: dict[str, Any] = {"client_test": "split", "client_test_params": {}}
 
 
 class RunSpec(_Strict):
@@ -108,6 +115,11 @@ class RunSpec(_Strict):
     eval_mode: Literal["global", "personal", "both"] = "global"
     client_test_fraction: float = Field(0.0, ge=0, lt=1)   # per-client test split for personal evaluation
     client_val_fraction: float = Field(0.0, ge=0, lt=1)    # per-client validation split (validation-selected figures)
+    # where per-client test sets come from: "split" = client_test_fraction of the client's partition;
+    # "class_matched" = drawn from the global test set to match the client's training classes (FedDr+ §2.3,
+    # params disjoint / cap_per_class); "natural" = the global test samples of the client's natural group
+    client_test: Literal["split", "class_matched", "natural"] = "split"
+    client_test_params: dict[str, Any] = {}
     eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()   # type: ignore[valid-type]  # per-client metrics besides accuracy
     finetune: FinetuneSpec | None = None                   # fine-tune then evaluate after the last round
     seed: int = 0
@@ -120,13 +132,24 @@ class RunSpec(_Strict):
             raise ValueError(
                 f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}"
             )
-        if self.eval_mode != "global" and self.client_test_fraction <= 0:
-            raise ValueError(f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0")
+        split = self.client_test == "split"
+        if self.eval_mode != "global" and split and self.client_test_fraction <= 0:
+            raise ValueError(f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0 (or client_test = "
+                             "'class_matched' / 'natural')")
+        if not split and self.client_test_fraction > 0:
+            raise ValueError(f"client_test={self.client_test!r} draws client test sets from the global test set; "
+                             "set client_test_fraction = 0")
+        allowed = CLIENT_TEST_PARAMS[self.client_test]
+        unknown = sorted(set(self.client_test_params) - set(allowed))
+        if unknown:
+            raise ValueError(f"client_test={self.client_test!r} has no parameter {', '.join(map(repr, unknown))}"
+                             + (f"; known: {', '.join(allowed)}" if allowed else ""))
         if self.client_test_fraction + self.client_val_fraction >= 1:
             raise ValueError("client_test_fraction + client_val_fraction must stay below 1")
         if self.finetune is not None:
-            if self.client_test_fraction <= 0:
-                raise ValueError("finetune needs client_test_fraction > 0 (clients are evaluated on their own test splits)")
+            if split and self.client_test_fraction <= 0:
+                raise ValueError("finetune needs client_test_fraction > 0 or client_test = 'class_matched' / 'natural' "
+                                 "(clients are evaluated on their own test sets)")
             if self.finetune.start == "best" and self.eval_mode == "personal":
                 raise ValueError("finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'")
             if self.finetune.start == "best_val" and (self.client_val_fraction <= 0 or self.eval_mode == "global"):
@@ -136,7 +159,11 @@ class RunSpec(_Strict):
         return self
 
     def canonical_json(self) -> str:
-        return canonical_json(self.model_dump(mode="json"))
+        data = self.model_dump(mode="json")
+        for key, default in HASH_OMITTED_DEFAULTS.items():
+            if data.get(key) == default:
+                del data[key]
+        return canonical_json(data)
 
     @property
     def spec_hash(self) -> str:

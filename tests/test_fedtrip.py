@@ -150,3 +150,23 @@ def test_smoke_run_and_report_with_ratios(tmp_path):
     static = runner.invoke(app, ["report", "--recipe", str(RECIPES / "fedtrip_costs.toml"), "--format", "json",
                                  "--registry", registry])
     assert static.exit_code == 0, static.output
+
+
+def test_moon_pre_activation_representation_matches_fedtrips_code():
+    """FedTrip's MOON takes z before the last ReLU; the forward output is unchanged."""
+    from fedbench.algorithms.moon import pre_activation
+    from fedbench.models import build_model
+
+    torch.manual_seed(0)
+    for name, shape, width in (("mlp", (1, 28, 28), 100), ("fedtrip_cnn", (1, 28, 28), 84), ("alexnet_cifar", (3, 32, 32), 1024)):
+        model = build_model(name, 10, shape).eval()
+        x = torch.randn(3, *shape)
+        z = pre_activation(model, x)
+        assert z.shape == (3, width)
+        assert torch.allclose(torch.relu(z), model.features(x), atol=1e-6)
+        assert (z < 0).any()   # really before the activation
+
+
+def test_moon_pre_activation_runs(sink):
+    spec = RunSpec(algorithm="moon", algorithm_params={"mu": 1.0, "representation": "pre_activation"}, **BASE)
+    assert run(spec, sink).status == "done"

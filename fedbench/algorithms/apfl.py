@@ -12,7 +12,6 @@ persist in ``ctx.state``. Evaluation uses v̄_k with the current global model w^
 """
 
 import torch
-import torch.nn.functional as F
 from pydantic import Field
 from torch.func import functional_call
 
@@ -20,6 +19,7 @@ from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
 from fedbench.engine.context import load_weights, param_views
+from fedbench.losses import task_loss
 
 
 class APFLParams(NoParams):
@@ -57,7 +57,7 @@ class APFL(Algorithm):
         names = [name for name, _ in ctx.model.named_parameters()]
         tensors = dict(zip(names, param_views(mixed, ctx.model)), **ctx.scratch["v_buffers"])
         x, y = ctx.scratch["batch"]
-        loss = F.cross_entropy(functional_call(ctx.model, tensors, (x,)), y)
+        loss = task_loss(ctx.task, functional_call(ctx.model, tensors, (x,)), y)
         inputs = [v, alpha] if self.params.adaptive_alpha else [v]
         grads = torch.autograd.grad(loss, inputs)
         with torch.no_grad():

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
 from fedbench.engine.context import ClientContext, ServerState
+from fedbench.losses import task_loss
 from fedbench.spec import RunSpec
 
 
@@ -93,8 +93,9 @@ class Algorithm:
         """Called after the global weights are loaded into ``ctx.model``, before the first step."""
 
     def loss(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        """The method's own local objective L_base (regularizers are added by ``objective``)."""
-        return F.cross_entropy(logits, y)
+        """The method's own local objective L_base (regularizers are added by ``objective``): cross-entropy, or
+        the Dice loss on a segmentation task (``ctx.task``; ``fedbench.losses``)."""
+        return task_loss(ctx.task, logits, y)
 
     def forward(self, ctx: ClientContext, x: torch.Tensor) -> torch.Tensor:
         """Model output for a training batch; the penultimate features go to ``ctx.scratch["features"]``

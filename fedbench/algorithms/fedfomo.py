@@ -12,12 +12,12 @@ M = 5 and the validation split (0.2 of the client's training data, fixed per cli
 """
 
 import torch
-import torch.nn.functional as F
 from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import restore_model
+from fedbench.losses import task_loss
 from fedbench.engine.context import load_weights
 from fedbench.seeding import torch_generator
 
@@ -50,7 +50,7 @@ class FedFomo(Algorithm):
 
         def val_loss(params):
             with torch.no_grad():
-                return F.cross_entropy(ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
+                return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
 
         peers = sorted((j for j in ctx.payload["client_models"] if j != ctx.client_id),
                        key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]

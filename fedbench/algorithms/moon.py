@@ -13,7 +13,11 @@ Spec choices:
 - A client's previous local model persists in ``ctx.state``; before its first participation it is the
   initial global model w^0 (MOON [code] ``old_nets`` start as copies of the initial net; FedTrip [proposal]).
 - Hyperparameters: FedTrip μ = 1, τ = 0.5 [paper]; FedTR [proposal] μ = 5, τ = 0.5. Recipes set μ.
+- ``representation = "pre_activation"`` takes z before the encoder's final activation, as FedTrip's code
+  does (spec §3: the output of Linear(120→84) for the CNN, Linear(784→100) for the MLP).
 """
+
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -22,11 +26,31 @@ from pydantic import Field
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
+from fedbench.errors import ConfigError
 
 
 class MoonParams(NoParams):
     mu: float = Field(1.0, ge=0)
     tau: float = Field(0.5, gt=0)
+    representation: Literal["features", "pre_activation"] = "features"
+
+
+def activation_cut(model) -> int:
+    """Index of the encoder's final activation (trailing dropout allowed after it)."""
+    encoder = getattr(model, "encoder", None)
+    if isinstance(encoder, torch.nn.Sequential):
+        for index in range(len(encoder) - 1, -1, -1):
+            if isinstance(encoder[index], (torch.nn.ReLU, torch.nn.ReLU6)):
+                return index
+            if not isinstance(encoder[index], (torch.nn.Dropout, torch.nn.Identity)):
+                break
+    raise ConfigError(f"moon: model {type(model).__name__} has no final activation to cut before; "
+                      "use algorithm_params.representation = 'features'")
+
+
+def pre_activation(model, x):
+    """The encoder's output before its final activation (FedTrip's MOON representation)."""
+    return model.encoder[:activation_cut(model)](x)
 
 
 @register_algorithm("moon", papers=("fedtr", "fedtrip"))
@@ -44,11 +68,25 @@ class Moon(Algorithm):
         buffers = ctx.state.get("previous_buffers", ctx.payload["initial_buffers"])
         ctx.scratch["previous"] = ctx.frozen_model("moon_previous", params, buffers)
 
+    def forward(self, ctx, x):
+        if self.params.representation == "features":
+            return super().forward(ctx, x)
+        ctx.scratch["representation"] = pre_activation(ctx.model, x)
+        ctx.scratch["features"] = ctx.model.encoder[activation_cut(ctx.model):](ctx.scratch["representation"])
+        return ctx.model.head(ctx.scratch["features"])
+
     def loss(self, ctx, x, y, logits):
-        z = ctx.scratch["features"].flatten(1)
-        z_glob = self.teacher_outputs(ctx, x)[1].flatten(1)
-        with torch.no_grad():
-            z_prev = ctx.scratch["previous"].features(x).flatten(1)
+        if self.params.representation == "features":
+            z = ctx.scratch["features"].flatten(1)
+            z_glob = self.teacher_outputs(ctx, x)[1].flatten(1)
+            with torch.no_grad():
+                z_prev = ctx.scratch["previous"].features(x).flatten(1)
+        else:
+            z = ctx.scratch["representation"].flatten(1)
+            teacher = ctx.scratch.setdefault("teacher", ctx.global_model())
+            with torch.no_grad():
+                z_glob = pre_activation(teacher, x).flatten(1)
+                z_prev = pre_activation(ctx.scratch["previous"], x).flatten(1)
         positive = F.cosine_similarity(z, z_glob, dim=1) / self.params.tau
         negative = F.cosine_similarity(z, z_prev, dim=1) / self.params.tau
         # −log(e^pos / (e^pos + e^neg)) = CE over the logits [pos, neg] with label 0

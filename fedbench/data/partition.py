@@ -2,7 +2,8 @@
 
 Signature: ``fn(labels, groups, num_clients, rng, **params) -> list[np.ndarray]`` (one sorted index
 array per client). ``labels`` is the int label array of the training pool, ``groups`` the natural group
-ids or None, ``rng`` a ``numpy.random.Generator`` from the run's partition stream.
+ids or None, ``rng`` a ``numpy.random.Generator`` from the run's partition stream. Partitioners registered
+with ``label_free=True`` (iid, natural) use no label values, so they also split segmentation data (masks as labels).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def partition_fingerprint(parts: list[np.ndarray]) -> str:
     return digest.hexdigest()[:16]
 
 
-@register_partitioner("iid", covers_all=True, disjoint=True)
+@register_partitioner("iid", covers_all=True, disjoint=True, label_free=True)
 def iid(labels: np.ndarray, groups: np.ndarray | None, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Shuffle and split into near-equal parts."""
     order = rng.permutation(len(labels))
@@ -187,7 +188,7 @@ def orthogonal(
     return parts
 
 
-@register_partitioner("natural", covers_all=True, disjoint=True, needs_groups=True)
+@register_partitioner("natural", covers_all=True, disjoint=True, needs_groups=True, label_free=True)
 def natural(
     labels: np.ndarray,
     groups: np.ndarray | None,

@@ -31,6 +31,7 @@ class TensorData:
     test_x: torch.Tensor
     test_y: torch.Tensor
     fill: torch.Tensor | float = 0.0   # a black pixel after normalisation: what torchvision pads with
+    task: str = "classification"       # DatasetMeta.task; "segmentation": labels are float {0, 1} masks (N, C, H, W)
 
     @classmethod
     def from_arrays(cls, arrays: DatasetArrays, device: torch.device) -> "TensorData":
@@ -38,12 +39,14 @@ class TensorData:
         fill: torch.Tensor | float = 0.0
         if arrays.train_x.dtype == np.uint8 and meta.mean and len(meta.mean) == arrays.train_x.shape[1]:
             fill = to_tensor(np.zeros((1, *arrays.train_x.shape[1:2], 1, 1), np.uint8), meta.mean, meta.std, device)
+        # class labels → int64 for cross-entropy; segmentation masks → float {0, 1} targets for the Dice loss
+        label_type = torch.float32 if meta.task == "segmentation" else torch.long
         return cls(
             train_x=to_tensor(arrays.train_x, meta.mean, meta.std, device),
-            train_y=torch.from_numpy(arrays.train_y).long().to(device),
+            train_y=torch.from_numpy(arrays.train_y).to(device, label_type),
             test_x=to_tensor(arrays.test_x, meta.mean, meta.std, device),
-            test_y=torch.from_numpy(arrays.test_y).long().to(device),
-            fill=fill,
+            test_y=torch.from_numpy(arrays.test_y).to(device, label_type),
+            fill=fill, task=meta.task,
         )
 
 

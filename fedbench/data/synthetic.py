@@ -44,12 +44,18 @@ def synthetic_like(
     )
 
 
-def synthetic_dataset(name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None) -> DatasetArrays:
+def synthetic_dataset(name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None,
+                      image_size: int | None = None) -> DatasetArrays:
     """Stand-in for a registered dataset: its shapes, classes and its natural group count (one group per
-    client of the paper's set-up: domains, hospitals, subjects, writers)."""
+    client of the paper's set-up: domains, hospitals, subjects, writers). ``image_size`` (the loader's
+    parameter, e.g. from a recipe's ``dataset_params``) makes the images image_size × image_size, as the loader would."""
+    from dataclasses import replace
+
     from fedbench.data import DATASETS, dataset_meta
 
     meta = dataset_meta(name)
+    if image_size is not None and len(meta.input_shape) == 3:
+        meta = replace(meta, input_shape=(meta.input_shape[0], int(image_size), int(image_size)))
     num_groups = DATASETS.info(name).get("num_groups")
     per_sample = int(np.prod(meta.input_shape))
     # at most ~50M values per split by default (a 256×256 RGB stand-in then has ~250 training images)

@@ -64,6 +64,7 @@ class ClientContext:
         self.payload = payload
         self.state = state
         self.data = data
+        self.task = data.task                 # "classification" or "segmentation" (DatasetMeta.task)
         self.indices = indices
         self.num_samples = int(indices.numel())
         self.generator = generator
@@ -124,18 +125,35 @@ class ClientContext:
                 if remaining == 0:
                     return
                 chosen = order[start: start + batch]
-                yield self.augment(self.data.train_x[chosen]), self.data.train_y[chosen]
+                if self.task == "segmentation":
+                    yield self.augment_with_masks(self.data.train_x[chosen], self.data.train_y[chosen])
+                else:
+                    yield self.augment(self.data.train_x[chosen]), self.data.train_y[chosen]
                 remaining -= 1
 
-    def augment(self, x: torch.Tensor) -> torch.Tensor:
+    def augment(self, x: torch.Tensor, fill: torch.Tensor | float | None = None) -> torch.Tensor:
         aug = self.spec.augmentation
+        fill = self.data.fill if fill is None else fill
         if aug.crop_padding:
-            x = random_crop(x, aug.crop_padding, self.generator, self.data.fill)
+            x = random_crop(x, aug.crop_padding, self.generator, fill)
         if aug.horizontal_flip:
             x = horizontal_flip(x, self.generator)
         if aug.affine is not None:
-            x = random_affine(x, aug.affine.degrees, aug.affine.translate, aug.affine.scale, self.generator, self.data.fill)
+            x = random_affine(x, aug.affine.degrees, aug.affine.translate, aug.affine.scale, self.generator, fill)
         return x
+
+    def augment_with_masks(self, x: torch.Tensor, masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Segmentation: image and masks get the same crop/flip/affine (one transform of their channel
+        concatenation, so the same random draws); masks pad with 0 (background) and are re-binarised
+        after the affine's bilinear resampling."""
+        aug = self.spec.augmentation
+        if not (aug.crop_padding or aug.horizontal_flip or aug.affine is not None):
+            return x, masks
+        channels = x.shape[1]
+        fill = self.data.fill if torch.is_tensor(self.data.fill) else torch.full((1, channels, 1, 1), float(self.data.fill))
+        fill = torch.cat([fill.to(x.device), torch.zeros(1, masks.shape[1], 1, 1, device=x.device)], dim=1)
+        both = self.augment(torch.cat([x, masks.to(x.dtype)], dim=1), fill)
+        return both[:, :channels], (both[:, channels:] > 0.5).to(masks.dtype)
 
     def clip_gradients(self) -> None:
         if self.spec.clip_grad_norm:

@@ -1,7 +1,9 @@
 """Personalised evaluation and fine-tune-then-evaluate (issue 6).
 
 Personalised (``eval_mode = personal | both``): every client's own model (``Algorithm.eval_model``) on that
-client's own test split, and on its validation split when ``client_val_fraction > 0``. A round records the
+client's own test set (``spec.client_test``: a split of its partition, or drawn from the global test set to
+match its classes or its natural group), and on its validation split when ``client_val_fraction > 0``. For
+segmentation the primary per-client figure is the mean Dice, as ``evaluate``'s. A round records the
 plain and the sample-weighted mean, the std over clients and every client's value (LG-Mix's "Avg." is the
 plain mean over clients; FedDr+ Table 3 prints mean ± std over clients), the mean validation accuracy (LG-Mix
 selects the reported round by it, ``figure = "val_selected"``) and the extra per-client metrics of
@@ -22,7 +24,7 @@ from torch import nn
 
 from fedbench import metrics
 from fedbench.engine.context import ClientContext, ServerState, load_weights
-from fedbench.engine.evaluation import evaluate
+from fedbench.engine.evaluation import dice_scores, eval_batch_size as capped_batch_size, evaluate
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec, ScheduleSpec
 
@@ -56,16 +58,18 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
     return out
 
 
-def client_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, batch_size: int) -> tuple[float, dict]:
-    """Accuracy (pixel accuracy for masks) and the extra metrics of one model on one client split."""
-    if not names and y.ndim == 1:
-        return evaluate(model, x, y, batch_size)[0], {}
-    logits = predict(model, x, batch_size)
-    if y.ndim > 1:
-        accuracy = float(((torch.sigmoid(logits) > 0.5) == (y > 0)).float().mean()) if len(y) else 0.0
+def client_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, batch_size: int,
+                  task: str = "classification") -> tuple[float, dict]:
+    """The primary metric (accuracy; mean Dice for segmentation, as ``evaluate``) and the extra metrics of one
+    model on one client split."""
+    if not names:
+        return evaluate(model, x, y, batch_size, task)[0], {}
+    logits = predict(model, x, capped_batch_size(batch_size, x, task))
+    if task == "segmentation":
+        primary = float(dice_scores(logits, y).mean()) if len(y) else 0.0
     else:
-        accuracy = float((logits.argmax(1) == y).float().mean()) if len(y) else 0.0
-    return accuracy, extra_metrics(names, logits, y)
+        primary = float((logits.argmax(1) == y).float().mean()) if len(y) else 0.0
+    return primary, extra_metrics(names, logits, y)
 
 
 def _summary(values: list[float], sizes: list[int]) -> tuple[float, float | None, float]:
@@ -78,7 +82,7 @@ def personal_evaluation(spec: RunSpec, algorithm, model, server, client_states, 
     """Every client's own model (``Algorithm.eval_model``) on its own test (and validation) split."""
     accuracies, sizes, validation = [], [], []
     extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
-    x_all, y_all = data.tensors.train_x, data.tensors.train_y
+    x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
     for client in range(spec.num_clients):
         load_weights(model, server.params, server.buffers)
         torch.manual_seed(derive_seed(spec.seed, "eval-dropout", record.round, client))
@@ -89,15 +93,15 @@ def personal_evaluation(spec: RunSpec, algorithm, model, server, client_states, 
             spare_models=spare_models,
         )
         personal = algorithm.eval_model(ctx)   # may adapt (Per-FedAvg) or load a personal model
-        test_idx = data.client_test[client]
-        accuracy, scores = client_scores(personal, x_all[test_idx], y_all[test_idx], spec.eval_metrics, eval_batch_size)
+        test_x, test_y = data.client_test_data(client)   # from the training pool or the global test set
+        accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, eval_batch_size, task)
         accuracies.append(accuracy)
-        sizes.append(int(test_idx.numel()))
+        sizes.append(len(test_y))
         for name in spec.eval_metrics:
             extra[name].append(scores[name])
         if spec.client_val_fraction > 0:
             val_idx = data.client_val[client]
-            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], eval_batch_size)[0])
+            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], eval_batch_size, task)[0])
     record.personal_per_client = accuracies
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:
@@ -164,9 +168,9 @@ def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_s
         )
         with only_trainable(model, names, respect_frozen=False):
             trainer.local_train(ctx)
-        test_idx = data.client_test[client]
-        accuracies.append(evaluate(model, data.tensors.train_x[test_idx], data.tensors.train_y[test_idx], eval_batch_size)[0])
-        sizes.append(int(test_idx.numel()))
+        test_x, test_y = data.client_test_data(client)
+        accuracies.append(evaluate(model, test_x, test_y, eval_batch_size, data.tensors.task)[0])
+        sizes.append(len(test_y))
     algorithm.spec = spec
     record.finetune_per_client = accuracies
     record.finetune_mean, record.finetune_weighted_mean, record.finetune_std = _summary(accuracies, sizes)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 
@@ -24,8 +26,8 @@ class AlexNetCifar(FedModel):
         super().__init__()
         channels = input_shape[0]
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 7, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
-            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(channels, 64, 7, padding=2), nn.ReLU(), MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), MaxPool2d(3, 2),
             nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
             nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
             nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
@@ -49,11 +51,11 @@ class AlexNetBN(FedModel):
         super().__init__()
         channels = input_shape[0]
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 11, stride=4, padding=2), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2),
-            nn.Conv2d(64, 192, 5, padding=2), nn.BatchNorm2d(192), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(channels, 64, 11, stride=4, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2), nn.BatchNorm2d(192), nn.ReLU(), MaxPool2d(3, 2),
             nn.Conv2d(192, 384, 3, padding=1), nn.BatchNorm2d(384), nn.ReLU(),
             nn.Conv2d(384, 256, 3, padding=1), nn.BatchNorm2d(256), nn.ReLU(),
-            nn.Conv2d(256, 256, 3, padding=1), nn.BatchNorm2d(256), nn.ReLU(), nn.MaxPool2d(3, 2),
+            nn.Conv2d(256, 256, 3, padding=1), nn.BatchNorm2d(256), nn.ReLU(), MaxPool2d(3, 2),
             nn.AdaptiveAvgPool2d((6, 6)), nn.Flatten(),
             nn.Linear(256 * 6 * 6, 4096), nn.BatchNorm1d(4096), nn.ReLU(),
             nn.Linear(4096, 4096), nn.BatchNorm1d(4096), nn.ReLU(),

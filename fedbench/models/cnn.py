@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 
@@ -19,8 +21,8 @@ class FedDCCifarCNN(FedModel):
         channels, height, width = input_shape
         flat = 64 * (((height - 4) // 2 - 4) // 2) * (((width - 4) // 2 - 4) // 2)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 64, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 64, 5), nn.ReLU(), MaxPool2d(2),
+            nn.Conv2d(64, 64, 5), nn.ReLU(), MaxPool2d(2),
             nn.Flatten(),
             nn.Linear(flat, 384), nn.ReLU(),
             nn.Linear(384, 192), nn.ReLU(),
@@ -40,8 +42,8 @@ class PamapNet(FedModel):
         channels, height, length = input_shape
         flat = 32 * height * (((length - 8) // 2 - 8) // 2)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 16, (1, 9)), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d((1, 2), stride=2),
-            nn.Conv2d(16, 32, (1, 9)), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d((1, 2), stride=2),
+            nn.Conv2d(channels, 16, (1, 9)), nn.BatchNorm2d(16), nn.ReLU(), MaxPool2d((1, 2), stride=2),
+            nn.Conv2d(16, 32, (1, 9)), nn.BatchNorm2d(32), nn.ReLU(), MaxPool2d((1, 2), stride=2),
             nn.Flatten(),
             nn.Linear(flat, 64), nn.ReLU(),
         )
@@ -61,8 +63,8 @@ class FedBNDigitCNN(FedModel):
         channels, height, width = input_shape
         flat = 128 * (height // 4) * (width // 4)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(2),
+            nn.Conv2d(64, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(2),
             nn.Conv2d(64, 128, 5, padding=2), nn.BatchNorm2d(128), nn.ReLU(),
             nn.Flatten(),
             nn.Linear(flat, 2048), nn.BatchNorm1d(2048), nn.ReLU(),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 
@@ -50,12 +52,12 @@ class SmallCovidNet(FedModel):
         super().__init__()
         layers: list[nn.Module] = [
             nn.Conv2d(input_shape[0], 32, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2d(2),
         ]
         in_channels = 32
         for stage, width in enumerate(widths):
             if stage:
-                layers.append(nn.MaxPool2d(2))
+                layers.append(MaxPool2d(2))
             layers.append(PEPX(in_channels, width))
             in_channels = width
         layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(in_channels, 256), nn.ReLU()]

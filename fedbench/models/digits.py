@@ -6,6 +6,8 @@ import math
 
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 
@@ -29,7 +31,7 @@ class DigitsCNN(FedModel):
         self.encoder = nn.Sequential(
             nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(),
             nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),
-            nn.MaxPool2d(2), nn.Flatten(),
+            MaxPool2d(2), nn.Flatten(),
             nn.Linear(2 * width * (height // 2) * (width_px // 2), hidden), nn.ReLU(),
         )
         self.classifier = nn.Linear(hidden, num_classes)

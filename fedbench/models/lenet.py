@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 
@@ -16,8 +18,8 @@ class LeNet5(FedModel):
         channels, height, width = input_shape
         flat = 16 * (((height - 4) // 2 - 4) // 2) * (((width - 4) // 2 - 4) // 2)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.BatchNorm2d(16), nn.ReLU(), MaxPool2d(2),
             nn.Flatten(),
             nn.Linear(flat, 120), nn.ReLU(),
             nn.Linear(120, 84), nn.ReLU(),
@@ -40,8 +42,8 @@ class LeNet5Conv3(FedModel):
         # 28×28 → conv(pad 2) 28 → pool 14 → conv 10 → pool 5 → conv 1
         out_h, out_w = (height // 2 - 4) // 2 - 4, (width // 2 - 4) // 2 - 4
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), MaxPool2d(2),
             nn.Conv2d(16, 120, 5), nn.ReLU(),
             nn.Flatten(),
             nn.Linear(120 * out_h * out_w, 84), nn.ReLU(),

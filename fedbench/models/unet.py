@@ -12,6 +12,8 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from fedbench.models.layers import MaxPool2d
+
 from fedbench.errors import ConfigError
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
@@ -34,7 +36,7 @@ class UNetBody(nn.Module):
         f = features
         self.encoder1, self.encoder2 = _block(in_channels, f), _block(f, 2 * f)
         self.encoder3, self.encoder4 = _block(2 * f, 4 * f), _block(4 * f, 8 * f)
-        self.pool = nn.MaxPool2d(2)
+        self.pool = MaxPool2d(2)
         self.bottleneck = _block(8 * f, 16 * f)
         self.upconv4, self.decoder4 = nn.ConvTranspose2d(16 * f, 8 * f, 2, stride=2), _block(16 * f, 8 * f)
         self.upconv3, self.decoder3 = nn.ConvTranspose2d(8 * f, 4 * f, 2, stride=2), _block(8 * f, 4 * f)

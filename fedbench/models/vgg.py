@@ -7,6 +7,8 @@ from collections import OrderedDict
 from typing import ClassVar
 
 from torch import nn
+
+from fedbench.models.layers import MaxPool2d
 from torchvision.models.vgg import cfgs, make_layers
 
 from fedbench.models import register_model
@@ -67,9 +69,9 @@ class VGG9(FedModel):
             return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU()]
 
         conv = nn.Sequential(
-            *conv3(channels, 32), *conv3(32, 64), nn.MaxPool2d(2),
-            *conv3(64, 128), *conv3(128, 128), nn.MaxPool2d(2), nn.Dropout2d(0.05),
-            *conv3(128, 256), *conv3(256, 256), nn.MaxPool2d(2),
+            *conv3(channels, 32), *conv3(32, 64), MaxPool2d(2),
+            *conv3(64, 128), *conv3(128, 128), MaxPool2d(2), nn.Dropout2d(0.05),
+            *conv3(128, 256), *conv3(256, 256), MaxPool2d(2),
         )
         flat = 256 * (height // 8) * (width // 8)
         fc = nn.Sequential(
