@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 
@@ -39,7 +40,7 @@ def user_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         except FedbenchError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted: finished rounds are saved; run the same command again to resume")
@@ -140,7 +141,7 @@ def run(
         rows = {r.spec_hash: r for r in store.runs(spec_hashes=[p.spec_hash for p in failed])}
         for p in failed:
             message = (rows[p.spec_hash].error or "").strip().splitlines()
-            err_console.print(f"[red]failed[/red] {p.spec_hash} {p.labels}: {message[-1] if message else ''}")
+            err_console.print(f"[red]failed[/red] {p.spec_hash} {escape(str(p.labels))}: {escape(message[-1]) if message else ''}")
         raise typer.Exit(1)
 
 
@@ -169,7 +170,7 @@ def _run_with_progress(todo, options, jobs: int) -> None:
                     progress.remove_task(current.pop(key))
                 progress.advance(overall)
                 if event["status"] != "done":
-                    progress.console.print(f"  {label_of.get(key, key)}: {event['status']} {event.get('error') or ''}")
+                    progress.console.print(f"  {escape(label_of.get(key, key))}: {event['status']} {escape(event.get('error') or '')}")
 
         execute(todo, options, jobs, on_event)
 

@@ -207,7 +207,7 @@ def test_fedntd_loss_ignores_the_true_class_logit_of_the_teacher():
     algorithm = build_algorithm("fedntd", {"beta": 0.7, "tau": 2.0})
 
     def loss_with(teacher_logits):
-        ctx = type("Ctx", (), {})()
+        ctx = type("Ctx", (), {"task": "classification"})()
         ctx.scratch = {"teacher_batch": (x, teacher_logits, None)}     # the per-batch teacher cache
         return algorithm.loss(ctx, x, y, student)
 

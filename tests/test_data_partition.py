@@ -24,6 +24,7 @@ PARAMS = {
     "orthogonal": {"clusters": 5},
     "natural": {},
     "samples_per_client": {"samples_per_client": 100, "alpha": 0.5},
+    "dirichlet_pfl": {"alpha": 0.3},
 }
 
 

@@ -74,4 +74,4 @@ def load_dataset(
 # Register the built-in loaders and partitioners.
 from fedbench.data import digits, partition  # noqa: E402,F401
 from fedbench.data import cifar, medmnist, mnist, svhn  # noqa: E402,F401
-from fedbench.data import camelyon17, covid, fedbn, femnist, pamap2, retinal  # noqa: E402,F401
+from fedbench.data import bci, camelyon17, covid, fedbn, femnist, pamap2, retinal  # noqa: E402,F401

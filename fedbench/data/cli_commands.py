@@ -38,7 +38,9 @@ def _console():
 def _fail(error: FedbenchError) -> None:
     from rich.console import Console
 
-    Console(stderr=True).print(f"[red]error:[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[red]error:[/red] {escape(str(error))}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code=getattr(error, "exit_code", 2))
 
 

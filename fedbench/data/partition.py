@@ -400,3 +400,71 @@ def make_partition(
     if len(parts) != num_clients:
         raise ConfigError(f"partitioner {name!r} produced {len(parts)} clients, the run asks for {num_clients}")
     return [np.asarray(p, dtype=np.int64) for p in parts]
+
+
+@register_partitioner("dirichlet_pfl", covers_all=True, disjoint=True)
+def dirichlet_pfl(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    rng: np.random.Generator,
+    alpha: float = 0.1,
+    auxiliary_workers: int = 2,
+    min_fraction: float = 0.5,
+    balance: bool = True,
+    max_tries: int = 1000,
+) -> list[np.ndarray]:
+    """PersonalizedFL's Dirichlet label skew (FedTR spec §2.2 "PersonalizedFL variant"; microsoft/PersonalizedFL
+    ``datautil/datasplit.py``, itself from epfml/quasi-global-momentum): the "auxiliary workers" trick.
+
+    The shuffled pool is cut into ceil(N/a) chunks of ⌊a·n/N⌋ samples (the last chunk takes the remainder), where
+    a = ``auxiliary_workers`` (2 in PersonalizedFL) and N = num_clients. Each chunk is shared by a clients only
+    (the last one by the N − a·⌊(N−1)/a⌋ left over): for every class, shares p ~ Dir_a(alpha) split that chunk's
+    samples of the class; with ``balance`` a client already holding ≥ chunk/a samples gets share 0. A chunk's draw is
+    repeated until each of its clients holds at least ``min_fraction`` · chunk/a samples (PersonalizedFL: 0.5).
+    Label skew therefore acts within small client groups; every sample is used exactly once. PersonalizedFL seeds a
+    ``RandomState(1)``; here the run's partition stream drives the draws, so indices differ from its cached splits.
+    """
+    if alpha <= 0:
+        raise ConfigError(f"partition_params.alpha must be > 0, got {alpha}")
+    if auxiliary_workers < 1:
+        raise ConfigError(f"partition_params.auxiliary_workers must be ≥ 1, got {auxiliary_workers}")
+    if not 0 <= min_fraction <= 1:
+        raise ConfigError(f"partition_params.min_fraction must be in [0, 1], got {min_fraction}")
+    total = len(labels)
+    per_chunk = min(auxiliary_workers, num_clients)
+    num_chunks = -(-num_clients // per_chunk)
+    order = rng.permutation(total)
+    chunk_size = int(per_chunk / num_clients * total)
+    cuts = [chunk_size * k for k in range(1, num_chunks)]
+    classes = np.unique(labels)
+    parts: list[np.ndarray] = []
+    remaining = num_clients
+    for chunk_index, chunk in enumerate(np.split(order, cuts)):
+        workers = min(per_chunk, remaining)
+        remaining -= workers
+        chunk_labels = labels[chunk]
+        members_by_class = [chunk[chunk_labels == c] for c in classes]
+        need = int(min_fraction * len(chunk) / workers)
+        for _ in range(max_tries):
+            pieces: list[list[np.ndarray]] = [[] for _ in range(workers)]
+            sizes = np.zeros(workers, dtype=np.int64)
+            for members in members_by_class:
+                shares = rng.dirichlet(np.full(workers, alpha))
+                if balance:
+                    capped = shares * (sizes < len(chunk) / workers)
+                    # all clients full can only happen once the chunk is exhausted; keep the raw shares then
+                    shares = capped / capped.sum() if capped.sum() > 0 else shares
+                split_at = (np.cumsum(shares) * len(members)).astype(np.int64)[:-1]
+                for worker, piece in enumerate(np.split(members, split_at)):
+                    pieces[worker].append(piece)
+                    sizes[worker] += len(piece)
+            if sizes.min() >= need:
+                break
+        else:
+            raise ConfigError(
+                f"dirichlet_pfl: chunk {chunk_index} ({len(chunk)} samples) could not give each of its {workers} clients "
+                f"{need} samples in {max_tries} draws at alpha={alpha}; lower partition_params.min_fraction or raise alpha"
+            )
+        parts.extend(np.sort(np.concatenate(p)) for p in pieces)
+    return parts
