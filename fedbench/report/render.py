@@ -87,7 +87,8 @@ def notes(table: Table) -> list[str]:
         out.append("Synthetic-data runs exist for empty cells: add --synthetic to see them.")
     view = table.view
     agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
-    out.append(f"cell: {figure_name(view)} {view.metric}{' (%)' if table.unit == '%' else ''}, {agg}; paper value and Δ = ours − paper.")
+    published = "; paper value and Δ = ours − paper" if any(c.published is not None for c in cells) else ""
+    out.append(f"cell: {figure_name(view)} {view.metric}{' (%)' if table.unit == '%' else ''}, {agg}{published}.")
     if view.ratio_to:
         out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
     if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
