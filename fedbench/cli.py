@@ -207,7 +207,7 @@ def report(
     loaded = [load_recipe(p) for p in recipe]
     if paper:
         found = [load_recipe(p) for p in sorted(recipes_dir.glob("*.toml"))]
-        matching = [r for r in found if r.paper == paper]
+        matching = sorted((r for r in found if r.paper == paper), key=lambda r: (r.order, r.name))
         if not matching:
             papers = sorted({r.paper for r in found})
             raise FedbenchError(f"--paper {paper!r}: no recipe in {recipes_dir}/ has paper = {paper!r}; papers: {', '.join(papers)}")

@@ -99,6 +99,7 @@ class Recipe(_Strict):
     name: str
     title: str = ""
     description: str = ""
+    order: int = 100             # position among the paper's recipes in `fedbench report --paper`
     seeds: list[int] = [0]
     setup: dict[str, Any] = {}   # empty for a recipe of analytic tables only
     matrix: dict[str, list[Any]] = {}
