@@ -79,7 +79,8 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="Override a setup key for every run, dotted for nested keys (repeatable)."),
     synthetic: bool = typer.Option(False, "--synthetic", help="Replace every dataset with generated stand-in data (smoke tests)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."),
+    threads: int = typer.Option(1, "--threads", min=1, help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is."),
     registry: Optional[str] = RegistryOption,
     data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."),
     no_verify: bool = typer.Option(False, "--no-verify", help="Skip data checksum verification (recorded as unverified)."),
@@ -128,7 +129,7 @@ def run(
         console.print(f"{len(finished)} of {len(planned)} runs already done (skipped; --force re-runs them)")
     todo = [p for p in planned if force or p not in finished]
     options = ExecutionOptions(registry_url=store.url, device=device, data_root=str(data_dir) if data_dir else None,
-                               verify=not no_verify)
+                               verify=not no_verify, threads=threads)
     if todo:
         _run_with_progress(todo, options, jobs)
     final = store.statuses(p.spec_hash for p in planned)

@@ -34,7 +34,9 @@ class ExecutionOptions:
     device: str = "auto"
     data_root: str | None = None
     eval_batch_size: int = 1000
-    threads: int | None = None
+    # Intra-op CPU threads per run. Fixed (not derived from --jobs) because floating-point reductions
+    # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
+    threads: int = 1
     verify: bool = True          # --no-verify skips checksums; provenance records data.verified=false
 
 
@@ -120,8 +122,7 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
 
 def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Callable[[Event], None]) -> None:
     """Claim and train every run not finished or held by a live worker."""
-    if options.threads:
-        torch.set_num_threads(options.threads)
+    torch.set_num_threads(options.threads)
     registry = Registry(options.registry_url)
     for item in planned:
         run_id = registry.claim(item.spec_hash)
@@ -142,8 +143,6 @@ def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emi
     if jobs <= 1:
         work_through(planned, options, emit)
         return
-    cores = os.cpu_count() or 1
-    options.threads = options.threads or max(1, cores // jobs)
     context = mp.get_context("spawn")
     events: "mp.Queue[Event]" = context.Queue()
     workers = [context.Process(target=_worker_main, args=(planned, options, events), daemon=False) for _ in range(jobs)]

@@ -172,3 +172,18 @@ def test_claim_is_exclusive(registry_url, write_recipe):
     first = registry.claim(planned[0].spec_hash, worker="otherhost:1")
     assert first is not None
     assert registry.claim(planned[0].spec_hash, worker="thishost:2") is None   # held by a live worker elsewhere
+
+
+def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
+    """Same spec, --jobs 1 vs --jobs 2: bit-identical curves (threads per run are fixed)."""
+    from fedbench.registry import Registry
+
+    recipe = write_recipe()
+    curves = []
+    for jobs in ("1", "2"):
+        url = f"sqlite:///{tmp_path / f'jobs{jobs}.db'}"
+        assert invoke("run", recipe, "--scale", "smoke", "--jobs", jobs, "--registry", url).exit_code == 0
+        registry = Registry(url)
+        curves.append({r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
+                       for r in registry.runs()})
+    assert curves[0] == curves[1] and len(curves[0]) == 2
