@@ -71,6 +71,7 @@ class TableView(_Strict):
     target_by: dict[str, float] = {}             # per row/column label targets (FedTrip Table IV)
     target_rule: Literal["first_reach", "count_not_above"] = "first_reach"
     at_round: int | None = None                  # for value_at_round
+    at_rounds: list[int] = []                    # value_at_round at several rounds: a "round" row/column key
     ratio_to: str | None = None                  # also show each cell ÷ the cell of this row/column label
     plot: Literal["curves", "box", "none"] = "curves"   # --plots: mean ± std curves, or box plots of the figure
     plot_by: Literal["rows", "columns"] = "rows"         # one figure per row (or column) value
@@ -204,10 +205,10 @@ def _check_structure(recipe: Recipe) -> None:
             continue
         if not view.rows:
             raise RecipeError(f"{where}: tables '{view.name}': rows must name at least one matrix axis")
-        if view.figure == "value_at_round" and view.at_round is None:
-            raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round")
+        if view.figure == "value_at_round" and view.at_round is None and not view.at_rounds:
+            raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round or at_rounds")
         for key in view.rows + view.columns:
-            if key not in axes and not (key == "client" and view.clients):
+            if key not in axes and not (key == "client" and view.clients) and not (key == "round" and view.at_rounds):
                 raise RecipeError(f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})")
         if view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target") and view.target is None \
                 and not view.target_by:

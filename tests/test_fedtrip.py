@@ -170,3 +170,15 @@ def test_moon_pre_activation_representation_matches_fedtrips_code():
 def test_moon_pre_activation_runs(sink):
     spec = RunSpec(algorithm="moon", algorithm_params={"mu": 1.0, "representation": "pre_activation"}, **BASE)
     assert run(spec, sink).status == "done"
+
+
+def test_table7_has_the_papers_layout():
+    from fedbench.registry import Registry
+    from fedbench.report.table import build_table
+
+    recipe = load_recipe(RECIPES / "fedtrip_table7.toml")
+    table = build_table(recipe, recipe.table("accuracy"), Registry("sqlite://"))
+    assert table.rows == ["5 / 10", "5 / 20", "10 / 10", "10 / 20"]
+    assert table.columns[:6] == ["fedtrip", "fedavg", "fedprox", "slowmo", "moon", "feddyn"]
+    assert table.cells[("10 / 20", "fedtrip")].published == 97.95
+    assert table.cells[("5 / 10", "slowmo")].expected == 10

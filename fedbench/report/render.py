@@ -35,7 +35,9 @@ def ours_text(cell: Cell, figure: str) -> str:
     if cell.n == 0:
         return "—"
     if cell.mean is None:   # rounds_to_target never reached by any seed
-        text = f">{cell.rounds_limit}" if figure == "rounds_to_target" else f"not reached in {cell.rounds_limit} rounds"
+        text = {"rounds_to_target": f">{cell.rounds_limit}",
+                "gflops_to_target": f"not reached in {cell.rounds_limit} rounds",
+                "total_bytes_to_target": f"not reached in {cell.rounds_limit} rounds"}.get(figure, "–")
     else:
         text = _num(cell.mean, figure)
         if cell.std is not None:
@@ -101,7 +103,7 @@ def figure_name(view) -> str:
     return {"best": "best", "final": "final", "last_k_mean": f"mean of last {view.k} evaluations",
             "best_round": "round of best", "rounds_to_target": f"rounds to {target}",
             "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds",
-            "gflops_to_target": f"GFLOPs to {target}", "value_at_round": f"at round {view.at_round}",
+            "gflops_to_target": f"GFLOPs to {target}", "value_at_round": f"at round {view.at_round}" if view.at_round else "at the row's round",
             "val_selected": "at the best mean-validation round"}[view.figure]
 
 

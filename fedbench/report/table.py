@@ -185,14 +185,23 @@ def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun
     return out
 
 
+def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
+    """Expand the "round" pseudo-axis of value_at_round tables: one entry per round of ``at_rounds``."""
+    if "round" not in view.rows + view.columns:
+        return planned
+    return [replace(p, labels={**p.labels, "round": str(r)}, extra={**p.extra, "at_round": r})
+            for p in planned for r in view.at_rounds]
+
+
 def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str = "full",
                 synthetic: bool = False) -> Table:
     if view.kind != "runs":
         from fedbench.report.static import build_static_table
 
         return build_static_table(recipe, view)
-    planned = _with_clients(view, expand(recipe, scale=scale, synthetic=synthetic, check=False))
-    other = _with_clients(view, expand(recipe, scale=scale, synthetic=not synthetic, check=False)) if not synthetic else []
+    planned = _with_rounds(view, _with_clients(view, expand(recipe, scale=scale, synthetic=synthetic, check=False)))
+    other = _with_rounds(view, _with_clients(view, expand(recipe, scale=scale, synthetic=not synthetic, check=False))) \
+        if not synthetic else []
     found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
     finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")]
     curves = registry.curves([row.id for row in finished])
@@ -216,6 +225,7 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
         cell.published = view.published_value(r, c)
         cell.published_std = view.published_value(r, c, std=True)
         seed_curves = []
+        cell_view = view.model_copy(update={"at_round": members[0].extra["at_round"]}) if "at_round" in members[0].extra else view
         for p in members:
             run = found.get(p.spec_hash)
             if run is None or run.status not in ("done", "diverged"):
@@ -231,14 +241,14 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
             if view.figure == "gflops_to_target":
                 cost = cost_per_round_flops(p.spec, (run.provenance or {}).get("data", {}).get("client_sizes"))
                 cell_cost = cost
-            cell.values.append(figure_of(view, curve, round_rows, cost, cell_target))
+            cell.values.append(figure_of(cell_view, curve, round_rows, cost, cell_target))
             seed_curves.append(curve)
             example_rows = round_rows
         for p in other:
             if _key(p.labels, view.rows) == r and _key(p.labels, view.columns) == c and p.spec_hash in found \
                     and found[p.spec_hash].status == "done":
                 cell.synthetic_available += 1
-        _summarise(cell, view, seed_curves, cell_cost, cell_target, example_rows)
+        _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
         cells[(r, c)] = cell
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
