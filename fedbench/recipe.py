@@ -84,6 +84,8 @@ class TableView(_Strict):
     # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
     # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
     clients: list[str] = []
+    # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe.
+    where: dict[str, str] = {}
 
     def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
         entry = (self.published_std if std else self.published).get(row)
@@ -192,7 +194,7 @@ def _check_structure(recipe: Recipe) -> None:
             _check_setup_keys(values, f"overrides.{axis}.{label}", where)
     for i, combo in enumerate(recipe.combination):
         for axis in combo.match:
-            if axis not in recipe.matrix:
+            if axis not in recipe.matrix and axis != "scale":   # `scale` matches the chosen scale profile
                 raise RecipeError(f"{where}: combination[{i}].match.{axis}: {axis!r} is not a matrix axis")
         _check_setup_keys(combo.set, f"combination[{i}].set", where)
     for name, profile in recipe.scale.items():
@@ -328,7 +330,7 @@ def expand(
             setup = merge_setup(setup, recipe.overrides.get(axis, {}).get(label, {}))
         skip = False
         for rule in recipe.combination:
-            if all(labels.get(axis) == value for axis, value in rule.match.items()):
+            if all({**labels, "scale": scale}.get(axis) == value for axis, value in rule.match.items()):
                 skip = skip or rule.skip
                 setup = merge_setup(setup, rule.set)
         if skip:

@@ -35,3 +35,6 @@ from fedbench.algorithms import (  # noqa: E402,F401  personalised-FL baselines 
     apfl, ditto, fedalt, fedbn, fedfomo, fedhkd, fedper, fedrep, l2sgd, local, perfedavg,
 )
 from fedbench.algorithms import fedtrip  # noqa: E402,F401
+from fedbench.algorithms import lgmix  # noqa: E402,F401
+from fedbench.algorithms import fedimpro  # noqa: E402,F401
+from fedbench.algorithms import fedtr  # noqa: E402,F401

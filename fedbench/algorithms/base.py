@@ -71,6 +71,10 @@ class Algorithm:
         self.spec: RunSpec | None = None
 
     # ---------------------------------------------------------------- server side
+    def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
+        """Called once by the engine, before ``init_server``, with the run's spec and initialised model, for
+        methods whose state is shaped by the model (FedImpro's per-class feature statistics at a split)."""
+
     def init_server(self, server: ServerState) -> None:
         """Create server state (control variates, momentum, ...) in ``server.state``."""
 

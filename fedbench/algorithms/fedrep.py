@@ -33,6 +33,10 @@ class FedRep(PartialPersonalization):
         head = self.local_parameter_names(ctx.model)
         body = [n for n, _ in ctx.model.named_parameters() if n not in set(head)]
         head_epochs = ctx.spec.local_epochs if self.params.head_epochs is None else self.params.head_epochs
+        if ctx.spec.local_steps:   # a fixed step budget: each "epoch" of a phase is local_steps steps
+            steps = ctx.spec.local_steps
+            head_steps = steps if self.params.head_epochs is None else self.params.head_epochs * steps
+            return [(head, ctx.batches(steps=head_steps)), (body, ctx.batches(steps=self.params.body_epochs * steps))]
         return [(head, ctx.batches(epochs=head_epochs)), (body, ctx.batches(epochs=self.params.body_epochs))]
 
     def local_train(self, ctx):

@@ -217,6 +217,7 @@ def run(
         params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
         buffers={name: b.detach().clone() for name, b in model.named_buffers()},
     )
+    algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
     algorithm.init_server(server)
     client_states: dict[int, dict[str, Any]] = {}
     start_round = 0

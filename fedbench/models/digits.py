@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 from torch import nn
 
@@ -23,7 +24,11 @@ class DigitsMLP(FedModel):
 
 
 class DigitsCNN(FedModel):
-    """Two 3×3 conv layers (32, 64 channels) with ReLU, one 2×2 max-pool, a hidden layer, a linear head."""
+    """Two 3×3 conv layers (32, 64 channels) with ReLU, one 2×2 max-pool, a hidden layer, a linear head.
+    Split points (FedImpro tests): ``pool`` after the max-pool (64×4×4), ``hidden`` after the hidden ReLU."""
+
+    split_after: ClassVar[dict[str, str]] = {"pool": "4", "hidden": "7"}
+    default_split = "pool"
 
     def __init__(self, num_classes: int, input_shape: tuple[int, ...], width: int = 32, hidden: int = 128):
         super().__init__()

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from sqlalchemy import create_engine, delete, event, select, update
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
@@ -70,11 +70,17 @@ class Registry:
             raise RegistryError(f"cannot open registry {self.url!r}: {exc}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        try:
-            Base.metadata.create_all(self.engine)
-            _add_missing_columns(self.engine)
-        except OperationalError as exc:
-            raise RegistryError(f"cannot open registry {self.url!r}: {exc.orig}") from None
+        for attempt in range(3):
+            try:
+                Base.metadata.create_all(self.engine)
+                _add_missing_columns(self.engine)
+                break
+            except (OperationalError, ProgrammingError) as exc:
+                # Two workers opening a new registry at once both see no tables and both CREATE:
+                # the loser gets "already exists" and simply looks again.
+                if attempt < 2 and ("already exists" in str(exc.orig) or "duplicate" in str(exc.orig).lower()):
+                    continue
+                raise RegistryError(f"cannot open registry {self.url!r}: {exc.orig}") from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
@@ -266,8 +272,8 @@ def _add_missing_columns(engine: Engine) -> None:
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=60000")   # first, so that switching to WAL waits for other writers
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=60000")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
 

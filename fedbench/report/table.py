@@ -199,8 +199,11 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
         from fedbench.report.static import build_static_table
 
         return build_static_table(recipe, view)
-    planned = _with_rounds(view, _with_clients(view, expand(recipe, scale=scale, synthetic=synthetic, check=False)))
-    other = _with_rounds(view, _with_clients(view, expand(recipe, scale=scale, synthetic=not synthetic, check=False))) \
+    def selected(planned_runs: list[PlannedRun]) -> list[PlannedRun]:   # TableView.where
+        return [p for p in planned_runs if all(p.labels.get(k) == v for k, v in view.where.items())]
+
+    planned = _with_rounds(view, _with_clients(view, selected(expand(recipe, scale=scale, synthetic=synthetic, check=False))))
+    other = _with_rounds(view, _with_clients(view, selected(expand(recipe, scale=scale, synthetic=not synthetic, check=False)))) \
         if not synthetic else []
     found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
     finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")]

@@ -1,0 +1,231 @@
+"""FedTR: defining properties of the method and its recipes (spec ../shared/papers/fedtr.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.base import ClientUpdate
+from fedbench.cli import app
+from fedbench.engine import run
+from fedbench.engine.checkpoint import load_checkpoint
+from fedbench.engine.context import ClientContext, ServerState
+from fedbench.recipe import expand, load_recipe
+from fedbench.spec import RunSpec
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",
+        "partition_params": {"alpha": 0.5, "min_size": 5}, "num_clients": 4, "clients_per_round": 4, "rounds": 3,
+        "batch_size": 32, "optimizer": {"lr": 0.05}}
+
+
+def final(spec, tmp_path):
+    from conftest import ListSink
+
+    path = tmp_path / f"{spec.spec_hash}.pt"
+    run(spec, ListSink(), checkpoint_path=path)
+    return load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("drift_update", ["feddc", "grad"])
+def test_no_centroid_and_no_drift_term_is_fedavg(tmp_path, drift_update):
+    fedavg = final(RunSpec(algorithm="fedavg", **BASE), tmp_path)
+    off = final(RunSpec(algorithm="fedtr", algorithm_params={"lambda_r": 0.0, "alpha_g": 0.0,
+                                                             "drift_update": drift_update}, **BASE), tmp_path)
+    on = final(RunSpec(algorithm="fedtr", algorithm_params={"drift_update": drift_update}, **BASE), tmp_path)
+    assert torch.equal(fedavg["server"]["params"], off["server"]["params"])
+    assert not torch.equal(fedavg["server"]["params"], on["server"]["params"])
+    assert "centroids" in on["server"]["state"] and all("drift" in s for s in on["client_states"].values())
+
+
+class TinyNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+        self.classifier = torch.nn.Linear(4, 3)
+
+    def features(self, x):
+        return self.encoder(x)
+
+    def head(self, z):
+        return self.classifier(z)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def _context(model, server, state, payload, x, y, round_index=2, lr=0.1):
+    from fedbench.data.store import TensorData
+
+    spec = RunSpec(algorithm="fedtr", dataset="digits", model="digits_mlp", num_clients=2, clients_per_round=2, local_steps=1,
+                   batch_size=len(y), optimizer={"lr": lr})
+    return ClientContext(spec=spec, client_id=0, round_index=round_index, model=model, server=server,
+                         payload=payload, state=state, data=TensorData(x, y, x[:0], y[:0]),
+                         indices=torch.arange(len(y)), generator=torch.Generator().manual_seed(0),
+                         device=torch.device("cpu"), lr=lr)
+
+
+def _vector(model):
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+
+
+def test_centroids_are_per_class_mean_features_and_eq9_weights_by_counts():
+    torch.manual_seed(0)
+    model = TinyNet()
+    x, y = torch.randn(10, 3), torch.tensor([0, 0, 1, 1, 1, 0, 1, 0, 0, 1])   # class 2 absent
+    server = ServerState(params=_vector(model), buffers={})
+    algorithm = build_algorithm("fedtr", {"alpha_g": 0.0})
+    update = algorithm.local_train(_context(model, server, {}, {}, x, y, round_index=1))
+    with torch.no_grad():
+        z = model.features(x)
+    expected = torch.stack([z[y == c].mean(0) for c in (0, 1)])
+    assert torch.allclose(update.extra["centroids"][:2], expected, atol=1e-6)
+    assert update.extra["class_counts"].tolist() == [5, 5, 0]
+    # Eq. 9 with a second client holding classes 1 and 2
+    other = ClientUpdate(1, update.params, {}, 3, 1, 0.0, extra={
+        "centroids": torch.ones(3, 4), "class_counts": torch.tensor([0.0, 15.0, 3.0], dtype=torch.float64)})
+    algorithm.aggregate(server, [update, other], 1)
+    centroids, defined = server.state["centroids"], server.state["centroid_defined"]
+    assert torch.allclose(centroids[0], expected[0], atol=1e-6)
+    assert torch.allclose(centroids[1], (5 * expected[1] + 15 * torch.ones(4)) / 20, atol=1e-6)
+    assert defined.tolist() == [True, True, True]
+
+
+def test_round_one_has_no_centroid_term_and_missing_classes_are_masked():
+    torch.manual_seed(0)
+    model = TinyNet()
+    algorithm = build_algorithm("fedtr", {"lambda_r": 1.0, "alpha_g": 0.0})
+    server = ServerState(params=_vector(model), buffers={})
+    assert algorithm.payload(server, 1) == {}
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 2, 2])
+    ctx = _context(model, server, {}, {}, x, y)
+    logits = algorithm.forward(ctx, x)
+    ce = torch.nn.functional.cross_entropy(logits, y)
+    assert torch.equal(algorithm.loss(ctx, x, y, logits), ce)                   # round 1: L_R = 0
+    centroids = torch.randn(3, 4)
+    payload = {"centroids": centroids, "centroid_defined": torch.tensor([True, False, True])}
+    ctx = _context(model, server, {}, payload, x, y)
+    logits = algorithm.forward(ctx, x)
+    z, keep = ctx.scratch["features"], torch.tensor([0, 2, 3])                 # class 1 masked out
+    expected = ce + ((z[keep] - centroids[y[keep]]) ** 2).mean()
+    assert torch.allclose(algorithm.loss(ctx, x, y, logits), expected)
+
+
+@pytest.mark.parametrize("drift_update", ["feddc", "grad"])
+def test_drift_update_follows_the_formula(drift_update):
+    """One SGD step of CE + (α/2)||d + w − w_g||², then the variant's d update, by hand."""
+    torch.manual_seed(0)
+    model = TinyNet()
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
+    w_global = _vector(model)
+    server = ServerState(params=w_global.clone(), buffers={})
+    # start the client's model away from w_g so the drift term matters
+    offset = 0.05 * torch.randn_like(w_global)
+    d0 = 0.1 * torch.randn_like(w_global)
+    alpha, lr = 0.5, 0.1
+    algorithm = build_algorithm("fedtr", {"lambda_r": 0.0, "alpha_g": alpha, "drift_update": drift_update})
+    state = {"drift": d0.clone()}
+    ctx = _context(model, server, state, {}, x, y, lr=lr)
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(w_global + offset, model.parameters())
+    w0 = _vector(model)
+    update = algorithm.local_train(ctx)
+    # hand computation
+    ref = TinyNet()
+    torch.nn.utils.vector_to_parameters(w0.clone(), ref.parameters())
+    loss = torch.nn.functional.cross_entropy(ref(x), y)
+    grad = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(ref.parameters()))])
+    w1 = w0 - lr * (grad + alpha * (d0 + w0 - w_global))
+    if drift_update == "feddc":
+        d1 = d0 + (w1 - w_global)
+    else:
+        d1 = d0 - lr * alpha * (d0 + w1 - w_global)
+    assert torch.allclose(_vector(model), w1, atol=1e-6)
+    assert torch.allclose(state["drift"], d1, atol=1e-6)
+    assert torch.allclose(update.params, w1 + d1, atol=1e-6)   # the upload is w_i⁺ + d_i⁺
+
+
+def test_adaptive_alpha_scales_by_mean_size_over_client_size():
+    model = TinyNet()
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])   # |D| = 6, N = 2: mean n = 3
+    server = ServerState(params=_vector(model), buffers={})
+    algorithm = build_algorithm("fedtr", {"alpha_g": 0.01, "adaptive_alpha": True})
+    ctx = _context(model, server, {}, {}, x, y)
+    ctx.indices, ctx.num_samples = torch.arange(2), 2
+    assert algorithm.client_alpha(ctx) == pytest.approx(0.01 * 3 / 2)
+
+
+@pytest.mark.parametrize("name", ["fedtr_table1.toml", "fedtr_table2.toml"])
+def test_recipes_compile_at_every_scale(name):
+    recipe = load_recipe(RECIPES / name)
+    for scale in recipe.scale_names():
+        assert expand(recipe, scale=scale)
+
+
+def test_table1_recipe_matches_the_paper_setting():
+    runs = expand(load_recipe(RECIPES / "fedtr_table1.toml"))
+    assert len(runs) == 7 * 6 * 5
+    by = {(r.labels["algorithm"], r.labels["dataset"]): r.spec for r in runs if r.spec.seed == 0}
+    assert all(s.num_clients == 20 and s.clients_per_round == 20 and s.rounds == 200 for s in by.values())
+    assert all(s.partition_params["alpha"] == 0.1 for s in by.values())
+    assert by[("fedprox", "CIFAR10")].algorithm_params == {"mu": 0.01}
+    assert by[("fedtr", "OrganS.")].model == "lenet5"
+    runs2 = expand(load_recipe(RECIPES / "fedtr_table2.toml"))
+    assert {r.spec.partition_params["alpha"] for r in runs2} == {0.5}
+
+
+def test_tiny_cli_run_improves_accuracy(tmp_path):
+    recipe = tmp_path / "tiny.toml"
+    recipe.write_text("""
+paper = "testpaper"
+name = "fedtr_tiny"
+title = "FedTR on digits"
+seeds = [0]
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+model_params = { hidden = 32 }
+partition = "dirichlet"
+partition_params = { alpha = 0.5, min_size = 5 }
+num_clients = 4
+clients_per_round = 4
+rounds = 4
+batch_size = 32
+optimizer = { lr = 0.1 }
+[matrix]
+algorithm = ["fedtr"]
+[[tables]]
+name = "acc"
+title = "Best accuracy"
+rows = ["algorithm"]
+columns = []
+figure = "best"
+""")
+    registry = f"sqlite:///{tmp_path / 'r.db'}"
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", str(recipe), "--registry", registry])
+    assert result.exit_code == 0, result.output
+    from fedbench.registry import Registry
+
+    reg = Registry(registry)
+    (row,) = reg.runs()
+    curve = [r.test_acc for r in reg.curve(row.id)]
+    assert curve[-1] > curve[0] and max(curve) > 0.5
+
+
+def test_resume_is_bit_identical(tmp_path):
+    """Drift vectors (client state) and centroids (server state) survive a checkpoint."""
+    from conftest import ListSink
+
+    spec = RunSpec(algorithm="fedtr", algorithm_params={"alpha_g": 0.1}, **BASE)
+    straight = final(spec, tmp_path / "a")
+    path = tmp_path / "b.pt"
+    assert run(spec, ListSink(), checkpoint_path=path, stop_after_round=1).status == "interrupted"
+    run(spec, ListSink(), checkpoint_path=path)
+    resumed = load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+    assert torch.equal(straight["server"]["params"], resumed["server"]["params"])
+    assert torch.equal(straight["server"]["state"]["centroids"], resumed["server"]["state"]["centroids"])
