@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: reproduce-lgmix smoke-lgmix reproduce-fedimpro smoke-fedimpro reproduce-fedtr smoke-fedtr install install-dev quickstart test benchmark reproduce-all reproduce-fedtrip smoke-fedtrip clean
+.PHONY: reproduce-feddrplus smoke-feddrplus reproduce-lgmix smoke-lgmix reproduce-fedimpro smoke-fedimpro reproduce-fedtr smoke-fedtr install install-dev quickstart test benchmark reproduce-all reproduce-fedtrip smoke-fedtrip clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ benchmark: $(INSTALL_STAMP)
 
 JOBS ?= 2
 # Papers with recipes; `make reproduce-all` runs every recipe and writes each paper's report.
-PAPERS := quickstart fedtrip fedtr fedimpro lgmix
+PAPERS := quickstart fedtrip fedtr fedimpro lgmix feddrplus
 
 reproduce-all: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/*.toml --jobs $(JOBS)
@@ -88,3 +88,12 @@ reproduce-lgmix: $(INSTALL_STAMP)
 smoke-lgmix: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/lgmix_*.toml --scale smoke --synthetic --jobs $(JOBS)
 	$(BIN)/fedbench report --paper lgmix --scale smoke --synthetic --format markdown --out reports/lgmix-smoke/report.md --plots reports/lgmix-smoke
+
+# FedDr+ (arXiv 2024): Tables 1 and 2. Needs CIFAR-10 and CIFAR-100; VGG11/MobileNet runs of 320 rounds want a GPU.
+reproduce-feddrplus: $(INSTALL_STAMP)
+	$(BIN)/fedbench run recipes/feddrplus_*.toml --scale $(SCALE) --jobs $(JOBS)
+	$(BIN)/fedbench report --paper feddrplus --scale $(SCALE) --format markdown --out reports/feddrplus/report.md --plots reports/feddrplus
+
+smoke-feddrplus: $(INSTALL_STAMP)
+	$(BIN)/fedbench run recipes/feddrplus_*.toml --scale smoke --synthetic --jobs $(JOBS)
+	$(BIN)/fedbench report --paper feddrplus --scale smoke --synthetic --format markdown --out reports/feddrplus-smoke/report.md --plots reports/feddrplus-smoke

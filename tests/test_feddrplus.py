@@ -1,0 +1,111 @@
+"""FedDr+: its recipes compile at every scale and carry the spec's settings (shared/papers/feddrplus.md)."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from fedbench.recipe import expand, load_recipe
+
+RECIPES = Path(__file__).resolve().parent.parent / "recipes"
+NAMES = sorted(p.name for p in RECIPES.glob("feddrplus_*.toml"))
+
+
+@cache
+def compiled(name: str):
+    """The recipe and its full-scale runs, compiled once per test session."""
+    recipe = load_recipe(RECIPES / name)
+    return recipe, expand(recipe)
+
+
+def cell(runs, **labels):
+    found = [p for p in runs if all(p.labels.get(k) == v for k, v in labels.items())]
+    assert found, labels
+    return found
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_feddrplus_recipe_compiles_at_every_scale(name):
+    recipe = load_recipe(RECIPES / name)
+    assert recipe.paper == "feddrplus"
+    assert {"smoke", "quick"} <= set(recipe.scale)
+    for scale in recipe.scale_names():
+        assert expand(recipe, scale=scale)
+
+
+def test_table2_grid_and_shared_setup():
+    runs = compiled("feddrplus_table2.toml")[1]
+    assert len(runs) == 336                       # (8 CIFAR-100 + 6 CIFAR-10 settings) × 8 methods × 3 seeds
+    assert {p.spec.seed for p in runs} == {0, 1, 2}
+    for p in runs:
+        s = p.spec
+        assert (s.num_clients, s.clients_per_round, s.rounds, s.batch_size) == (100, 10, 320, 50)
+        assert (s.optimizer.momentum, s.optimizer.weight_decay) == (0.9, 1e-5)
+        assert s.lr_schedule.milestones == (161, 241) and s.lr_schedule.gamma == 0.1
+    c100 = cell(runs, dataset="CIFAR-100")
+    c10 = cell(runs, dataset="CIFAR-10")
+    assert {p.spec.model for p in c100} == {"mobilenet"} and {p.spec.local_epochs for p in c100} == {3}
+    assert {p.spec.model for p in c10} == {"vgg11"} and {p.spec.local_epochs for p in c10} == {10}
+    assert {p.spec.dataset_params["normalization"] for p in c10} == {"imagenet"}
+    assert {p.labels["setting"] for p in c100} == {"s=10", "s=20", "s=50", "s=100", "α=0.05", "α=0.1", "α=0.2", "α=0.3"}
+    assert {p.labels["setting"] for p in c10} == {"s=2", "s=5", "s=10", "α=0.1", "α=0.2", "α=0.3"}
+    shard = cell(runs, dataset="CIFAR-100", setting="s=20")[0].spec
+    assert shard.partition == "shards" and shard.partition_params["shards_per_client"] == 20
+    lda = cell(runs, dataset="CIFAR-10", setting="α=0.1")[0].spec
+    assert lda.partition == "dirichlet" and lda.partition_params["alpha"] == 0.1 and lda.local_steps == 100
+    assert cell(runs, dataset="CIFAR-100", setting="α=0.05")[0].spec.local_steps == 30
+
+
+@pytest.mark.parametrize("dataset, lrs", [
+    ("CIFAR-100", {"FedAvg": 0.1, "SCAFFOLD": 0.1, "FedNTD": 0.1, "FedExP": 0.1, "FedBABU": 0.1,
+                   "SphereFed": 6.5, "FedETF": 0.5, "FedDr+": 5.0}),          # Table 7
+    ("CIFAR-10", {"FedAvg": 0.01, "SCAFFOLD": 0.01, "FedNTD": 0.01, "FedExP": 0.01, "FedBABU": 0.01,
+                  "SphereFed": 0.55, "FedETF": 0.05, "FedDr+": 0.35}),        # Table 6
+])
+def test_table2_learning_rates(dataset, lrs):
+    runs = compiled("feddrplus_table2.toml")[1]
+    for label, lr in lrs.items():
+        assert {p.spec.optimizer.lr for p in cell(runs, dataset=dataset, algorithm=label)} == {lr}, label
+
+
+def test_table2_method_settings_and_published_values():
+    recipe, runs = compiled("feddrplus_table2.toml")
+    feddr = cell(runs, algorithm="FedDr+")[0].spec
+    assert feddr.algorithm == "dot_regression" and feddr.model_params["classifier"] == "etf"
+    assert feddr.algorithm_params["regularizers"] == [{"name": "fd", "weight": 0.1}]        # β = 0.9
+    assert cell(runs, algorithm="SphereFed")[0].spec.model_params["classifier"] == "orthonormal"
+    etf = cell(runs, algorithm="FedETF")[0].spec
+    assert etf.model_params["classifier"] == "fedetf" and etf.algorithm_params["beta"] == 1.0
+    ntd = cell(runs, algorithm="FedNTD")[0].spec.algorithm_params
+    assert (ntd["beta"], ntd["tau"]) == (1.0, 3.0)
+    assert cell(runs, algorithm="FedExP")[0].spec.algorithm_params["epsilon"] == 0.001
+    c100, c10 = recipe.table("cifar100"), recipe.table("cifar10")
+    assert c100.published_value("FedDr+", "s=10") == 48.21 and c100.published_value("FedDr+", "s=10", std=True) == 0.56
+    assert c100.published_value("FedBABU", "α=0.05") == 41.97
+    assert c10.published_value("SCAFFOLD", "α=0.1") == "(Failed)"
+    assert c10.published_value("FedNTD", "s=5", std=True) == 17.10
+    for view, columns in ((c100, 8), (c10, 6)):
+        assert len(view.published) == 8 and all(len(row) == columns for row in view.published.values())
+
+
+def test_table1_regularizers_and_published_values():
+    recipe, runs = compiled("feddrplus_table1.toml")
+    assert len(runs) == 60 and {p.spec.seed for p in runs} == {0}
+    assert {p.spec.model for p in runs} == {"mobilenet"} and {p.spec.dataset for p in runs} == {"cifar100"}
+    regs = {p.labels["regularizer"]: p.spec.algorithm_params.get("regularizers", [])
+            for p in cell(runs, algorithm="FedAvg", setting="s=10")}
+    assert regs["Baseline"] == []
+    assert regs["+Prox"] == [{"name": "prox", "weight": 1.0}]                    # μ = 1, added unweighted
+    assert regs["+KD"] == [{"name": "kd", "weight": 0.1, "tau": 3.0}]
+    assert regs["+NTD"] == [{"name": "ntd", "weight": 0.1, "tau": 3.0}]
+    assert regs["+FD"] == [{"name": "fd", "weight": 0.1}]
+    dr = cell(runs, algorithm="Dot-Regression")[0].spec
+    assert dr.algorithm == "dot_regression" and dr.model_params["classifier"] == "etf" and dr.optimizer.lr == 5.0
+    # Dot-Regression + FD is FedDr+: the very runs of Table 2 (seed 0, CIFAR-100).
+    table2 = {p.spec_hash for p in compiled("feddrplus_table2.toml")[1]}
+    assert all(p.spec_hash in table2 for p in cell(runs, algorithm="Dot-Regression", regularizer="+FD"))
+    assert recipe.table("shard").published_value("Dot-Regression", "+FD") == 48.69
+    assert recipe.table("lda").published_value("SphereFed", "+Prox") == 1.46
+    assert recipe.table("lda").published_value("Dot-Regression", "+FD") == 50.79
