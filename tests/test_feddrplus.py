@@ -109,3 +109,27 @@ def test_table1_regularizers_and_published_values():
     assert recipe.table("shard").published_value("Dot-Regression", "+FD") == 48.69
     assert recipe.table("lda").published_value("SphereFed", "+Prox") == 1.46
     assert recipe.table("lda").published_value("Dot-Regression", "+FD") == 50.79
+
+
+def test_table3_and_table8_pfl_protocols_and_shared_runs():
+    recipe, runs = compiled("feddrplus_table3.toml")
+    assert len(runs) == 66 and recipe.order == 3                      # 11 methods × 6 settings, 1 seed
+    for scale in ("smoke", "quick"):
+        assert len(expand(recipe, scale=scale, synthetic=True)) == 66
+    assert all(p.spec.client_test == "class_matched" for p in runs)
+    lda = cell(runs, setting="α=0.1", algorithm="FedPer")[0].spec
+    assert lda.client_test_params == {"disjoint": False, "cap_per_class": 100} and lda.eval_mode == "personal"
+    local = cell(runs, setting="s=10", algorithm="Local only (CE+ETF)")[0].spec
+    assert (local.algorithm, local.rounds, local.clients_per_round) == ("local", 160, 100)
+    assert local.model_params == {"classifier": "etf", "normalize_features": False}
+    ft = cell(runs, setting="s=10", algorithm="FedDr+ FT")[0].spec
+    assert ft.eval_mode == "both" and ft.finetune.loss == "method" and ft.finetune.epochs == 5
+    assert all(p.spec.finetune.epochs == 1 for p in expand(recipe, scale="smoke", synthetic=True)
+               if p.labels["protocol"] == "fine-tuned")
+    assert recipe.table("finetuned").published_value("FedDr+ FT", "α=0.05") == 78.55
+    # Table 8's FedDr+ cells are Table 3's FedDr+ FT runs.
+    recipe8, runs8 = compiled("feddrplus_table8.toml")
+    assert len(runs8) == 12 and recipe8.order == 8
+    table3 = {p.spec_hash for p in runs}
+    assert all(p.spec_hash in table3 for p in cell(runs8, algorithm="FedDr+"))
+    assert recipe8.table("gfl_clients").published_value("FedDr+", "α=0.1") == 45.83
