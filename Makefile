@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: reproduce-feddrplus smoke-feddrplus reproduce-lgmix smoke-lgmix reproduce-fedimpro smoke-fedimpro reproduce-fedtr smoke-fedtr install install-dev quickstart test benchmark reproduce-all reproduce-fedtrip smoke-fedtrip clean
+.PHONY: install install-dev quickstart test benchmark reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,56 +44,24 @@ reproduce-all: $(INSTALL_STAMP)
 	  $(BIN)/fedbench report --paper $$paper --format markdown --out reports/$$paper/report.md --plots reports/$$paper || exit 1; \
 	done
 
-# FedTrip (IPDPS 2023): Tables III-VIII and Figs. 5-7. Needs MNIST, FMNIST, EMNIST and CIFAR-10
-# (`fedbench datasets info mnist` says where they go). SCALE=quick for a CPU-sized check.
+# Per paper (fedtrip, fedtr, fedimpro, lgmix, feddrplus):
+#   make reproduce-PAPER [SCALE=quick]  runs the paper's recipes on real data and writes
+#                                       reports/PAPER/report.md and its plots;
+#   make smoke-PAPER                    runs them at the smoke scale on synthetic data (no downloads).
+# Data each paper needs (`fedbench datasets info NAME` says where files go):
+#   fedtrip   MNIST, FMNIST, EMNIST, CIFAR-10
+#   fedtr     CIFAR-10, PAMAP2, COVID-19 (curated CXR), OrganA/C/S-MNIST
+#   fedimpro  CIFAR-10, FMNIST, SVHN, CIFAR-100 (ResNet runs want a GPU)
+#   lgmix     Digits5, Office-Caltech10, DomainNet, Camelyon17, retinal fundus sites (GPU advised)
+#   feddrplus CIFAR-10, CIFAR-100 (VGG11/MobileNet, 320 rounds: GPU advised)
 SCALE ?= full
-reproduce-fedtrip: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedtrip_*.toml --scale $(SCALE) --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedtrip --scale $(SCALE) --format markdown --out reports/fedtrip/report.md --plots reports/fedtrip
+reproduce-%: $(INSTALL_STAMP)
+	$(BIN)/fedbench run recipes/$*_*.toml --scale $(SCALE) --jobs $(JOBS)
+	$(BIN)/fedbench report --paper $* --scale $(SCALE) --format markdown --out reports/$*/report.md --plots reports/$*
 
-# Every FedTrip recipe at the smoke scale on synthetic stand-in data: a few minutes, no downloads.
-smoke-fedtrip: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedtrip_*.toml --scale smoke --synthetic --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedtrip --scale smoke --synthetic --format markdown --out reports/fedtrip-smoke/report.md --plots reports/fedtrip-smoke
-
-# FedTR: Table 1 and Appendix B Table 2 (a-c). Needs CIFAR-10, PAMAP2, COVID-19 (curated CXR) and
-# OrganA/C/S-MNIST (`fedbench datasets info pamap2` says where they go). SCALE=quick for a CPU-sized check.
-reproduce-fedtr: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedtr_table*.toml --scale $(SCALE) --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedtr --scale $(SCALE) --format markdown --out reports/fedtr/report.md --plots reports/fedtr
-
-smoke-fedtr: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedtr_table*.toml --scale smoke --synthetic --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedtr --scale smoke --synthetic --format markdown --out reports/fedtr-smoke/report.md --plots reports/fedtr-smoke
-
-# FedImpro (ICLR 2024): Tables 1-3 and 9. Needs CIFAR-10, FMNIST, SVHN and CIFAR-100 (`fedbench datasets
-# info svhn` says where they go); ResNet-18/50 runs want a GPU. SCALE=quick for one seed of 200 rounds.
-reproduce-fedimpro: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedimpro_*.toml --scale $(SCALE) --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedimpro --scale $(SCALE) --format markdown --out reports/fedimpro/report.md --plots reports/fedimpro
-
-smoke-fedimpro: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/fedimpro_*.toml --scale smoke --synthetic --jobs $(JOBS)
-	$(BIN)/fedbench report --paper fedimpro --scale smoke --synthetic --format markdown --out reports/fedimpro-smoke/report.md --plots reports/fedimpro-smoke
+smoke-%: $(INSTALL_STAMP)
+	$(BIN)/fedbench run recipes/$*_*.toml --scale smoke --synthetic --jobs $(JOBS)
+	$(BIN)/fedbench report --paper $* --scale smoke --synthetic --format markdown --out reports/$*-smoke/report.md --plots reports/$*-smoke
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
-
-# LG-Mix (ICLR 2024): Tables 1, 2, 4 and 7. Needs Digits5, Office-Caltech10, DomainNet, Camelyon17 and the
-# retinal fundus sites (`fedbench datasets info digits5` says where they go); ResNet/DenseNet/U-Net runs want a GPU.
-reproduce-lgmix: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/lgmix_*.toml --scale $(SCALE) --jobs $(JOBS)
-	$(BIN)/fedbench report --paper lgmix --scale $(SCALE) --format markdown --out reports/lgmix/report.md --plots reports/lgmix
-
-smoke-lgmix: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/lgmix_*.toml --scale smoke --synthetic --jobs $(JOBS)
-	$(BIN)/fedbench report --paper lgmix --scale smoke --synthetic --format markdown --out reports/lgmix-smoke/report.md --plots reports/lgmix-smoke
-
-# FedDr+ (arXiv 2024): Tables 1 and 2. Needs CIFAR-10 and CIFAR-100; VGG11/MobileNet runs of 320 rounds want a GPU.
-reproduce-feddrplus: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/feddrplus_*.toml --scale $(SCALE) --jobs $(JOBS)
-	$(BIN)/fedbench report --paper feddrplus --scale $(SCALE) --format markdown --out reports/feddrplus/report.md --plots reports/feddrplus
-
-smoke-feddrplus: $(INSTALL_STAMP)
-	$(BIN)/fedbench run recipes/feddrplus_*.toml --scale smoke --synthetic --jobs $(JOBS)
-	$(BIN)/fedbench report --paper feddrplus --scale smoke --synthetic --format markdown --out reports/feddrplus-smoke/report.md --plots reports/feddrplus-smoke

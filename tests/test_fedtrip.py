@@ -182,3 +182,16 @@ def test_table7_has_the_papers_layout():
     assert table.columns[:6] == ["fedtrip", "fedavg", "fedprox", "slowmo", "moon", "feddyn"]
     assert table.cells[("10 / 20", "fedtrip")].published == 97.95
     assert table.cells[("5 / 10", "slowmo")].expected == 10
+
+
+def test_plots_of_every_fedtrip_table_render(tmp_path):
+    """--plots over the whole paper, including Table VII's "round" pseudo-axis (regression)."""
+    runner = CliRunner()
+    registry = f"sqlite:///{tmp_path / 'r.db'}"
+    recipe = RECIPES / "fedtrip_table7.toml"
+    assert runner.invoke(app, ["run", str(recipe), "--scale", "smoke", "--synthetic", "--only", "algorithm=fedavg",
+                               "--registry", registry]).exit_code == 0
+    result = runner.invoke(app, ["report", "--paper", "fedtrip", "--recipes-dir", str(RECIPES), "--scale", "smoke",
+                                 "--synthetic", "--registry", registry, "--format", "csv", "--plots", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    assert any(p.name.startswith("fedtrip_table7_accuracy") for p in (tmp_path / "plots").iterdir())

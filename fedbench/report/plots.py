@@ -32,8 +32,9 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
     for p in planned:
         if p.spec_hash not in runs:
             continue
-        row = " / ".join(p.labels[k] for k in view.rows)
-        column = " / ".join(p.labels[k] for k in view.columns)
+        # pseudo-axes of a table ("round", "client") are not run labels: a curve spans all rounds
+        row = " / ".join(p.labels[k] for k in view.rows if k in p.labels)
+        column = " / ".join(p.labels[k] for k in view.columns if k in p.labels)
         if view.plot_by == "columns":   # one figure per column value, a line per row value
             row, column = column, row
         curve = [(x.round, getattr(x, view.metric) * factor) for x in curves[runs[p.spec_hash].id]
