@@ -58,13 +58,14 @@ def _parse_seeds(text: str | None) -> list[int] | None:
         raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
 
 
-def _parse_only(items: list[str]) -> dict[str, str]:
+def _parse_only(items: list[str]) -> dict[str, set[str]]:
+    """--only KEY=VALUE filters: values of one key are alternatives, different keys must all match."""
     from fedbench.recipe import parse_assignment
 
-    out = {}
+    out: dict[str, set[str]] = {}
     for item in items:
         key, value = parse_assignment(item, "--only")
-        out[key] = str(value) if not isinstance(value, float) else f"{value:g}"
+        out.setdefault(key, set()).add(str(value) if not isinstance(value, float) else f"{value:g}")
     return out
 
 
@@ -75,7 +76,7 @@ def run(
     recipes: list[Path] = typer.Argument(..., help="Recipe TOML files.", show_default=False),
     scale: str = typer.Option("full", "--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting."),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Comma-separated seeds replacing the recipe's."),
-    only: list[str] = typer.Option([], "--only", help="Keep runs whose labels match KEY=VALUE (repeatable)."),
+    only: list[str] = typer.Option([], "--only", help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives)."),
     set_: list[str] = typer.Option([], "--set", help="Override a setup key for every run, dotted for nested keys (repeatable)."),
     synthetic: bool = typer.Option(False, "--synthetic", help="Replace every dataset with generated stand-in data (smoke tests)."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),

@@ -42,10 +42,23 @@ class ExecutionOptions:
 
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    elif name.startswith("cuda") and not torch.cuda.is_available():
         raise FedbenchError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
-    return torch.device(name)
+    else:
+        device = torch.device(name)
+    if device.type == "cuda":
+        deterministic_cuda()
+    return device
+
+
+def deterministic_cuda() -> None:
+    """Same spec, same curve on a GPU too (a resumed run must finish with the numbers of an uninterrupted
+    one): cuDNN and cuBLAS are asked for their deterministic algorithms and cuDNN's autotuner is off.
+    An operation with no deterministic CUDA kernel warns instead of failing."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # read when cuBLAS creates its handle
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 class _RegistrySink:

@@ -300,12 +300,13 @@ def expand(
     recipe: Recipe,
     scale: str = "full",
     seeds: list[int] | None = None,
-    only: dict[str, str] | None = None,
+    only: dict[str, str | set[str]] | None = None,
     overrides: dict[str, Any] | None = None,
     synthetic: bool = False,
     check: bool = True,
 ) -> list[PlannedRun]:
-    """Compile the recipe into runs: one per matrix combination × seed."""
+    """Compile the recipe into runs: one per matrix combination × seed. ``only`` keeps the runs whose
+    label for each key is one of the values given for it (several values of one key: either)."""
     if not recipe.setup and not recipe.matrix:
         return []   # analytic tables only
     if scale not in recipe.scale_names():
@@ -315,14 +316,17 @@ def expand(
     profile.pop("seeds", None)
     axes = list(recipe.matrix)
     items = [[_axis_item(recipe, axis, v) for v in recipe.matrix[axis]] for axis in axes]
-    only = only or {}
-    for key in only:
+    only = {key: {values} if isinstance(values, str) else set(values) for key, values in (only or {}).items()}
+    for key, values in only.items():
         if key not in axes and key != "seed":
             raise ConfigError(f"--only {key}=...: {key!r} is not a label of {recipe.source} (labels: {', '.join(axes + ['seed'])})")
+        known = [str(s) for s in run_seeds] if key == "seed" else [label for label, _ in items[axes.index(key)]]
+        for value in sorted(values - set(known)):
+            raise ConfigError(f"--only {key}={value}: no such {key} in {recipe.source} ({', '.join(known)})")
     planned: list[PlannedRun] = []
     for combo in itertools.product(*items) if axes else [()]:
         labels = {axis: label for axis, (label, _) in zip(axes, combo)}
-        if any(key != "seed" and labels.get(key) != value for key, value in only.items()):
+        if any(key != "seed" and labels.get(key) not in values for key, values in only.items()):
             continue
         setup = dict(recipe.setup)
         for axis, (label, values) in zip(axes, combo):
@@ -339,7 +343,7 @@ def expand(
         setup = merge_setup(setup, overrides or {})
         targets = tuple(float(t) for t in setup.pop("targets", ()))
         for seed in run_seeds:
-            if "seed" in only and str(seed) != str(only["seed"]):
+            if "seed" in only and str(seed) not in only["seed"]:
                 continue
             spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
             if check:
@@ -373,8 +377,9 @@ def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, sy
 def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
     """Resolve every plug-in name and parameter now, so a bad recipe fails before anything runs."""
     from fedbench.algorithms import validate_algorithm_params
-    from fedbench.data import DATASETS, check_params
+    from fedbench.data import DATASETS, check_params, static_input_shape
     from fedbench.data.partition import PARTITIONERS
+    from fedbench.data.store import check_augmentation
     from fedbench.models import MODELS
 
     try:
@@ -383,6 +388,7 @@ def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
         check_params(spec.partition, PARTITIONERS.get(spec.partition), spec.partition_params,
                      {"labels", "groups", "num_clients", "rng"}, "partitioner")
         check_params(spec.model, MODELS.get(spec.model), spec.model_params, {"num_classes", "input_shape"}, "model")
+        check_augmentation(spec.augmentation, static_input_shape(spec.dataset, spec.dataset_params), spec.dataset)
     except (ConfigError, UnknownNameError) as exc:
         raise type(exc)(f"{source}: {exc}" if source else str(exc)) from None
 

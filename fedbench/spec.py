@@ -54,16 +54,23 @@ class AffineSpec(_Strict):
 
 
 class AugmentationSpec(_Strict):
+    """Training augmentation, applied batched on the device in this order: random crop (``crop_padding``),
+    horizontal flip, random affine, Cutout (``cutout``: side in pixels of one zeroed square per image,
+    DeVries & Taylor 2017; 0 = off). The image-size bound of ``cutout`` is checked against the data set when
+    a recipe is compiled (``fedbench.data.store.check_augmentation``)."""
+
     crop_padding: int = Field(0, ge=0)
     horizontal_flip: bool = False
     affine: AffineSpec | None = None
+    cutout: int = Field(0, ge=0, strict=True)   # strict: a bool or 16.5 is an error, not 1 / a silent cast
 
 
 class FinetuneSpec(_Strict):
     """Fine-tune then evaluate ("-FT", two-step personalised FL; FedDr+ §1.6, §3.2): after the last
     round every client fine-tunes a copy of the global model on its own training split and is evaluated
     on its own test split. Defaults are FedDr+ spec's [proposal] (FedBABU convention): 5 epochs, SGD
-    lr 1e-3 momentum 0.9, whole model, CE, starting from the best-round global model."""
+    lr 1e-3 momentum 0.9, whole model, CE, starting from the best-round global model. The values of ``loss``
+    added later (``dr``, ``dr_plus``) leave every earlier spec's canonical JSON, hence its hash, unchanged."""
 
     epochs: int = Field(5, ge=0)
     optimizer: Literal["sgd", "adam"] = "sgd"
@@ -72,7 +79,9 @@ class FinetuneSpec(_Strict):
     weight_decay: float = Field(0.0, ge=0)
     batch_size: int | None = Field(None, ge=1)          # None: the run's batch_size
     part: Literal["full", "head", "body"] = "full"      # which parameters are fine-tuned
-    loss: Literal["ce", "method"] = "ce"                # plain CE, or the algorithm's own local objective
+    # ce: plain CE; method: the algorithm's own local objective (its regularizers included); dr / dr_plus: FedDr+'s
+    # L_DR / L_Dr+ = 0.9·L_DR + 0.1·L_FD whatever the algorithm (needs an ``etf`` classifier; FedDr+ Table 8)
+    loss: Literal["ce", "method", "dr", "dr_plus"] = "ce"
     # final: the last round's global model; best: the round with the best global test accuracy
     # (FedDr+ [code] best_model.pt); best_val: the best mean personal validation accuracy
     start: Literal["final", "best", "best_val"] = "best"
@@ -87,8 +96,8 @@ CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
     "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),
 }
 # Fields added after runs were first registered: left out of the canonical JSON while they hold their default,
-# so the spec_hash of every existing run stays the same.
-HASH_OMITTED_DEFAULTS: dict[str, Any] = {"client_test": "split", "client_test_params": {}}
+# so the spec_hash of every existing run stays the same. Dotted keys name fields of nested sections.
+HASH_OMITTED_DEFAULTS: dict[str, Any] = {"client_test": "split", "client_test_params": {}, "augmentation.cutout": 0}
 
 
 class RunSpec(_Strict):
@@ -161,8 +170,12 @@ class RunSpec(_Strict):
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json")
         for key, default in HASH_OMITTED_DEFAULTS.items():
-            if data.get(key) == default:
-                del data[key]
+            *parents, leaf = key.split(".")
+            node = data
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict) and leaf in node and node[leaf] == default:
+                del node[leaf]
         return canonical_json(data)
 
     @property

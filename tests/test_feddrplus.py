@@ -113,9 +113,9 @@ def test_table1_regularizers_and_published_values():
 
 def test_table3_and_table8_pfl_protocols_and_shared_runs():
     recipe, runs = compiled("feddrplus_table3.toml")
-    assert len(runs) == 66 and recipe.order == 3                      # 11 methods × 6 settings, 1 seed
+    assert len(runs) == 72 and recipe.order == 3                      # 12 methods × 6 settings, 1 seed
     for scale in ("smoke", "quick"):
-        assert len(expand(recipe, scale=scale, synthetic=True)) == 66
+        assert len(expand(recipe, scale=scale, synthetic=True)) == 72
     assert all(p.spec.client_test == "class_matched" for p in runs)
     lda = cell(runs, setting="α=0.1", algorithm="FedPer")[0].spec
     assert lda.client_test_params == {"disjoint": False, "cap_per_class": 100} and lda.eval_mode == "personal"
@@ -129,7 +129,7 @@ def test_table3_and_table8_pfl_protocols_and_shared_runs():
     assert recipe.table("finetuned").published_value("FedDr+ FT", "α=0.05") == 78.55
     # Table 8's FedDr+ cells are Table 3's FedDr+ FT runs.
     recipe8, runs8 = compiled("feddrplus_table8.toml")
-    assert len(runs8) == 12 and recipe8.order == 8
+    assert len(runs8) == 24 and recipe8.order == 8                    # 2 methods × 2 FT losses × 6 settings
     table3 = {p.spec_hash for p in runs}
-    assert all(p.spec_hash in table3 for p in cell(runs8, algorithm="FedDr+"))
+    assert all(p.spec_hash in table3 for p in cell(runs8, algorithm="FedDr+", ft_loss="own"))
     assert recipe8.table("gfl_clients").published_value("FedDr+", "α=0.1") == 45.83

@@ -82,6 +82,15 @@ def test_only_filters_by_label_and_rejects_unknown_label(write_recipe):
         expand(recipe, only={"dataset": "digits"})
 
 
+def test_only_values_of_one_key_are_alternatives_and_typos_are_named(write_recipe):
+    recipe = load_recipe(write_recipe())
+    both = expand(recipe, seeds=[0, 1, 2], only={"algorithm": {"fedavg", "fedprox"}, "seed": {"0", "2"}})
+    assert {(r.labels["algorithm"], r.spec.seed) for r in both} == {
+        ("fedavg", 0), ("fedavg", 2), ("fedprox", 0), ("fedprox", 2)}
+    with pytest.raises(ConfigError, match="--only algorithm=fedavgg: no such algorithm"):
+        expand(recipe, only={"algorithm": {"fedavg", "fedavgg"}})
+
+
 @pytest.mark.parametrize("snippet, message", [
     ('rounds = 3\nroundz = 4', "unknown setup key 'roundz'"),
     ('rounds = "many"', "rounds"),

@@ -5,15 +5,29 @@
 on the L2-normalised feature (the logits of the ``etf`` head are exactly these cosines: unit-norm rows,
 normalised features, no bias). This is FedDr+ with β = 1 (FedDr+ Table 1 "Dot-Regression", Fig. 6c);
 FedDr+ itself is this method plus the ``fd`` regularizer with weight 1 − β = 0.1 (convex), i.e.
-0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4).
+0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4; ``FEDDR_PLUS_PARAMS``).
+
+The loss itself (``dot_regression_loss``) is shared with the ``local`` method's ``loss = "dr"`` (FedDr+ Table 3
+"Local only (L_DR)") and with fine-tuning's ``finetune.loss = "dr" | "dr_plus"`` (FedDr+ Table 8).
 
 Model: build it with ``model_params.classifier = "etf"`` (checked at the start of local training).
 lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
 """
 
+import torch
+
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
+
+# FedDr+ (Eq. 4, β = 0.9) as this method's algorithm_params: L_Dr+ = 0.9·L_DR + 0.1·L_FD.
+FEDDR_PLUS_PARAMS = {"regularizers": [{"name": "fd", "weight": 0.1}]}
+
+
+def dot_regression_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """L_DR = ½·mean_b (cos_b − 1)², the cosines being the logits of an ``etf`` head: ⟨f/‖f‖, v_y⟩."""
+    cosine = logits.gather(1, y[:, None]).squeeze(1)
+    return 0.5 * ((cosine - 1) ** 2).mean()
 
 
 @register_algorithm("dot_regression", papers=("feddrplus",))
@@ -24,5 +38,4 @@ class DotRegression(Algorithm):
         require_classifier(ctx.model, "etf", "dot_regression")
 
     def loss(self, ctx, x, y, logits):
-        cosine = logits.gather(1, y[:, None]).squeeze(1)          # ⟨f/‖f‖, v_y⟩
-        return 0.5 * ((cosine - 1) ** 2).mean()
+        return dot_regression_loss(logits, y)

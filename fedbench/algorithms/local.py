@@ -1,26 +1,48 @@
 """Local training: every client trains its own model alone and never communicates (the "client standalone"
-baseline of LG-Mix Fig. 2b; FedDr+ Table 3 "Local only (L_CE)").
+baseline of LG-Mix Fig. 2b; FedDr+ Table 3 "Local only (L_CE)", "(L_CE+ETF)" and "(L_DR)").
 
 A client's model starts from the common initialisation w^0 and lives in ``ctx.state``; the server averages
 nothing, so the "global" model stays w^0. Train longer with ``rounds`` × ``local_epochs`` (FedDr+ [code]
 runs 160 epochs, lr 0.1 decayed at 80/120: express it as rounds = 160, local_epochs = 1 and a step schedule).
 Use ``eval_mode = "personal"``: the global model carries no information here.
+
+``loss`` picks the objective: ``ce`` (the task's default loss: cross-entropy, Dice for segmentation) or ``dr``,
+Dot-Regression's L_DR through a frozen simplex ETF (``dot_regression_loss``; build the model with
+``model_params.classifier = "etf"``, checked at the start of local training). FedDr+ spec §3.2 / ambiguity 16:
+lr 5.0 for L_DR [proposal].
 """
 
+from typing import Literal
+
 from fedbench.algorithms import register_algorithm
-from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.dot_regression import dot_regression_loss
+from fedbench.algorithms.fixed_classifier import require_classifier
 from fedbench.algorithms.partial import restore_model, store_model
+
+
+class LocalParams(NoParams):
+    loss: Literal["ce", "dr"] = "ce"      # the local objective: the task loss, or L_DR through a frozen ETF
 
 
 @register_algorithm("local", papers=("lgmix", "feddrplus"))
 class Local(Algorithm):
     """Each client minimises only its own empirical risk F_k(w_k)."""
 
+    Params = LocalParams
+
     def aggregate(self, server, updates, round_index):
         """Nothing is shared: the server keeps w^0."""
 
     def begin_local(self, ctx):
+        if self.params.loss == "dr":
+            require_classifier(ctx.model, "etf", "local with algorithm_params.loss = 'dr'")
         restore_model(ctx, "personal", ctx.model)   # else w^0, the server's (never updated) weights
+
+    def loss(self, ctx, x, y, logits):
+        if self.params.loss == "dr":
+            return dot_regression_loss(logits, y)
+        return super().loss(ctx, x, y, logits)
 
     def end_local(self, ctx, update):
         store_model(ctx, "personal", update.params, update.buffers)

@@ -27,6 +27,17 @@ def dataset_meta(name: str) -> DatasetMeta:
     return DATASETS.info(name)["meta"]
 
 
+def static_input_shape(name: str, params: dict[str, Any] | None = None) -> tuple[int, ...]:
+    """The input shape a run of ``name`` will see, without loading anything: the registered shape, with the
+    loader's image-size parameter (``image_size``, MedMNIST's ``size``) applied to (C, H, W) images."""
+    shape = tuple(dataset_meta(name).input_shape)
+    params = params or {}
+    size = params.get("image_size", params.get("size"))
+    if len(shape) == 3 and isinstance(size, int) and not isinstance(size, bool):
+        shape = (shape[0], size, size)
+    return shape
+
+
 def data_root(explicit: str | os.PathLike | None = None) -> Path:
     """``--data-dir`` > ``FEDBENCH_DATA`` > the user cache directory."""
     if explicit:

@@ -31,7 +31,10 @@ is then 75/25 train/val of the rest (lgmix.md §2.1).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import os
 import socket
+import sys
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -124,13 +127,57 @@ def import_moabb() -> Any:
     return moabb_datasets
 
 
-def mne_data_dir() -> str:
+def mne_config(key: str) -> str | None:
+    """An MNE config value: the environment, else MNE's config file (read through ``mne`` when it is installed)."""
+    if os.environ.get(key):
+        return os.environ[key]
     try:
         import mne
-
-        return mne.get_config("MNE_DATA") or str(Path.home() / "mne_data")
     except ImportError:
-        return str(Path.home() / "mne_data")
+        return None
+    return mne.get_config(key)
+
+
+def mne_data_dir() -> str:
+    return mne_config("MNE_DATA") or str(Path.home() / "mne_data")
+
+
+# Where MOABB puts each source: ``<MNE_DATASETS_<SIGN>_PATH, else MNE_DATA, else ~/mne_data>/MNE-<sign>-data/…``
+# (``moabb.datasets.download.data_dl``; Zhou2016 uses ``MNE-zhou-2016``), and globs for the files that show the source
+# was fetched. Sub-layouts differ between MOABB versions (old URL paths, ``zenodo/<record>/``), hence ``**``.
+CACHE_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "AlexMI": ("ALEXEEG", ("MNE-alexeeg-data/**/subject*.raw.fif",)),
+    "BNCI2014_001": ("BNCI", ("MNE-bnci-data/**/001-2014/*.mat",)),
+    "BNCI2015_004": ("BNCI", ("MNE-bnci-data/**/004-2015/*.mat",)),
+    "Zhou2016": ("ZHOU", ("MNE-zhou-2016/**/*.cnt", "MNE-zhou*/**/*.edf", "MNE-zhou*/**/*.fif")),
+}
+
+
+def moabb_installed() -> bool:
+    """Whether ``import moabb`` would find a module, without importing it (a ``None`` entry in ``sys.modules``
+    blocks the import, as in tests)."""
+    if "moabb" in sys.modules:
+        return sys.modules["moabb"] is not None
+    try:
+        return importlib.util.find_spec("moabb") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def source_cached(name: str) -> bool:
+    """A file of source ``name`` exists in MOABB's cache (a cheap look at the folders; nothing is read or fetched)."""
+    sign, patterns = CACHE_FILES[name]
+    base = Path(mne_config(f"MNE_DATASETS_{sign}_PATH") or mne_data_dir()).expanduser()
+    if not base.is_dir():
+        return False
+    return any(path.is_file() for pattern in patterns for path in base.glob(pattern))
+
+
+def moabb_cache_present(folder: Path | None = None) -> bool:
+    """``fedbench datasets list``'s "present" for bci: MOABB installed and every default source in its cache.
+    Cheap and offline (no MOABB import, no network, only ``mne`` for its config); ``fedbench datasets check bci``
+    loads the data for real. ``folder`` (the fedbench data folder) is unused: the data live in MOABB's cache."""
+    return moabb_installed() and all(source_cached(name) for name in SOURCES)
 
 
 def stim_events(stim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -356,7 +403,7 @@ def assemble(sources: list[SourceRecordings], features: str = "tangent", channel
                          test_groups=groups[test], info=info)
 
 
-@register_dataset(BCI_META, source=BCI_SOURCE, num_groups=len(SOURCES), classes=CLASSES)
+@register_dataset(BCI_META, source=BCI_SOURCE, num_groups=len(SOURCES), classes=CLASSES, present=moabb_cache_present)
 def load_bci(root: Path, sources: Sequence[str] = SOURCES, subjects: dict[str, list[int]] | None = None,
              features: str = "tangent", channels: Sequence[str] | str | None = None, resample: float | None = 128.0,
              fmin: float | None = 8.0, fmax: float | None = 32.0, tmin: float = 0.0, window: float = 3.0,

@@ -33,8 +33,12 @@ def _source(name: str) -> Source | None:
 
 
 def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
-    """All files the default configuration reads exist (a cheap check; ``check`` verifies and loads)."""
+    """All files the default configuration reads exist (a cheap check; ``check`` verifies and loads). A dataset
+    whose data live outside the fedbench data root (bci: MOABB's cache) registers its own ``present(folder)`` test."""
     info = DATASETS.info(name)
+    present = info.get("present")
+    if callable(present):
+        return bool(present(data_root(root) / name))
     files = info.get("files")
     if files is None:
         return True   # bundled with a dependency (digits)

@@ -1,8 +1,8 @@
 """Device-resident tensors and batched transforms: the training hot path.
 
 Images are normalised once into a float tensor on the training device; batches are drawn by
-indexing it, and augmentation (random crop with padding, horizontal flip) runs on the whole batch.
-No DataLoader, no per-sample Python.
+indexing it, and augmentation (random crop with padding, horizontal flip, random affine, Cutout) runs on
+the whole batch. No DataLoader, no per-sample Python.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from fedbench.data.base import DatasetArrays
+from fedbench.errors import ConfigError
 
 
 def to_tensor(x: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...], device: torch.device) -> torch.Tensor:
@@ -85,3 +86,40 @@ def random_affine(x: torch.Tensor, degrees: float, translate: tuple[float, float
     theta = torch.stack([torch.stack([cos, sin, -shift_x], 1), torch.stack([-sin, cos, -shift_y], 1)], 1)
     grid = torch.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
     return torch.nn.functional.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False) + fill
+
+
+def cutout(x: torch.Tensor, size: int, generator: torch.Generator, channels: int | None = None) -> torch.Tensor:
+    """Cutout (DeVries & Taylor 2017), batched: one ``size`` × ``size`` square per image set to 0 (the dataset
+    mean, since images are already normalised), its centre drawn uniformly over the image (rows, then columns,
+    one draw per sample from ``generator``) and the square clipped at the border. The square covers rows
+    [cy - size//2, cy - size//2 + size), as the reference code for even sizes. ``channels``: zero only the
+    first that many channels (segmentation: the image, not the masks concatenated after it)."""
+    batch, num_channels, height, width = x.shape
+    if size > min(height, width):   # caught when the recipe is compiled; this guards loaders that resize otherwise
+        raise ConfigError(f"augmentation.cutout = {size} is larger than the {height}×{width} training images")
+    device = x.device
+    centre_y = torch.randint(0, height, (batch,), generator=generator, device=device)
+    centre_x = torch.randint(0, width, (batch,), generator=generator, device=device)
+    top, left = (centre_y - size // 2)[:, None], (centre_x - size // 2)[:, None]
+    rows, cols = torch.arange(height, device=device)[None], torch.arange(width, device=device)[None]
+    inside_rows = (rows >= top) & (rows < top + size)                        # (B, H)
+    inside_cols = (cols >= left) & (cols < left + size)                      # (B, W)
+    hole = (inside_rows[:, :, None] & inside_cols[:, None, :])[:, None]      # (B, 1, H, W)
+    if channels is not None and channels < num_channels:
+        hole = hole & (torch.arange(num_channels, device=device) < channels)[None, :, None, None]
+    return x.masked_fill(hole, 0.0)
+
+
+def check_augmentation(augmentation, input_shape: tuple[int, ...], dataset: str) -> None:
+    """Bounds that depend on the data: the Cutout square must fit in the image (side ≤ height and width).
+    ``augmentation`` is a ``fedbench.spec.AugmentationSpec``; ``input_shape`` is (C, H, W)."""
+    size = augmentation.cutout
+    if not size:
+        return
+    if len(input_shape) != 3:
+        raise ConfigError(f"augmentation.cutout = {size}: dataset {dataset!r} has inputs of shape {tuple(input_shape)}, "
+                          "not (C, H, W) images")
+    height, width = int(input_shape[1]), int(input_shape[2])
+    if size > min(height, width):
+        raise ConfigError(f"augmentation.cutout = {size} is larger than the {height}×{width} images of dataset "
+                          f"{dataset!r}; use at most {min(height, width)} (0 = off)")

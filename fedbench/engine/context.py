@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 from torch import nn
 
-from fedbench.data.store import TensorData, horizontal_flip, random_affine, random_crop
+from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
 from fedbench.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -131,7 +131,8 @@ class ClientContext:
                     yield self.augment(self.data.train_x[chosen]), self.data.train_y[chosen]
                 remaining -= 1
 
-    def augment(self, x: torch.Tensor, fill: torch.Tensor | float | None = None) -> torch.Tensor:
+    def augment(self, x: torch.Tensor, fill: torch.Tensor | float | None = None,
+                cutout_channels: int | None = None) -> torch.Tensor:
         aug = self.spec.augmentation
         fill = self.data.fill if fill is None else fill
         if aug.crop_padding:
@@ -140,19 +141,21 @@ class ClientContext:
             x = horizontal_flip(x, self.generator)
         if aug.affine is not None:
             x = random_affine(x, aug.affine.degrees, aug.affine.translate, aug.affine.scale, self.generator, fill)
+        if aug.cutout:   # last, on normalised tensors: the square is 0 after normalisation (DeVries & Taylor 2017)
+            x = cutout(x, aug.cutout, self.generator, cutout_channels)
         return x
 
     def augment_with_masks(self, x: torch.Tensor, masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Segmentation: image and masks get the same crop/flip/affine (one transform of their channel
         concatenation, so the same random draws); masks pad with 0 (background) and are re-binarised
-        after the affine's bilinear resampling."""
+        after the affine's bilinear resampling. Cutout blanks the image only; the masks keep their labels."""
         aug = self.spec.augmentation
-        if not (aug.crop_padding or aug.horizontal_flip or aug.affine is not None):
+        if not (aug.crop_padding or aug.horizontal_flip or aug.affine is not None or aug.cutout):
             return x, masks
         channels = x.shape[1]
         fill = self.data.fill if torch.is_tensor(self.data.fill) else torch.full((1, channels, 1, 1), float(self.data.fill))
         fill = torch.cat([fill.to(x.device), torch.zeros(1, masks.shape[1], 1, 1, device=x.device)], dim=1)
-        both = self.augment(torch.cat([x, masks.to(x.dtype)], dim=1), fill)
+        both = self.augment(torch.cat([x, masks.to(x.dtype)], dim=1), fill, cutout_channels=channels)
         return both[:, :channels], (both[:, channels:] > 0.5).to(masks.dtype)
 
     def clip_gradients(self) -> None:

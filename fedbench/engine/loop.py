@@ -29,7 +29,7 @@ from fedbench.data.synthetic import synthetic_dataset
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
-from fedbench.engine.personal import finetune_evaluation, personal_evaluation, track_finetune_start
+from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import ConfigError, RunDiverged
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng, torch_generator
@@ -218,6 +218,7 @@ def run(
         buffers={name: b.detach().clone() for name, b in model.named_buffers()},
     )
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
+    check_finetune(spec, model)   # a fine-tuning loss the model cannot take fails now, not after the last round
     algorithm.init_server(server)
     client_states: dict[int, dict[str, Any]] = {}
     start_round = 0

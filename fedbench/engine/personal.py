@@ -11,7 +11,9 @@ selects the reported round by it, ``figure = "val_selected"``) and the extra per
 
 Fine-tune then evaluate (``spec.finetune``; FedDr+'s two-step "-FT" methods): after the last round every
 client fine-tunes the start model (final or best-round global model) on its own training split and is
-evaluated on its own test split; the figures go into the last round's ``finetune_*`` fields.
+evaluated on its own test split; the figures go into the last round's ``finetune_*`` fields. The fine-tuning
+objective (``finetune.loss``) is plain CE, the run's own method (``method``), or one named explicitly
+(``finetune_trainer``: FedDr+'s L_DR / L_Dr+, so that Table 8 crosses the GFL method and the FT loss).
 """
 
 from __future__ import annotations
@@ -123,16 +125,42 @@ def track_finetune_start(spec: RunSpec, record, server: ServerState, current: di
             "buffers": {name: b.clone() for name, b in server.buffers.items()}}
 
 
+# The fixed classifier a fine-tuning objective needs (FedDr+'s losses: the frozen simplex ETF).
+_NEEDS_CLASSIFIER = {"dr": "etf", "dr_plus": "etf"}
+
+
+def finetune_trainer(spec: RunSpec, algorithm):
+    """The Algorithm whose ``local_train`` fine-tunes (``finetune.loss``): the run's own for ``method``; plain CE
+    (FedAvg's objective); FedDr+'s L_DR (Dot-Regression, β = 1) or L_Dr+ (FedDr+, β = 0.9, Eq. 4). A teacher
+    (L_Dr+'s feature distillation) or prox target is the start model."""
+    # imported here: fedbench.algorithms imports the engine
+    from fedbench.algorithms import build_algorithm
+    from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
+
+    if spec.finetune.loss == "method":
+        return algorithm
+    objectives = {"ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
+    return build_algorithm(*objectives[spec.finetune.loss])
+
+
+def check_finetune(spec: RunSpec, model: nn.Module) -> None:
+    """Called when a run starts: a fine-tuning objective that needs a fixed classifier the model lacks fails
+    then, not after the last round."""
+    kind = _NEEDS_CLASSIFIER.get(spec.finetune.loss) if spec.finetune is not None else None
+    if kind is not None:
+        from fedbench.algorithms.fixed_classifier import require_classifier
+
+        require_classifier(model, kind, f"finetune.loss = {spec.finetune.loss!r}")
+
+
 def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_states, data, record, device,
                         eval_batch_size, spare_models, frozen: torch.Tensor | None = None) -> None:
     """FedDr+ §1.6/§3.2: each client fine-tunes a copy of the start model for ``finetune.epochs`` epochs on
-    its training split (``part``: whole model, head or body; ``loss``: CE or the method's own objective, whose
-    teacher/prox target is then the start model), then is evaluated on its test split. Parameters fixed by
-    the model (ETF classifiers) stay fixed; a head frozen by the method during FL (FedBABU) is fine-tuned."""
-    from fedbench.algorithms.base import (  # here: fedbench.algorithms imports the engine
-        Algorithm,
-        NoParams,
-    )
+    its training split (``part``: whole model, head or body; ``loss``: CE, the method's own objective, or FedDr+'s
+    L_DR / L_Dr+ (``finetune_trainer``); a teacher/prox target is the start model), then is evaluated on its test
+    split. Parameters fixed by the model (ETF classifiers) stay fixed; a head frozen by the method during FL
+    (FedBABU) is fine-tuned."""
+    # imported here: fedbench.algorithms imports the engine
     from fedbench.algorithms.partial import only_trainable
 
     ft = spec.finetune
@@ -142,8 +170,8 @@ def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_s
         "local_epochs": ft.epochs, "local_steps": None, "optimizer": ft.optimizer_spec(),
         "batch_size": ft.batch_size or spec.batch_size, "lr_schedule": ScheduleSpec(),
     })
-    trainer = algorithm if ft.loss == "method" else Algorithm(NoParams())
-    payload = algorithm.payload(start_server, spec.rounds) if ft.loss == "method" else {}
+    trainer = finetune_trainer(spec, algorithm)
+    payload = trainer.payload(start_server, spec.rounds)
     fixed, offset = set(), 0          # parameters the model itself fixes (``frozen``: the loop's mask at w^0)
     for name, p in model.named_parameters():
         if frozen is not None and bool(frozen[offset: offset + p.numel()].all()):

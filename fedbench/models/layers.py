@@ -19,7 +19,7 @@ def _pair(value) -> tuple[int, int]:
 
 
 class MaxPool2d(nn.MaxPool2d):
-    """``nn.MaxPool2d`` with a fast path for the common case (no padding, dilation 1, floor mode).
+    """``nn.MaxPool2d`` with a CPU fast path for the common case (no padding, dilation 1, floor mode).
 
     Without autograd the pooled value is the elementwise maximum of strided views of the input:
     the same numbers exactly (max is exact), at a fraction of the cost. Training keeps PyTorch's kernel
@@ -27,7 +27,7 @@ class MaxPool2d(nn.MaxPool2d):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.dim() != 4 or self.padding not in (0, (0, 0)) \
+        if torch.is_grad_enabled() or x.is_cuda or x.dim() != 4 or self.padding not in (0, (0, 0)) \
                 or self.dilation not in (1, (1, 1)) or self.ceil_mode or self.return_indices:
             return super().forward(x)
         (kh, kw), (sh, sw) = _pair(self.kernel_size), _pair(self.stride or self.kernel_size)
