@@ -10,6 +10,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue as queue_module
+import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -143,7 +145,24 @@ def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Cal
             execute_one(registry, item, run_id, options, emit)
 
 
-def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "mp.Queue[Event]") -> None:
+def _interrupt(signum, frame) -> None:
+    """SIGTERM is treated like Ctrl-C: the run in progress is recorded as interrupted (its checkpoint
+    kept, so the next `fedbench run` resumes it) instead of the process vanishing mid-round."""
+    raise KeyboardInterrupt
+
+
+def _stop_when_orphaned(parent_pid: int) -> None:
+    """A worker whose `fedbench run` died (even by SIGKILL) stops at once, as if interrupted, rather than
+    training on unobserved and unstoppable from the terminal."""
+    while os.getppid() == parent_pid:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "mp.Queue[Event]",
+                 parent_pid: int) -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+    threading.Thread(target=_stop_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         work_through(planned, options, events.put)
     except KeyboardInterrupt:
@@ -153,12 +172,24 @@ def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "
 
 
 def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]) -> None:
-    if jobs <= 1:
-        work_through(planned, options, emit)
-        return
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    try:
+        if jobs <= 1:
+            work_through(planned, options, emit)
+        else:
+            _execute_in_workers(planned, options, jobs, emit)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _execute_in_workers(planned: list[PlannedRun], options: ExecutionOptions, jobs: int,
+                        emit: Callable[[Event], None]) -> None:
     context = mp.get_context("spawn")
     events: "mp.Queue[Event]" = context.Queue()
-    workers = [context.Process(target=_worker_main, args=(planned, options, events), daemon=False) for _ in range(jobs)]
+    workers = [context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
+               for _ in range(jobs)]
     for worker in workers:
         worker.start()
     running = len(workers)
@@ -175,5 +206,8 @@ def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emi
             else:
                 emit(event)
     finally:
-        for worker in workers:
+        for worker in workers:   # interrupted (Ctrl-C reaches the workers too, SIGTERM does not): stop them
             worker.join(timeout=5)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(timeout=30)

@@ -73,3 +73,60 @@ def test_sigkill_then_rerun_resumes_with_identical_curve(tmp_path):
     assert curve(killed) == curve(straight)
     runs = json.loads(CliRunner().invoke(app, ["runs", "--registry", killed, "--json"]).stdout)
     assert runs[0]["summary"] == json.loads(CliRunner().invoke(app, ["runs", "--registry", straight, "--json"]).stdout)[0]["summary"]
+
+
+def _wait_for(predicate, seconds: float = 120):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_sigterm_to_a_multi_worker_run_stops_its_workers_and_rerun_resumes(tmp_path):
+    """`kill PID` on `fedbench run --jobs 2`: the workers stop too (no orphan keeps training), their runs
+    are recorded as interrupted with their checkpoints, and the next run resumes and finishes them."""
+    recipe = tmp_path / "kill.toml"
+    recipe.write_text(RECIPE.replace("seeds = [0]", "seeds = [0, 1]").replace("rounds = 12", "rounds = 40"))
+    url = f"sqlite:///{tmp_path / 'term.db'}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2",
+                                "--registry", url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+
+    def both_training():
+        if not (tmp_path / "term.db").exists():
+            return False
+        runs = Registry(url).runs()
+        return len(runs) == 2 and all(r.rounds_done >= 2 for r in runs)
+
+    assert _wait_for(both_training)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    runs = Registry(url).runs()
+    assert {r.status for r in runs} == {"interrupted"}, [(r.status, r.error) for r in runs]
+    stopped_at = [r.rounds_done for r in runs]
+    time.sleep(3)   # an orphaned worker would still be logging rounds
+    assert [r.rounds_done for r in Registry(url).runs()] == stopped_at
+    assert all(r.rounds_done < 40 for r in runs)
+
+    result = CliRunner().invoke(app, ["run", str(recipe), "--registry", url])
+    assert result.exit_code == 0, result.output
+    assert {r.status for r in Registry(url).runs()} == {"done"}
+    assert all(r.provenance["data"]["resumed_from"] >= 1 for r in Registry(url).runs())
+
+
+def test_a_worker_whose_parent_was_killed_stops(tmp_path):
+    """SIGKILL leaves the parent no chance to stop its workers: they notice they are orphaned and stop."""
+    recipe = tmp_path / "kill.toml"
+    recipe.write_text(RECIPE.replace("seeds = [0]", "seeds = [0, 1]").replace("rounds = 12", "rounds = 40"))
+    url = f"sqlite:///{tmp_path / 'orphan.db'}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2",
+                                "--registry", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    assert _wait_for(lambda: (tmp_path / "orphan.db").exists() and len(Registry(url).runs()) == 2
+                     and all(r.rounds_done >= 2 for r in Registry(url).runs()))
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert _wait_for(lambda: {r.status for r in Registry(url).runs()} == {"interrupted"}, seconds=30)
