@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
 
 from fedbench.errors import FedbenchError
@@ -152,14 +152,24 @@ def _run_with_progress(todo, options, jobs: int) -> None:
 
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-        TimeElapsedColumn(), console=console, transient=False,
+        TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=console, transient=False,
     )
     label_of = {p.spec_hash: ", ".join(f"{v}" for v in p.labels.values()) + f" seed {p.spec.seed}" for p in todo}
+    rounds_of = {p.spec_hash: p.spec.rounds for p in todo}
     with progress:
-        overall = progress.add_task("runs", total=len(todo), status="")
+        # The overall bar counts rounds (its time-left estimate follows the rounds actually trained); its
+        # status counts runs.
+        overall = progress.add_task("rounds", total=sum(rounds_of.values()), status=f"0/{len(todo)} runs")
         current: dict[str, int] = {}
+        counted: dict[str, int] = {}   # rounds of each run already added to the overall bar
+        finished = 0
+
+        def count_rounds(key: str, upto: int) -> None:
+            progress.advance(overall, max(0, upto - counted.get(key, 0)))
+            counted[key] = max(upto, counted.get(key, 0))
 
         def on_event(event: dict) -> None:
+            nonlocal finished
             key = event.get("spec_hash")
             if event["kind"] == "start":
                 current[key] = progress.add_task(f"  {label_of.get(key, key)}", total=event["rounds"], status="")
@@ -167,10 +177,13 @@ def _run_with_progress(todo, options, jobs: int) -> None:
                 acc = event.get("test_acc")
                 status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event['seconds']:.2f} s/round"
                 progress.update(current[key], completed=event["round"], status=status)
+                count_rounds(key, event["round"])
             elif event["kind"] == "end":
                 if key in current:
                     progress.remove_task(current.pop(key))
-                progress.advance(overall)
+                count_rounds(key, rounds_of.get(key, 0))
+                finished += 1
+                progress.update(overall, status=f"{finished}/{len(todo)} runs")
                 if event["status"] != "done":
                     progress.console.print(f"  {escape(label_of.get(key, key))}: {event['status']} {escape(event.get('error') or '')}")
 
