@@ -1,9 +1,21 @@
 """Chest X-ray COVID-19 data sets used by FedTR (which one is ambiguous, fedtr.md A11):
 
-* ``covid19`` — the 4-class curated posterior-anterior CXR set (Sait et al., Mendeley 9xkhgts2s6) that
-  PersonalizedFL/FedAP use: either FedAP's pre-processed ``covid19/xdata.npy`` (N, H, W, 3) + ``ydata.npy``,
-  or the Mendeley folders, one per class (COVID-19, Normal, Pneumonia-Bacterial, Pneumonia-Viral) anywhere
-  up to two levels below ``covid19/``. Labels follow that (alphabetical) order.
+* ``covid19`` — the 4-class curated posterior-anterior CXR set (Sait et al., Mendeley 9xkhgts2s6 v4: 1,281
+  COVID-19, 3,270 Normal, 1,656 viral and 3,001 bacterial pneumonia = 9,208 images) that PersonalizedFL/FedAP
+  use [code: KarhouTam/FL-bench README.md links its 4-class "COVID-19" to that paper and fetches the same
+  ``cycfed/covid19.tar.gz`` as PersonalizedFL (data/download/covid19.sh)]. Two inputs are accepted:
+  - FedAP's pre-processed ``covid19/xdata.npy`` (N, H, W, 3) + ``ydata.npy`` (N,) or (N, 1) [code:
+    microsoft/PersonalizedFL datautil/prepare_data.py ``CovidDataset``: ``einsum('bxyz->bzxy')`` to NCHW,
+    ``squeeze`` of the labels, ``num_classes = 4``; KarhouTam/FL-bench data/utils/datasets.py ``COVID19``:
+    ``permute([0, -1, 1, 2])``, classes 0..3, shape 3×244×224 in its README]. Neither codebase names the four
+    label ids, so for this format ``info['classes']`` holds the ids only. Integer or float arrays are
+    accepted (floats in [0, 1] are scaled by 255: third-party loaders disagree on the value range).
+  - The Mendeley folders, one per class: ``COVID-19``, ``Normal``, ``Pneumonia-Bacterial``,
+    ``Pneumonia-Viral`` inside ``Curated X-Ray Dataset/`` [code: public loaders of the Mendeley/Kaggle
+    ``unaissait/curated-chest-xray-image-dataset-for-covid19`` download use exactly these folder names], found
+    anywhere up to three levels below ``covid19/`` (unpacking the Mendeley archive in place gives
+    ``<title>/Curated X-Ray Dataset/Curated X-Ray Dataset/<class>/``). Labels follow that (alphabetical,
+    ``ImageFolder``) order.
 * ``covidx`` — COVIDx CXR (COVID-Net): ``covidx/{train,test}.txt`` with lines
   ``patient_id filename class data_source`` and images in ``covidx/{train,test}/``. Classes are read from the
   label files: positive/negative (CXR-2/3B) or normal/pneumonia/COVID-19 (older releases).
@@ -40,11 +52,25 @@ COVID19_META = DatasetMeta("covid19", 4, (3, 224, 224), *NONE3, used_by=("fedtr"
 def _class_folders(root: Path) -> dict[str, Path]:
     found: dict[str, Path] = {}
     wanted = {c.lower(): c for c in COVID19_CLASSES}
-    for depth in ("*", "*/*", "*/*/*"):
+    for depth in ("*", "*/*", "*/*/*", "*/*/*/*"):
         for folder in sorted(root.glob(depth)):
             if folder.is_dir() and folder.name.lower() in wanted and wanted[folder.name.lower()] not in found:
                 found[wanted[folder.name.lower()]] = folder
     return found
+
+
+def _as_uint8(x: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """xdata → uint8, converted in chunks (the array may be a memory map of several GB). Floats in [0, 1] are
+    scaled by 255, other floats rounded and clipped to 0..255."""
+    if x.dtype == np.uint8:
+        return np.asarray(x)
+    floating = np.issubdtype(x.dtype, np.floating)
+    scale = 255.0 if floating and len(x) and float(np.nanmax(x)) <= 1.0 else 1.0
+    out = np.empty(x.shape, dtype=np.uint8)
+    for start in range(0, len(x), chunk):
+        block = np.asarray(x[start:start + chunk], dtype=np.float32) * scale
+        out[start:start + chunk] = np.clip(np.rint(np.nan_to_num(block)), 0, 255)
+    return out
 
 
 @register_dataset(COVID19_META, source=COVID19_SOURCE, files=("xdata.npy", "ydata.npy"), classes=COVID19_CLASSES)
@@ -61,8 +87,12 @@ def load_covid19(root: Path, verify: bool = True, image_size: int = 224, test_fr
             raise DataError(f"dataset 'covid19': cannot read {root / 'xdata.npy'} ({error})") from None
         if len(x) != len(y):
             raise DataError(f"dataset 'covid19': xdata has {len(x)} images, ydata {len(y)} labels")
-        x = resize_uint8(to_nchw(np.asarray(x).astype(np.uint8, copy=False), channels=3), image_size)
-        info["format"] = "fedap-npy"
+        if x.ndim not in (3, 4):
+            raise DataError(f"dataset 'covid19': xdata has shape {x.shape}, expected (N, H, W, 3) as FedAP stores it")
+        if len(y) and (y.min() < 0 or y.max() >= len(COVID19_CLASSES)):
+            raise DataError(f"dataset 'covid19': ydata labels span {y.min()}..{y.max()}, expected 0..{len(COVID19_CLASSES) - 1}")
+        x = resize_uint8(to_nchw(_as_uint8(x), channels=3), image_size)
+        info.update(format="fedap-npy", classes=[str(c) for c in range(len(COVID19_CLASSES))])
     else:
         folders = _class_folders(root)
         if len(folders) != len(COVID19_CLASSES):
@@ -77,7 +107,8 @@ def load_covid19(root: Path, verify: bool = True, image_size: int = 224, test_fr
         x = read_images(paths, image_size, "RGB", "covid19")
         y = np.asarray(labels, dtype=np.int64)
         info.update(format="mendeley-folders", files=[str(folders[c].relative_to(root)) for c in COVID19_CLASSES])
-    info.update(image_size=image_size, normalization=normalization, classes=list(COVID19_CLASSES))
+        info["classes"] = list(COVID19_CLASSES)
+    info.update(image_size=image_size, normalization=normalization)
     return from_pool(meta, x, y, None, test_fraction, split_seed, info)
 
 

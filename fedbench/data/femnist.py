@@ -6,6 +6,13 @@ Two formats are read:
   "user_data": {uid: {"x": [[784 floats in 0..1]], "y": [int]}}}``; pixels are stored ×255 as uint8.
 * TFF/FedML h5 (``femnist/fed_emnist_{train,test}.h5``, FedImpro's source): ``examples/<client>/{pixels,label}``
   (needs ``h5py``).
+Pixel polarity is the same in both and is kept: background 1.0 (→ 255), ink 0.0 (→ 0), the inverse of MNIST.
+TFF: "the value of 1.0 corresponds to the background, and 0.0 corresponds to the color of the digits themselves"
+[code: google-parfait/tensorflow-federated tensorflow_federated/python/simulation/datasets/emnist.py, and
+emnist/load_data.py of the h5 era]; LEAF stores gray/255 of the black-on-white NIST PNGs with no inversion
+[code: TalwalkarLab/leaf data/femnist/preprocess/data_to_json.py], hence FL-bench's LEAF-FEMNIST mean 0.9637
+[code: KarhouTam/FL-bench src/utils/constants.py]. FedImpro feeds the h5 ``pixels`` unchanged (no inversion, no
+normalisation) [code: wizard1203/FedImpro data_preprocessing/FederatedEMNIST/data_loader.py], so no flip here.
 Writers are mapped to group ids in sorted order over train ∪ test, so a writer's test samples carry the
 same group id as its training samples.
 """
@@ -71,6 +78,7 @@ def _to_arrays(users: dict[str, tuple[np.ndarray, np.ndarray]], group_of: dict[s
     xs, ys, gs = [], [], []
     for user in sorted(users):
         x, y = users[user]
+        # No inversion: LEAF and TFF both store background 1.0 / ink 0.0, as FedImpro trains on (see module doc).
         xs.append(np.clip(np.round(x.reshape(-1, 28, 28) * 255.0), 0, 255).astype(np.uint8))
         ys.append(y.reshape(-1))
         gs.append(np.full(len(y), group_of[user], dtype=np.int64))

@@ -9,7 +9,11 @@ Presets [datasets.md §1.8]:
   samples (2 s at 100 Hz) with stride 100, label = majority activity, 10 classes. PersonalizedFL dropped
   labels {0, 5, 12} of its 13-label pre-processed space; reading that space as {transient} + the 12
   protocol activities in id order, the dropped ones are transient, running (5) and rope jumping (24),
-  leaving {1,2,3,4,6,7,12,13,16,17} [inference — the pre-processed label space is undocumented].
+  leaving {1,2,3,4,6,7,12,13,16,17} [inference — the pre-processed label space is undocumented]. The other
+  reading, labels kept as raw activity ids (as the same author's ``microsoft/robustlearn``
+  ``ddlearn/data_preprocess/deal_pamap.py`` keeps them), drops transient, running and ascending stairs:
+  ``dataset_params = { activities = [1, 2, 3, 4, 6, 7, 13, 16, 17, 24] }``. The 27 channels are those
+  of that script [code].
 * ``pfllib``: windows of 256 with stride 128, window label = smallest activity id present (PFLlib's
   quirk), 12 classes, per-subject max-abs scaling.
 Signals are float32 (N, 27, 1, T); groups = subject (101…109 → 0…8).

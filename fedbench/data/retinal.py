@@ -1,9 +1,15 @@
 """Retinal fundus optic disc / cup segmentation, one site per client (LG-Mix Table 3).
 
 Layout of the DoFE/FedDG "Fundus" package: ``retinal/Fundus/Domain{1..}/{train,test}/ROIs/{image,mask}/*.png``
-(the mask has the image's file name). Mask encoding: 0 = cup, 128 = disc rim, 255 = background, so
-disc = mask < 255 and cup = mask == 0 [datasets.md §1.12, unverified on real files]. LG-Mix uses six sources whose
-identity and order are unstated (lgmix.md §8 #13–14): ``sites`` lists the Domain folders to use, in client order.
+(the mask has the image's file name). Mask encoding: gray 0 = cup, 128 = disc rim, 255 = background. The DoFE
+authors' loaders threshold it rather than test equality, because resampled or anti-aliased masks hold intermediate
+values at the borders: > 200 background, 51–200 rim, ≤ 50 cup, i.e. disc = mask ≤ 200 and
+cup = mask ≤ 50 [code: emma-sjwang/BEAL dataloaders/custom_transforms.py ``Normalize_tf`` + ``to_multilabel``; the
+same rule in scott-yjyang/HCDG dataloaders/custom_transforms.py, which reads the ``Domain<k>/{train,test}/ROIs``
+layout; jcwang123/FedLC utils/prepare_dataset.py maps it to 0/1/2 = background/rim/cup as ``2 - gray // 127``].
+Channel order disc, cup follows FedDG's npy files [code: liuquande/FedDG-ELCFS dataloaders/fundus_dataloader.py].
+LG-Mix uses six sources whose identity and order are unstated (lgmix.md §8 #13–14): ``sites`` lists the Domain
+folders to use, in client order.
 
 Returns images uint8 (N, 3, S, S) and, as labels, masks uint8 (N, 2, S, S) with channel 0 = disc and
 channel 1 = cup (``meta.task == 'segmentation'``).
@@ -32,9 +38,15 @@ RETINAL_SOURCE = Source(
 RETINAL_META = DatasetMeta("retinal", 2, (3, 256, 256), *NONE3, used_by=("lgmix",), group_kind="site", task="segmentation")
 
 
+# Upper bounds of the cup and disc classes in the gray mask, as thresholded by the DoFE/BEAL loaders
+# [code: emma-sjwang/BEAL dataloaders/custom_transforms.py]: ≤ 50 cup, 51–200 rim, > 200 background.
+CUP_MAX, DISC_MAX = 50, 200
+
+
 def masks_from_gray(mask: np.ndarray) -> np.ndarray:
-    """(N, 1, H, W) gray 0/128/255 → (N, 2, H, W) binary disc/cup."""
-    return np.concatenate([(mask < 255), (mask == 0)], axis=1).astype(np.uint8)
+    """(N, 1, H, W) gray 0 = cup / 128 = rim / 255 = background → (N, 2, H, W) binary disc (cup included), cup.
+    Intermediate values (interpolated borders) are assigned by the thresholds above."""
+    return np.concatenate([(mask <= DISC_MAX), (mask <= CUP_MAX)], axis=1).astype(np.uint8)
 
 
 @register_dataset(RETINAL_META, source=RETINAL_SOURCE, files=("Fundus",), num_groups=6)
