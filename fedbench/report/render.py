@@ -29,6 +29,9 @@ def _num(value: float | None, figure: str) -> str:
     return f"{value:.2f}"
 
 
+_TO_TARGET = ("rounds_to_target", "gflops_to_target", "total_bytes_to_target")
+
+
 def ours_text(cell: Cell, figure: str) -> str:
     if cell.static:
         return f"{cell.mean:.4g}" if cell.mean is not None else "–"
@@ -42,8 +45,10 @@ def ours_text(cell: Cell, figure: str) -> str:
         text = _num(cell.mean, figure)
         if cell.std is not None:
             text += f" ± {_num(cell.std, figure)}"
-        if cell.not_reached:
+        if cell.not_reached and figure in _TO_TARGET:
             text += f" ({cell.not_reached} >{cell.rounds_limit})"
+        elif cell.not_reached:   # e.g. no value at the round: the run diverged before it (†)
+            text += f" ({cell.not_reached} of {cell.n} missing)"
     text += f" (n={cell.n})"
     if cell.partial:
         text += "*"
