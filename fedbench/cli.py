@@ -228,6 +228,8 @@ def report(
             raise FedbenchError(f"--paper {paper!r}: no recipe in {recipes_dir}/ has paper = {paper!r}; papers: {', '.join(papers)}")
         loaded += matching
     store = Registry.open_existing(registry)
+    if store is None:
+        err_console.print(f"no registry at {Registry.resolve_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True)
     tables = []
     for rec in loaded:
         if rec.setup and scale not in rec.scale_names():
@@ -308,6 +310,8 @@ def runs(
     if as_json:
         sys.stdout.write(json.dumps([_run_json(r) for r in rows], indent=2) + "\n")
         return
+    if store is None:   # a typo in --registry should not look like an empty registry
+        err_console.print(f"no registry at {Registry.resolve_url(registry)} yet: `fedbench run` creates it", soft_wrap=True)
     table = RichTable(title=f"{len(rows)} runs")
     for column in ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final"):
         table.add_column(column)

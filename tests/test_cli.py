@@ -187,3 +187,13 @@ def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
         curves.append({r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
                        for r in registry.runs()})
     assert curves[0] == curves[1] and len(curves[0]) == 2
+
+
+def test_a_registry_that_does_not_exist_is_said_and_not_created(tmp_path):
+    """A typo in --registry must not look like an empty registry, nor create a file."""
+    url = f"sqlite:///{tmp_path / 'typo' / 'fedbench.db'}"
+    result = runner.invoke(app, ["runs", "--registry", url])
+    assert result.exit_code == 0
+    assert f"no registry at {url} yet" in result.output and "0 runs" in result.output
+    assert json.loads(runner.invoke(app, ["runs", "--registry", url, "--json"]).stdout) == []
+    assert not (tmp_path / "typo").exists()

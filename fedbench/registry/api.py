@@ -80,7 +80,8 @@ class Registry:
                 # the loser gets "already exists" and simply looks again.
                 if attempt < 2 and ("already exists" in str(exc.orig) or "duplicate" in str(exc.orig).lower()):
                     continue
-                raise RegistryError(f"cannot open registry {self.url!r}: {exc.orig}") from None
+                reason = " ".join(str(exc.orig).split())   # drivers' messages span lines; ours is one
+                raise RegistryError(f"cannot open registry {self.url!r}: {reason}") from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
