@@ -296,6 +296,14 @@ def assignments_to_dict(items: list[str], option: str = "--set") -> dict[str, An
 
 
 # ---------------------------------------------------------------------------------------- expansion
+def _targets(values: Any, source: Path | str) -> tuple[float, ...]:
+    """The setup's ``targets``: accuracies in % that runs' summaries report the rounds to."""
+    if not isinstance(values, (list, tuple)) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        raise RecipeError(f"{source}: targets = {values!r}: expected a list of accuracies in %, e.g. targets = [80, 90]")
+    return tuple(float(v) for v in values)
+
+
 def expand(
     recipe: Recipe,
     scale: str = "full",
@@ -341,7 +349,7 @@ def expand(
             continue
         setup = merge_setup(setup, profile)
         setup = merge_setup(setup, overrides or {})
-        targets = tuple(float(t) for t in setup.pop("targets", ()))
+        targets = _targets(setup.pop("targets", ()), recipe.source)
         for seed in run_seeds:
             if "seed" in only and str(seed) not in only["seed"]:
                 continue

@@ -96,6 +96,7 @@ def test_synthetic_runs_are_labelled_and_kept_apart(write_recipe, registry_url):
     (lambda t: t.replace("rounds = 3", 'rounds = "x"'), "rounds"),
     (lambda t: t.replace('"fedprox"]', '"fedprox", "fedavgg"]'), "did you mean fedavg"),
     (lambda t: t.replace("alpha = 0.5", "alpha = -1"), "alpha must be > 0"),
+    (lambda t: t.replace("targets = [50]", 'targets = ["high"]'), "targets = ['high']: expected a list"),
 ])
 def test_bad_recipe_exits_2_with_one_line_and_no_registry(write_recipe, registry_url, edit, message):
     from conftest import TINY_RECIPE
