@@ -102,8 +102,13 @@ def run(
         overrides=assignments_to_dict(set_), synthetic=synthetic,
     )
     resolve_device(device)
-    if not planned:
+    if not planned and only:
         raise FedbenchError("no runs match: check --only filters against the recipe's labels")
+    if not planned:   # e.g. fedtrip_costs.toml: analytic tables only
+        names = " ".join(f"--recipe {r}" for r in recipes)
+        console.print(f"nothing to train: these recipes define no runs; `fedbench report {names}` renders their tables",
+                      soft_wrap=True)
+        return
     if dry_run:
         statuses = Registry.peek_statuses(registry, [p.spec_hash for p in planned])
         table = RichTable(title=f"{len(planned)} runs")

@@ -193,9 +193,15 @@ def _check_structure(recipe: Recipe) -> None:
                 raise RecipeError(f"{where}: overrides.{axis}.{label}: no such value on axis {axis!r} ({', '.join(sorted(labels))})")
             _check_setup_keys(values, f"overrides.{axis}.{label}", where)
     for i, combo in enumerate(recipe.combination):
-        for axis in combo.match:
-            if axis not in recipe.matrix and axis != "scale":   # `scale` matches the chosen scale profile
+        for axis, value in combo.match.items():
+            if axis == "scale":   # `scale` matches the chosen scale profile
+                continue
+            if axis not in recipe.matrix:
                 raise RecipeError(f"{where}: combination[{i}].match.{axis}: {axis!r} is not a matrix axis")
+            labels = _axis_labels(recipe, axis)
+            if value not in labels:   # a rule that can never match is a typo, not a no-op
+                raise RecipeError(f"{where}: combination[{i}].match.{axis} = {value!r}: no such value on axis "
+                                  f"{axis!r} ({', '.join(labels)})")
         _check_setup_keys(combo.set, f"combination[{i}].set", where)
     for name, profile in recipe.scale.items():
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
@@ -215,6 +221,49 @@ def _check_structure(recipe: Recipe) -> None:
         if view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target") and view.target is None \
                 and not view.target_by:
             raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
+        _check_cell_labels(recipe, view, where)
+
+
+def _axis_labels(recipe: Recipe, axis: str) -> list[str]:
+    return [_axis_item(recipe, axis, v)[0] for v in recipe.matrix[axis]]
+
+
+def _cell_labels(recipe: Recipe, view: TableView, keys: list[str]) -> set[str] | None:
+    """Every row (or column) label a table can have: its axes' labels joined by " / " as the report joins
+    them; None when one axis is the "client" pseudo-axis (its labels come from the data)."""
+    parts = []
+    for key in keys:
+        if key in recipe.matrix:
+            parts.append(_axis_labels(recipe, key))
+        elif key == "round":
+            parts.append([str(r) for r in view.at_rounds])
+        else:
+            return None
+    return {" / ".join(p) for p in itertools.product(*parts)}
+
+
+def _check_cell_labels(recipe: Recipe, view: TableView, where: Path | None) -> None:
+    """Published values, ``ratio_to`` and ``target_by`` name rows and columns; a name that is not one is a
+    typo that would silently drop a number from the report."""
+    rows, columns = _cell_labels(recipe, view, view.rows), _cell_labels(recipe, view, view.columns)
+    either = None if rows is None or columns is None else sorted(rows | columns)
+    named = [(f"target_by.{label!r}", label) for label in view.target_by]
+    if view.ratio_to is not None:
+        named.append(("ratio_to", view.ratio_to))
+    for key, value in named:
+        if either is not None and value not in either:
+            raise RecipeError(f"{where}: tables '{view.name}': {key}: {value!r} is not a row or column "
+                              f"({', '.join(either)})")
+    for name, published in (("published", view.published), ("published_std", view.published_std)):
+        for row, entry in published.items():
+            if rows is not None and row not in rows:
+                raise RecipeError(f"{where}: tables '{view.name}': {name}.{row!r} is not a row "
+                                  f"({', '.join(sorted(rows))})")
+            if isinstance(entry, dict) and columns is not None:
+                for column in entry:
+                    if column not in columns:
+                        raise RecipeError(f"{where}: tables '{view.name}': {name}.{row!r}.{column!r} is not a "
+                                          f"column ({', '.join(sorted(columns))})")
 
 
 def _check_setup_keys(values: dict[str, Any], where_key: str, where: Path | None) -> None:

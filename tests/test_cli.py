@@ -198,3 +198,10 @@ def test_a_registry_that_does_not_exist_is_said_and_not_created(tmp_path):
     assert f"no registry at {url} yet" in result.output and "0 runs" in result.output
     assert json.loads(runner.invoke(app, ["runs", "--registry", url, "--json"]).stdout) == []
     assert not (tmp_path / "typo").exists()
+
+
+def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
+    recipe = Path(__file__).resolve().parent.parent / "recipes" / "fedtrip_costs.toml"
+    result = runner.invoke(app, ["run", str(recipe), "--registry", registry_url])
+    assert result.exit_code == 0, result.output
+    assert "nothing to train" in result.output and "fedbench report --recipe" in result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
@@ -146,3 +148,18 @@ def test_spec_hash_is_stable_and_canonical():
     # Pinned: a change here silently orphans every registry; bump deliberately if the spec changes.
     assert c.canonical_json().startswith('{"algorithm":"fedavg","algorithm_params":{}')
     assert len(a.spec_hash) == 16
+
+
+@pytest.mark.parametrize("edit, message", [
+    # a combination rule that can never match would silently leave its runs with the wrong settings
+    (lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedproxx" }\nset = { rounds = 5 }\n',
+     "combination[0].match.algorithm = 'fedproxx': no such value"),
+    # a published value under a row the table does not have would silently vanish from the report
+    (lambda t: t.replace("fedavg = 50.0", "fedavgg = 50.0"), "published.'fedavgg' is not a row"),
+    (lambda t: t.replace('figure = "best"', 'figure = "best"\nratio_to = "fedavgg"'), "ratio_to: 'fedavgg' is not a row or column"),
+])
+def test_labels_a_recipe_names_must_exist(write_recipe, edit, message):
+    from conftest import TINY_RECIPE
+
+    with pytest.raises(RecipeError, match=re.escape(message)):
+        load_recipe(write_recipe(edit(TINY_RECIPE)))
