@@ -224,6 +224,14 @@ def report(
         raise FedbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
     if not paper and not recipe:
         raise FedbenchError("say what to report: --paper ID or --recipe FILE (e.g. --recipe recipes/quickstart.toml)")
+    if out is not None and out.is_dir():
+        raise FedbenchError(f"--out {out} is a folder; give a file path, e.g. --out {out / 'report.md'}")
+    for option, folder in (("--out", out.parent if out else None), ("--plots", plots)):
+        if folder is not None:   # before any work: an unwritable place is a user error, not a traceback
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise FedbenchError(f"{option} {folder}: cannot create that folder ({exc.strerror}); choose a writable one") from None
     loaded = [load_recipe(p) for p in recipe]
     if paper:
         found = [load_recipe(p) for p in sorted(recipes_dir.glob("*.toml"))]
@@ -247,14 +255,16 @@ def report(
         raise FedbenchError(f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)")
     rendered = render(tables, fmt)
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if fmt == "rich":
-            with out.open("w") as handle:
-                file_console = Console(file=handle, width=160)
-                for item in rendered:
-                    file_console.print(item)
-        else:
-            out.write_text(rendered)
+        try:
+            if fmt == "rich":
+                with out.open("w") as handle:
+                    file_console = Console(file=handle, width=160)
+                    for item in rendered:
+                        file_console.print(item)
+            else:
+                out.write_text(rendered)
+        except OSError as exc:   # a folder, a read-only file
+            raise FedbenchError(f"--out {out}: cannot write it ({exc.strerror}); give a file path") from None
         console.print(f"wrote {out}")
     elif fmt == "rich":
         for item in rendered:

@@ -205,3 +205,14 @@ def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
     result = runner.invoke(app, ["run", str(recipe), "--registry", registry_url])
     assert result.exit_code == 0, result.output
     assert "nothing to train" in result.output and "fedbench report --recipe" in result.output
+
+
+def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
+    recipe = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.toml"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for args in (["--plots", str(blocker / "plots")], ["--out", str(tmp_path), "--format", "markdown"]):
+        result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry_url, *args])
+        assert result.exit_code == 2, result.output
+        assert ("cannot" in result.stderr or "is a folder" in result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
