@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
+from fedbench.errors import RegistryError
 from fedbench.registry import Registry
 
 RECIPE = """
@@ -130,3 +132,21 @@ def test_a_worker_whose_parent_was_killed_stops(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert _wait_for(lambda: {r.status for r in Registry(url).runs()} == {"interrupted"}, seconds=30)
+
+
+def test_a_registry_deleted_while_open_elsewhere_gets_a_clear_error(tmp_path):
+    """Deleting a registry file that another process still holds leaves its -wal/-shm behind, and
+    SQLite only says "disk I/O error" for a new registry there: the error names the files and the cause."""
+    database = tmp_path / "fedbench.db"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); c.execute('pragma journal_mode=wal'); "
+        "c.execute('create table t(a)'); c.execute('insert into t values (1)'); c.commit(); "
+        "print('ready', flush=True); time.sleep(60)"), str(database)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        database.unlink()
+        with pytest.raises(RegistryError, match=r"-wal and .*-shm belong to a registry file that was deleted"):
+            Registry(f"sqlite:///{database}")
+    finally:
+        holder.kill()
+        holder.wait()

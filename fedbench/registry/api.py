@@ -81,11 +81,23 @@ class Registry:
                 if attempt < 2 and ("already exists" in str(exc.orig) or "duplicate" in str(exc.orig).lower()):
                     continue
                 reason = " ".join(str(exc.orig).split())   # drivers' messages span lines; ours is one
-                raise RegistryError(f"cannot open registry {self.url!r}: {reason}") from None
+                raise RegistryError(f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}") from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
         return url or default_registry_url()
+
+    def _stale_files_hint(self, reason: str) -> str:
+        """SQLite says only "disk I/O error" when a registry file was deleted while a process still had it
+        open and a new one is created at its path: the old ``-wal``/``-shm`` files are still there."""
+        if not self.is_sqlite or "disk I/O error" not in reason:
+            return ""
+        database = self.engine.url.database
+        leftovers = [name for name in (f"{database}-wal", f"{database}-shm") if Path(name).exists()]
+        if not leftovers:
+            return ""
+        return (f"; {' and '.join(leftovers)} belong to a registry file that was deleted while a process still "
+                "had it open: stop that process (an old `fedbench run`?) or delete those files, then retry")
 
     @classmethod
     def open_existing(cls, url: str | None) -> "Registry | None":
