@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -70,15 +71,20 @@ class Registry:
             raise RegistryError(f"cannot open registry {self.url!r}: {exc}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        for attempt in range(3):
+        attempts = 5
+        for attempt in range(attempts):
             try:
                 Base.metadata.create_all(self.engine)
                 _add_missing_columns(self.engine)
                 break
             except (OperationalError, ProgrammingError) as exc:
-                # Two workers opening a new registry at once both see no tables and both CREATE:
-                # the loser gets "already exists" and simply looks again.
-                if attempt < 2 and ("already exists" in str(exc.orig) or "duplicate" in str(exc.orig).lower()):
+                # Two workers opening a new registry at once both see no tables and both CREATE: the loser
+                # gets "already exists", or with SQLite "database is locked" (its read transaction cannot
+                # become a write one once the other has written; SQLite does not wait in that case), and
+                # simply looks again.
+                message = str(exc.orig).lower()
+                if attempt < attempts - 1 and any(s in message for s in ("already exists", "duplicate", "locked")):
+                    time.sleep(0.1 * (attempt + 1))
                     continue
                 reason = " ".join(str(exc.orig).split())   # drivers' messages span lines; ours is one
                 raise RegistryError(f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}") from None
