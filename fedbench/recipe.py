@@ -419,12 +419,14 @@ def expand(
 
 def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool,
                 labels: dict[str, str]) -> RunSpec:
+    cell = ", ".join(f"{k}={v}" for k, v in labels.items())
     try:
         return RunSpec(**setup, seed=seed, scale=scale, synthetic=synthetic)
+    except (ConfigError, UnknownNameError) as exc:   # a plug-in parameter, resolved while the spec is built
+        raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
     except ValidationError as exc:
         first = exc.errors()[0]
         key = _where(first["loc"]) or "setup"
-        cell = ", ".join(f"{k}={v}" for k, v in labels.items())
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "missing":
             raise RecipeError(f"{recipe.source}: setup key {key!r} is required (run {cell or 'all'})") from None
@@ -432,19 +434,12 @@ def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, sy
 
 
 def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
-    """Resolve every plug-in name and parameter now, so a bad recipe fails before anything runs."""
-    from fedbench.algorithms import validate_algorithm_params
-    from fedbench.data import DATASETS, check_params, static_input_shape
-    from fedbench.data.partition import PARTITIONERS
+    """Checks that need the data set's registered shape (plug-in names and parameters were resolved when the
+    spec was built), so a bad recipe fails before anything runs."""
+    from fedbench.data import static_input_shape
     from fedbench.data.store import check_augmentation
-    from fedbench.models import MODELS
 
     try:
-        validate_algorithm_params(spec.algorithm, spec.algorithm_params)
-        check_params(spec.dataset, DATASETS.get(spec.dataset), spec.dataset_params, {"root"}, "dataset")
-        check_params(spec.partition, PARTITIONERS.get(spec.partition), spec.partition_params,
-                     {"labels", "groups", "num_clients", "rng"}, "partitioner")
-        check_params(spec.model, MODELS.get(spec.model), spec.model_params, {"num_classes", "input_shape"}, "model")
         check_augmentation(spec.augmentation, static_input_shape(spec.dataset, spec.dataset_params), spec.dataset)
     except (ConfigError, UnknownNameError) as exc:
         raise type(exc)(f"{source}: {exc}" if source else str(exc)) from None

@@ -9,9 +9,30 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
+
+
+class HashNeutral:
+    """Marks a field (or plug-in parameter) added after runs were registered with the value that keeps the old
+    behaviour: while the field holds that value it is left out of the canonical JSON, so the ``spec_hash`` of
+    every existing run stays the same. ``Annotated[int, HashNeutral(0)] = 0``. The value is frozen: change
+    the field's default if you must, never this value (tests/test_spec_hashes.py pins every shipped cell)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"HashNeutral({self.value!r})"
+
+
+def neutral_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """{field: hash-neutral value} of a pydantic model's fields marked with ``HashNeutral``."""
+    return {name: marker.value for name, info in model.model_fields.items()
+            for marker in info.metadata if isinstance(marker, HashNeutral)}
 
 
 class _Strict(BaseModel):
@@ -62,7 +83,8 @@ class AugmentationSpec(_Strict):
     crop_padding: int = Field(0, ge=0)
     horizontal_flip: bool = False
     affine: AffineSpec | None = None
-    cutout: int = Field(0, ge=0, strict=True)   # strict: a bool or 16.5 is an error, not 1 / a silent cast
+    # strict: a bool or 16.5 is an error, not 1 / a silent cast; added in 0.1 after runs existed, hence HashNeutral
+    cutout: Annotated[int, HashNeutral(0)] = Field(0, ge=0, strict=True)
 
 
 class FinetuneSpec(_Strict):
@@ -95,9 +117,6 @@ EVAL_METRICS = ("auc", "balanced_accuracy", "dice", "iou", "hausdorff")
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
     "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),
 }
-# Fields added after runs were first registered: left out of the canonical JSON while they hold their default,
-# so the spec_hash of every existing run stays the same. Dotted keys name fields of nested sections.
-HASH_OMITTED_DEFAULTS: dict[str, Any] = {"client_test": "split", "client_test_params": {}, "augmentation.cutout": 0}
 
 
 class RunSpec(_Strict):
@@ -127,13 +146,30 @@ class RunSpec(_Strict):
     # where per-client test sets come from: "split" = client_test_fraction of the client's partition;
     # "class_matched" = drawn from the global test set to match the client's training classes (FedDr+ §2.3,
     # params disjoint / cap_per_class); "natural" = the global test samples of the client's natural group
-    client_test: Literal["split", "class_matched", "natural"] = "split"
-    client_test_params: dict[str, Any] = {}
+    client_test: Annotated[Literal["split", "class_matched", "natural"], HashNeutral("split")] = "split"
+    client_test_params: Annotated[dict[str, Any], HashNeutral({})] = {}
     eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()   # type: ignore[valid-type]  # per-client metrics besides accuracy
     finetune: FinetuneSpec | None = None                   # fine-tune then evaluate after the last round
     seed: int = 0
     scale: str = "full"
     synthetic: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_plugin_params(cls, data: Any) -> Any:
+        """Fill every plug-in parameter's default in (``fedbench.resolve``), so the spec says everything that
+        determines its curve. Idempotent: a stored (resolved) spec resolves to itself."""
+        if not isinstance(data, dict):
+            return data
+        from fedbench.resolve import resolve_params
+
+        data = dict(data)
+        for kind in PLUGIN_KINDS:
+            name = data.get(kind, cls.model_fields[kind].default)
+            params = data.get(f"{kind}_params") or {}
+            if isinstance(name, str) and isinstance(params, dict):
+                data[f"{kind}_params"] = resolve_params(kind, name, params)
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> "RunSpec":
@@ -168,19 +204,43 @@ class RunSpec(_Strict):
         return self
 
     def canonical_json(self) -> str:
-        data = self.model_dump(mode="json")
-        for key, default in HASH_OMITTED_DEFAULTS.items():
-            *parents, leaf = key.split(".")
-            node = data
-            for part in parents:
-                node = node.get(part) if isinstance(node, dict) else None
-            if isinstance(node, dict) and leaf in node and node[leaf] == default:
-                del node[leaf]
+        """The resolved spec as canonical JSON, less the fields (and plug-in parameters) that hold their
+        ``HashNeutral`` value."""
+        from fedbench.resolve import neutral_params
+
+        data = _without_neutral(type(self), self.model_dump(mode="json"))
+        for kind in PLUGIN_KINDS:
+            params = data[f"{kind}_params"]
+            for key, value in neutral_params(kind, data[kind]).items():
+                if key in params and params[key] == _normalise(value):
+                    del params[key]
         return canonical_json(data)
 
     @property
     def spec_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+
+def _model_type(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside ``annotation`` (``X``, ``X | None``, ``Annotated[X, ...]``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) is not None:
+        for arg in get_args(annotation):
+            found = _model_type(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def _without_neutral(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    neutral = neutral_fields(model)
+    for name, info in model.model_fields.items():
+        if name in neutral and name in data and data[name] == _normalise(neutral[name]):
+            del data[name]
+        elif isinstance(data.get(name), dict) and (nested := _model_type(info.annotation)) is not None:
+            _without_neutral(nested, data[name])
+    return data
 
 
 def _normalise(value: Any) -> Any:

@@ -19,7 +19,7 @@ from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 from fedbench.spec import RunSpec
 
-LINEAR = "test_algorithms_linear"   # a label only: hook-level tests build LinearModel themselves
+LINEAR = "test_algorithms_linear"   # registered per test (``linear_model``); hook-level tests build LinearModel themselves
 MLP = "test_algorithms_mlp"
 
 
@@ -48,6 +48,15 @@ def _head_mlp(num_classes: int, input_shape: tuple[int, ...], classifier: str = 
 
 
 @pytest.fixture
+def linear_model(monkeypatch) -> str:
+    """Registers the test-only ``LinearModel`` for one test: a RunSpec resolves its model's parameters, so its
+    model name must be registered."""
+    monkeypatch.setitem(MODELS._entries, LINEAR, LinearModel)
+    monkeypatch.setitem(MODELS._info, LINEAR, {"papers": ("tests",)})
+    return LINEAR
+
+
+@pytest.fixture
 def head_mlp(monkeypatch) -> str:
     """Registers the test-only ``HeadMLP`` for one test (not at import: the model-zoo tests are
     parametrised over every registered model and must never see it)."""
@@ -63,6 +72,8 @@ def make_spec(algorithm: str, params: dict | None = None, **overrides) -> RunSpe
         clients_per_round=4, rounds=2, batch_size=64, optimizer={"lr": 0.05},
     )
     setup.update(overrides)
+    if setup["model"] != "digits_mlp" and "model_params" not in overrides:
+        setup["model_params"] = {}   # ``hidden`` belongs to digits_mlp
     return RunSpec(**setup)
 
 

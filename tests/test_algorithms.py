@@ -11,13 +11,15 @@ from algorithm_fixtures import (
     LINEAR, MLP, LinearModel, Sink, client_context, fresh_server, initial_model, initial_params, make_spec,
     named_slices, train,
 )
-from algorithm_fixtures import head_mlp  # noqa: F401  (a fixture, used through usefixtures)
+from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures, used through usefixtures)
 from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
 from fedbench.algorithms import regularizers as reg
 from fedbench.algorithms.base import ClientUpdate, weighted_average
 from fedbench.algorithms.fednova import normalizing_factor
 from fedbench.data.store import TensorData
 from fedbench.engine.context import ServerState, SpareModels
+
+pytestmark = pytest.mark.usefixtures("linear_model")
 from fedbench.errors import ConfigError
 
 BASELINES = ("scaffold", "feddyn", "moon", "fedntd", "fednova", "slowmo", "fedexp", "fedbabu", "spherefed",

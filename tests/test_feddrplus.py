@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from fedbench.recipe import expand, load_recipe
+from fedbench.resolve import non_default
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 NAMES = sorted(p.name for p in RECIPES.glob("feddrplus_*.toml"))
@@ -74,7 +75,7 @@ def test_table2_method_settings_and_published_values():
     recipe, runs = compiled("feddrplus_table2.toml")
     feddr = cell(runs, algorithm="FedDr+")[0].spec
     assert feddr.algorithm == "dot_regression" and feddr.model_params["classifier"] == "etf"
-    assert feddr.algorithm_params["regularizers"] == [{"name": "fd", "weight": 0.1}]        # β = 0.9
+    assert feddr.algorithm_params["regularizers"] == [{"name": "fd", "weight": 0.1, "tau": 3.0, "combine": None}]        # β = 0.9
     assert cell(runs, algorithm="SphereFed")[0].spec.model_params["classifier"] == "orthonormal"
     etf = cell(runs, algorithm="FedETF")[0].spec
     assert etf.model_params["classifier"] == "fedetf" and etf.algorithm_params["beta"] == 1.0
@@ -97,10 +98,11 @@ def test_table1_regularizers_and_published_values():
     regs = {p.labels["regularizer"]: p.spec.algorithm_params.get("regularizers", [])
             for p in cell(runs, algorithm="FedAvg", setting="s=10")}
     assert regs["Baseline"] == []
-    assert regs["+Prox"] == [{"name": "prox", "weight": 1.0}]                    # μ = 1, added unweighted
-    assert regs["+KD"] == [{"name": "kd", "weight": 0.1, "tau": 3.0}]
-    assert regs["+NTD"] == [{"name": "ntd", "weight": 0.1, "tau": 3.0}]
-    assert regs["+FD"] == [{"name": "fd", "weight": 0.1}]
+    # resolved specs: τ = 3 and combine = None (prox adds, the others are convex) are spelled out
+    assert regs["+Prox"] == [{"name": "prox", "weight": 1.0, "tau": 3.0, "combine": None}]   # μ = 1, added unweighted
+    assert regs["+KD"] == [{"name": "kd", "weight": 0.1, "tau": 3.0, "combine": None}]
+    assert regs["+NTD"] == [{"name": "ntd", "weight": 0.1, "tau": 3.0, "combine": None}]
+    assert regs["+FD"] == [{"name": "fd", "weight": 0.1, "tau": 3.0, "combine": None}]
     dr = cell(runs, algorithm="Dot-Regression")[0].spec
     assert dr.algorithm == "dot_regression" and dr.model_params["classifier"] == "etf" and dr.optimizer.lr == 5.0
     # Dot-Regression + FD is FedDr+: the very runs of Table 2 (seed 0, CIFAR-100).
@@ -121,7 +123,7 @@ def test_table3_and_table8_pfl_protocols_and_shared_runs():
     assert lda.client_test_params == {"disjoint": False, "cap_per_class": 100} and lda.eval_mode == "personal"
     local = cell(runs, setting="s=10", algorithm="Local only (CE+ETF)")[0].spec
     assert (local.algorithm, local.rounds, local.clients_per_round) == ("local", 160, 100)
-    assert local.model_params == {"classifier": "etf", "normalize_features": False}
+    assert non_default("model", local.model, local.model_params) == {"classifier": "etf", "normalize_features": False}
     ft = cell(runs, setting="s=10", algorithm="FedDr+ FT")[0].spec
     assert ft.eval_mode == "both" and ft.finetune.loss == "method" and ft.finetune.epochs == 5
     assert all(p.spec.finetune.epochs == 1 for p in expand(recipe, scale="smoke", synthetic=True)

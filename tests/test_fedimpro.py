@@ -20,6 +20,7 @@ from fedbench.errors import ConfigError
 from fedbench.models import build_model
 from fedbench.recipe import expand, load_recipe
 from fedbench.spec import RunSpec
+from fedbench.resolve import non_default
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 BASE = {"dataset": "digits", "model": "digits_cnn", "model_params": {"width": 8, "hidden": 32},
@@ -220,7 +221,7 @@ def test_table1_recipe_matches_the_paper_setting():
     assert (s3.local_epochs, s3.rounds, s3.num_clients, s3.clients_per_round) == (5, 400, 10, 5)
     s4 = by[("CIFAR-100", "a=0.1 E=1 M=100", "fedavg")]
     assert (s4.model, s4.rounds, s4.num_clients, s4.clients_per_round) == ("resnet50", 1000, 100, 10)
-    assert by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset_params == {"image_size": 32, "normalize": False}
+    assert non_default("dataset", by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset, by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset_params) == {"image_size": 32, "normalize": False}
     assert all(s.optimizer.momentum == 0 and s.optimizer.weight_decay == 1e-4 and s.batch_size == 128
                for s in by.values())
 

@@ -22,8 +22,9 @@ def test_expansion_is_matrix_times_seeds(write_recipe):
 def test_per_value_override_applies_only_to_its_value(write_recipe):
     runs = expand(load_recipe(write_recipe()))
     by_alg = {r.labels["algorithm"]: r.spec for r in runs if r.spec.seed == 0}
-    assert by_alg["fedprox"].algorithm_params == {"mu": 0.01}
-    assert by_alg["fedavg"].algorithm_params == {}
+    # specs hold every parameter, defaults filled in (fedbench.resolve)
+    assert by_alg["fedprox"].algorithm_params == {"mu": 0.01, "regularizers": []}
+    assert by_alg["fedavg"].algorithm_params == {"regularizers": []}
     assert by_alg["fedavg"].model_params == {"hidden": 32}
 
 
@@ -60,10 +61,11 @@ partition = [
     runs = expand(load_recipe(write_recipe(text)))
     assert len(runs) == 8
     iid = [r for r in runs if r.labels["partition"] == "iid"]
-    assert all(r.spec.partition == "iid" and r.spec.partition_params == {} for r in iid)
+    assert all(r.spec.partition == "iid" and r.spec.partition_params == {} for r in iid)   # iid has no parameters
     dirichlet = [r for r in runs if r.labels["partition"] == "dir0.1"]
     # partition_params merge deeply: alpha replaced, min_size kept from the setup
-    assert all(r.spec.partition_params == {"alpha": 0.1, "min_size": 5} for r in dirichlet)
+    assert all(r.spec.partition_params == {"alpha": 0.1, "min_size": 5, "balance": False, "max_tries": 1000}
+               for r in dirichlet)
 
 
 def test_cli_style_overrides_change_spec_and_hash(write_recipe):
@@ -72,7 +74,7 @@ def test_cli_style_overrides_change_spec_and_hash(write_recipe):
     changed = expand(recipe, seeds=[0], only={"algorithm": "fedprox"},
                      overrides=assignments_to_dict(["rounds=5", "algorithm_params.mu=0"]))
     assert len(base) == len(changed) == 1
-    assert changed[0].spec.rounds == 5 and changed[0].spec.algorithm_params == {"mu": 0}
+    assert changed[0].spec.rounds == 5 and changed[0].spec.algorithm_params["mu"] == 0
     assert changed[0].spec_hash != base[0].spec_hash
     assert changed[0].labels == base[0].labels
 
@@ -145,8 +147,8 @@ def test_spec_hash_is_stable_and_canonical():
     d = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1.0})
     assert c.spec_hash == d.spec_hash
     assert a.spec_hash != RunSpec(**{**a.model_dump(), "seed": 1}).spec_hash
-    # Pinned: a change here silently orphans every registry; bump deliberately if the spec changes.
-    assert c.canonical_json().startswith('{"algorithm":"fedavg","algorithm_params":{}')
+    # Pinned: a change here silently orphans every registry; change it only with a registry migration.
+    assert c.canonical_json().startswith('{"algorithm":"fedavg","algorithm_params":{"regularizers":[]}')
     assert len(a.spec_hash) == 16
 
 

@@ -32,7 +32,7 @@ def static_input_shape(name: str, params: dict[str, Any] | None = None) -> tuple
     loader's image-size parameter (``image_size``, MedMNIST's ``size``) applied to (C, H, W) images."""
     shape = tuple(dataset_meta(name).input_shape)
     params = params or {}
-    size = params.get("image_size", params.get("size"))
+    size = params.get("image_size") or params.get("size")
     if len(shape) == 3 and isinstance(size, int) and not isinstance(size, bool):
         shape = (shape[0], size, size)
     return shape
@@ -68,8 +68,10 @@ def load_dataset(
     A cache written by ``fedbench datasets prepare`` for the same parameters is memory-mapped instead of
     parsing the source files again (``use_prepared=False`` ignores it).
     """
+    from fedbench.resolve import resolve_params
+
     loader = DATASETS.get(name)
-    check_params(name, loader, params, {"root", "verify"}, "dataset")
+    params = resolve_params("dataset", name, params)   # defaults filled in: one cache key however they were spelled
     dataset_root = data_root(root) / name
     if use_prepared:
         from fedbench.data.cache import load_prepared

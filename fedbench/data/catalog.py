@@ -219,6 +219,9 @@ def prepare_dataset(name: str, root: str | os.PathLike | None = None, verify: bo
     from fedbench.data.cache import save_prepared
 
     start = time.perf_counter()
+    from fedbench.resolve import resolve_params
+
+    params = resolve_params("dataset", name, params)   # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)
     folder = save_prepared(arrays, data_root(root) / name, params)
     size = sum(f.stat().st_size for f in folder.iterdir())

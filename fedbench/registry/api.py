@@ -19,7 +19,8 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, Prog
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
-from fedbench.registry.tables import Base, RoundRow, RunRow
+from fedbench.registry import schema
+from fedbench.registry.tables import RoundRow, RunRow
 
 CLAIMABLE = ("pending", "failed", "interrupted")
 FINISHED = ("done", "diverged")
@@ -74,14 +75,13 @@ class Registry:
         attempts = 5
         for attempt in range(attempts):
             try:
-                Base.metadata.create_all(self.engine)
-                _add_missing_columns(self.engine)
+                schema.upgrade(self.engine, self.checkpoint_dir if self.is_sqlite else None)
                 break
             except (OperationalError, ProgrammingError) as exc:
-                # Two workers opening a new registry at once both see no tables and both CREATE: the loser
-                # gets "already exists", or with SQLite "database is locked" (its read transaction cannot
-                # become a write one once the other has written; SQLite does not wait in that case), and
-                # simply looks again.
+                # Two workers opening a new registry at once: the file lock serialises them on one machine, but
+                # SQLite may still answer "database is locked" at once when a read transaction cannot become a
+                # write one (it does not wait in that case), and PostgreSQL "already exists" between servers'
+                # clients: the loser simply looks again.
                 message = str(exc.orig).lower()
                 if attempt < attempts - 1 and any(s in message for s in ("already exists", "duplicate", "locked")):
                     time.sleep(0.1 * (attempt + 1))
@@ -271,22 +271,6 @@ class Registry:
 
     def curve(self, run_id: int) -> list[RoundRow]:
         return self.curves([run_id])[run_id]
-
-
-def _add_missing_columns(engine: Engine) -> None:
-    """Forward-migrate a registry written by an older fedbench: add the (nullable) columns it lacks."""
-    from sqlalchemy import inspect, text
-
-    inspector = inspect(engine)
-    for table in Base.metadata.sorted_tables:
-        present = {c["name"] for c in inspector.get_columns(table.name)}
-        missing = [c for c in table.columns if c.name not in present]
-        if not missing:
-            continue
-        with engine.begin() as connection:
-            for column in missing:
-                kind = column.type.compile(dialect=engine.dialect)
-                connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -1,0 +1,11 @@
+"""Alembic environment for the fedbench registry. Migrations run on the connection fedbench hands over
+(``fedbench.registry.schema.upgrade``); there is no alembic.ini and no offline mode."""
+
+from alembic import context
+
+from fedbench.registry.tables import Base
+
+connection = context.config.attributes["connection"]
+context.configure(connection=connection, target_metadata=Base.metadata, render_as_batch=True)
+with context.begin_transaction():
+    context.run_migrations()

@@ -1,0 +1,111 @@
+"""Resolve a plug-in's parameters: the recipe's values with every default filled in.
+
+A RunSpec stores its ``algorithm_params``, ``dataset_params``, ``model_params`` and ``partition_params``
+resolved, so the spec (and its hash) says everything that determines the curve: changing a default
+(FedTrip's ``mu``, Dirichlet's ``min_size``) changes the hash of every run that relied on it, and a
+recipe that spells a default out compiles to the same run as one that leaves it implicit.
+
+Algorithms declare parameters as pydantic models (``Algorithm.Params``); datasets, models and
+partitioners as keyword arguments with defaults. A parameter added later, whose default keeps the old
+behaviour, is marked ``Annotated[..., HashNeutral(old_value)]`` on the field itself: while it holds that
+value it is left out of the canonical JSON, so existing spec hashes stay valid (``fedbench.spec``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from fedbench.errors import ConfigError
+from fedbench.spec import HashNeutral, PLUGIN_KINDS, neutral_fields
+
+# Arguments the engine supplies itself: not parameters a recipe may set.
+ENGINE_ARGUMENTS: dict[str, frozenset[str]] = {
+    "dataset": frozenset({"root", "verify"}),
+    "model": frozenset({"num_classes", "input_shape"}),
+    "partition": frozenset({"labels", "groups", "num_clients", "rng"}),
+}
+_WHAT = {"dataset": "dataset", "model": "model", "partition": "partitioner"}
+
+
+def _registry(kind: str):
+    if kind == "algorithm":
+        from fedbench.algorithms import ALGORITHMS
+        return ALGORITHMS
+    if kind == "dataset":
+        from fedbench.data import DATASETS
+        return DATASETS
+    if kind == "model":
+        from fedbench.models import MODELS
+        return MODELS
+    from fedbench.data.partition import PARTITIONERS
+    return PARTITIONERS
+
+
+@lru_cache(maxsize=None)
+def _signature(kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(defaults, hash-neutral values) of a function plug-in's recipe parameters."""
+    fn = _registry(kind).get(name)
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:   # an annotation that cannot be evaluated: no HashNeutral markers on it
+        hints = {}
+    defaults: dict[str, Any] = {}
+    neutral: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.name in ENGINE_ARGUMENTS[kind] or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        defaults[param.name] = param.default
+        for marker in getattr(hints.get(param.name), "__metadata__", ()):
+            if isinstance(marker, HashNeutral):
+                neutral[param.name] = marker.value
+    return defaults, neutral
+
+
+def _json(value: Any) -> Any:
+    """Defaults as the canonical JSON would hold them (tuples as lists), so a resolved dict round-trips."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    return value
+
+
+def resolve_params(kind: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with every default of plug-in ``name`` filled in; an unknown or missing parameter is a
+    ConfigError naming it (an unknown plug-in name an UnknownNameError with close matches)."""
+    if kind == "algorithm":
+        from fedbench.algorithms import validate_algorithm_params
+
+        return validate_algorithm_params(name, params).model_dump(mode="json")
+    defaults, _ = _signature(kind, name)
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise ConfigError(f"{_WHAT[kind]} {name!r} has no parameter(s) {', '.join(unknown)}; "
+                          f"accepted: {', '.join(sorted(defaults)) or 'none'}")
+    missing = sorted(k for k, v in defaults.items() if v is inspect.Parameter.empty and k not in params)
+    if missing:
+        raise ConfigError(f"{_WHAT[kind]} {name!r} needs {kind}_params.{missing[0]}")
+    return {key: _json(params[key] if key in params else default) for key, default in defaults.items()}
+
+
+def non_default(kind: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of a resolved dict that differ from the plug-in's defaults (what a recipe changed)."""
+    defaults = resolve_params(kind, name, {})
+    return {key: value for key, value in params.items() if key not in defaults or defaults[key] != value}
+
+
+def neutral_params(kind: str, name: str) -> dict[str, Any]:
+    """The plug-in's parameters marked ``HashNeutral`` and the value at which each is left out of the hash."""
+    if kind == "algorithm":
+        return neutral_fields(_registry(kind).get(name).Params)
+    return _signature(kind, name)[1]
+
+
+__all__ = ["PLUGIN_KINDS", "ENGINE_ARGUMENTS", "resolve_params", "non_default", "neutral_params"]
