@@ -362,3 +362,26 @@ def test_report_modules_import_without_a_circle():
 
     for name in graph:
         visit(name, ())
+
+
+# ------------------------------------------------------------------------------------------ older registries
+def test_a_registry_written_by_fedbench_0_1_0_reads_through_the_catalogue(tmp_path):
+    """The catalogue needs no new rounds column: a 0.1.0 registry's rounds table has exactly the catalogue's
+    fields, and every run of it reads through run_details and metric_value."""
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript((ROOT / "tests" / "fixtures" / "registry_v0.1.0.sql").read_text())
+        stored = [row[1] for row in connection.execute("PRAGMA table_info(rounds)") if row[1] != "run_id"]
+    assert stored == list(ROUND_FIELDS)
+    registry = Registry(f"sqlite:///{path}")
+    runs = registry.runs()
+    assert runs
+    for run in runs:
+        details = run_details(registry, run.id)
+        assert len(details["curve"]) == len(registry.curve(run.id))
+        for entry in details["curve"]:
+            assert tuple(entry) == CURVE_FIELDS
+        if run.status == "done":   # evaluated: some curve metric has values (test_acc, or personal_* alone)
+            assert any(metric_curve(registry.curve(run.id), name) for name in CURVE_METRICS), run.id
