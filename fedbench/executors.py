@@ -21,6 +21,7 @@ import torch
 
 from fedbench.engine import run as run_engine
 from fedbench.errors import FedbenchError
+from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
 from fedbench.provenance import provenance
 from fedbench.recipe import PlannedRun
@@ -124,7 +125,7 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
         return "failed"
     info = dict(provenance(device), data=result.info)
     registry.set_provenance(run_id, info)
-    curve = [(r.round, r.test_acc) for r in registry.curve(run_id) if r.test_acc is not None]
+    curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(
         run_id, result.status, summary=summarize(curve, planned.targets), error=result.message,
         diverged_round=result.diverged_round, wall_seconds=time.perf_counter() - began,

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fedbench.errors import ConfigError, FedbenchError, RecipeError, UnknownNameError
+from fedbench.metric_catalog import CURVE_METRICS
 from fedbench.spec import SETUP_KEYS, RunSpec
 
 # Keys a setup may hold that do not change a run's result, so they are not part of the spec hash.
@@ -26,9 +27,6 @@ RUN_META_KEYS = ("targets",)
 SPEC_SETUP_KEYS = tuple(k for k in SETUP_KEYS if k not in ("seed", "scale", "synthetic"))
 FIGURES = ("best", "final", "last_k_mean", "best_round", "rounds_to_target", "total_bytes_to_target",
            "gflops_to_target", "value_at_round", "wall_seconds", "val_selected")
-CURVE_METRICS = ("test_acc", "test_loss", "train_loss", "personal_mean", "personal_weighted_mean",
-                 "personal_val_mean", "finetune_mean", "finetune_weighted_mean",
-                 "personal_auc", "personal_balanced_accuracy", "personal_dice", "personal_iou", "personal_hausdorff")
 
 
 class _Strict(BaseModel):

@@ -43,6 +43,9 @@ class RunRow(Base):
 
 
 class RoundRow(Base):
+    """One round of a run's curve. Its columns (run_id aside) are the catalogue's ROUND_FIELDS
+    (fedbench/metric_catalog.py: meaning and unit of each); tests/test_metric_catalog.py keeps them equal."""
+
     __tablename__ = "rounds"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)

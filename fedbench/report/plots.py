@@ -7,9 +7,38 @@ from pathlib import Path
 
 import numpy as np
 
+from fedbench.metric_catalog import axis_label, display_factor, metric_curve
 from fedbench.metrics import ema
-from fedbench.recipe import Recipe, TableView, expand
+from fedbench.recipe import Recipe, TableView
 from fedbench.registry import Registry
+from fedbench.report.render import figure_name
+from fedbench.report.table import build_table, planned_for_view
+
+Curve = list[tuple[int, float]]
+
+
+def curve_series(recipe: Recipe, view: TableView, registry: Registry, scale: str = "full",
+                 synthetic: bool = False) -> dict[str, dict[str, list[Curve]]]:
+    """What the curve plots of a view draw: {figure: {line: [one curve per seed]}}, values in the unit the
+    view's table shows (×100 for a fraction metric when ``percent``), read through the metric catalogue."""
+    planned = planned_for_view(recipe, view, scale, synthetic)
+    runs = {r.spec_hash: r for r in registry.runs(spec_hashes=[p.spec_hash for p in planned]) if r.status in ("done", "diverged")}
+    curves = registry.curves([r.id for r in runs.values()])
+    factor = display_factor(view.metric, view.percent)
+    by_row: dict[str, dict[str, list[Curve]]] = {}
+    for p in planned:
+        if p.spec_hash not in runs:
+            continue
+        # pseudo-axes of a table ("round", "client") are not run labels: a curve spans all rounds (and is the
+        # metric itself, e.g. the mean over clients)
+        row = " / ".join(p.labels[k] for k in view.rows if k in p.labels)
+        column = " / ".join(p.labels[k] for k in view.columns if k in p.labels)
+        if view.plot_by == "columns":   # one figure per column value, a line per row value
+            row, column = column, row
+        curve = [(r, v * factor) for r, v in metric_curve(curves[runs[p.spec_hash].id], view.metric)]
+        if curve:   # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
+            by_row.setdefault(row, {}).setdefault(column, []).append(curve)
+    return by_row
 
 
 def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Path, scale: str = "full",
@@ -24,22 +53,7 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
     if view.plot == "box":
         return _box_plots(recipe, view, registry, out_dir, scale, synthetic, plt)
     smoothing = smoothing or view.smoothing
-    planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
-    runs = {r.spec_hash: r for r in registry.runs(spec_hashes=[p.spec_hash for p in planned]) if r.status in ("done", "diverged")}
-    curves = registry.curves([r.id for r in runs.values()])
-    factor = 100.0 if view.percent and view.metric.startswith(("test_acc", "personal")) else 1.0
-    by_row: dict[str, dict[str, list[list[tuple[int, float]]]]] = {}
-    for p in planned:
-        if p.spec_hash not in runs:
-            continue
-        # pseudo-axes of a table ("round", "client") are not run labels: a curve spans all rounds
-        row = " / ".join(p.labels[k] for k in view.rows if k in p.labels)
-        column = " / ".join(p.labels[k] for k in view.columns if k in p.labels)
-        if view.plot_by == "columns":   # one figure per column value, a line per row value
-            row, column = column, row
-        curve = [(x.round, getattr(x, view.metric) * factor) for x in curves[runs[p.spec_hash].id]
-                 if getattr(x, view.metric) is not None]
-        by_row.setdefault(row, {}).setdefault(column, []).append(curve)
+    by_row = curve_series(recipe, view, registry, scale, synthetic)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for row, columns in by_row.items():
@@ -56,7 +70,7 @@ def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Pat
         if target is not None and view.figure in ("rounds_to_target", "gflops_to_target", "total_bytes_to_target"):
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xlabel("round")
-        ax.set_ylabel(view.metric + (" (%)" if factor == 100 else ""))
+        ax.set_ylabel(axis_label(view.metric, view.percent))
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.legend(fontsize=8)
         written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}"))
@@ -74,9 +88,6 @@ def _save(fig, plt, out_dir: Path, stem: str) -> Path:
 
 def _box_plots(recipe, view, registry, out_dir: Path, scale: str, synthetic: bool, plt) -> list[Path]:
     """One box per column of the per-seed figure values (FedTrip Fig. 6: final accuracy over trials)."""
-    from fedbench.report.render import figure_name
-    from fedbench.report.table import build_table
-
     table = build_table(recipe, view, registry, scale=scale, synthetic=synthetic)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -88,7 +99,7 @@ def _box_plots(recipe, view, registry, out_dir: Path, scale: str, synthetic: boo
         data = [[v for v in table.cells[(row, c)].values if v is not None] for c in columns]
         ax.boxplot(data)
         ax.set_xticks(range(1, len(columns) + 1), columns)
-        ax.set_ylabel(figure_name(view) + (" (%)" if table.unit == "%" else ""))
+        ax.set_ylabel(figure_name(view) + (f" ({table.unit})" if table.unit else ""))
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.tick_params(axis="x", rotation=30)
         written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}_box"))

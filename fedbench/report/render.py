@@ -12,7 +12,8 @@ import io
 import json
 from typing import Any
 
-from fedbench.report.table import Cell, Table
+from fedbench.metric_catalog import display_unit
+from fedbench.report.cells import Cell, Table
 
 FORMATS = ("rich", "markdown", "latex", "csv", "json", "html")
 
@@ -95,7 +96,7 @@ def notes(table: Table) -> list[str]:
     view = table.view
     agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
     published = "; paper value and Δ = ours − paper" if any(c.published is not None for c in cells) else ""
-    out.append(f"cell: {figure_name(view)} {view.metric}{' (%)' if table.unit == '%' else ''}, {agg}{published}.")
+    out.append(f"cell: {figure_name(view)} {view.metric}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
     if view.ratio_to:
         out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
     if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
@@ -104,7 +105,8 @@ def notes(table: Table) -> list[str]:
 
 
 def figure_name(view) -> str:
-    target = f"{view.target:g}{'%' if view.percent else ''}" if view.target is not None else "target"
+    unit = display_unit(view.metric, view.percent)
+    target = f"{view.target:g}{'' if unit in ('', '%') else ' '}{unit}" if view.target is not None else "target"
     return {"best": "best", "final": "final", "last_k_mean": f"mean of last {view.k} evaluations",
             "best_round": "round of best", "rounds_to_target": f"rounds to {target}",
             "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds",

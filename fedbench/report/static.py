@@ -5,7 +5,7 @@ methods' declared attaching operations."""
 from __future__ import annotations
 
 from fedbench.recipe import Recipe, TableView
-from fedbench.report.table import Cell, Table
+from fedbench.report.cells import Cell, Table
 
 MODEL_COLUMNS = ("Communication (MB)", "Params (M)", "MFLOPs")
 OVERHEAD_COLUMNS = ("Computation overhead (MFLOPs/round)", "Communication overhead (MB/round)")

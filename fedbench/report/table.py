@@ -7,87 +7,22 @@ published value beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from fedbench import metrics
+from fedbench.metric_catalog import METRICS, VALIDATION_METRIC, display_factor, display_unit, metric_curve
 from fedbench.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.registry import Registry
-from fedbench.spec import EVAL_METRICS, RunSpec
+from fedbench.report.cells import Cell, Table
+from fedbench.report.static import build_static_table
+from fedbench.spec import RunSpec
 
-ACCURACY_METRICS = ("test_acc", "personal_mean", "personal_weighted_mean", "personal_val_mean", "finetune_mean",
-                    "finetune_weighted_mean", "personal_auc", "personal_balanced_accuracy", "personal_dice",
-                    "personal_iou")
-ACCURACY_FIGURES = ("best", "final", "last_k_mean", "val_selected")
+__all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
 
-
-@dataclass
-class Cell:
-    row: str
-    column: str
-    labels: dict[str, str]
-    expected: int                      # seeds the recipe asks for
-    n: int = 0                         # finished runs found
-    values: list[float | None] = field(default_factory=list)   # per seed (None: target not reached)
-    seeds: list[int] = field(default_factory=list)
-    mean: float | None = None
-    std: float | None = None
-    not_reached: int = 0               # rounds_to_target: seeds that never reached the target
-    rounds_limit: int | None = None    # for ">R" display
-    diverged: int = 0
-    published: float | str | None = None
-    published_std: float | None = None
-    synthetic_available: int = 0       # synthetic runs exist for a real-data report
-    ratio: float | None = None         # mean ÷ the reference cell's mean (view.ratio_to)
-    published_ratio: float | None = None
-    static: bool = False               # an analytic value, not a summary of runs
-
-    @property
-    def partial(self) -> bool:
-        return 0 < self.n < self.expected
-
-    @property
-    def difference(self) -> float | None:
-        if self.mean is None or not isinstance(self.published, (int, float)):
-            return None
-        return self.mean - float(self.published)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "row": self.row, "column": self.column, "labels": self.labels, "n": self.n, "expected": self.expected,
-            "mean": self.mean, "std": self.std, "values": self.values, "seeds": self.seeds,
-            "not_reached": self.not_reached, "diverged": self.diverged, "published": self.published,
-            "published_std": self.published_std, "difference": self.difference, "partial": self.partial,
-            "ratio": self.ratio, "published_ratio": self.published_ratio, "static": self.static,
-        }
-
-
-@dataclass
-class Table:
-    recipe: str
-    paper: str
-    view: TableView
-    scale: str
-    synthetic: bool
-    rows: list[str]
-    columns: list[str]
-    cells: dict[tuple[str, str], Cell]
-    unit: str
-
-    @property
-    def title(self) -> str:
-        return self.view.title or f"{self.recipe}: {self.view.name}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "paper": self.paper, "recipe": self.recipe, "table": self.view.name, "title": self.title,
-            "caption": self.view.caption, "figure": self.view.figure, "metric": self.view.metric,
-            "target": self.view.target, "summary": self.view.summary, "unit": self.unit, "scale": self.scale,
-            "synthetic": self.synthetic, "rows": self.rows, "columns": self.columns,
-            "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
-        }
+# Figures whose value is the metric's own value at some round (so in the metric's displayed unit).
+METRIC_VALUED_FIGURES = ("best", "final", "last_k_mean", "value_at_round", "val_selected")
 
 
 def _key(labels: dict[str, str], keys: list[str]) -> str:
@@ -95,7 +30,7 @@ def _key(labels: dict[str, str], keys: list[str]) -> str:
 
 
 def _scale_factor(view: TableView) -> float:
-    return 100.0 if view.percent and view.metric in ACCURACY_METRICS else 1.0
+    return display_factor(view.metric, view.percent)
 
 
 def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float:
@@ -123,55 +58,40 @@ def figure_of(view: TableView, curve: list[tuple[int, float]], rows: list | None
     factor = _scale_factor(view)
     target = view.target if target is None else target
     scaled = [(r, v * factor) for r, v in curve]
+    # "best" and "reaching the target" follow the metric's direction: the lowest loss, the first round at or
+    # below a loss target. The figures below work on a curve where higher is better (negated for a loss).
+    sign = 1.0 if METRICS[view.metric].higher_is_better else -1.0
+    oriented = scaled if sign > 0 else [(r, -v) for r, v in scaled]
+
+    def reached() -> int | None:
+        return None if target is None else metrics.rounds_to_target(oriented, sign * target, view.target_rule)
+
     if view.figure == "best":
-        return metrics.best(scaled)
+        top = metrics.best(oriented)
+        return None if top is None else sign * top
     if view.figure == "final":
         return metrics.final(scaled)
     if view.figure == "last_k_mean":
         return metrics.last_k_mean(scaled, view.k)
     if view.figure == "best_round":
-        return metrics.best_round(scaled)
+        return metrics.best_round(oriented)
     if view.figure == "rounds_to_target":
-        return metrics.rounds_to_target(scaled, target, view.target_rule)
+        return reached()
     if view.figure == "value_at_round":
         return metrics.value_at_round(scaled, view.at_round)
     if view.figure == "gflops_to_target":
-        reached = metrics.rounds_to_target(scaled, target, view.target_rule)
-        return None if reached is None or cost is None else reached * cost / 1e9
+        rounds = reached()
+        return None if rounds is None or cost is None else rounds * cost / 1e9
     if view.figure == "total_bytes_to_target":
-        reached = metrics.rounds_to_target(scaled, target, view.target_rule)
-        if reached is None or rows is None:
+        rounds = reached()
+        if rounds is None or rows is None:
             return None
-        return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= reached))
+        return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= rounds))
     if view.figure == "wall_seconds":
         return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
     if view.figure == "val_selected":   # LG-Mix: the value at the round with the best mean validation accuracy
-        selector = [(x.round, x.personal_val_mean) for x in rows or [] if x.personal_val_mean is not None]
-        return metrics.value_at_best(scaled, selector)
+        return metrics.value_at_best(scaled, metric_curve(rows or [], VALIDATION_METRIC))
     raise ValueError(view.figure)
-
-
-# Per-client source of each personal metric, for the "client" pseudo-axis (TableView.clients).
-PER_CLIENT = {"personal_mean": "personal_per_client", "personal_weighted_mean": "personal_per_client",
-              "personal_val_mean": "personal_val_per_client", "finetune_mean": "finetune_per_client",
-              "finetune_weighted_mean": "finetune_per_client"}
-
-
-def metric_value(row, metric: str, client: int | None = None) -> float | None:
-    """A round's value of ``metric``; of one client's when ``client`` is set. ``personal_<m>`` for the
-    extra metrics (AUC, Dice, ...) is the mean over the clients that have a value."""
-    if metric.removeprefix("personal_") in EVAL_METRICS:
-        values = (row.personal_metrics or {}).get(metric.removeprefix("personal_"))
-        if not values:
-            return None
-        if client is not None:
-            return values[client] if client < len(values) else None
-        known = [v for v in values if v is not None]
-        return float(np.mean(known)) if known else None
-    if client is None or metric not in PER_CLIENT:
-        return getattr(row, metric)
-    values = getattr(row, PER_CLIENT[metric])
-    return values[client] if values and client < len(values) else None
 
 
 def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
@@ -193,17 +113,18 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
             for p in planned for r in view.at_rounds]
 
 
+def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False) -> list[PlannedRun]:
+    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes)."""
+    planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+    return [p for p in planned if all(p.labels.get(k) == v for k, v in view.where.items())]
+
+
 def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str = "full",
                 synthetic: bool = False) -> Table:
     if view.kind != "runs":
-        from fedbench.report.static import build_static_table
-
         return build_static_table(recipe, view)
-    def selected(planned_runs: list[PlannedRun]) -> list[PlannedRun]:   # TableView.where
-        return [p for p in planned_runs if all(p.labels.get(k) == v for k, v in view.where.items())]
-
-    planned = _with_rounds(view, _with_clients(view, selected(expand(recipe, scale=scale, synthetic=synthetic, check=False))))
-    other = _with_rounds(view, _with_clients(view, selected(expand(recipe, scale=scale, synthetic=not synthetic, check=False)))) \
+    planned = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, synthetic)))
+    other = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, not synthetic))) \
         if not synthetic else []
     found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
     finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")]
@@ -235,7 +156,7 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
                 continue
             round_rows = curves[run.id]
             client = p.extra.get("client_index")
-            curve = [(x.round, v) for x in round_rows if (v := metric_value(x, view.metric, client)) is not None]
+            curve = metric_curve(round_rows, view.metric, client)
             cell.n += 1
             cell.diverged += run.status == "diverged"
             cell.rounds_limit = p.spec.rounds
@@ -255,7 +176,7 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
         cells[(r, c)] = cell
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
-    unit = "%" if _scale_factor(view) == 100.0 and view.figure in ACCURACY_FIGURES else ""
+    unit = display_unit(view.metric, view.percent) if view.figure in METRIC_VALUED_FIGURES else ""
     return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit)
 
 

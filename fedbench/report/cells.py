@@ -1,0 +1,79 @@
+"""What a rendered table is made of: ``Cell`` (ours beside the paper's value) and ``Table``.
+
+Shared by the run tables (``table.py``) and the analytic tables (``static.py``) and read by the renderers,
+so neither builder imports the other's module for these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedbench.recipe import TableView
+
+
+@dataclass
+class Cell:
+    row: str
+    column: str
+    labels: dict[str, str]
+    expected: int                      # seeds the recipe asks for
+    n: int = 0                         # finished runs found
+    values: list[float | None] = field(default_factory=list)   # per seed (None: target not reached)
+    seeds: list[int] = field(default_factory=list)
+    mean: float | None = None
+    std: float | None = None
+    not_reached: int = 0               # rounds_to_target: seeds that never reached the target
+    rounds_limit: int | None = None    # for ">R" display
+    diverged: int = 0
+    published: float | str | None = None
+    published_std: float | None = None
+    synthetic_available: int = 0       # synthetic runs exist for a real-data report
+    ratio: float | None = None         # mean ÷ the reference cell's mean (view.ratio_to)
+    published_ratio: float | None = None
+    static: bool = False               # an analytic value, not a summary of runs
+
+    @property
+    def partial(self) -> bool:
+        return 0 < self.n < self.expected
+
+    @property
+    def difference(self) -> float | None:
+        if self.mean is None or not isinstance(self.published, (int, float)):
+            return None
+        return self.mean - float(self.published)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "row": self.row, "column": self.column, "labels": self.labels, "n": self.n, "expected": self.expected,
+            "mean": self.mean, "std": self.std, "values": self.values, "seeds": self.seeds,
+            "not_reached": self.not_reached, "diverged": self.diverged, "published": self.published,
+            "published_std": self.published_std, "difference": self.difference, "partial": self.partial,
+            "ratio": self.ratio, "published_ratio": self.published_ratio, "static": self.static,
+        }
+
+
+@dataclass
+class Table:
+    recipe: str
+    paper: str
+    view: TableView
+    scale: str
+    synthetic: bool
+    rows: list[str]
+    columns: list[str]
+    cells: dict[tuple[str, str], Cell]
+    unit: str
+
+    @property
+    def title(self) -> str:
+        return self.view.title or f"{self.recipe}: {self.view.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "paper": self.paper, "recipe": self.recipe, "table": self.view.name, "title": self.title,
+            "caption": self.view.caption, "figure": self.view.figure, "metric": self.view.metric,
+            "target": self.view.target, "summary": self.view.summary, "unit": self.unit, "scale": self.scale,
+            "synthetic": self.synthetic, "rows": self.rows, "columns": self.columns,
+            "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
+        }
