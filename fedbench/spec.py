@@ -112,7 +112,7 @@ class FinetuneSpec(_Strict):
         return OptimizerSpec(name=self.optimizer, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
 
 
-EVAL_METRICS = ("auc", "balanced_accuracy", "dice", "iou", "hausdorff")
+from fedbench.metric_catalog import EVAL_METRICS  # noqa: E402  (the per-client metrics a spec may ask for)
 # parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
     "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),
