@@ -38,8 +38,13 @@ def parse_assignments(items: Iterable[str], option: str) -> dict[str, Any]:
     return dict(parse_assignment(item, option) for item in items)
 
 
-def nested_assignments(items: Iterable[str], option: str, allowed: Collection[str] | None = None,
-                       listed: Collection[str] | None = None, what: str = "key") -> dict[str, Any]:
+def nested_assignments(
+    items: Iterable[str],
+    option: str,
+    allowed: Collection[str] | None = None,
+    listed: Collection[str] | None = None,
+    what: str = "key",
+) -> dict[str, Any]:
     """Dotted ``a.b.c=VALUE`` → ``{"a": {"b": {"c": value}}}``; a first part not in ``allowed`` is an error
     naming ``listed`` (default: ``allowed``) as the valid ones."""
     out: dict[str, Any] = {}

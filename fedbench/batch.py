@@ -17,19 +17,27 @@ from fedbench.errors import FedbenchError
 from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 
-FINISHED = ("done", "diverged")   # statuses a re-run skips unless forced
+FINISHED = ("done", "diverged")  # statuses a re-run skips unless forced
 
 
-def plan_runs(recipes: Sequence[str | Path], *, scale: str = "full", seeds: list[int] | None = None,
-              only: dict[str, set[str]] | None = None, overrides: dict[str, Any] | None = None,
-              synthetic: bool = False, device: str = "auto") -> list[PlannedRun]:
+def plan_runs(
+    recipes: Sequence[str | Path],
+    *,
+    scale: str = "full",
+    seeds: list[int] | None = None,
+    only: dict[str, set[str]] | None = None,
+    overrides: dict[str, Any] | None = None,
+    synthetic: bool = False,
+    device: str = "auto",
+) -> list[PlannedRun]:
     """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
     keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
     from fedbench.executors import resolve_device
     from fedbench.recipe import compile_recipes
 
-    planned = compile_recipes(list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides,
-                              synthetic=synthetic)
+    planned = compile_recipes(
+        list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
+    )
     resolve_device(device)
     if not planned and only:
         raise FedbenchError("no runs match: check --only filters against the recipe's labels")
@@ -42,27 +50,28 @@ class DryRunRow:
     labels: dict[str, str]
     seed: int
     rounds: int
-    status: str   # the registry's status, or "new"
+    status: str  # the registry's status, or "new"
 
 
 def dry_run(planned: list[PlannedRun], registry_url: str | None) -> list[DryRunRow]:
     """Each planned run with its registry status ("new" if absent); reads the registry only if it exists."""
     statuses = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
-    return [DryRunRow(p.spec_hash, p.labels, p.spec.seed, p.spec.rounds, statuses.get(p.spec_hash, "new"))
-            for p in planned]
+    return [
+        DryRunRow(p.spec_hash, p.labels, p.spec.seed, p.spec.rounds, statuses.get(p.spec_hash, "new")) for p in planned
+    ]
 
 
 @dataclass(frozen=True)
 class FailedRun:
     spec_hash: str
     labels: dict[str, str]
-    error: str   # the last line of the stored error
+    error: str  # the last line of the stored error
 
 
 @dataclass(frozen=True)
 class Outcome:
     registry_url: str
-    counts: dict[str, int]   # status → number of the batch's runs, sorted by status
+    counts: dict[str, int]  # status → number of the batch's runs, sorted by status
     failed: list[FailedRun]
 
 
@@ -85,8 +94,13 @@ class Batch:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``."""
         from fedbench.executors import ExecutionOptions, execute
 
-        options = ExecutionOptions(registry_url=self.store.url, device=self.device, data_root=self.data_root,
-                                   verify=self.verify, threads=self.threads)
+        options = ExecutionOptions(
+            registry_url=self.store.url,
+            device=self.device,
+            data_root=self.data_root,
+            verify=self.verify,
+            threads=self.threads,
+        )
         execute(self.todo, options, jobs, on_event)
 
     def outcome(self) -> Outcome:
@@ -104,8 +118,16 @@ class Batch:
         return Outcome(self.store.url, dict(sorted(counts.items())), failures)
 
 
-def prepare_batch(planned: list[PlannedRun], registry_url: str | None, *, data_root: str | Path | None = None,
-                  verify: bool = True, force: bool = False, device: str = "auto", threads: int = 1) -> Batch:
+def prepare_batch(
+    planned: list[PlannedRun],
+    registry_url: str | None,
+    *,
+    data_root: str | Path | None = None,
+    verify: bool = True,
+    force: bool = False,
+    device: str = "auto",
+    threads: int = 1,
+) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
     from fedbench.executors import preflight
@@ -121,8 +143,17 @@ def prepare_batch(planned: list[PlannedRun], registry_url: str | None, *, data_r
     if force and finished:
         store.reset_for_rerun(p.spec_hash for p in finished)
     todo = planned if force else [p for p in planned if statuses.get(p.spec_hash) not in FINISHED]
-    return Batch(planned, store, todo, rerun=finished if force else [], skipped=[] if force else finished,
-                 device=device, data_root=root, verify=verify, threads=threads)
+    return Batch(
+        planned,
+        store,
+        todo,
+        rerun=finished if force else [],
+        skipped=[] if force else finished,
+        device=device,
+        data_root=root,
+        verify=verify,
+        threads=threads,
+    )
 
 
 __all__ = ["plan_runs", "dry_run", "DryRunRow", "prepare_batch", "Batch", "Outcome", "FailedRun"]

@@ -18,8 +18,14 @@ def algorithm_entries() -> list[dict[str, Any]]:
         cls: Any = ALGORITHMS.get(name)
         params = {k: f.default for k, f in cls.Params.model_fields.items()}
         doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
-        entries.append({"name": name, "params": params, "papers": list(ALGORITHMS.info(name).get("papers", ())),
-                        "description": doc[0] if doc else ""})
+        entries.append(
+            {
+                "name": name,
+                "params": params,
+                "papers": list(ALGORITHMS.info(name).get("papers", ())),
+                "description": doc[0] if doc else "",
+            }
+        )
     return entries
 
 

@@ -27,8 +27,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 RESUME_HINT = "interrupted: finished rounds are saved; run the same command again to resume"
 
-RegistryOption: Any = typer.Option(None, "--registry", help="SQLAlchemy URL of the run registry "
-                                   "[default: $FEDBENCH_REGISTRY or sqlite:///registry/fedbench.db]")
+RegistryOption: Any = typer.Option(
+    None,
+    "--registry",
+    help="SQLAlchemy URL of the run registry [default: $FEDBENCH_REGISTRY or sqlite:///registry/fedbench.db]",
+)
 
 
 @overload
@@ -72,5 +75,14 @@ def labels_text(labels: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (labels or {}).items())
 
 
-__all__ = ["console", "err_console", "user_errors", "fail", "print_json", "labels_text", "RegistryOption",
-           "parse_assignments", "label_filters"]
+__all__ = [
+    "console",
+    "err_console",
+    "user_errors",
+    "fail",
+    "print_json",
+    "labels_text",
+    "RegistryOption",
+    "parse_assignments",
+    "label_filters",
+]

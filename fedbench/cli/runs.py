@@ -22,9 +22,7 @@ def _number(value: float | None, digits: int = 4) -> str:
 @user_errors
 def runs(
     paper: str | None = typer.Option(None, "--paper", help="Only runs of this paper."),
-    status: str | None = typer.Option(
-        None, "--status", help="pending, running, done, diverged, failed, interrupted."
-    ),
+    status: str | None = typer.Option(None, "--status", help="pending, running, done, diverged, failed, interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (see docs/cli.md)."),
     registry: str | None = RegistryOption,
 ) -> None:

@@ -82,7 +82,7 @@ def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip
             raise ConfigError(f"{what} {name!r}: parameter {key} = {value!r}: {message}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parameter_adapter(fn: Callable[..., Any], key: str) -> TypeAdapter[Any] | None:
     """A pydantic validator for ``fn``'s parameter ``key``, or None where the annotation is missing or not one
     pydantic can check (tensors, modules)."""
@@ -117,6 +117,18 @@ def load_dataset(
 
 
 # Register the built-in loaders and partitioners.
-from fedbench.data import digits, partition  # noqa: E402,F401
-from fedbench.data import cifar, medmnist, mnist, svhn  # noqa: E402,F401
-from fedbench.data import bci, camelyon17, covid, fedbn, femnist, pamap2, retinal  # noqa: E402,F401
+from fedbench.data import (  # noqa: E402,F401
+    bci,
+    camelyon17,
+    cifar,
+    covid,
+    digits,
+    fedbn,
+    femnist,
+    medmnist,
+    mnist,
+    pamap2,
+    partition,
+    retinal,
+    svhn,
+)

@@ -19,10 +19,22 @@ CURVE_COLUMNS = tuple(c.name for c in RoundRow.__table__.columns if c.name != "r
 def run_record(row: RunRow, curve: Sequence[RoundRow] | None = None) -> dict[str, Any]:
     """One run as the stable JSON object of ``runs --json``; with ``curve``, plus one entry per round."""
     data: dict[str, Any] = {
-        "id": row.id, "spec_hash": row.spec_hash, "paper": row.paper, "recipe": row.recipe, "labels": row.labels,
-        "status": row.status, "seed": row.seed, "scale": row.scale, "synthetic": row.synthetic,
-        "rounds_done": row.rounds_done, "diverged_round": row.diverged_round, "error": row.error,
-        "wall_seconds": row.wall_seconds, "summary": row.summary, "spec": row.spec, "provenance": row.provenance,
+        "id": row.id,
+        "spec_hash": row.spec_hash,
+        "paper": row.paper,
+        "recipe": row.recipe,
+        "labels": row.labels,
+        "status": row.status,
+        "seed": row.seed,
+        "scale": row.scale,
+        "synthetic": row.synthetic,
+        "rounds_done": row.rounds_done,
+        "diverged_round": row.diverged_round,
+        "error": row.error,
+        "wall_seconds": row.wall_seconds,
+        "summary": row.summary,
+        "spec": row.spec,
+        "provenance": row.provenance,
         "started_at": row.started_at.isoformat() if row.started_at else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }
@@ -31,7 +43,9 @@ def run_record(row: RunRow, curve: Sequence[RoundRow] | None = None) -> dict[str
     return data
 
 
-def run_list(registry_url: str | None, paper: str | None = None, status: str | None = None) -> list[dict[str, Any]] | None:
+def run_list(
+    registry_url: str | None, paper: str | None = None, status: str | None = None
+) -> list[dict[str, Any]] | None:
     """The registry's runs (optionally of one paper / in one status) as ``run_record``s; None when there is no
     registry at ``registry_url`` (it is not created)."""
     store = Registry.open_existing(registry_url)

@@ -27,7 +27,9 @@ def report_recipes(paper: str | None, recipe_paths: Sequence[str | Path], recipe
         matching = sorted((r for r in found if r.paper == paper), key=lambda r: (r.order, r.name))
         if not matching:
             papers = sorted({r.paper for r in found})
-            raise FedbenchError(f"--paper {paper!r}: no recipe in {folder}/ has paper = {paper!r}; papers: {', '.join(papers)}")
+            raise FedbenchError(
+                f"--paper {paper!r}: no recipe in {folder}/ has paper = {paper!r}; papers: {', '.join(papers)}"
+            )
         loaded += matching
     return loaded
 
@@ -46,8 +48,14 @@ def _views(recipe: Recipe, table: str | None) -> list[TableView]:
     return [recipe.table(table)] if table else list(recipe.tables)
 
 
-def build_tables(recipes: Iterable[Recipe], store: Registry | None, *, scale: str = "full", table: str | None = None,
-                 synthetic: bool = False) -> list[Table]:
+def build_tables(
+    recipes: Iterable[Recipe],
+    store: Registry | None,
+    *,
+    scale: str = "full",
+    table: str | None = None,
+    synthetic: bool = False,
+) -> list[Table]:
     """Every table view (or only ``table``) of ``recipes`` at ``scale``; recipes without that scale are left out,
     and no table at all is an error."""
     source: Any = store if store is not None else EmptyRegistry()
@@ -58,12 +66,21 @@ def build_tables(recipes: Iterable[Recipe], store: Registry | None, *, scale: st
         for view in _views(recipe, table):
             tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic))
     if not tables:
-        raise FedbenchError(f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)")
+        raise FedbenchError(
+            f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)"
+        )
     return tables
 
 
-def write_plots(recipes: Iterable[Recipe], store: Registry, folder: Path, *, scale: str = "full",
-                table: str | None = None, synthetic: bool = False) -> Iterator[Path]:
+def write_plots(
+    recipes: Iterable[Recipe],
+    store: Registry,
+    folder: Path,
+    *,
+    scale: str = "full",
+    table: str | None = None,
+    synthetic: bool = False,
+) -> Iterator[Path]:
     """Write accuracy-vs-round PNGs of every table view (or only ``table``) into ``folder``; yields each path
     as it is written."""
     from fedbench.report.plots import plot_table
