@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.errors import FedbenchError
-from fedbench.recipe import PlannedRun
+from fedbench.recipe import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 
 FINISHED = ("done", "diverged")  # statuses a re-run skips unless forced
@@ -32,8 +32,7 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
     keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
-    from fedbench.executors import resolve_device
-    from fedbench.recipe import compile_recipes
+    from fedbench.executors import resolve_device  # imports torch: only when runs are planned
 
     planned = compile_recipes(
         list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
