@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart test benchmark reproduce-all clean
+.PHONY: install install-dev quickstart lint test benchmark reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,13 @@ quickstart: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/quickstart.toml --jobs 2
 	$(BIN)/fedbench report --recipe recipes/quickstart.toml
 
-test: $(DEV_STAMP)
+# ruff (lint + format check) and mypy, configured in pyproject.toml (which files each one covers for now).
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest tests
 
 benchmark: $(INSTALL_STAMP)

@@ -71,7 +71,7 @@ def main() -> None:
                              ("shards", {"shards_per_client": 2}), ("orthogonal", {"clusters": 5}),
                              ("samples_per_client", {"samples_per_client": 600, "alpha": 0.5})):
             timed(f"partition {name} {params} × 100 clients",
-                  lambda: make_partition(name, labels, None, 100, np.random.default_rng(0), params))
+                  lambda name=name, params=params: make_partition(name, labels, None, 100, np.random.default_rng(0), params))
 
         def end_to_end():
             loaded = load_dataset("mnist", root, verify=False)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fedbench.assignments import nested_assignments, parse_assignment  # noqa: F401  (parse_assignment: re-export)
 from fedbench.errors import ConfigError, FedbenchError, RecipeError, UnknownNameError
 from fedbench.metric_catalog import CURVE_METRICS
 from fedbench.spec import SETUP_KEYS, RunSpec
@@ -315,31 +316,10 @@ def merge_setup(setup: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------- CLI values
-def parse_assignment(text: str, option: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` with VALUE read as a TOML value (numbers, booleans, lists) or else a string."""
-    if "=" not in text:
-        raise ConfigError(f"{option} {text!r}: expected KEY=VALUE, e.g. {option} rounds=5")
-    key, raw = text.split("=", 1)
-    key = key.strip()
-    try:
-        value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return key, value
-
-
 def assignments_to_dict(items: list[str], option: str = "--set") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, value = parse_assignment(item, option)
-        parts = key.split(".")
-        if parts[0] not in SPEC_SETUP_KEYS and parts[0] not in RUN_META_KEYS:
-            raise ConfigError(f"{option} {item!r}: unknown setup key {parts[0]!r}; valid keys: {', '.join(SPEC_SETUP_KEYS)}")
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-        node[parts[-1]] = value
-    return out
+    """``--set`` values: dotted setup keys, TOML values (the one parser in ``fedbench.assignments``)."""
+    return nested_assignments(items, option, allowed=SPEC_SETUP_KEYS + RUN_META_KEYS, listed=SPEC_SETUP_KEYS,
+                              what="setup key")
 
 
 # ---------------------------------------------------------------------------------------- expansion

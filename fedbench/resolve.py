@@ -84,11 +84,11 @@ def resolve_params(kind: str, name: str, params: dict[str, Any]) -> dict[str, An
         from fedbench.algorithms import validate_algorithm_params
 
         return validate_algorithm_params(name, params).model_dump(mode="json")
+    from fedbench.data import check_params
+
     defaults, _ = _signature(kind, name)
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise ConfigError(f"{_WHAT[kind]} {name!r} has no parameter(s) {', '.join(unknown)}; "
-                          f"accepted: {', '.join(sorted(defaults)) or 'none'}")
+    # names, and values against the annotations (strict, as TOML writes them)
+    check_params(name, _registry(kind).get(name), params, set(ENGINE_ARGUMENTS[kind]), _WHAT[kind])
     missing = sorted(k for k, v in defaults.items() if v is inspect.Parameter.empty and k not in params)
     if missing:
         raise ConfigError(f"{_WHAT[kind]} {name!r} needs {kind}_params.{missing[0]}")

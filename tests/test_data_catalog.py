@@ -123,7 +123,7 @@ def test_every_dataset_is_described(name):
 def cli():
     import typer
 
-    from fedbench.data.cli_commands import register_cli
+    from fedbench.cli.datasets import register_cli
 
     app = typer.Typer()
 

@@ -7,10 +7,16 @@ A loader is registered with its static metadata and has the signature
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 import os
+import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.errors import ConfigError
@@ -50,6 +56,8 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
 
 
 def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip: set[str], what: str) -> None:
+    """Every key of ``params`` is a parameter of ``fn`` (a loader, partitioner or model) and every value fits the
+    parameter's annotation (checked, not converted: the values stay as given); else ``ConfigError``."""
     allowed = set(inspect.signature(fn).parameters) - skip
     unknown = set(params) - allowed
     if unknown:
@@ -57,6 +65,32 @@ def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip
             f"{what} {name!r} has no parameter(s) {', '.join(sorted(unknown))}; "
             f"accepted: {', '.join(sorted(allowed)) or 'none'}"
         )
+    for key, value in params.items():
+        adapter = _parameter_adapter(fn, key)
+        if adapter is None:
+            continue
+        try:
+            as_json = json.dumps(value)
+        except (TypeError, ValueError):
+            continue   # a Python caller's own object (a path, an array): the callee checks it
+        try:
+            # strict JSON mode: the value must already be of the annotated type as TOML or JSON write it
+            # ("0.5" is not a float, 2.0 is not an int), since the callee receives it unconverted
+            adapter.validate_json(as_json, strict=True)
+        except ValidationError as exc:
+            message = exc.errors()[0]["msg"]
+            raise ConfigError(f"{what} {name!r}: parameter {key} = {value!r}: {message}") from None
+
+
+@functools.cache
+def _parameter_adapter(fn: Callable[..., Any], key: str) -> TypeAdapter[Any] | None:
+    """A pydantic validator for ``fn``'s parameter ``key``, or None where the annotation is missing or not one
+    pydantic can check (tensors, modules)."""
+    try:
+        hints = typing.get_type_hints(fn.__init__ if inspect.isclass(fn) else fn)
+        return TypeAdapter(hints[key]) if key in hints else None
+    except Exception:   # an unresolvable or arbitrary annotation: the callee checks its own value
+        return None
 
 
 def load_dataset(
@@ -85,6 +119,18 @@ def load_dataset(
 
 
 # Register the built-in loaders and partitioners.
-from fedbench.data import digits, partition  # noqa: E402,F401
-from fedbench.data import cifar, medmnist, mnist, svhn  # noqa: E402,F401
-from fedbench.data import bci, camelyon17, covid, fedbn, femnist, pamap2, retinal  # noqa: E402,F401
+from fedbench.data import (  # noqa: E402,F401
+    bci,
+    camelyon17,
+    cifar,
+    covid,
+    digits,
+    fedbn,
+    femnist,
+    medmnist,
+    mnist,
+    pamap2,
+    partition,
+    retinal,
+    svhn,
+)

@@ -18,7 +18,7 @@ import numpy as np
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import HALF3, IMAGENET, NONE3, with_normalization
-from fedbench.data.files import Source, missing_error, verify_files, FileSpec
+from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.data.images import read_images, resize_uint8, to_nchw
 from fedbench.errors import ConfigError, DataError
 

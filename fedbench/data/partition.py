@@ -9,7 +9,8 @@ with ``label_free=True`` (iid, natural) use no label values, so they also split 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -35,7 +35,7 @@ class TensorData:
     task: str = "classification"       # DatasetMeta.task; "segmentation": labels are float {0, 1} masks (N, C, H, W)
 
     @classmethod
-    def from_arrays(cls, arrays: DatasetArrays, device: torch.device) -> "TensorData":
+    def from_arrays(cls, arrays: DatasetArrays, device: torch.device) -> TensorData:
         meta = arrays.meta
         fill: torch.Tensor | float = 0.0
         if arrays.train_x.dtype == np.uint8 and meta.mean and len(meta.mean) == arrays.train_x.shape[1]:

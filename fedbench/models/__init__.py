@@ -45,7 +45,7 @@ def _check_switches(name: str, builder: Callable[..., Any], params: dict[str, An
 
 
 # Import the model families so that they register themselves.
-from fedbench.models import (  # noqa: F401
+from fedbench.models import (  # noqa: E402,F401
     alexnet,
     cnn,
     covidnet,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models.layers import MaxPool2d
-
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
+from fedbench.models.layers import MaxPool2d
 
 
 class AlexNetCifar(FedModel):

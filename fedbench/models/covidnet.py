@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models.layers import MaxPool2d
-
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
+from fedbench.models.layers import MaxPool2d
 
 
 def _conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int, groups: int = 1) -> list[nn.Module]:

@@ -7,10 +7,9 @@ from typing import ClassVar
 
 from torch import nn
 
-from fedbench.models.layers import MaxPool2d
-
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
+from fedbench.models.layers import MaxPool2d
 
 
 class DigitsMLP(FedModel):

@@ -12,11 +12,10 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
-from fedbench.models.layers import MaxPool2d
-
 from fedbench.errors import ConfigError
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
+from fedbench.models.layers import MaxPool2d
 
 
 def _block(in_channels: int, features: int) -> nn.Sequential:

@@ -7,13 +7,12 @@ from collections import OrderedDict
 from typing import ClassVar
 
 from torch import nn
-
-from fedbench.models.layers import MaxPool2d
 from torchvision.models.vgg import cfgs, make_layers
 
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
+from fedbench.models.layers import MaxPool2d
 
 
 class VGG11(FedModel):

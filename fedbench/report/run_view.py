@@ -45,6 +45,28 @@ def run_details(registry: Any, run: str | int) -> dict[str, Any]:
     return run_json(row, registry.curve(row.id))
 
 
+def run_list(registry_url: str | None, paper: str | None = None, status: str | None = None) -> list[dict[str, Any]] | None:
+    """What ``fedbench runs`` lists: the registry's runs (of one paper / in one status) as ``run_json`` objects;
+    None when there is no registry at ``registry_url`` (it is not created)."""
+    from fedbench.registry.api import Registry
+
+    store = Registry.open_existing(registry_url)
+    if store is None:
+        return None
+    return [run_json(row) for row in store.runs(paper=paper, status=status)]
+
+
+def show_run(registry_url: str | None, run: str) -> dict[str, Any]:
+    """What ``fedbench show RUN`` prints: ``run_details`` of the registry at ``registry_url`` (not created)."""
+    from fedbench.errors import RegistryError
+    from fedbench.registry.api import Registry
+
+    store = Registry.open_existing(registry_url)
+    if store is None:
+        raise RegistryError(f"no registry at {Registry.resolve_url(registry_url)}; run a recipe first")
+    return run_details(store, run)
+
+
 def curve_table(curve: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """The terminal table of ``fedbench show``: round, every catalogue metric the run recorded (a value in at
     least one round; values as stored: fractions, not %) and seconds per round."""

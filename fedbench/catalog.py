@@ -1,0 +1,42 @@
+"""The plug-in registries as plain data, for ``fedbench algorithms`` and ``fedbench models`` (tables or JSON).
+
+Data sets have their own listing in ``fedbench.data.catalog``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def algorithm_entries() -> list[dict[str, Any]]:
+    """Every registered FL method: name, hyperparameters with their defaults, papers, one-line description."""
+    from fedbench.algorithms import ALGORITHMS
+
+    entries = []
+    for name in ALGORITHMS.names():
+        cls: Any = ALGORITHMS.get(name)
+        params = {k: f.default for k, f in cls.Params.model_fields.items()}
+        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+        entries.append(
+            {
+                "name": name,
+                "params": params,
+                "papers": list(ALGORITHMS.info(name).get("papers", ())),
+                "description": doc[0] if doc else "",
+            }
+        )
+    return entries
+
+
+def model_entries(name: str | None = None, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Model cards (parameters, FLOPs per sample, input shape, classes, papers): of every registered model at its
+    paper configuration, or of ``name`` alone with ``overrides`` (``num_classes``, ``input_shape``, model parameters)."""
+    from fedbench.cost import model_card, model_cards
+
+    if not name:
+        return model_cards()
+    return [model_card(name, **(overrides or {}))]
+
+
+__all__ = ["algorithm_entries", "model_entries"]

@@ -1,0 +1,38 @@
+"""fedbench command line: one thin module per command group over library calls.
+
+``run`` (``cli/run.py``), ``report`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
+``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``). Each command parses its options, calls
+the library, prints. The package is the only code that prints for humans or exits; errors go through the one
+handler in ``cli/common.py``.
+
+Exit codes: 0 success, 2 user error (one line on stderr, nothing written to the registry),
+1 a run failed unexpectedly, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from fedbench.cli import catalog, datasets, report, run, runs
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    help="Reproduce the tables of published federated-learning papers: compile TOML recipes into runs, "
+    "train them, record them in a registry and render the paper's tables.",
+)
+app.command()(run.run)
+app.command()(report.report)
+app.command()(runs.runs)
+app.command()(runs.show)
+app.command()(catalog.algorithms)
+app.command()(catalog.models)
+datasets.register_cli(app)
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,164 @@
+"""The ``fedbench datasets`` command group: list, info, check, download, prepare (library: ``fedbench.data.catalog``).
+
+Output is a rich table or text, or JSON with ``--json``. ``--param KEY=VALUE`` takes TOML values, as ``run --set``
+does (``fedbench.assignments``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from fedbench.cli.common import console, parse_assignments, print_json, user_errors
+
+PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
+INTERRUPTED = "interrupted"
+DOWNLOAD_INTERRUPTED = "interrupted: partly downloaded files are kept; run the same command again to resume"
+
+DataDir: Any = typer.Option(None, "--data-dir", help="data root (default: $FEDBENCH_DATA or the user cache directory)")
+AsJson: Any = typer.Option(False, "--json", help="print JSON instead of a table")
+NoVerify: Any = typer.Option(False, "--no-verify", help="skip checksum verification")
+Params: Any = typer.Option(None, "--param", "-p", help=PARAM_HELP)
+
+app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", no_args_is_help=True)
+
+
+@app.command("list")
+@user_errors(interrupted=INTERRUPTED)
+def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+    """Every registered dataset: classes, input shape, natural groups, papers, and whether its files are present."""
+    from rich.table import Table
+
+    from fedbench.data.catalog import list_datasets
+
+    rows = list_datasets(data_dir)
+    if as_json:
+        print_json(rows, indent=1)
+        return
+    table = Table("dataset", "classes", "shape", "groups", "used by", "present")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            str(row["classes"]),
+            "×".join(map(str, row["shape"])),
+            row["groups"] or "",
+            ", ".join(row["used_by"]),
+            "[green]yes[/green]" if row["present"] else "[dim]no[/dim]",
+        )
+    console.print(table)
+
+
+@app.command("info")
+@user_errors(interrupted=INTERRUPTED)
+def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+    """Files needed, on-disk layout, checksums, licence and how to get the data."""
+    from fedbench.data.catalog import dataset_info
+
+    info = dataset_info(name, data_dir)
+    if as_json:
+        print_json(info, indent=1)
+        return
+    meta = info["meta"]
+    console.print(
+        f"[bold]{name}[/bold]: {meta['num_classes']} classes, input {tuple(meta['input_shape'])}, "
+        f"used by {', '.join(meta['used_by']) or '-'}"
+        + (f", groups = {meta['group_kind']}" if meta["group_kind"] else "")
+    )
+    console.print(f"folder:  {info['folder']} ({'present' if info['present'] else 'missing'})")
+    console.print(f"layout:  {info['layout']}")
+    console.print(f"get it:  {info['how_to_get']}")
+    if info["license"]:
+        console.print(f"licence: {info['license']}")
+    for entry in info["files"]:
+        mark = "[green]✓[/green]" if entry["present"] else "[red]✗[/red]"
+        console.print(f"  {mark} {entry['path']}  {entry['checksum'] or '(no published checksum)'}")
+    for item in info["downloads"]:
+        console.print(f"  download {item['url']} → {item['path']}" + (f"  md5 {item['md5']}" if item["md5"] else ""))
+    for note in info["notes"]:
+        console.print(f"  note: {note}")
+
+
+@app.command("check")
+@user_errors(interrupted=INTERRUPTED)
+def check_command(
+    name: str,
+    data_dir: str | None = DataDir,
+    no_verify: bool = NoVerify,
+    param: list[str] | None = Params,
+    as_json: bool = AsJson,
+) -> None:
+    """Verify checksums, load the data and print counts per split, class and group."""
+    from fedbench.data.catalog import check_dataset
+
+    params = parse_assignments(param or [], "--param")
+    report = check_dataset(name, data_dir, verify=not no_verify, **params)
+    if as_json:
+        print_json(report, indent=1)
+        return
+    console.print(
+        f"[bold]{name}[/bold]: {report['train']} train / {report['test']} test, "
+        f"shape {tuple(report['shape'])} {report['dtype']}, loaded in {report['seconds']} s"
+    )
+    console.print(f"verified: {report['verified']} ({report['verification']})")
+    if "counts_match" in report:
+        console.print(
+            f"official counts {tuple(report['expected_counts'])}: "
+            + ("[green]match[/green]" if report["counts_match"] else "[yellow]differ[/yellow]")
+        )
+    if "train_class_counts" in report:
+        console.print(f"train per class: {report['train_class_counts']}")
+    if "groups" in report:
+        shown = list(report["groups"].items())[:20]
+        console.print(
+            f"{len(report['groups'])} groups: "
+            + ", ".join(f"{k}={v}" for k, v in shown)
+            + (" …" if len(report["groups"]) > 20 else "")
+        )
+
+
+@app.command("download")
+@user_errors(interrupted=DOWNLOAD_INTERRUPTED)
+def download_command(name: str, data_dir: str | None = DataDir) -> None:
+    """Fetch the official files (resumable, checksum-verified) into the data root, laid out as unpacked."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
+
+    from fedbench.data.catalog import download_dataset
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn()
+    ) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(path: str, done: int, total: int | None) -> None:
+            if path not in tasks:
+                tasks[path] = bar.add_task(path, total=total)
+            bar.update(tasks[path], completed=done, total=total)
+
+        result = download_dataset(name, data_dir, progress)
+    console.print(
+        f"{name}: {len(result['fetched'])} fetched, {len(result['already_present'])} already present "
+        f"in {result['folder']}"
+    )
+
+
+@app.command("prepare")
+@user_errors(interrupted=INTERRUPTED)
+def prepare_command(
+    name: str, data_dir: str | None = DataDir, no_verify: bool = NoVerify, param: list[str] | None = Params
+) -> None:
+    """Decode the dataset once into a memory-mapped array cache that later runs load instantly."""
+    from fedbench.data.catalog import prepare_dataset
+
+    params = parse_assignments(param or [], "--param")
+    result = prepare_dataset(name, data_dir, verify=not no_verify, **params)
+    console.print(
+        f"{name}: {result['train']} train / {result['test']} test → {result['cache']} "
+        f"({result['bytes'] / 2**20:.1f} MiB, {result['seconds']} s)"
+    )
+
+
+def register_cli(parent: typer.Typer) -> typer.Typer:
+    """Add the ``datasets`` group to ``parent`` (the main app, or a test's own)."""
+    parent.add_typer(app, name="datasets")
+    return app

@@ -1,0 +1,184 @@
+"""``fedbench run``: compile recipes into runs and train those not done yet (library: ``fedbench.batch``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table as RichTable
+
+from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
+from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from fedbench.batch import Batch
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``--seeds 0,1,2``."""
+    if text is None:
+        return None
+    try:
+        return [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
+
+
+@user_errors
+def run(
+    recipes: list[Path] = typer.Argument(..., help="Recipe TOML files.", show_default=False),
+    scale: str = typer.Option(
+        "full", "--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting."
+    ),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds replacing the recipe's."),
+    only: list[str] = typer.Option(
+        [],
+        "--only",
+        help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives).",
+    ),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a setup key for every run, dotted for nested keys (repeatable)."
+    ),
+    synthetic: bool = typer.Option(
+        False, "--synthetic", help="Replace every dataset with generated stand-in data (smoke tests)."
+    ),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."
+    ),
+    threads: int = typer.Option(
+        1,
+        "--threads",
+        min=1,
+        help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is.",
+    ),
+    registry: str | None = RegistryOption,
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."
+    ),
+    no_verify: bool = typer.Option(
+        False, "--no-verify", help="Skip data checksum verification (recorded as unverified)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Re-run specs that are already done."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Print the compiled runs and whether they are done; train nothing."
+    ),
+) -> None:
+    """Compile recipes into runs and train the ones not done yet.
+
+    Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
+    `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5`
+    """
+    from fedbench import batch
+    from fedbench.recipe import assignments_to_dict
+
+    planned = batch.plan_runs(
+        recipes,
+        scale=scale,
+        seeds=parse_seeds(seeds),
+        only=label_filters(only, "--only"),
+        overrides=assignments_to_dict(set_, "--set"),
+        synthetic=synthetic,
+        device=device,
+    )
+    if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
+        names = " ".join(f"--recipe {r}" for r in recipes)
+        console.print(
+            f"nothing to train: these recipes define no runs; `fedbench report {names}` renders their tables",
+            soft_wrap=True,
+        )
+        return
+    if dry_run:
+        rows = batch.dry_run(planned, registry)
+        table = RichTable(title=f"{len(rows)} runs")
+        for column in ("spec_hash", "labels", "seed", "rounds", "status"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(row.spec_hash, labels_text(row.labels), str(row.seed), str(row.rounds), row.status)
+        console.print(table)
+        return
+
+    work = batch.prepare_batch(
+        planned,
+        registry,
+        data_root=data_dir,
+        verify=not no_verify,
+        force=force,
+        device=device,
+        threads=threads,
+    )
+    if work.rerun:
+        console.print(f"--force: re-running {len(work.rerun)} finished run(s)")
+    elif work.skipped:
+        console.print(f"{len(work.skipped)} of {len(planned)} runs already done (skipped; --force re-runs them)")
+    if work.todo:
+        train_with_progress(work, jobs)
+    outcome = work.outcome()
+    counts = ", ".join(f"{n} {status}" for status, n in outcome.counts.items())
+    console.print(f"registry: {counts}  ({outcome.registry_url})")
+    for failed in outcome.failed:
+        err_console.print(f"[red]failed[/red] {failed.spec_hash} {escape(str(failed.labels))}: {escape(failed.error)}")
+    if outcome.failed:
+        raise typer.Exit(1)
+
+
+def train_with_progress(work: Batch, jobs: int) -> None:
+    """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run."""
+    todo = work.todo
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+    label_of = {p.spec_hash: ", ".join(f"{v}" for v in p.labels.values()) + f" seed {p.spec.seed}" for p in todo}
+    rounds_of = {p.spec_hash: p.spec.rounds for p in todo}
+    with progress:
+        # The overall bar counts rounds (its time-left estimate follows the rounds actually trained); its
+        # status counts runs.
+        overall = progress.add_task("rounds", total=sum(rounds_of.values()), status=f"0/{len(todo)} runs")
+        current: dict[str, TaskID] = {}
+        counted: dict[str, int] = {}  # rounds of each run already added to the overall bar
+        finished = 0
+
+        def count_rounds(key: str, upto: int) -> None:
+            progress.advance(overall, max(0, upto - counted.get(key, 0)))
+            counted[key] = max(upto, counted.get(key, 0))
+
+        def on_event(event: dict[str, Any]) -> None:
+            nonlocal finished
+            key = str(event.get("spec_hash"))
+            if event["kind"] == "start":
+                current[key] = progress.add_task(f"  {label_of.get(key, key)}", total=event["rounds"], status="")
+            elif event["kind"] == "round" and key in current:
+                acc = event.get("test_acc")
+                status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event['seconds']:.2f} s/round"
+                progress.update(current[key], completed=event["round"], status=status)
+                count_rounds(key, event["round"])
+            elif event["kind"] == "end":
+                if key in current:
+                    progress.remove_task(current.pop(key))
+                count_rounds(key, rounds_of.get(key, 0))
+                finished += 1
+                progress.update(overall, status=f"{finished}/{len(todo)} runs")
+                if event["status"] != "done":
+                    error = event.get("error") or ""
+                    progress.console.print(f"  {escape(label_of.get(key, key))}: {event['status']} {escape(error)}")
+
+        work.train(jobs, on_event)

@@ -1,0 +1,95 @@
+"""What ``fedbench report`` renders: the recipes asked for, their tables from the registry, their plots.
+
+``report_recipes`` finds the recipes (files, or every recipe of a paper), ``build_tables`` builds the tables
+(from an empty registry when there is none yet), ``write_plots`` writes the accuracy-vs-round PNGs. Rendering
+to a format is ``fedbench.report.render``; printing and writing the rendered text belong to the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from fedbench.errors import FedbenchError
+from fedbench.recipe import Recipe, TableView, load_recipe
+from fedbench.registry import Registry
+from fedbench.report.table import Table, build_table
+
+
+def report_recipes(paper: str | None, recipe_paths: Sequence[str | Path], recipes_dir: str | Path) -> list[Recipe]:
+    """The recipe files given, then every recipe in ``recipes_dir`` whose ``paper`` is ``paper`` (in the
+    paper's order)."""
+    loaded = [load_recipe(p) for p in recipe_paths]
+    if paper:
+        folder = Path(recipes_dir)
+        found = [load_recipe(p) for p in sorted(folder.glob("*.toml"))]
+        matching = sorted((r for r in found if r.paper == paper), key=lambda r: (r.order, r.name))
+        if not matching:
+            papers = sorted({r.paper for r in found})
+            raise FedbenchError(
+                f"--paper {paper!r}: no recipe in {folder}/ has paper = {paper!r}; papers: {', '.join(papers)}"
+            )
+        loaded += matching
+    return loaded
+
+
+class EmptyRegistry:
+    """Stands in for a registry that does not exist yet: tables show the published numbers and no runs."""
+
+    def runs(self, **_: Any) -> list[Any]:
+        return []
+
+    def curves(self, ids: Iterable[int]) -> dict[int, list[Any]]:
+        return {}
+
+
+def _views(recipe: Recipe, table: str | None) -> list[TableView]:
+    return [recipe.table(table)] if table else list(recipe.tables)
+
+
+def build_tables(
+    recipes: Iterable[Recipe],
+    store: Registry | None,
+    *,
+    scale: str = "full",
+    table: str | None = None,
+    synthetic: bool = False,
+) -> list[Table]:
+    """Every table view (or only ``table``) of ``recipes`` at ``scale``; recipes without that scale are left out,
+    and no table at all is an error."""
+    source: Any = store if store is not None else EmptyRegistry()
+    tables = []
+    for recipe in recipes:
+        if recipe.setup and scale not in recipe.scale_names():
+            continue
+        for view in _views(recipe, table):
+            tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic))
+    if not tables:
+        raise FedbenchError(
+            f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)"
+        )
+    return tables
+
+
+def write_plots(
+    recipes: Iterable[Recipe],
+    store: Registry,
+    folder: Path,
+    *,
+    scale: str = "full",
+    table: str | None = None,
+    synthetic: bool = False,
+) -> Iterator[Path]:
+    """Write accuracy-vs-round PNGs of every table view (or only ``table``) into ``folder``; yields each path
+    as it is written."""
+    from fedbench.report.plots import plot_table
+
+    for recipe in recipes:
+        if scale not in recipe.scale_names():
+            continue
+        for view in _views(recipe, table):
+            yield from plot_table(recipe, view, store, folder, scale=scale, synthetic=synthetic)
+
+
+__all__ = ["report_recipes", "build_tables", "write_plots", "EmptyRegistry"]
