@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import inspect
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
 
 from fedbench.errors import ConfigError
-from fedbench.spec import HashNeutral, PLUGIN_KINDS, neutral_fields
+from fedbench.spec import PLUGIN_KINDS, HashNeutral, neutral_fields
 
 # Arguments the engine supplies itself: not parameters a recipe may set.
 ENGINE_ARGUMENTS: dict[str, frozenset[str]] = {
@@ -46,7 +46,7 @@ def _registry(kind: str):
     return PARTITIONERS
 
 
-@lru_cache(maxsize=None)
+@cache
 def _signature(kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(defaults, hash-neutral values) of a function plug-in's recipe parameters."""
     fn = _registry(kind).get(name)

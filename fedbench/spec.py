@@ -113,6 +113,7 @@ class FinetuneSpec(_Strict):
 
 
 from fedbench.metric_catalog import EVAL_METRICS  # noqa: E402  (the per-client metrics a spec may ask for)
+
 # parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
     "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),

@@ -18,9 +18,9 @@ from fedbench.algorithms.base import ClientUpdate, weighted_average
 from fedbench.algorithms.fednova import normalizing_factor
 from fedbench.data.store import TensorData
 from fedbench.engine.context import ServerState, SpareModels
+from fedbench.errors import ConfigError
 
 pytestmark = pytest.mark.usefixtures("linear_model")
-from fedbench.errors import ConfigError
 
 BASELINES = ("scaffold", "feddyn", "moon", "fedntd", "fednova", "slowmo", "fedexp", "fedbabu", "spherefed",
              "fedetf", "dot_regression")

@@ -37,8 +37,8 @@ from fedbench.errors import ConfigError
 from fedbench.recipe import expand, load_recipe
 from fedbench.registry import Registry
 from fedbench.report.table import build_table
-from fedbench.spec import RunSpec
 from fedbench.resolve import non_default
+from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 FEDDR_PLUS = {"regularizers": [{"name": "fd", "weight": 0.1}]}

@@ -19,8 +19,8 @@ from fedbench.engine.context import ClientContext, ServerState
 from fedbench.errors import ConfigError
 from fedbench.models import build_model
 from fedbench.recipe import expand, load_recipe
-from fedbench.spec import RunSpec
 from fedbench.resolve import non_default
+from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 BASE = {"dataset": "digits", "model": "digits_cnn", "model_params": {"width": 8, "hidden": 32},

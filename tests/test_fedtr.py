@@ -15,8 +15,8 @@ from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import ClientContext, ServerState
 from fedbench.recipe import expand, load_recipe
-from fedbench.spec import RunSpec
 from fedbench.resolve import non_default
+from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",

@@ -17,8 +17,8 @@ from fedbench.engine.context import ClientContext, ServerState
 from fedbench.metrics import rounds_to_target
 from fedbench.recipe import expand, load_recipe
 from fedbench.report.table import cost_per_round_flops
-from fedbench.spec import RunSpec
 from fedbench.resolve import non_default
+from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 BASE = dict(dataset="digits", model="digits_mlp", model_params={"hidden": 16}, partition="dirichlet",

@@ -58,7 +58,7 @@ def test_changing_any_dataset_model_or_partition_default_changes_the_hash(monkey
 def test_changing_any_algorithm_default_changes_the_hash(monkeypatch, name):
     cls = ALGORITHMS.get(name)
     before = RunSpec(**{**BASE, "algorithm": name, "algorithm_params": {}})
-    for field, info in cls.Params.model_fields.items():
+    for field in cls.Params.model_fields:
         if field == "regularizers":
             continue
         value = before.algorithm_params[field]

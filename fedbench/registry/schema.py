@@ -11,9 +11,9 @@ you may need to go back.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 from alembic import command
 from alembic.config import Config

@@ -39,7 +39,7 @@ def resolve_v0_1_0(spec: dict[str, Any], defaults: dict[str, dict[str, dict[str,
 
     spec = dict(spec)
     for kind in PLUGIN_KINDS:
-        name = spec.get(kind, "iid" if kind == "partition" else None)
+        name = str(spec.get(kind, "iid" if kind == "partition" else ""))
         old_defaults = defaults[kind].get(name, {})
         spec[f"{kind}_params"] = {**old_defaults, **(spec.get(f"{kind}_params") or {})}
     return RunSpec(**spec)
