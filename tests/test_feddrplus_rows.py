@@ -32,7 +32,8 @@ from fedbench.cli import app
 from fedbench.data.store import TensorData
 from fedbench.engine import personal
 from fedbench.engine.context import SpareModels
-from fedbench.engine.loop import RoundRecord, init_model, prepare_data, run
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import RoundRecord, init_model, run
 from fedbench.errors import ConfigError
 from fedbench.recipe import expand, load_recipe
 from fedbench.registry import Registry

@@ -15,7 +15,8 @@ from fedbench import metrics
 from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import load_weights
-from fedbench.engine.loop import init_model, prepare_data
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import init_model
 from fedbench.spec import RunSpec
 
 DEVICE = torch.device("cpu")

@@ -16,21 +16,12 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
-from fedbench.data import dataset_meta, load_dataset
-from fedbench.data.partition import (
-    PARTITIONERS,
-    class_matched_test_sets,
-    make_partition,
-    natural_test_sets,
-    partition_fingerprint,
-)
-from fedbench.data.store import TensorData
-from fedbench.data.synthetic import synthetic_dataset
+from fedbench.data.federated import ArraysCache, FederatedData, prepare_data
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
-from fedbench.errors import ConfigError, RunDiverged
+from fedbench.errors import RunDiverged
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng, torch_generator
 from fedbench.spec import RunSpec
@@ -72,103 +63,6 @@ class RunResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class FederatedData:
-    tensors: TensorData
-    client_train: list[torch.Tensor]
-    client_test: list[torch.Tensor]
-    num_classes: int
-    input_shape: tuple[int, ...]
-    info: dict[str, Any]
-    client_val: list[torch.Tensor] = field(default_factory=list)   # per-client validation splits (may be empty)
-    client_test_from_test: bool = False   # client_test indexes the global test set (spec.client_test != "split")
-
-    def client_test_data(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A client's test inputs and labels: from the training pool (``client_test = split``) or the global test set."""
-        index = self.client_test[client]
-        if self.client_test_from_test:
-            return self.tensors.test_x[index], self.tensors.test_y[index]
-        return self.tensors.train_x[index], self.tensors.train_y[index]
-
-
-_ARRAYS_CACHE: dict[str, Any] = {}
-
-
-def load_arrays(spec: RunSpec, data_root: str | Path | None = None, verify: bool = True):
-    """The run's data set as arrays; the last one loaded stays cached in the process, since a
-    recipe's runs usually share it. Synthetic stand-ins depend on the dataset (and its ``image_size``) only,
-    not on the run seed, so every run of a table sees the same stand-in data, as it would a real data set."""
-    key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, str(data_root), verify))
-    if key not in _ARRAYS_CACHE:
-        _ARRAYS_CACHE.clear()
-        if spec.synthetic:
-            _ARRAYS_CACHE[key] = synthetic_dataset(spec.dataset, image_size=spec.dataset_params.get("image_size"))
-        else:
-            _ARRAYS_CACHE[key] = load_dataset(spec.dataset, data_root, verify=verify, **spec.dataset_params)
-    return _ARRAYS_CACHE[key]
-
-
-def partition_clients(spec: RunSpec, arrays) -> list[np.ndarray]:
-    if arrays.meta.task != "classification" and not PARTITIONERS.info(spec.partition).get("label_free"):
-        raise ConfigError(
-            f"partition {spec.partition!r} splits by class labels, but dataset {spec.dataset!r} is a {arrays.meta.task} "
-            "task whose labels are masks; use partition 'natural' (one site per client) or 'iid'"
-        )
-    return make_partition(
-        spec.partition, arrays.train_y, arrays.train_groups, spec.num_clients,
-        numpy_rng(spec.seed, "partition"), dict(spec.partition_params),
-    )
-
-
-def client_test_sets(spec: RunSpec, arrays, train_parts: list[np.ndarray]) -> list[np.ndarray]:
-    """Per-client test sets drawn from the global test set (``spec.client_test``), as indices into test_x/test_y:
-    ``class_matched`` follows each client's training class counts (FedDr+ §2.3: sharding's ``rand_set_all`` with
-    ``disjoint = true``, LDA's ``lda_test`` with ``disjoint = false``); ``natural`` gives each client the test
-    samples of its natural group (site, hospital, domain)."""
-    if spec.client_test == "natural":
-        if arrays.train_groups is None or arrays.test_groups is None:
-            raise ConfigError(f"client_test = 'natural' needs a dataset with natural groups in train and test; "
-                              f"{spec.dataset!r} has none")
-        return natural_test_sets(train_parts, arrays.train_groups, arrays.test_groups)
-    if arrays.meta.task != "classification":
-        raise ConfigError(f"client_test = 'class_matched' matches class labels, but dataset {spec.dataset!r} is a "
-                          f"{arrays.meta.task} task; use client_test 'natural' or 'split'")
-    return class_matched_test_sets(train_parts, arrays.train_y, arrays.test_y, numpy_rng(spec.seed, "client-test"),
-                                   **spec.client_test_params)
-
-
-def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | None = None,
-                 verify: bool = True) -> FederatedData:
-    """Load (or synthesise) the data set, partition the training pool, move everything to ``device``."""
-    arrays = load_arrays(spec, data_root, verify)
-    parts = partition_clients(spec, arrays)
-    client_train, client_test, client_val, train_parts = [], [], [], []
-    for client, part in enumerate(parts):
-        if spec.client_test_fraction > 0 or spec.client_val_fraction > 0:
-            # test first, then validation, from one shuffle: adding a validation split keeps the test split
-            shuffled = numpy_rng(spec.seed, "client-split", client).permutation(part)
-            n_test = int(round(len(part) * spec.client_test_fraction))
-            n_val = int(round(len(part) * spec.client_val_fraction))
-            train_part, test_part = np.sort(shuffled[n_test + n_val:]), np.sort(shuffled[:n_test])
-            val_part = np.sort(shuffled[n_test: n_test + n_val])
-        else:
-            train_part, test_part, val_part = part, part[:0], part[:0]
-        train_parts.append(train_part)
-        client_train.append(torch.from_numpy(train_part).to(device))
-        client_test.append(torch.from_numpy(test_part).to(device))
-        client_val.append(torch.from_numpy(val_part).to(device))
-    if spec.client_test != "split":
-        client_test = [torch.from_numpy(t).to(device) for t in client_test_sets(spec, arrays, train_parts)]
-    info = dict(arrays.info)
-    info["partition_fingerprint"] = partition_fingerprint(parts)
-    info["client_sizes"] = [len(p) for p in parts]
-    return FederatedData(
-        TensorData.from_arrays(arrays, device), client_train, client_test,
-        arrays.meta.num_classes, tuple(arrays.meta.input_shape), info, client_val,
-        client_test_from_test=spec.client_test != "split",
-    )
-
-
 def client_schedule(spec: RunSpec) -> list[list[int]]:
     """The clients of every round, drawn up front from the run's sampling stream (uniform without
     replacement), so every algorithm in a table sees the same clients in the same order."""
@@ -200,12 +94,14 @@ def run(
     on_round: Callable[[RoundRecord], None] | None = None,
     stop_after_round: int | None = None,
     verify: bool = True,
+    arrays: ArraysCache | None = None,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
-    interruption (tests) by returning early with status ``interrupted``."""
+    interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
+    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
-    data = prepare_data(spec, device, data_root, verify)
+    data = prepare_data(spec, device, data_root, verify, arrays)
     schedule = client_schedule(spec)
     model = init_model(spec, data.num_classes, data.input_shape, device)
     num_params = sum(p.numel() for p in model.parameters())
