@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import torch
 from torch import nn
 
+from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
 from fedbench.spec import RunSpec
 
@@ -98,11 +99,11 @@ class ClientContext:
         )
 
     def steps_per_epoch(self) -> int:
-        size, batch = self.num_samples, self.spec.batch_size
-        return max(1, size // batch) if self.spec.drop_last else -(-size // batch)
+        return steps_per_epoch(self.num_samples, self.spec.batch_size, self.spec.drop_last)
 
     def planned_steps(self) -> int:
-        return self.spec.local_steps or self.spec.local_epochs * self.steps_per_epoch()
+        """The round's local steps (``fedbench.cost.local_steps_per_round``, the formula cost figures use too)."""
+        return spec_steps_per_round(self.spec, self.num_samples)
 
     def batches(self, indices: torch.Tensor | None = None, epochs: int | None = None,
                 steps: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -115,9 +116,9 @@ class ClientContext:
         if steps is not None:
             remaining = steps if size else 0
         elif epochs is not None:
-            remaining = epochs * (max(1, size // batch) if self.spec.drop_last else -(-size // batch))
+            remaining = epochs * steps_per_epoch(size, batch, self.spec.drop_last)
         else:
-            remaining = self.planned_steps()
+            remaining = self.planned_steps() if size else 0
         while remaining > 0:
             order = indices[torch.randperm(size, generator=self.generator, device=indices.device)]
             stop = size - size % batch if self.spec.drop_last and size >= batch else size
