@@ -19,14 +19,13 @@ ld and fd terms that ``objective`` adds to the method's own ``loss``, so any met
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
-from fedbench.engine.context import ClientContext, ServerState
+from fedbench.engine.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
 from fedbench.losses import task_loss
 from fedbench.spec import RunSpec
 
@@ -46,19 +45,6 @@ class NoParams(BaseModel):
         return value
 
 
-@dataclass
-class ClientUpdate:
-    """What a client sends back after local training."""
-
-    client_id: int
-    params: torch.Tensor                       # flat trained parameters w_k
-    buffers: dict[str, torch.Tensor]           # BatchNorm running statistics etc.
-    num_samples: int                           # |D_k| (training samples of the client)
-    num_steps: int                             # local optimizer steps taken (FedNova's tau_k)
-    train_loss: float                          # mean training loss over the local steps
-    extra: dict[str, Any] = field(default_factory=dict)   # method-specific upload (e.g. delta c_i)
-
-
 class Algorithm:
     """FedAvg (McMahan et al., 2017): sample-weighted averaging of locally trained models."""
 
@@ -66,14 +52,16 @@ class Algorithm:
 
     def __init__(self, params: BaseModel):
         self.params = params
-        # The run's spec, recorded when a client trains (every round trains before it aggregates), so
-        # server hooks can read N, the optimizer and the lr schedule.
+        # The run's spec, bound once by ``bind_model``: server hooks read N, the optimizer and the lr schedule
+        # from it. Client hooks read ``ctx.spec`` (fine-tuning trains under a spec of its own).
         self.spec: RunSpec | None = None
 
     # ---------------------------------------------------------------- server side
     def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
-        """Called once by the engine, before ``init_server``, with the run's spec and initialised model, for
-        methods whose state is shaped by the model (FedImpro's per-class feature statistics at a split)."""
+        """Called once by the engine, before ``init_server``, with the run's spec and initialised model: binds the
+        spec, and builds state shaped by the model (FedImpro's per-class feature statistics at a split) or checks
+        that the model suits the method (a fixed classifier). Overrides call ``super().bind_model``."""
+        self.spec = spec
 
     def init_server(self, server: ServerState) -> None:
         """Create server state (control variates, momentum, ...) in ``server.state``."""
@@ -153,7 +141,6 @@ class Algorithm:
         """After local training; may update ``ctx.state`` and add to ``update.extra``."""
 
     def local_train(self, ctx: ClientContext) -> ClientUpdate:
-        self.spec = ctx.spec
         model = ctx.model
         model.train()
         self.begin_local(ctx)   # before the optimizer, so that parameters frozen here are left out of it

@@ -40,7 +40,6 @@ class FedRep(PartialPersonalization):
         return [(head, ctx.batches(epochs=head_epochs)), (body, ctx.batches(epochs=self.params.body_epochs))]
 
     def local_train(self, ctx):
-        self.spec = ctx.spec
         ctx.model.train()
         self.begin_local(ctx)
         for names, batches in self.phases(ctx):

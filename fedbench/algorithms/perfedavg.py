@@ -26,7 +26,6 @@ class PerFedAvg(Algorithm):
     Params = PerFedAvgParams
 
     def local_train(self, ctx):
-        self.spec = ctx.spec
         model = ctx.model
         model.train()
         self.begin_local(ctx)

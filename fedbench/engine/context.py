@@ -1,19 +1,35 @@
-"""State the engine hands to algorithms: the server's state and a client's training context."""
+"""What the engine and the algorithms exchange: the server's state, a client's context (``ClientContext``), what a
+client sends back (``ClientUpdate``), and the run's state (``RunState``) whose ``client_context`` factory builds
+every client context the engine hands to an algorithm hook (training, personalised evaluation, fine-tuning)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Literal
 
 import torch
 from torch import nn
 
 from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
+from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
 if TYPE_CHECKING:
-    from fedbench.algorithms.base import ClientUpdate
+    from fedbench.data.federated import FederatedData
+
+
+@dataclass
+class ClientUpdate:
+    """What a client sends back after local training."""
+
+    client_id: int
+    params: torch.Tensor                       # flat trained parameters w_k
+    buffers: dict[str, torch.Tensor]           # BatchNorm running statistics etc.
+    num_samples: int                           # |D_k| (training samples of the client)
+    num_steps: int                             # local optimizer steps taken (FedNova's tau_k)
+    train_loss: float                          # mean training loss over the local steps
+    extra: dict[str, Any] = field(default_factory=dict)   # method-specific upload (e.g. delta c_i)
 
 
 @dataclass
@@ -173,9 +189,7 @@ class ClientContext:
     def current_buffers(self) -> dict[str, torch.Tensor]:
         return {name: b.detach().clone() for name, b in self.model.named_buffers()}
 
-    def make_update(self) -> "ClientUpdate":
-        from fedbench.algorithms.base import ClientUpdate
-
+    def make_update(self) -> ClientUpdate:
         mean_loss = (self._loss_sum / max(1, self.num_steps)).item()
         return ClientUpdate(
             client_id=self.client_id, params=self.current_params(), buffers=self.current_buffers(),
@@ -201,3 +215,54 @@ class SpareModels:
             self.slots[slot] = model
         load_weights(model, params, buffers)
         return model.eval()
+
+
+Purpose = Literal["train", "eval", "finetune"]
+# (batch/augmentation generator stream, dropout seed stream) of each purpose (``fedbench.seeding``)
+_STREAMS: dict[str, tuple[str, str]] = {
+    "train": ("client", "dropout"), "eval": ("eval", "eval-dropout"), "finetune": ("finetune", "finetune-dropout"),
+}
+
+
+@dataclass
+class RunState:
+    """One run's working state, built once by the engine: its spec, data, the one working model, the server state,
+    every client's persistent ``state`` (checkpointed) and the spare frozen models. ``client_context`` builds every
+    context an algorithm hook receives, so the three places that hand a client to an algorithm (local training,
+    personalised evaluation, fine-tuning) cannot drift apart."""
+
+    spec: RunSpec
+    data: "FederatedData"
+    model: nn.Module
+    server: ServerState
+    device: torch.device
+    spare_models: SpareModels
+    eval_batch_size: int = 1000
+    client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    frozen: torch.Tensor | None = None        # parameters the model fixes (ETF classifiers), over the flat vector
+
+    def client_context(self, client: int, round_index: int, *, purpose: Purpose = "train", lr: float,
+                       payload: dict[str, Any] | None = None, spec: RunSpec | None = None,
+                       server: ServerState | None = None) -> ClientContext:
+        """Load the weights the client starts from (``server``'s, default the run's) into the working model, seed
+        torch's global RNG for dropout and build the client's context. Every purpose has its own random streams,
+        keyed by (round, client) — by client alone for fine-tuning, which happens once — so neither evaluation
+        nor fine-tuning moves a training stream. ``finetune`` gets a copy of the client's state. ``spec``: the spec the client trains
+        under (fine-tuning's epochs, optimizer and batch size); default the run's."""
+        server = self.server if server is None else server
+        spec = self.spec if spec is None else spec
+        generator_stream, dropout_stream = _STREAMS[purpose]
+        keys = (client,) if purpose == "finetune" else (round_index, client)
+        load_weights(self.model, server.params, server.buffers)
+        torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))
+        if purpose == "finetune":
+            state = dict(self.client_states.get(client, {}))
+        else:
+            state = self.client_states.setdefault(client, {})
+        return ClientContext(
+            spec=spec, client_id=client, round_index=round_index, model=self.model, server=server,
+            payload={} if payload is None else payload, state=state, data=self.data.tensors,
+            indices=self.data.client_train[client], device=self.device, lr=lr,
+            generator=torch_generator(self.spec.seed, generator_stream, *keys, device=self.device),
+            spare_models=self.spare_models,
+        )

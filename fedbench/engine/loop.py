@@ -16,14 +16,14 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
-from fedbench.data.federated import ArraysCache, FederatedData, prepare_data
+from fedbench.data.federated import ArraysCache, prepare_data
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
-from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights
+from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import RunDiverged
 from fedbench.models import build_model
-from fedbench.seeding import derive_seed, numpy_rng, torch_generator
+from fedbench.seeding import derive_seed, numpy_rng
 from fedbench.spec import RunSpec
 
 
@@ -79,10 +79,6 @@ def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], de
     return model.to(device)
 
 
-def load_global(model: nn.Module, server: ServerState) -> None:
-    load_weights(model, server.params, server.buffers)
-
-
 def run(
     spec: RunSpec,
     sink: RunSink,
@@ -105,26 +101,27 @@ def run(
     schedule = client_schedule(spec)
     model = init_model(spec, data.num_classes, data.input_shape, device)
     num_params = sum(p.numel() for p in model.parameters())
-    spare_models = SpareModels(model)
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
     frozen_values = nn.utils.parameters_to_vector(model.parameters()).detach()[frozen].clone()
-
-    server = ServerState(
-        params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
-        buffers={name: b.detach().clone() for name, b in model.named_buffers()},
+    state = RunState(
+        spec=spec, data=data, model=model, device=device, spare_models=SpareModels(model),
+        eval_batch_size=eval_batch_size, frozen=frozen,
+        server=ServerState(
+            params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+            buffers={name: b.detach().clone() for name, b in model.named_buffers()},
+        ),
     )
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
     check_finetune(spec, model)   # a fine-tuning loss the model cannot take fails now, not after the last round
-    algorithm.init_server(server)
-    client_states: dict[int, dict[str, Any]] = {}
+    algorithm.init_server(state.server)
     start_round = 0
     finetune_start: dict[str, Any] | None = None   # global weights fine-tuning starts from (spec.finetune)
 
     checkpoint = load_checkpoint(checkpoint_path, spec.spec_hash, device) if checkpoint_path else None
     if checkpoint is not None:
         start_round = checkpoint["round"]
-        server = ServerState(**checkpoint["server"])
-        client_states = checkpoint["client_states"]
+        state.server = ServerState(**checkpoint["server"])
+        state.client_states = checkpoint["client_states"]
         finetune_start = checkpoint.get("finetune_start")
     sink.truncate(start_round)   # drop rounds logged after the last checkpoint; they are redone
 
@@ -135,19 +132,12 @@ def run(
     try:
         for round_index in range(start_round + 1, spec.rounds + 1):
             began = time.perf_counter()
+            server = state.server
             lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
             payload = algorithm.payload(server, round_index)
             updates = []
             for client in schedule[round_index - 1]:
-                load_global(model, server)
-                torch.manual_seed(derive_seed(spec.seed, "dropout", round_index, client))
-                ctx = ClientContext(
-                    spec=spec, client_id=client, round_index=round_index, model=model, server=server,
-                    payload=payload, state=client_states.setdefault(client, {}), data=data.tensors,
-                    indices=data.client_train[client], device=device, lr=lr,
-                    generator=torch_generator(spec.seed, "client", round_index, client, device=device),
-                    spare_models=spare_models,
-                )
+                ctx = state.client_context(client, round_index, lr=lr, payload=payload)
                 update = algorithm.local_train(ctx)
                 if not math.isfinite(update.train_loss):
                     raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
@@ -164,7 +154,7 @@ def run(
                 wall_seconds=0.0, bytes_up=upload * len(updates), bytes_down=download * len(updates),
             )
             if round_index % spec.eval_every == 0 or round_index == spec.rounds:
-                load_global(model, server)
+                load_weights(model, server.params, server.buffers)
                 if spec.eval_mode in ("global", "both"):
                     # test_acc holds the task's primary metric: accuracy, or mean Dice for segmentation
                     record.test_acc, record.test_loss = evaluate(model, data.tensors.test_x, data.tensors.test_y,
@@ -172,19 +162,17 @@ def run(
                     if not math.isfinite(record.test_loss):
                         raise RunDiverged(round_index, "test loss is not finite")
                 if spec.eval_mode in ("personal", "both"):
-                    personal_evaluation(spec, algorithm, model, server, client_states, data, record, device,
-                                        eval_batch_size, spare_models, lr)
+                    personal_evaluation(state, algorithm, record, lr)
                 finetune_start = track_finetune_start(spec, record, server, finetune_start)
             if spec.finetune is not None and round_index == spec.rounds:
-                finetune_evaluation(spec, algorithm, model, server, finetune_start, client_states, data, record,
-                                    device, eval_batch_size, spare_models, frozen)
+                finetune_evaluation(state, algorithm, finetune_start, record)
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
                 save_checkpoint(checkpoint_path, {
                     "spec_hash": spec.spec_hash, "round": round_index,
                     "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                    "client_states": client_states, "finetune_start": finetune_start,
+                    "client_states": state.client_states, "finetune_start": finetune_start,
                 })
             if on_round is not None:
                 on_round(record)
