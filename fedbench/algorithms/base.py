@@ -1,11 +1,12 @@
 """The Algorithm base class *is* FedAvg; every other method overrides only the hooks where it differs.
 
-Server side: ``init_server`` → per round ``payload`` → clients' ``local_train`` → ``aggregate``.
-Client side, ``local_train`` runs E epochs (or a fixed number of steps) of the client optimizer and
-calls, for every mini-batch: ``loss`` (objective), ``adjust_gradients`` (after backward, before the
-optimizer step: e.g. SCAFFOLD's correction), ``after_step``. ``begin_local``/``end_local`` bracket a
-client's training (e.g. snapshot a teacher, update a control variate). ``eval_model`` gives the model
-a client is evaluated with (personalised FL); the default is the global model.
+Server side: ``bind_model`` (once: binds ``self.spec``) → ``init_server`` → per round ``payload`` → clients'
+``local_train`` → ``aggregate``. Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a
+fixed number of steps, of the client optimizer over every trainable parameter) and calls, for every
+mini-batch: ``loss`` (objective), ``adjust_gradients`` (after backward, before the optimizer step: e.g.
+SCAFFOLD's correction), ``after_step``. ``begin_local``/``end_local`` bracket a client's training (e.g.
+snapshot a teacher, update a control variate). ``eval_model`` gives the model a client is evaluated with
+(personalised FL); the default is the global model.
 
 Weights travel as one flat parameter vector per model (``torch.nn.utils.parameters_to_vector``
 order); floating-point buffers (BatchNorm running statistics) travel separately as a dict, so methods
@@ -19,6 +20,9 @@ ld and fd terms that ``objective`` adds to the method's own ``loss``, so any met
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -43,6 +47,37 @@ class NoParams(BaseModel):
         if sum(r.weight for r in value if r.mode == "convex") > 1:
             raise ValueError("the weights of the convex regularizers sum to more than 1")
         return value
+
+
+Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass
+class LocalPhase:
+    """One phase of a client's local training (``Algorithm.local_phases``): its mini-batches, the parameters it
+    trains (``None``: every trainable one; others are frozen for the phase, left out of its optimizer), and how it
+    steps (``None``: ``Algorithm.train_steps`` with a fresh ``ctx.make_optimizer``; else ``step(ctx, batches)``,
+    e.g. Per-FedAvg's meta-step over pairs of batches)."""
+
+    batches: Batches
+    parameters: Sequence[str] | None = None
+    step: Callable[[ClientContext, Batches], None] | None = None
+
+
+@contextmanager
+def only_trainable(model: torch.nn.Module, names: Iterable[str], respect_frozen: bool = True) -> Iterator[None]:
+    """Within the block only the named parameters get gradients (the others are left out of an optimizer
+    made inside it); parameters frozen before (fixed ETF classifiers) stay frozen unless
+    ``respect_frozen`` is False. The previous flags come back afterwards: the working model is shared."""
+    chosen = set(names)
+    before = {name: p.requires_grad for name, p in model.named_parameters()}
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in chosen and (before[name] or not respect_frozen))
+    try:
+        yield
+    finally:
+        for name, p in model.named_parameters():
+            p.requires_grad_(before[name])
 
 
 class Algorithm:
@@ -141,18 +176,29 @@ class Algorithm:
         """After local training; may update ``ctx.state`` and add to ``update.extra``."""
 
     def local_train(self, ctx: ClientContext) -> ClientUpdate:
-        model = ctx.model
-        model.train()
+        """A client's round: ``begin_local``, each of ``local_phases`` in turn, then the update and ``end_local``."""
+        ctx.model.train()
         self.begin_local(ctx)   # before the optimizer, so that parameters frozen here are left out of it
-        optimizer = ctx.make_optimizer(model.parameters())
-        self.train_steps(ctx, optimizer, ctx.batches())
+        for phase in self.local_phases(ctx):
+            scope = nullcontext() if phase.parameters is None else only_trainable(ctx.model, phase.parameters)
+            with scope:
+                if phase.step is not None:
+                    phase.step(ctx, phase.batches)
+                else:
+                    self.train_steps(ctx, ctx.make_optimizer(ctx.model.parameters()), phase.batches)
         update = ctx.make_update()
         self.end_local(ctx, update)
         return update
 
-    def train_steps(self, ctx: ClientContext, optimizer: torch.optim.Optimizer, batches) -> None:
-        """The step loop of ``local_train``, reusable for methods with several local phases (FedRep's
-        head-then-body epochs, Ditto's personal model) or a second pass (fine-tuning)."""
+    def local_phases(self, ctx: ClientContext) -> Iterable[LocalPhase]:
+        """The phases of local training, in order (evaluated after ``begin_local``). Default: one phase, the
+        round's ``local_epochs`` (or ``local_steps``) over every trainable parameter. FedRep: head epochs, then
+        body epochs; FedAlt: a split of the steps; Per-FedAvg: one phase with its own meta-step."""
+        return [LocalPhase(ctx.batches())]
+
+    def train_steps(self, ctx: ClientContext, optimizer: torch.optim.Optimizer, batches: Batches) -> None:
+        """The step loop of a phase, reusable for a second pass (Ditto's personal model, Per-FedAvg's
+        adaptation before evaluation)."""
         for x, y in batches:
             logits = self.forward(ctx, x)
             loss = self.objective(ctx, x, y, logits)

@@ -1,0 +1,175 @@
+"""The engine ↔ algorithm contract (issue 11, part 4): hooks instead of side effects.
+
+- Methods refactored onto the hooks give the curves and checkpoints of their earlier hand-written versions
+  bit for bit; the earlier versions are kept below as test-only references (code as of commit 2106044).
+- The spec is bound once; evaluation never changes training state, whatever the method.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import ListSink
+
+from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.algorithms.fedrep import FedRep
+from fedbench.algorithms.partial import only_trainable
+from fedbench.algorithms.perfedavg import PerFedAvg
+from fedbench.engine import run
+from fedbench.engine.checkpoint import load_checkpoint
+from fedbench.spec import RunSpec
+
+DEVICE = torch.device("cpu")
+BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",
+        "partition_params": {"alpha": 0.5, "min_size": 20}, "num_clients": 4, "clients_per_round": 3, "rounds": 3,
+        "batch_size": 32, "optimizer": {"lr": 0.05, "momentum": 0.5}, "eval_mode": "both",
+        "client_test_fraction": 0.2, "client_val_fraction": 0.1}
+BN = {"model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2, "batch_size": 16}
+
+
+def register(monkeypatch, name: str, cls: type) -> str:
+    """A test-only algorithm, registered for one test."""
+    monkeypatch.setitem(ALGORITHMS._entries, name, cls)
+    monkeypatch.setitem(ALGORITHMS._info, name, {"papers": ("tests",)})
+    return name
+
+
+def train(tmp_path, algorithm: str, params: dict | None = None, **overrides):
+    spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
+    path = tmp_path / f"{algorithm}-{spec.spec_hash}.pt"
+    sink = ListSink()
+    result = run(spec, sink, checkpoint_path=path)
+    assert result.status == "done", result.message
+    return sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
+
+
+def curve(records):
+    return [(r.round, r.train_loss, r.test_acc, r.test_loss, r.personal_per_client, r.personal_val_per_client,
+             r.finetune_per_client) for r in records]
+
+
+def assert_same_tree(a, b, where="") -> None:
+    """Equal nested dicts/lists/tuples of tensors and numbers, tensors bit for bit."""
+    if torch.is_tensor(a):
+        assert torch.is_tensor(b) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), f"{where}: keys {set(a) ^ set(b)}"
+        for key in a:
+            assert_same_tree(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same_tree(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def assert_same_run(new, old) -> None:
+    (new_records, new_ckpt), (old_records, old_ckpt) = new, old
+    assert curve(new_records) == curve(old_records)
+    assert_same_tree(new_ckpt["server"], old_ckpt["server"], "server")
+    assert_same_tree({k: v for k, v in new_ckpt["client_states"].items() if v},
+                     {k: v for k, v in old_ckpt["client_states"].items() if v}, "client_states")
+
+
+# ------------------------------------------------------------------------ references: the code before the hooks
+class FedRepBefore(FedRep):
+    """FedRep with its own copy of the local-training skeleton (before ``local_phases``)."""
+
+    def phases(self, ctx):
+        head = self.local_parameter_names(ctx.model)
+        body = [n for n, _ in ctx.model.named_parameters() if n not in set(head)]
+        head_epochs = ctx.spec.local_epochs if self.params.head_epochs is None else self.params.head_epochs
+        if ctx.spec.local_steps:
+            steps = ctx.spec.local_steps
+            head_steps = steps if self.params.head_epochs is None else self.params.head_epochs * steps
+            return [(head, ctx.batches(steps=head_steps)), (body, ctx.batches(steps=self.params.body_epochs * steps))]
+        return [(head, ctx.batches(epochs=head_epochs)), (body, ctx.batches(epochs=self.params.body_epochs))]
+
+    def local_train(self, ctx):
+        ctx.model.train()
+        self.begin_local(ctx)
+        for names, batches in self.phases(ctx):
+            with only_trainable(ctx.model, names):
+                self.train_steps(ctx, ctx.make_optimizer(ctx.model.parameters()), batches)
+        update = ctx.make_update()
+        self.end_local(ctx, update)
+        return update
+
+
+class PerFedAvgBefore(PerFedAvg):
+    """Per-FedAvg with its own copy of the local-training skeleton (before ``local_phases``)."""
+
+    def local_train(self, ctx):
+        model = ctx.model
+        model.train()
+        self.begin_local(ctx)
+        params = [p for p in model.parameters() if p.requires_grad]
+        inner = torch.optim.SGD(params, lr=ctx.lr)
+        outer = torch.optim.SGD(params, lr=self.params.beta)
+        batches = ctx.batches()
+        for first, second in zip(batches, batches):
+            start = [p.detach().clone() for p in params]
+            self.train_steps(ctx, inner, [first])
+            outer.zero_grad(set_to_none=True)
+            x, y = second
+            self.objective(ctx, x, y, self.forward(ctx, x)).backward()
+            ctx.clip_gradients()
+            with torch.no_grad():
+                for p, p0 in zip(params, start):
+                    p.copy_(p0)
+            outer.step()
+        update = ctx.make_update()
+        self.end_local(ctx, update)
+        return update
+
+
+# ------------------------------------------------------------------------ refactors give identical curves
+FINETUNE = {"epochs": 1, "lr": 0.1, "loss": "method", "start": "final"}
+
+
+@pytest.mark.parametrize("params,overrides", [
+    ({}, {}),
+    ({"head_epochs": 2, "body_epochs": 1}, {"finetune": FINETUNE}),
+    ({}, {"local_steps": 3}),
+    ({}, {"drop_last": True, "batch_size": 24}),
+], ids=["default", "head2-finetune", "steps", "drop_last"])
+def test_fedrep_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
+    old = register(monkeypatch, "fedrep_before", FedRepBefore)
+    assert_same_run(train(tmp_path, "fedrep", params, **overrides), train(tmp_path, old, params, **overrides))
+
+
+@pytest.mark.parametrize("params,overrides", [
+    ({}, {}),
+    ({"beta": 0.1, "adapt_steps": 2}, {"local_epochs": 2, "finetune": FINETUNE}),
+], ids=["default", "two-epochs-finetune"])
+def test_perfedavg_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
+    old = register(monkeypatch, "perfedavg_before", PerFedAvgBefore)
+    assert_same_run(train(tmp_path, "perfedavg", params, **overrides), train(tmp_path, old, params, **overrides))
+
+
+# ------------------------------------------------------------------------ the spec is bound once
+def test_the_spec_is_bound_by_bind_model_and_no_other_hook_sets_it(tmp_path, monkeypatch):
+    seen = []
+
+    class Watched(build_algorithm("scaffold", {}).__class__):
+        def aggregate(self, server, updates, round_index):
+            seen.append(self.spec)
+            super().aggregate(server, updates, round_index)
+
+    name = register(monkeypatch, "watched", Watched)
+    spec = RunSpec(algorithm=name, **{**BASE, "finetune": FINETUNE})
+    bound = []
+    original = Watched.bind_model
+
+    def bind_model(self, *args):
+        bound.append((self, args[0]))
+        original(self, *args)
+
+    monkeypatch.setattr(Watched, "bind_model", bind_model)
+    assert run(spec, ListSink()).status == "done"
+    ((algorithm, bound_spec),) = bound
+    assert bound_spec == spec and seen == [spec] * spec.rounds
+    assert algorithm.spec is bound_spec      # fine-tuning (under a spec of its own) left it alone
