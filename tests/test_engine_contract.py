@@ -13,13 +13,19 @@ import pytest
 import torch
 from conftest import ListSink
 
-from fedbench.algorithms import ALGORITHMS, build_algorithm
+from algorithm_fixtures import MLP, head_mlp  # noqa: F401  (head_mlp: a fixture)
+from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
+from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
+from fedbench.algorithms.fedfomo import FedFomo
 from fedbench.algorithms.fedrep import FedRep
-from fedbench.algorithms.partial import only_trainable
+from fedbench.algorithms.partial import only_trainable, restore_model
 from fedbench.algorithms.perfedavg import PerFedAvg
-from fedbench.engine import run
+from fedbench.engine import personal, run
 from fedbench.engine.checkpoint import load_checkpoint
-from fedbench.spec import RunSpec
+from fedbench.engine.context import load_weights
+from fedbench.losses import task_loss
+from fedbench.seeding import torch_generator
+from fedbench.spec import FinetuneSpec, RunSpec
 
 DEVICE = torch.device("cpu")
 BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",
@@ -126,6 +132,43 @@ class PerFedAvgBefore(PerFedAvg):
         return update
 
 
+class FedFomoBefore(FedFomo):
+    """FedFomo cutting its validation split by rewriting ``ctx.indices`` and ``ctx.num_samples`` in ``begin_local``
+    (before ``local_split``), scoring and mixing weights only (before peers' BN buffers were used)."""
+
+    def local_split(self, spec, client_id, indices):
+        return indices, None
+
+    def begin_local(self, ctx):
+        order = torch.randperm(ctx.num_samples, generator=torch_generator(ctx.spec.seed, "fedfomo-val", ctx.client_id))
+        shuffled = ctx.indices[order.to(ctx.indices.device)]
+        n_val = max(1, round(self.params.val_fraction * ctx.num_samples))
+        val, ctx.indices = shuffled[:n_val], shuffled[n_val:].sort().values
+        ctx.num_samples = int(ctx.indices.numel())
+        restore_model(ctx, "personal", ctx.model)
+        own, buffers = ctx.current_params(), ctx.current_buffers()
+        x, y = ctx.data.train_x[val], ctx.data.train_y[val]
+
+        def val_loss(params):
+            with torch.no_grad():
+                return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
+
+        peers = sorted((j for j in ctx.payload["client_models"] if j != ctx.client_id),
+                       key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]
+        own_loss = val_loss(own)
+        weights = {}
+        for j in peers:
+            theta_j = ctx.payload["client_models"][j][0]
+            distance = float(torch.linalg.vector_norm(theta_j - own))
+            weights[j] = max(0.0, (own_loss - val_loss(theta_j)) / distance) if distance > 0 else 0.0
+        total = sum(weights.values())
+        if total > 0:
+            weights = {j: w / total for j, w in weights.items()}
+            own = own + sum(w * (ctx.payload["client_models"][j][0] - own) for j, w in weights.items())
+            load_weights(ctx.model, own)
+        ctx.scratch["fomo_weights"] = weights
+
+
 # ------------------------------------------------------------------------ refactors give identical curves
 FINETUNE = {"epochs": 1, "lr": 0.1, "loss": "method", "start": "final"}
 
@@ -148,6 +191,41 @@ def test_fedrep_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypat
 def test_perfedavg_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
     old = register(monkeypatch, "perfedavg_before", PerFedAvgBefore)
     assert_same_run(train(tmp_path, "perfedavg", params, **overrides), train(tmp_path, old, params, **overrides))
+
+
+@pytest.mark.parametrize("params,overrides", [
+    ({}, {}),
+    ({"m": 2}, {"clients_per_round": 4, "rounds": 4}),
+    ({}, {"finetune": FINETUNE}),
+], ids=["partial", "full-m2", "finetune"])
+def test_fedfomo_with_local_split_equals_rewriting_the_context(tmp_path, monkeypatch, params, overrides):
+    """On a model without BatchNorm (the BN fix changes nothing there): the held-out validation split through
+    ``local_split`` gives the curves of the earlier ``begin_local`` that rewrote ``ctx.indices``."""
+    old = register(monkeypatch, "fedfomo_before", FedFomoBefore)
+    assert_same_run(train(tmp_path, "fedfomo", params, **overrides), train(tmp_path, old, params, **overrides))
+
+
+def test_every_finetune_loss_is_declared_by_exactly_one_method():
+    losses = [loss for loss in FinetuneSpec.model_fields["loss"].annotation.__args__ if loss != "method"]
+    assert {loss: finetune_objective(loss) for loss in losses} == {
+        "ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
+
+
+@pytest.mark.usefixtures("head_mlp")
+@pytest.mark.parametrize("loss", ["dr", "dr_plus", "ce"])
+def test_fine_tuning_objectives_declared_by_their_method_equal_the_engines_old_table(tmp_path, monkeypatch, loss):
+    """The engine named ``dot_regression`` for finetune.loss = dr / dr_plus; the method now declares them."""
+    overrides = {"model": MLP, "model_params": {"classifier": "etf"}, "rounds": 2,
+                 "finetune": {"epochs": 2, "lr": 0.5, "loss": loss, "start": "best"}}
+    new = train(tmp_path / "new", "fedavg", **overrides)
+
+    def old_trainer(spec, algorithm):
+        table = {"ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
+        return algorithm if spec.finetune.loss == "method" else build_algorithm(*table[spec.finetune.loss])
+
+    monkeypatch.setattr(personal, "finetune_trainer", old_trainer)
+    assert_same_run(new, train(tmp_path / "old", "fedavg", **overrides))
+    assert new[0][-1].finetune_per_client is not None
 
 
 # ------------------------------------------------------------------------ the spec is bound once

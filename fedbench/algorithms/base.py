@@ -98,6 +98,11 @@ class Algorithm:
         that the model suits the method (a fixed classifier). Overrides call ``super().bind_model``."""
         self.spec = spec
 
+    def check_model(self, model: torch.nn.Module, setting: str) -> None:
+        """Raise a ConfigError naming ``setting`` (``"dot_regression"``, ``"finetune.loss = 'dr'"``) unless the model
+        suits this method's objective (e.g. a fixed classifier). The engine calls it when a run starts, for the
+        run's method and for the objective of fine-tuning, so that a bad model fails before round 1."""
+
     def init_server(self, server: ServerState) -> None:
         """Create server state (control variates, momentum, ...) in ``server.state``."""
 
@@ -116,6 +121,12 @@ class Algorithm:
         server.buffers = average_buffers(updates, self.aggregation_weights(updates))
 
     # ---------------------------------------------------------------- client side
+    def local_split(self, spec: RunSpec, client_id: int, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(training indices, held-out indices or None) of a client's training split: a method that holds data out
+        of local training (FedFomo's validation split) returns the rest as ``ctx.indices`` — the client's sample
+        count |D_k| and step count follow it — and the held-out part as ``ctx.holdout``. Default: all of it."""
+        return indices, None
+
     def begin_local(self, ctx: ClientContext) -> None:
         """Called after the global weights are loaded into ``ctx.model``, before the first step."""
 

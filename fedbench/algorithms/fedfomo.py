@@ -38,15 +38,19 @@ class FedFomo(Algorithm):
     def payload(self, server, round_index):
         return {"client_models": server.state["client_models"], "affinity": server.state["affinity"]}
 
+    def local_split(self, spec, client_id, indices):
+        """The client's validation split D_i^val (``val_fraction`` of its training data, the same every round) is
+        held out of local training: it scores the peer models (FedFomo Eq. 6)."""
+        size = int(indices.numel())
+        order = torch.randperm(size, generator=torch_generator(spec.seed, "fedfomo-val", client_id))
+        shuffled = indices[order.to(indices.device)]
+        n_val = max(1, round(self.params.val_fraction * size))
+        return shuffled[n_val:].sort().values, shuffled[:n_val]
+
     def begin_local(self, ctx):
-        order = torch.randperm(ctx.num_samples, generator=torch_generator(ctx.spec.seed, "fedfomo-val", ctx.client_id))
-        shuffled = ctx.indices[order.to(ctx.indices.device)]
-        n_val = max(1, round(self.params.val_fraction * ctx.num_samples))
-        val, ctx.indices = shuffled[:n_val], shuffled[n_val:].sort().values
-        ctx.num_samples = int(ctx.indices.numel())
         restore_model(ctx, "personal", ctx.model)    # θ_i; w^t before the first participation
         own, buffers = ctx.current_params(), ctx.current_buffers()
-        x, y = ctx.data.train_x[val], ctx.data.train_y[val]
+        x, y = ctx.data.train_x[ctx.holdout], ctx.data.train_y[ctx.holdout]
 
         def val_loss(params):
             with torch.no_grad():

@@ -69,7 +69,7 @@ class ClientContext:
         self, *, spec: RunSpec, client_id: int, round_index: int, model: nn.Module, server: ServerState,
         payload: dict[str, Any], state: dict[str, Any], data: TensorData, indices: torch.Tensor,
         generator: torch.Generator, device: torch.device, lr: float,
-        spare_models: "SpareModels | None" = None,
+        spare_models: "SpareModels | None" = None, holdout: torch.Tensor | None = None,
     ):
         self.spec = spec
         self.client_id = client_id
@@ -82,7 +82,8 @@ class ClientContext:
         self.state = state
         self.data = data
         self.task = data.task                 # "classification" or "segmentation" (DatasetMeta.task)
-        self.indices = indices
+        self.indices = indices                # the client's training samples (``Algorithm.local_split``)
+        self.holdout = holdout                # samples the method holds out of training (FedFomo's validation)
         self.num_samples = int(indices.numel())
         self.generator = generator
         self.device = device
@@ -241,11 +242,12 @@ class RunState:
     client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
     frozen: torch.Tensor | None = None        # parameters the model fixes (ETF classifiers), over the flat vector
 
-    def client_context(self, client: int, round_index: int, *, purpose: Purpose = "train", lr: float,
+    def client_context(self, algorithm, client: int, round_index: int, *, purpose: Purpose = "train", lr: float,
                        payload: dict[str, Any] | None = None, spec: RunSpec | None = None,
                        server: ServerState | None = None) -> ClientContext:
         """Load the weights the client starts from (``server``'s, default the run's) into the working model, seed
-        torch's global RNG for dropout and build the client's context. Every purpose has its own random streams,
+        torch's global RNG for dropout and build the context ``algorithm``'s hooks receive, with the client's
+        training indices split by ``algorithm.local_split``. Every purpose has its own random streams,
         keyed by (round, client) — by client alone for fine-tuning, which happens once — so neither evaluation
         nor fine-tuning moves a training stream. ``finetune`` gets a copy of the client's state. ``spec``: the spec the client trains
         under (fine-tuning's epochs, optimizer and batch size); default the run's."""
@@ -259,10 +261,11 @@ class RunState:
             state = dict(self.client_states.get(client, {}))
         else:
             state = self.client_states.setdefault(client, {})
+        indices, holdout = algorithm.local_split(spec, client, self.data.client_train[client])
         return ClientContext(
             spec=spec, client_id=client, round_index=round_index, model=self.model, server=server,
             payload={} if payload is None else payload, state=state, data=self.data.tensors,
-            indices=self.data.client_train[client], device=self.device, lr=lr,
+            indices=indices, holdout=holdout, device=self.device, lr=lr,
             generator=torch_generator(self.spec.seed, generator_stream, *keys, device=self.device),
             spare_models=self.spare_models,
         )

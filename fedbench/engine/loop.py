@@ -112,7 +112,8 @@ def run(
         ),
     )
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
-    check_finetune(spec, model)   # a fine-tuning loss the model cannot take fails now, not after the last round
+    algorithm.check_model(model, spec.algorithm)   # a model the method cannot train fails now, before round 1
+    check_finetune(spec, algorithm, model)         # likewise a fine-tuning loss the model cannot take
     algorithm.init_server(state.server)
     start_round = 0
     finetune_start: dict[str, Any] | None = None   # global weights fine-tuning starts from (spec.finetune)
@@ -137,7 +138,7 @@ def run(
             payload = algorithm.payload(server, round_index)
             updates = []
             for client in schedule[round_index - 1]:
-                ctx = state.client_context(client, round_index, lr=lr, payload=payload)
+                ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
                 update = algorithm.local_train(ctx)
                 if not math.isfinite(update.train_loss):
                     raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")

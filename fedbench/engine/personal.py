@@ -87,7 +87,7 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
     x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
     for client in range(spec.num_clients):
-        ctx = run.client_context(client, record.round, purpose="eval", lr=lr)
+        ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
         personal = algorithm.eval_model(ctx)   # may adapt (Per-FedAvg) or load a personal model
         test_x, test_y = data.client_test_data(client)   # from the training pool or the global test set
         accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, run.eval_batch_size, task)
@@ -119,10 +119,6 @@ def track_finetune_start(spec: RunSpec, record, server: ServerState, current: di
             "buffers": {name: b.clone() for name, b in server.buffers.items()}}
 
 
-# The fixed classifier a fine-tuning objective needs (FedDr+'s losses: the frozen simplex ETF).
-_NEEDS_CLASSIFIER = {"dr": "etf", "dr_plus": "etf"}
-
-
 def finetune_spec(spec: RunSpec) -> RunSpec:
     """The spec clients fine-tune under: ``finetune.epochs`` epochs (no step budget) with its optimizer and batch
     size, a constant lr."""
@@ -134,27 +130,23 @@ def finetune_spec(spec: RunSpec) -> RunSpec:
 
 
 def finetune_trainer(spec: RunSpec, algorithm):
-    """The Algorithm whose ``local_train`` fine-tunes (``finetune.loss``): the run's own for ``method``; plain CE
-    (FedAvg's objective); FedDr+'s L_DR (Dot-Regression, β = 1) or L_Dr+ (FedDr+, β = 0.9, Eq. 4). A teacher
-    (L_Dr+'s feature distillation) or prox target is the start model."""
+    """The Algorithm whose ``local_train`` fine-tunes (``finetune.loss``): the run's own for ``method``, else the
+    method that declares the loss as its objective (``fedbench.algorithms.finetune_objective``: plain CE is
+    FedAvg's; FedDr+'s L_DR / L_Dr+ are Dot-Regression's with β = 1 / 0.9). A teacher (L_Dr+'s feature
+    distillation) or prox target is the start model."""
     # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms import build_algorithm
-    from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
+    from fedbench.algorithms import build_algorithm, finetune_objective
 
     if spec.finetune.loss == "method":
         return algorithm
-    objectives = {"ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
-    return build_algorithm(*objectives[spec.finetune.loss])
+    return build_algorithm(*finetune_objective(spec.finetune.loss))
 
 
-def check_finetune(spec: RunSpec, model: nn.Module) -> None:
-    """Called when a run starts: a fine-tuning objective that needs a fixed classifier the model lacks fails
-    then, not after the last round."""
-    kind = _NEEDS_CLASSIFIER.get(spec.finetune.loss) if spec.finetune is not None else None
-    if kind is not None:
-        from fedbench.algorithms.fixed_classifier import require_classifier
-
-        require_classifier(model, kind, f"finetune.loss = {spec.finetune.loss!r}")
+def check_finetune(spec: RunSpec, algorithm, model: nn.Module) -> None:
+    """Called when a run starts: a fine-tuning objective the model cannot take (one that needs a fixed
+    classifier the model lacks) fails then, not after the last round."""
+    if spec.finetune is not None and spec.finetune.loss != "method":
+        finetune_trainer(spec, algorithm).check_model(model, f"finetune.loss = {spec.finetune.loss!r}")
 
 
 def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, record) -> None:
@@ -171,6 +163,8 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     start_server = ServerState(params=params, buffers=buffers, state=run.server.state)
     ft_spec = finetune_spec(spec)
     trainer = finetune_trainer(spec, algorithm)
+    if trainer is not algorithm:   # an objective of its own: bound to the fine-tuning spec
+        trainer.bind_model(ft_spec, model, data.input_shape, data.num_classes)
     payload = trainer.payload(start_server, spec.rounds)
     fixed, offset = set(), 0          # parameters the model itself fixes (``run.frozen``: the loop's mask at w^0)
     for name, p in model.named_parameters():
@@ -186,8 +180,8 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     names = [n for n in names if n not in fixed]
     accuracies, sizes = [], []
     for client in range(spec.num_clients):
-        ctx = run.client_context(client, spec.rounds, purpose="finetune", lr=ft.lr, payload=payload, spec=ft_spec,
-                                 server=start_server)
+        ctx = run.client_context(trainer, client, spec.rounds, purpose="finetune", lr=ft.lr, payload=payload,
+                                 spec=ft_spec, server=start_server)
         with only_trainable(model, names, respect_frozen=False):
             trainer.local_train(ctx)
         test_x, test_y = data.client_test_data(client)
