@@ -251,3 +251,27 @@ def test_the_spec_is_bound_by_bind_model_and_no_other_hook_sets_it(tmp_path, mon
     ((algorithm, bound_spec),) = bound
     assert bound_spec == spec and seen == [spec] * spec.rounds
     assert algorithm.spec is bound_spec      # fine-tuning (under a spec of its own) left it alone
+
+
+# ------------------------------------------------------------------------ evaluation never changes training state
+SETTINGS = {   # methods that need a particular model
+    "dot_regression": {"model": MLP, "model_params": {"classifier": "etf"}, "optimizer": {"lr": 1.0}},
+    "spherefed": {"model": MLP, "model_params": {"classifier": "orthonormal"}, "optimizer": {"lr": 1.0}},
+    "fedetf": {"model": MLP, "model_params": {"classifier": "fedetf"}, "optimizer": {"lr": 0.5}},
+    "fedimpro": {"model": "digits_cnn", "model_params": {"width": 4, "hidden": 16}},
+    "fedbn": BN,
+}
+
+
+@pytest.mark.usefixtures("head_mlp")
+@pytest.mark.parametrize("algorithm", ALGORITHMS.names())
+def test_personal_evaluation_never_changes_training(tmp_path, algorithm):
+    """Every method, 3 of 4 clients per round: evaluating every client's personal model every round or only after
+    the last gives the same training (losses, global weights, every client's state)."""
+    setting = SETTINGS.get(algorithm, {})
+    every_round = train(tmp_path / "a", algorithm, eval_every=1, **setting)
+    at_the_end = train(tmp_path / "b", algorithm, eval_every=BASE["rounds"], **setting)
+    assert [r.train_loss for r in every_round[0]] == [r.train_loss for r in at_the_end[0]]
+    assert curve(every_round[0])[-1] == curve(at_the_end[0])[-1]
+    assert_same_tree(every_round[1]["server"], at_the_end[1]["server"], "server")
+    assert_same_tree(every_round[1]["client_states"], at_the_end[1]["client_states"], "client_states")

@@ -1,7 +1,8 @@
 """The Algorithm base class *is* FedAvg; every other method overrides only the hooks where it differs.
 
 Server side: ``bind_model`` (once: binds ``self.spec``) → ``init_server`` → per round ``payload`` → clients'
-``local_train`` → ``aggregate``. Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a
+``local_train`` → ``aggregate`` → ``after_aggregation`` per participating client (with the new global weights).
+Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a
 fixed number of steps, of the client optimizer over every trainable parameter) and calls, for every
 mini-batch: ``loss`` (objective), ``adjust_gradients`` (after backward, before the optimizer step: e.g.
 SCAFFOLD's correction), ``after_step``. ``begin_local``/``end_local`` bracket a client's training (e.g.
@@ -119,6 +120,18 @@ class Algorithm:
         """w ← Σ_k (n_k / Σ n) · w_k, and the same weighting for floating-point buffers."""
         server.params = weighted_average([u.params for u in updates], self.aggregation_weights(updates))
         server.buffers = average_buffers(updates, self.aggregation_weights(updates))
+
+    def after_aggregation(self, ctx: ClientContext, server: ServerState) -> None:
+        """Per participating client, once the round is aggregated: ``ctx`` is the client's context of this round
+        (its ``state`` and ``scratch``; ``ctx.global_params`` is still w^t, and ``ctx.model`` no longer holds this
+        client's model) and ``server`` holds w^{t+1}. For client-side steps that need the new global model
+        (LG-Mix Eq. 2's (1 − λ)Δu); the client's state is complete when the round ends."""
+
+    def resume_states(self, server: ServerState, client_states: dict[int, dict[str, Any]], round_index: int,
+                      last_clients: list[int]) -> None:
+        """Called once when a run resumes from a checkpoint written after round ``round_index`` (``last_clients``
+        trained in it): bring client states written by an earlier fedbench up to date, or raise a FedbenchError
+        saying why they cannot be resumed."""
 
     # ---------------------------------------------------------------- client side
     def local_split(self, spec: RunSpec, client_id: int, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -4,6 +4,7 @@ every client context the engine hands to an algorithm hook (training, personalis
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Literal
 
@@ -249,7 +250,8 @@ class RunState:
         torch's global RNG for dropout and build the context ``algorithm``'s hooks receive, with the client's
         training indices split by ``algorithm.local_split``. Every purpose has its own random streams,
         keyed by (round, client) — by client alone for fine-tuning, which happens once — so neither evaluation
-        nor fine-tuning moves a training stream. ``finetune`` gets a copy of the client's state. ``spec``: the spec the client trains
+        nor fine-tuning moves a training stream. ``train`` hands the client its persistent state, ``eval`` and
+        ``finetune`` a deep copy: whatever their hooks do to it, training state stays as it was. ``spec``: the spec the client trains
         under (fine-tuning's epochs, optimizer and batch size); default the run's."""
         server = self.server if server is None else server
         spec = self.spec if spec is None else spec
@@ -257,10 +259,10 @@ class RunState:
         keys = (client,) if purpose == "finetune" else (round_index, client)
         load_weights(self.model, server.params, server.buffers)
         torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))
-        if purpose == "finetune":
-            state = dict(self.client_states.get(client, {}))
-        else:
+        if purpose == "train":
             state = self.client_states.setdefault(client, {})
+        else:   # evaluation and fine-tuning never change training state
+            state = copy.deepcopy(self.client_states.get(client, {}))
         indices, holdout = algorithm.local_split(spec, client, self.data.client_train[client])
         return ClientContext(
             spec=spec, client_id=client, round_index=round_index, model=self.model, server=server,

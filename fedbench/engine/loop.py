@@ -21,7 +21,7 @@ from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
-from fedbench.errors import RunDiverged
+from fedbench.errors import FedbenchError, RunDiverged
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
 from fedbench.spec import RunSpec
@@ -124,6 +124,10 @@ def run(
         state.server = ServerState(**checkpoint["server"])
         state.client_states = checkpoint["client_states"]
         finetune_start = checkpoint.get("finetune_start")
+        try:   # client states of an earlier fedbench are brought up to date, or rejected with a reason
+            algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
+        except FedbenchError as exc:
+            raise type(exc)(f"checkpoint {checkpoint_path}: {exc}") from None
     sink.truncate(start_round)   # drop rounds logged after the last checkpoint; they are redone
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
@@ -136,18 +140,22 @@ def run(
             server = state.server
             lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
             payload = algorithm.payload(server, round_index)
-            updates = []
+            updates, contexts = [], []
             for client in schedule[round_index - 1]:
                 ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
                 update = algorithm.local_train(ctx)
                 if not math.isfinite(update.train_loss):
                     raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
                 updates.append(update)
+                contexts.append(ctx)
             algorithm.aggregate(server, updates, round_index)
             if frozen.any():   # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
                 server.params[frozen] = frozen_values
             if not bool(torch.isfinite(server.params).all()):
                 raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
+            for ctx in contexts:   # client-side steps that need w^{t+1}; evaluation below only reads
+                algorithm.after_aggregation(ctx, server)
+            del contexts
 
             record = RoundRecord(
                 round=round_index,
