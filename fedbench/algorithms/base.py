@@ -2,12 +2,12 @@
 
 Server side: ``bind_model`` (once: binds ``self.spec``) → ``init_server`` → per round ``payload`` → clients'
 ``local_train`` → ``aggregate`` → ``after_aggregation`` per participating client (with the new global weights).
-Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a
-fixed number of steps, of the client optimizer over every trainable parameter) and calls, for every
-mini-batch: ``loss`` (objective), ``adjust_gradients`` (after backward, before the optimizer step: e.g.
-SCAFFOLD's correction), ``after_step``. ``begin_local``/``end_local`` bracket a client's training (e.g.
-snapshot a teacher, update a control variate). ``eval_model`` gives the model a client is evaluated with
-(personalised FL); the default is the global model.
+Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a fixed number of steps, of the
+client optimizer over every trainable parameter) and calls, for every mini-batch: ``loss`` (objective),
+``adjust_gradients`` (after backward, before the optimizer step: e.g. SCAFFOLD's correction), ``after_step``.
+``begin_local``/``end_local`` bracket a client's training (e.g. snapshot a teacher, update a control variate).
+``eval_model`` gives the model a client is evaluated with (personalised FL); the default is the global model.
+It gets a copy of the client's state: evaluation never changes training state.
 
 Weights travel as one flat parameter vector per model (``torch.nn.utils.parameters_to_vector``
 order); floating-point buffers (BatchNorm running statistics) travel separately as a dict, so methods
@@ -95,8 +95,8 @@ class Algorithm:
     # ---------------------------------------------------------------- server side
     def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
         """Called once by the engine, before ``init_server``, with the run's spec and initialised model: binds the
-        spec, and builds state shaped by the model (FedImpro's per-class feature statistics at a split) or checks
-        that the model suits the method (a fixed classifier). Overrides call ``super().bind_model``."""
+        spec, and builds state shaped by the model (FedImpro's per-class feature statistics at a split,
+        PartialPersonalization's mask of the local part). Overrides call ``super().bind_model``."""
         self.spec = spec
 
     def check_model(self, model: torch.nn.Module, setting: str) -> None:

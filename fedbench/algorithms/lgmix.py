@@ -92,7 +92,9 @@ class LGMix(Algorithm):
 
     # ---------------------------------------------------------------- the personal model w_c
     def begin_local(self, ctx):
-        restore_model(ctx, "personal", ctx.model)   # else u(t): all w_c(0) = u(0)
+        # else u(t): all w_c(0) = u(0) when every client trains in round 1; under partial participation a
+        # client's first round starts from the current u [proposal]
+        restore_model(ctx, "personal", ctx.model)
         ctx.scratch["start_params"] = ctx.current_params()
         ctx.scratch["start_buffers"] = ctx.current_buffers()
 
@@ -154,14 +156,15 @@ class LGMix(Algorithm):
         of the checkpoint's round is completed with the checkpoint's u, its u(t+1), exactly as ``after_aggregation``
         does; a mix pending since an earlier round (partial participation, not evaluated since) was meant for a
         u(t+1) the checkpoint no longer holds, so that checkpoint is rejected."""
-        for client, state in client_states.items():
-            if "mix_params" not in state:
-                continue
-            if client not in last_clients:
-                raise FedbenchError(
-                    f"LG-Mix client {client} holds a personal model left incomplete (Eq. 2) since before round "
-                    f"{round_index}, by an earlier fedbench under partial participation; it cannot be completed "
-                    "exactly. Delete the checkpoint (or re-run with --force) to train this run again from round 1")
+        pending = sorted(client for client, state in client_states.items() if "mix_params" in state)
+        stale = [client for client in pending if client not in last_clients]
+        if stale:
+            raise FedbenchError(
+                f"LG-Mix client {stale[0]} holds a personal model left incomplete (Eq. 2) since before round "
+                f"{round_index}, by an earlier fedbench under partial participation; it cannot be completed "
+                "exactly. Delete the checkpoint (or re-run with --force) to train this run again from round 1")
+        for client in pending:
+            state = client_states[client]
             complete_mix(state, state.pop("mix_params"), float(state.pop("mix_global_share")),
                          state.pop("mix_buffers"), server)
 

@@ -207,8 +207,6 @@ class SpareModels:
         self.slots: dict[str, nn.Module] = {}
 
     def load(self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None) -> nn.Module:
-        import copy
-
         model = self.slots.get(slot)
         if model is None:
             model = copy.deepcopy(self.template)
@@ -251,8 +249,8 @@ class RunState:
         training indices split by ``algorithm.local_split``. Every purpose has its own random streams,
         keyed by (round, client) — by client alone for fine-tuning, which happens once — so neither evaluation
         nor fine-tuning moves a training stream. ``train`` hands the client its persistent state, ``eval`` and
-        ``finetune`` a deep copy: whatever their hooks do to it, training state stays as it was. ``spec``: the spec the client trains
-        under (fine-tuning's epochs, optimizer and batch size); default the run's."""
+        ``finetune`` a deep copy: whatever their hooks do to it, training state stays as it was. ``spec``: the
+        spec the client trains under (fine-tuning's epochs, optimizer and batch size); default the run's."""
         server = self.server if server is None else server
         spec = self.spec if spec is None else spec
         generator_stream, dropout_stream = _STREAMS[purpose]

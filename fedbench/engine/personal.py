@@ -156,7 +156,7 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     split. Parameters fixed by the model (ETF classifiers, ``run.frozen``) stay fixed; a head frozen by the method
     during FL (FedBABU) is fine-tuned. Clients fine-tune a copy of their state: the run's is left as it was."""
     # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms.partial import only_trainable
+    from fedbench.algorithms.base import only_trainable
 
     spec, model, data, ft = run.spec, run.model, run.data, run.spec.finetune
     params, buffers = (start["params"], start["buffers"]) if start else (run.server.params, run.server.buffers)
