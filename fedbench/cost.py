@@ -1,4 +1,6 @@
-"""Cost accounting for models: parameter counts, bytes of a model update, FLOPs per sample, model cards.
+"""Cost accounting for models: parameter counts, bytes of a model update, FLOPs per sample, model cards, and the
+number of local optimizer steps a client takes in a round (``local_steps_per_round``: the one formula the engine's
+mini-batch loop and the per-round cost figures share).
 
 FLOPs are measured, not estimated: one forward+backward pass at the model's real input
 shape under ``torch.utils.flop_counter.FlopCounterMode``, divided by the batch size. That counter counts
@@ -54,6 +56,30 @@ def update_bytes(model: nn.Module, include_buffers: bool = False, trainable_only
     if include_buffers:
         values += buffer_count(model)
     return BYTES_PER_FLOAT32 * values
+
+
+def steps_per_epoch(samples: int, batch_size: int, drop_last: bool = False) -> int:
+    """Mini-batches of one pass over ``samples``: ⌈n/B⌉, or ⌊n/B⌋ with ``drop_last`` — but 1 when 0 < n < B (a
+    client smaller than a batch still trains on its one partial batch rather than not at all); 0 for no samples."""
+    if samples <= 0:
+        return 0
+    return max(1, samples // batch_size) if drop_last else -(-samples // batch_size)
+
+
+def local_steps_per_round(samples: int, batch_size: int, *, local_epochs: int = 1, local_steps: int | None = None,
+                          drop_last: bool = False) -> int:
+    """Optimizer steps of one client's local training in one round: ``local_steps`` when set (a fixed step budget
+    that cycles through fresh permutations), else ``local_epochs`` passes (``steps_per_epoch``); 0 for a client
+    without training samples. ``ClientContext.batches`` yields exactly this many batches."""
+    if samples <= 0:
+        return 0
+    return local_steps if local_steps else local_epochs * steps_per_epoch(samples, batch_size, drop_last)
+
+
+def spec_steps_per_round(spec, samples: int) -> int:
+    """``local_steps_per_round`` with a RunSpec's batch size, epochs or step budget and ``drop_last``."""
+    return local_steps_per_round(samples, spec.batch_size, local_epochs=spec.local_epochs,
+                                 local_steps=spec.local_steps, drop_last=spec.drop_last)
 
 
 def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 
+from fedbench.data.federated import ArraysCache, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
@@ -75,12 +76,13 @@ class _RegistrySink:
         self.registry.truncate_rounds(self.run_id, after_round)
 
 
-def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: bool = True) -> None:
+def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: bool = True,
+              arrays: ArraysCache | None = None) -> None:
     """Load every data set and build every distinct partition once before anything is registered, so
     missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
-    the registry untouched, instead of failed runs."""
-    from fedbench.engine.loop import client_test_sets, load_arrays, partition_clients
-
+    the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
+    in-process runs will use, so that the last data set is not loaded twice)."""
+    arrays = arrays if arrays is not None else ArraysCache()
     seen: set[str] = set()
     for item in planned:
         spec = item.spec
@@ -90,15 +92,16 @@ def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: b
         if key in seen:
             continue
         seen.add(key)
-        arrays = load_arrays(spec, data_root, verify)
-        parts = partition_clients(spec, arrays)
+        loaded = arrays.load(spec, data_root, verify)
+        parts = partition_clients(spec, loaded)
         if spec.client_test != "split":
-            client_test_sets(spec, arrays, parts)
+            client_test_sets(spec, loaded, parts)
 
 
 def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,
-                emit: Callable[[Event], None]) -> str:
-    """Train one claimed run and record its outcome. Returns the final status."""
+                emit: Callable[[Event], None], arrays: ArraysCache | None = None) -> str:
+    """Train one claimed run (loading its data set through the worker's ``arrays`` cache) and record its outcome.
+    Returns the final status."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
     registry.set_provenance(run_id, provenance(device))
@@ -108,7 +111,7 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
     try:
         result = run_engine(
             spec, _RegistrySink(registry, run_id), device=device, checkpoint_path=checkpoint,
-            data_root=options.data_root, eval_batch_size=options.eval_batch_size, verify=options.verify,
+            data_root=options.data_root, eval_batch_size=options.eval_batch_size, verify=options.verify, arrays=arrays,
             on_round=lambda r: emit({"kind": "round", "spec_hash": spec.spec_hash, "round": r.round,
                                      "test_acc": r.test_acc, "seconds": r.wall_seconds}),
         )
@@ -136,14 +139,16 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
     return result.status
 
 
-def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Callable[[Event], None]) -> None:
-    """Claim and train every run not finished or held by a live worker."""
+def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Callable[[Event], None],
+                 arrays: ArraysCache | None = None) -> None:
+    """Claim and train every run not finished or held by a live worker; the runs share one data set cache."""
     torch.set_num_threads(options.threads)
     registry = Registry(options.registry_url)
+    arrays = arrays if arrays is not None else ArraysCache()
     for item in planned:
         run_id = registry.claim(item.spec_hash)
         if run_id is not None:
-            execute_one(registry, item, run_id, options, emit)
+            execute_one(registry, item, run_id, options, emit, arrays)
 
 
 def _interrupt(signum, frame) -> None:
@@ -172,12 +177,15 @@ def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "
         events.put({"kind": "worker_exit", "pid": os.getpid()})
 
 
-def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]) -> None:
+def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None],
+            arrays: ArraysCache | None = None) -> None:
+    """Train the planned runs in this process (through ``arrays``, e.g. the cache ``preflight`` loaded into) or in
+    ``jobs`` spawned workers, each with its own cache."""
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         if jobs <= 1:
-            work_through(planned, options, emit)
+            work_through(planned, options, emit, arrays)
         else:
             _execute_in_workers(planned, options, jobs, emit)
     finally:

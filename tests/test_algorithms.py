@@ -71,6 +71,7 @@ def test_scaffold_control_variates_follow_option_two_by_hand():
                      batch_size=6, optimizer={"lr": lr})
     algorithm = build_algorithm("scaffold", {})
     model = LinearModel(classes, (dim,))
+    algorithm.bind_model(spec, model, (dim,), classes)   # as the engine does once: the server step reads N
     server = fresh_server(model)
     algorithm.init_server(server)
     states = [{}, {}]

@@ -12,7 +12,8 @@ from fedbench.data.partition import class_matched_test_sets
 from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import load_weights
-from fedbench.engine.loop import init_model, load_arrays, partition_clients, prepare_data
+from fedbench.data.federated import load_arrays, partition_clients, prepare_data
+from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.seeding import numpy_rng
 from fedbench.spec import RunSpec

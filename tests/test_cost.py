@@ -136,3 +136,32 @@ def test_model_cards_cover_every_model():
     assert [c["name"] for c in cards] == MODELS.names()
     for card in cards:
         assert card["params"] > 0 and card["flops_forward"] > 0 and card["flops_train"] > card["flops_forward"]
+
+
+@pytest.mark.parametrize("samples", [0, 5, 32, 70])
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize("local_epochs,local_steps", [(1, None), (3, None), (1, 7)])
+def test_the_mini_batch_loop_takes_exactly_the_steps_of_the_one_formula(samples, drop_last, local_epochs, local_steps):
+    """``local_steps_per_round`` is the one steps-per-round formula: the client's batch loop yields that many batches
+    (also for a client smaller than a batch, or an empty one), each epoch-based phase ``steps_per_epoch`` per epoch."""
+    from fedbench.cost import local_steps_per_round, steps_per_epoch
+    from fedbench.data.store import TensorData
+    from fedbench.engine.context import ClientContext, ServerState
+    from fedbench.spec import RunSpec
+
+    spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", batch_size=16, drop_last=drop_last,
+                   local_epochs=local_epochs, local_steps=local_steps)
+    x, y = torch.randn(max(samples, 1), 4), torch.zeros(max(samples, 1), dtype=torch.long)
+    model = OneLinear(4, 2)
+    ctx = ClientContext(spec=spec, client_id=0, round_index=1, model=model, payload={}, state={},
+                        server=ServerState(nn.utils.parameters_to_vector(model.parameters()).detach(), {}),
+                        data=TensorData(x, y, x, y), indices=torch.arange(samples), generator=torch.Generator(),
+                        device=torch.device("cpu"), lr=0.1)
+    expected = local_steps_per_round(samples, 16, local_epochs=local_epochs, local_steps=local_steps, drop_last=drop_last)
+    assert len(list(ctx.batches())) == expected == ctx.planned_steps()
+    assert len(list(ctx.batches(epochs=2))) == 2 * steps_per_epoch(samples, 16, drop_last)
+    if samples:
+        sizes = [len(b) for b, _ in ctx.batches(epochs=1)]
+        assert sum(sizes) == (samples if not drop_last or samples < 16 else samples - samples % 16)
+    else:
+        assert expected == 0

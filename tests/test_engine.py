@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from fedbench.engine import client_schedule, run
 from fedbench.engine.checkpoint import load_checkpoint
-from fedbench.engine.loop import init_model, prepare_data
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import init_model
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
@@ -129,3 +130,19 @@ def test_learning_happens_on_digits(sink):
 def test_seed_streams_are_independent():
     assert derive_seed(0, "partition") != derive_seed(0, "sampling")
     assert derive_seed(0, "client", 1, 2) != derive_seed(0, "client", 2, 1)
+
+
+def test_arrays_cache_is_an_object_that_keeps_the_last_data_set(monkeypatch):
+    from fedbench.data import federated
+
+    loads = []
+    real = federated.load_arrays
+    monkeypatch.setattr(federated, "load_arrays", lambda spec, *a: loads.append(spec.dataset) or real(spec, *a))
+    cache = federated.ArraysCache()
+    spec = RunSpec(algorithm="fedavg", **BASE)
+    first = cache.load(spec)
+    assert cache.load(RunSpec(algorithm="fedprox", **{**BASE, "seed": 3})) is first     # same data set: no reload
+    assert cache.load(RunSpec(algorithm="fedavg", **{**BASE, "synthetic": True})) is not first
+    assert loads == ["digits", "digits"]
+    prepare_data(spec, torch.device("cpu"))          # no cache given: loads, and leaves the cache alone
+    assert loads == ["digits", "digits", "digits"] and federated.ArraysCache().load(spec) is not first

@@ -31,8 +31,9 @@ from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression
 from fedbench.cli import app
 from fedbench.data.store import TensorData
 from fedbench.engine import personal
-from fedbench.engine.context import SpareModels
-from fedbench.engine.loop import RoundRecord, init_model, prepare_data, run
+from fedbench.engine.context import RunState, SpareModels
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import RoundRecord, init_model, run
 from fedbench.errors import ConfigError
 from fedbench.recipe import expand, load_recipe
 from fedbench.registry import Registry
@@ -146,8 +147,10 @@ def finetuned(spec: RunSpec, start_shift: float = 0.0):
     if start_shift:   # a start model other than w^0 (the frozen classifier kept)
         server.params[~frozen] += start_shift * torch.randn(int((~frozen).sum()), generator=torch.Generator().manual_seed(3))
     record = RoundRecord(round=spec.rounds, train_loss=0.0, wall_seconds=0.0, bytes_up=0, bytes_down=0)
-    personal.finetune_evaluation(spec, algorithm, model, server, None, {}, data, record, device, 1000,
-                                 SpareModels(model), frozen)
+    algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
+    state = RunState(spec=spec, data=data, model=model, server=server, device=device, spare_models=SpareModels(model),
+                     frozen=frozen)
+    personal.finetune_evaluation(state, algorithm, None, record)
     return record.finetune_per_client, nn.utils.parameters_to_vector(model.parameters()).detach().clone()
 
 

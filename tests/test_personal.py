@@ -15,7 +15,8 @@ from fedbench import metrics
 from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import load_weights
-from fedbench.engine.loop import init_model, prepare_data
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import init_model
 from fedbench.spec import RunSpec
 
 DEVICE = torch.device("cpu")
@@ -110,6 +111,66 @@ def test_fedrep_phases_train_only_their_part(tmp_path):
     head = flat_mask(model, model.head_parameter_names())
     assert torch.equal(ckpt["server"]["params"], w0)                # body frozen in the head phase, head kept local
     assert not torch.equal(ckpt["client_states"][0]["local_params"], w0[head])
+
+
+def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
+    """FedFomo Eq. 6–7 on a BatchNorm model: each peer θ_j is scored on client i's validation split with its own
+    running statistics, and they are mixed with the same weights as the parameters (FL-bench [code] loads and
+    mixes every state_dict entry); num_batches_tracked stays the client's own. (Issue 11: peers were scored with
+    client i's statistics and only weights were mixed.)"""
+    import copy
+
+    from fedbench.algorithms import build_algorithm
+    from fedbench.engine.context import RunState, ServerState, SpareModels
+    from fedbench.losses import task_loss
+
+    spec = RunSpec(**{**BASE, **BN, "algorithm": "fedfomo", "rounds": 1})
+    data = prepare_data(spec, DEVICE)
+    model = init_model(spec, data.num_classes, data.input_shape, DEVICE)
+    algorithm = build_algorithm("fedfomo", {})
+    algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
+    base = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    generator = torch.Generator().manual_seed(0)
+
+    def variant(scale, mean_shift, var):
+        params = base + scale * torch.randn(base.shape, generator=generator)
+        state = {n: (b + mean_shift if n.endswith("running_mean") else torch.full_like(b, var)
+                     if n.endswith("running_var") else b + 3) for n, b in buffers.items()}
+        return params, state
+
+    own = variant(0.02, 0.0, 1e-4)            # running variances far too small: a poor model on its own data
+    peers = {1: variant(0.02, 0.0, 1.0), 2: variant(0.02, 0.3, 2.0)}
+    server = ServerState(params=base.clone(), buffers=copy.deepcopy(buffers))
+    algorithm.init_server(server)
+    server.state["client_models"].update(peers)
+    run = RunState(spec=spec, data=data, model=model, server=server, device=DEVICE, spare_models=SpareModels(model),
+                   client_states={0: {"personal_params": own[0].clone(), "personal_buffers": copy.deepcopy(own[1])}})
+    ctx = run.client_context(algorithm, 0, 1, lr=0.1, payload=algorithm.payload(server, 1))
+    algorithm.begin_local(ctx)
+
+    scorer = copy.deepcopy(model).eval()
+    x, y = data.tensors.train_x[ctx.holdout], data.tensors.train_y[ctx.holdout]
+
+    def loss(params, state):
+        load_weights(scorer, params, state)
+        with torch.no_grad():
+            return task_loss("classification", scorer(x), y).item()
+
+    own_loss = loss(*own)
+    raw = {j: max(0.0, (own_loss - loss(*peer)) / float((peer[0] - own[0]).norm())) for j, peer in peers.items()}
+    assert all(w > 0 for w in raw.values()) and len(ctx.holdout) > 0
+    weights = {j: w / sum(raw.values()) for j, w in raw.items()}              # Eq. 7, normalised
+    expected = own[0] + sum(w * (peers[j][0] - own[0]) for j, w in weights.items())
+    assert torch.allclose(ctx.current_params(), expected, atol=1e-6)
+    assert ctx.scratch["fomo_weights"] == pytest.approx(weights)
+    mixed = ctx.current_buffers()
+    for name, b in own[1].items():
+        if b.is_floating_point():
+            expected_b = b + sum(w * (peers[j][1][name] - b) for j, w in weights.items())
+            assert torch.allclose(mixed[name], expected_b, atol=1e-6), name
+        else:
+            assert torch.equal(mixed[name], b), name
 
 
 def test_fedper_and_fedalt_keep_heads_local(tmp_path):

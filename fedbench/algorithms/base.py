@@ -1,11 +1,13 @@
 """The Algorithm base class *is* FedAvg; every other method overrides only the hooks where it differs.
 
-Server side: ``init_server`` → per round ``payload`` → clients' ``local_train`` → ``aggregate``.
-Client side, ``local_train`` runs E epochs (or a fixed number of steps) of the client optimizer and
-calls, for every mini-batch: ``loss`` (objective), ``adjust_gradients`` (after backward, before the
-optimizer step: e.g. SCAFFOLD's correction), ``after_step``. ``begin_local``/``end_local`` bracket a
-client's training (e.g. snapshot a teacher, update a control variate). ``eval_model`` gives the model
-a client is evaluated with (personalised FL); the default is the global model.
+Server side: ``bind_model`` (once: binds ``self.spec``) → ``init_server`` → per round ``payload`` → clients'
+``local_train`` → ``aggregate`` → ``after_aggregation`` per participating client (with the new global weights).
+Client side, ``local_train`` runs the ``local_phases`` (default: E epochs, or a fixed number of steps, of the
+client optimizer over every trainable parameter) and calls, for every mini-batch: ``loss`` (objective),
+``adjust_gradients`` (after backward, before the optimizer step: e.g. SCAFFOLD's correction), ``after_step``.
+``begin_local``/``end_local`` bracket a client's training (e.g. snapshot a teacher, update a control variate).
+``eval_model`` gives the model a client is evaluated with (personalised FL); the default is the global model.
+It gets a copy of the client's state: evaluation never changes training state.
 
 Weights travel as one flat parameter vector per model (``torch.nn.utils.parameters_to_vector``
 order); floating-point buffers (BatchNorm running statistics) travel separately as a dict, so methods
@@ -19,14 +21,16 @@ ld and fd terms that ``objective`` adds to the method's own ``loss``, so any met
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
-from fedbench.engine.context import ClientContext, ServerState
+from fedbench.engine.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
 from fedbench.losses import task_loss
 from fedbench.spec import RunSpec
 
@@ -46,17 +50,35 @@ class NoParams(BaseModel):
         return value
 
 
-@dataclass
-class ClientUpdate:
-    """What a client sends back after local training."""
+Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
 
-    client_id: int
-    params: torch.Tensor                       # flat trained parameters w_k
-    buffers: dict[str, torch.Tensor]           # BatchNorm running statistics etc.
-    num_samples: int                           # |D_k| (training samples of the client)
-    num_steps: int                             # local optimizer steps taken (FedNova's tau_k)
-    train_loss: float                          # mean training loss over the local steps
-    extra: dict[str, Any] = field(default_factory=dict)   # method-specific upload (e.g. delta c_i)
+
+@dataclass
+class LocalPhase:
+    """One phase of a client's local training (``Algorithm.local_phases``): its mini-batches, the parameters it
+    trains (``None``: every trainable one; others are frozen for the phase, left out of its optimizer), and how it
+    steps (``None``: ``Algorithm.train_steps`` with a fresh ``ctx.make_optimizer``; else ``step(ctx, batches)``,
+    e.g. Per-FedAvg's meta-step over pairs of batches)."""
+
+    batches: Batches
+    parameters: Sequence[str] | None = None
+    step: Callable[[ClientContext, Batches], None] | None = None
+
+
+@contextmanager
+def only_trainable(model: torch.nn.Module, names: Iterable[str], respect_frozen: bool = True) -> Iterator[None]:
+    """Within the block only the named parameters get gradients (the others are left out of an optimizer
+    made inside it); parameters frozen before (fixed ETF classifiers) stay frozen unless
+    ``respect_frozen`` is False. The previous flags come back afterwards: the working model is shared."""
+    chosen = set(names)
+    before = {name: p.requires_grad for name, p in model.named_parameters()}
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in chosen and (before[name] or not respect_frozen))
+    try:
+        yield
+    finally:
+        for name, p in model.named_parameters():
+            p.requires_grad_(before[name])
 
 
 class Algorithm:
@@ -66,14 +88,21 @@ class Algorithm:
 
     def __init__(self, params: BaseModel):
         self.params = params
-        # The run's spec, recorded when a client trains (every round trains before it aggregates), so
-        # server hooks can read N, the optimizer and the lr schedule.
+        # The run's spec, bound once by ``bind_model``: server hooks read N, the optimizer and the lr schedule
+        # from it. Client hooks read ``ctx.spec`` (fine-tuning trains under a spec of its own).
         self.spec: RunSpec | None = None
 
     # ---------------------------------------------------------------- server side
     def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
-        """Called once by the engine, before ``init_server``, with the run's spec and initialised model, for
-        methods whose state is shaped by the model (FedImpro's per-class feature statistics at a split)."""
+        """Called once by the engine, before ``init_server``, with the run's spec and initialised model: binds the
+        spec, and builds state shaped by the model (FedImpro's per-class feature statistics at a split,
+        PartialPersonalization's mask of the local part). Overrides call ``super().bind_model``."""
+        self.spec = spec
+
+    def check_model(self, model: torch.nn.Module, setting: str) -> None:
+        """Raise a ConfigError naming ``setting`` (``"dot_regression"``, ``"finetune.loss = 'dr'"``) unless the model
+        suits this method's objective (e.g. a fixed classifier). The engine calls it when a run starts, for the
+        run's method and for the objective of fine-tuning, so that a bad model fails before round 1."""
 
     def init_server(self, server: ServerState) -> None:
         """Create server state (control variates, momentum, ...) in ``server.state``."""
@@ -92,7 +121,25 @@ class Algorithm:
         server.params = weighted_average([u.params for u in updates], self.aggregation_weights(updates))
         server.buffers = average_buffers(updates, self.aggregation_weights(updates))
 
+    def after_aggregation(self, ctx: ClientContext, server: ServerState) -> None:
+        """Per participating client, once the round is aggregated: ``ctx`` is the client's context of this round
+        (its ``state`` and ``scratch``; ``ctx.global_params`` is still w^t, and ``ctx.model`` no longer holds this
+        client's model) and ``server`` holds w^{t+1}. For client-side steps that need the new global model
+        (LG-Mix Eq. 2's (1 − λ)Δu); the client's state is complete when the round ends."""
+
+    def resume_states(self, server: ServerState, client_states: dict[int, dict[str, Any]], round_index: int,
+                      last_clients: list[int]) -> None:
+        """Called once when a run resumes from a checkpoint written after round ``round_index`` (``last_clients``
+        trained in it): bring client states written by an earlier fedbench up to date, or raise a FedbenchError
+        saying why they cannot be resumed."""
+
     # ---------------------------------------------------------------- client side
+    def local_split(self, spec: RunSpec, client_id: int, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(training indices, held-out indices or None) of a client's training split: a method that holds data out
+        of local training (FedFomo's validation split) returns the rest as ``ctx.indices`` — the client's sample
+        count |D_k| and step count follow it — and the held-out part as ``ctx.holdout``. Default: all of it."""
+        return indices, None
+
     def begin_local(self, ctx: ClientContext) -> None:
         """Called after the global weights are loaded into ``ctx.model``, before the first step."""
 
@@ -153,19 +200,29 @@ class Algorithm:
         """After local training; may update ``ctx.state`` and add to ``update.extra``."""
 
     def local_train(self, ctx: ClientContext) -> ClientUpdate:
-        self.spec = ctx.spec
-        model = ctx.model
-        model.train()
+        """A client's round: ``begin_local``, each of ``local_phases`` in turn, then the update and ``end_local``."""
+        ctx.model.train()
         self.begin_local(ctx)   # before the optimizer, so that parameters frozen here are left out of it
-        optimizer = ctx.make_optimizer(model.parameters())
-        self.train_steps(ctx, optimizer, ctx.batches())
+        for phase in self.local_phases(ctx):
+            scope = nullcontext() if phase.parameters is None else only_trainable(ctx.model, phase.parameters)
+            with scope:
+                if phase.step is not None:
+                    phase.step(ctx, phase.batches)
+                else:
+                    self.train_steps(ctx, ctx.make_optimizer(ctx.model.parameters()), phase.batches)
         update = ctx.make_update()
         self.end_local(ctx, update)
         return update
 
-    def train_steps(self, ctx: ClientContext, optimizer: torch.optim.Optimizer, batches) -> None:
-        """The step loop of ``local_train``, reusable for methods with several local phases (FedRep's
-        head-then-body epochs, Ditto's personal model) or a second pass (fine-tuning)."""
+    def local_phases(self, ctx: ClientContext) -> Iterable[LocalPhase]:
+        """The phases of local training, in order (evaluated after ``begin_local``). Default: one phase, the
+        round's ``local_epochs`` (or ``local_steps``) over every trainable parameter. FedRep: head epochs, then
+        body epochs; FedAlt: a split of the steps; Per-FedAvg: one phase with its own meta-step."""
+        return [LocalPhase(ctx.batches())]
+
+    def train_steps(self, ctx: ClientContext, optimizer: torch.optim.Optimizer, batches: Batches) -> None:
+        """The step loop of a phase, reusable for a second pass (Ditto's personal model, Per-FedAvg's
+        adaptation before evaluation)."""
         for x, y in batches:
             logits = self.forward(ctx, x)
             loss = self.objective(ctx, x, y, logits)

@@ -10,7 +10,7 @@ FedDr+ itself is this method plus the ``fd`` regularizer with weight 1 − β = 
 The loss itself (``dot_regression_loss``) is shared with the ``local`` method's ``loss = "dr"`` (FedDr+ Table 3
 "Local only (L_DR)") and with fine-tuning's ``finetune.loss = "dr" | "dr_plus"`` (FedDr+ Table 8).
 
-Model: build it with ``model_params.classifier = "etf"`` (checked at the start of local training).
+Model: build it with ``model_params.classifier = "etf"`` (checked when the run starts, ``check_model``).
 lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
 """
 
@@ -30,12 +30,13 @@ def dot_regression_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return 0.5 * ((cosine - 1) ** 2).mean()
 
 
-@register_algorithm("dot_regression", papers=("feddrplus",))
+# finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
+@register_algorithm("dot_regression", papers=("feddrplus",), finetune_losses={"dr": {}, "dr_plus": FEDDR_PLUS_PARAMS})
 class DotRegression(Algorithm):
     """Pull the normalised feature onto its class's ETF vector; the classifier never trains."""
 
-    def begin_local(self, ctx):
-        require_classifier(ctx.model, "etf", "dot_regression")
+    def check_model(self, model, setting):
+        require_classifier(model, "etf", setting)
 
     def loss(self, ctx, x, y, logits):
         return dot_regression_loss(logits, y)

@@ -10,7 +10,7 @@ the rest for u. (FedRep is the same split with whole epochs for each part.)
 from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
-from fedbench.algorithms.base import NoParams
+from fedbench.algorithms.base import LocalPhase, NoParams
 from fedbench.algorithms.fedrep import FedRep
 
 
@@ -22,9 +22,11 @@ class FedAltParams(NoParams):
 class FedAlt(FedRep):
     Params = FedAltParams
 
-    def phases(self, ctx):
+    def local_phases(self, ctx):
+        """FedAlt Alg. 1: the personal part v_k with u fixed, then u with v_k fixed, sharing the round's steps."""
         personal = self.local_parameter_names(ctx.model)
         shared = [n for n, _ in ctx.model.named_parameters() if n not in set(personal)]
         steps = ctx.planned_steps()
         personal_steps = round(self.params.personal_fraction * steps)
-        return [(personal, ctx.batches(steps=personal_steps)), (shared, ctx.batches(steps=steps - personal_steps))]
+        return [LocalPhase(ctx.batches(steps=personal_steps), personal),
+                LocalPhase(ctx.batches(steps=steps - personal_steps), shared)]

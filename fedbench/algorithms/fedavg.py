@@ -4,6 +4,7 @@ from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm
 
 
-@register_algorithm("fedavg", papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix"))
+# finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
+@register_algorithm("fedavg", papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix"), finetune_losses={"ce": {}})
 class FedAvg(Algorithm):
     """Local SGD on every sampled client; the server averages the models weighted by sample count."""

@@ -31,8 +31,10 @@ class FedETFParams(NoParams):
 class FedETF(Algorithm):
     Params = FedETFParams
 
+    def check_model(self, model, setting):
+        require_classifier(model, "fedetf", setting)
+
     def begin_local(self, ctx):
-        require_classifier(ctx.model, "fedetf", "fedetf")
         num_classes = ctx.model.classifier.etf.weight.shape[0]
         counts = torch.bincount(ctx.data.train_y[ctx.indices], minlength=num_classes).float()
         # log n^β, with 0^0 = 1 so that β = 0 is the plain softmax and log 0 = −inf drops absent classes

@@ -8,7 +8,9 @@ own validation split and weighs each by its first-order improvement (FedFomo Eq.
 then trains θ_i locally and uploads it; the server stores it and adds w_ij to P_ij. The global model
 (FedAvg of the uploads) is only a by-product.
 M = 5 and the validation split (0.2 of the client's training data, fixed per client) follow LG-Mix spec
-§3 [proposal, FL-bench]; FedFomo's ε-greedy exploration is not used [proposal].
+§3 [proposal, FL-bench]; FedFomo's ε-greedy exploration is not used [proposal]. A model θ_j is the whole model:
+its BatchNorm running statistics score it and are mixed with the weights w_ij ([code] FL-bench loads and
+averages every state_dict entry); the distance ‖θ_j − θ_i‖ is over the parameters.
 """
 
 import torch
@@ -38,33 +40,43 @@ class FedFomo(Algorithm):
     def payload(self, server, round_index):
         return {"client_models": server.state["client_models"], "affinity": server.state["affinity"]}
 
-    def begin_local(self, ctx):
-        order = torch.randperm(ctx.num_samples, generator=torch_generator(ctx.spec.seed, "fedfomo-val", ctx.client_id))
-        shuffled = ctx.indices[order.to(ctx.indices.device)]
-        n_val = max(1, round(self.params.val_fraction * ctx.num_samples))
-        val, ctx.indices = shuffled[:n_val], shuffled[n_val:].sort().values
-        ctx.num_samples = int(ctx.indices.numel())
-        restore_model(ctx, "personal", ctx.model)    # θ_i; w^t before the first participation
-        own, buffers = ctx.current_params(), ctx.current_buffers()
-        x, y = ctx.data.train_x[val], ctx.data.train_y[val]
+    def local_split(self, spec, client_id, indices):
+        """The client's validation split D_i^val (``val_fraction`` of its training data, the same every round) is
+        held out of local training: it scores the peer models (FedFomo Eq. 6)."""
+        size = int(indices.numel())
+        order = torch.randperm(size, generator=torch_generator(spec.seed, "fedfomo-val", client_id))
+        shuffled = indices[order.to(indices.device)]
+        n_val = max(1, round(self.params.val_fraction * size))
+        return shuffled[n_val:].sort().values, shuffled[:n_val]
 
-        def val_loss(params):
+    def begin_local(self, ctx):
+        restore_model(ctx, "personal", ctx.model)    # θ_i; w^t before the first participation
+        own, own_buffers = ctx.current_params(), ctx.current_buffers()
+        x, y = ctx.data.train_x[ctx.holdout], ctx.data.train_y[ctx.holdout]
+        models = ctx.payload["client_models"]        # j -> (θ_j, buffers_j)
+
+        def val_loss(params, buffers):
+            """L_i of a whole model on D_i^val, its own BN running statistics included (eval mode)."""
             with torch.no_grad():
                 return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
 
-        peers = sorted((j for j in ctx.payload["client_models"] if j != ctx.client_id),
+        peers = sorted((j for j in models if j != ctx.client_id),
                        key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]
-        own_loss = val_loss(own)
+        own_loss = val_loss(own, own_buffers)
         weights = {}
-        for j in peers:
-            theta_j = ctx.payload["client_models"][j][0]
+        for j in peers:                               # FedFomo Eq. 6; the distance over the parameters
+            theta_j, buffers_j = models[j]
             distance = float(torch.linalg.vector_norm(theta_j - own))
-            weights[j] = max(0.0, (own_loss - val_loss(theta_j)) / distance) if distance > 0 else 0.0
+            weights[j] = max(0.0, (own_loss - val_loss(theta_j, buffers_j)) / distance) if distance > 0 else 0.0
         total = sum(weights.values())
-        if total > 0:
+        if total > 0:                                 # FedFomo Eq. 7 with the normalised weights
             weights = {j: w / total for j, w in weights.items()}
-            own = own + sum(w * (ctx.payload["client_models"][j][0] - own) for j, w in weights.items())
-            load_weights(ctx.model, own)
+            own = own + sum(w * (models[j][0] - own) for j, w in weights.items())
+            # BN running statistics are mixed with the same weights (FL-bench [code] mixes every state_dict
+            # entry); num_batches_tracked, a counter, stays the client's own
+            own_buffers = {name: b + sum(w * (models[j][1][name] - b) for j, w in weights.items())
+                           if b.is_floating_point() else b for name, b in own_buffers.items()}
+            load_weights(ctx.model, own, own_buffers)
         ctx.scratch["fomo_weights"] = weights
 
     def end_local(self, ctx, update):

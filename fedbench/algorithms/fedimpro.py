@@ -58,6 +58,7 @@ class FedImpro(Algorithm):
     seed: int
 
     def bind_model(self, spec, model, input_shape, num_classes):
+        super().bind_model(spec, model, input_shape, num_classes)
         split = self.params.split or getattr(model, "default_split", None)
         points = model.split_points() if hasattr(model, "split_points") else []
         if split is None or split not in points:

@@ -12,8 +12,8 @@ LG-Mix gives none ("body epochs 1; head epochs unspecified") [proposal: the same
 from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
-from fedbench.algorithms.base import NoParams
-from fedbench.algorithms.partial import PartialPersonalization, only_trainable
+from fedbench.algorithms.base import LocalPhase, NoParams
+from fedbench.algorithms.partial import PartialPersonalization
 
 
 class FedRepParams(NoParams):
@@ -28,24 +28,15 @@ class FedRep(PartialPersonalization):
     def local_parameter_names(self, model):
         return model.head_parameter_names()
 
-    def phases(self, ctx):
-        """(trainable parameter names, mini-batches) of each local phase, in order."""
+    def local_phases(self, ctx):
+        """FedRep Alg. 1: the head with the body frozen, then the body with the head frozen."""
         head = self.local_parameter_names(ctx.model)
         body = [n for n, _ in ctx.model.named_parameters() if n not in set(head)]
         head_epochs = ctx.spec.local_epochs if self.params.head_epochs is None else self.params.head_epochs
         if ctx.spec.local_steps:   # a fixed step budget: each "epoch" of a phase is local_steps steps
             steps = ctx.spec.local_steps
             head_steps = steps if self.params.head_epochs is None else self.params.head_epochs * steps
-            return [(head, ctx.batches(steps=head_steps)), (body, ctx.batches(steps=self.params.body_epochs * steps))]
-        return [(head, ctx.batches(epochs=head_epochs)), (body, ctx.batches(epochs=self.params.body_epochs))]
-
-    def local_train(self, ctx):
-        self.spec = ctx.spec
-        ctx.model.train()
-        self.begin_local(ctx)
-        for names, batches in self.phases(ctx):
-            with only_trainable(ctx.model, names):
-                self.train_steps(ctx, ctx.make_optimizer(ctx.model.parameters()), batches)
-        update = ctx.make_update()
-        self.end_local(ctx, update)
-        return update
+            return [LocalPhase(ctx.batches(steps=head_steps), head),
+                    LocalPhase(ctx.batches(steps=self.params.body_epochs * steps), body)]
+        return [LocalPhase(ctx.batches(epochs=head_epochs), head),
+                LocalPhase(ctx.batches(epochs=self.params.body_epochs), body)]

@@ -52,6 +52,7 @@ class FedTR(Algorithm):
     Params = FedTRParams
 
     def bind_model(self, spec, model, input_shape, num_classes):
+        super().bind_model(spec, model, input_shape, num_classes)
         self.num_classes, self.feature_dim = num_classes, int(getattr(model, "feature_dim", 0))
 
     def payload(self, server, round_index):

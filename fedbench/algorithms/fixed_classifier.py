@@ -3,8 +3,8 @@
 The classifier itself is a model option (``fedbench.models.heads``, model parameter ``classifier``): it is
 drawn once from the model-init seed, so every client holds the same frozen matrix, and it stays in the
 flat parameter vector (averaging identical rows is exact, see ``weighted_average``). The methods only
-verify at the start of local training that the model was built with the head they need, and say which
-``model_params`` to set otherwise.
+verify when the run starts (``Algorithm.check_model``) that the model was built with the head they need, and
+say which ``model_params`` to set otherwise.
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ paper's 1/(t−1) Σ_{i<t} is undefined at t = 1, §8 #5); ``history = false`` i
 ``fixed_lambda`` replaces Eq. 6 by a constant (the fixed-λ comparison reviewers asked for; tests).
 
 Engine mapping: a client uploads u(t) + Δw_c (so FedAvg's averaging yields u(t) + Δu exactly as Eq. 1–2's
-server step) and keeps w_c(t) + λ̄Δw_c − (1 − λ̄)u(t); the next time it is used (evaluation after
-aggregation, or its next training) it adds (1 − λ̄)·u(t+1), completing Eq. 2. The paper trains every client
-every round; under partial participation a client mixes in the global change up to its next use.
+server step); ``end_local`` keeps w_c(t) + λ̄Δw_c − (1 − λ̄)u(t) in the round's scratch and ``after_aggregation``
+adds (1 − λ̄)·u(t+1) once the server has aggregated, completing Eq. 2 before the round ends. Evaluation only
+reads the personal model. The paper trains every client every round; under partial participation a client
+applies Eq. 2 in the rounds it trains, with that round's Δu(t), and keeps w_c in the others [proposal].
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
-from fedbench.algorithms.partial import restore_model, store_model
-from fedbench.errors import ConfigError
+from fedbench.algorithms.partial import restore_model
+from fedbench.errors import ConfigError, FedbenchError
 
 
 class LGMixParams(NoParams):
@@ -69,6 +70,16 @@ def gram_trace(moments: list, center: bool = True, drop_smallest: bool = True) -
     return float(values.sum() - values.min())
 
 
+def complete_mix(state: dict, mix_params: torch.Tensor, share: float, mix_buffers: dict[str, torch.Tensor],
+                 server) -> None:
+    """Store w_c(t+1) = mix + (1 − λ̄)·u(t+1) (LG-Mix Eq. 2), ``mix`` = w_c(t) + λ̄Δw_c − (1 − λ̄)u(t), for the
+    parameters and the floating BN buffers; num_batches_tracked stays the client's own."""
+    params = mix_params + share * server.params
+    buffers = {name: b + share * server.buffers[name] if b.is_floating_point() else b for name, b in mix_buffers.items()}
+    state["personal_params"] = params.detach().clone()
+    state["personal_buffers"] = {name: b.detach().clone() for name, b in buffers.items()}
+
+
 def mixing_ratio(local_trace: float, global_trace: float) -> float:
     """λ_c = tr(Σ_c) / (tr(Σ_c) + tr(Σ_g)) (LG-Mix Eq. 6); 1/2 when both traces vanish [proposal]."""
     denominator = local_trace + global_trace
@@ -80,21 +91,10 @@ class LGMix(Algorithm):
     Params = LGMixParams
 
     # ---------------------------------------------------------------- the personal model w_c
-    def complete_mix(self, ctx) -> None:
-        """Finish LG-Mix Eq. 2 once u(t+1) is known: w_c(t+1) = [w_c(t) + λ̄Δw_c − (1 − λ̄)u(t)] + (1 − λ̄)u(t+1)."""
-        if "mix_params" not in ctx.state:
-            return
-        share = float(ctx.state.pop("mix_global_share"))
-        params = ctx.state.pop("mix_params") + share * ctx.global_params
-        buffers = ctx.state.pop("mix_buffers")
-        for name, b in buffers.items():
-            if b.is_floating_point():
-                buffers[name] = b + share * ctx.global_buffers[name]
-        store_model(ctx, "personal", params, buffers)
-
     def begin_local(self, ctx):
-        self.complete_mix(ctx)
-        restore_model(ctx, "personal", ctx.model)   # else u(t): all w_c(0) = u(0)
+        # else u(t): all w_c(0) = u(0) when every client trains in round 1; under partial participation a
+        # client's first round starts from the current u [proposal]
+        restore_model(ctx, "personal", ctx.model)
         ctx.scratch["start_params"] = ctx.current_params()
         ctx.scratch["start_buffers"] = ctx.current_buffers()
 
@@ -129,8 +129,9 @@ class LGMix(Algorithm):
         share = 1.0 - lam
         start, start_buffers = ctx.scratch["start_params"], ctx.scratch["start_buffers"]
         delta = update.params - start                                   # Δw_c, LG-Mix Eq. 1
-        ctx.state["mix_params"] = start + lam * delta - share * ctx.global_params
-        ctx.state["mix_global_share"] = torch.tensor(share, dtype=torch.float64)
+        # Eq. 2 without its last term (1 − λ̄)u(t+1), which after_aggregation adds
+        ctx.scratch["mix_params"] = start + lam * delta - share * ctx.global_params
+        ctx.scratch["mix_global_share"] = share
         mixed_buffers, uploaded = {}, {}
         for name, b in update.buffers.items():
             if b.is_floating_point():   # BN running statistics are mixed and aggregated like weights [code]
@@ -140,12 +141,34 @@ class LGMix(Algorithm):
             else:                       # num_batches_tracked: the client's own count
                 mixed_buffers[name] = b.clone()
                 uploaded[name] = b
-        ctx.state["mix_buffers"] = mixed_buffers
+        ctx.scratch["mix_buffers"] = mixed_buffers
         update.params = ctx.global_params + delta   # so that Σ p_c (u + Δw_c) = u(t) + Δu(t)
         update.buffers = uploaded
 
+    def after_aggregation(self, ctx, server):
+        """LG-Mix Eq. 2 once u(t+1) is known: w_c(t+1) = [w_c(t) + λ̄Δw_c − (1 − λ̄)u(t)] + (1 − λ̄)u(t+1)."""
+        complete_mix(ctx.state, ctx.scratch["mix_params"], ctx.scratch["mix_global_share"],
+                     ctx.scratch["mix_buffers"], server)
+
+    def resume_states(self, server, client_states, round_index, last_clients):
+        """Checkpoints written before ``after_aggregation`` existed (fedbench ≤ 2106044) keep Eq. 2 pending in the
+        client state (``mix_params``, ``mix_global_share``, ``mix_buffers``) until the client's next use. A client
+        of the checkpoint's round is completed with the checkpoint's u, its u(t+1), exactly as ``after_aggregation``
+        does; a mix pending since an earlier round (partial participation, not evaluated since) was meant for a
+        u(t+1) the checkpoint no longer holds, so that checkpoint is rejected."""
+        pending = sorted(client for client, state in client_states.items() if "mix_params" in state)
+        stale = [client for client in pending if client not in last_clients]
+        if stale:
+            raise FedbenchError(
+                f"LG-Mix client {stale[0]} holds a personal model left incomplete (Eq. 2) since before round "
+                f"{round_index}, by an earlier fedbench under partial participation; it cannot be completed "
+                "exactly. Delete the checkpoint (or re-run with --force) to train this run again from round 1")
+        for client in pending:
+            state = client_states[client]
+            complete_mix(state, state.pop("mix_params"), float(state.pop("mix_global_share")),
+                         state.pop("mix_buffers"), server)
+
     def eval_model(self, ctx):
-        self.complete_mix(ctx)
         restore_model(ctx, "personal", ctx.model)   # a client that never trained is evaluated with u
         return ctx.model
 

@@ -8,7 +8,7 @@ Use ``eval_mode = "personal"``: the global model carries no information here.
 
 ``loss`` picks the objective: ``ce`` (the task's default loss: cross-entropy, Dice for segmentation) or ``dr``,
 Dot-Regression's L_DR through a frozen simplex ETF (``dot_regression_loss``; build the model with
-``model_params.classifier = "etf"``, checked at the start of local training). FedDr+ spec §3.2 / ambiguity 16:
+``model_params.classifier = "etf"``, checked when the run starts). FedDr+ spec §3.2 / ambiguity 16:
 lr 5.0 for L_DR [proposal].
 """
 
@@ -34,9 +34,11 @@ class Local(Algorithm):
     def aggregate(self, server, updates, round_index):
         """Nothing is shared: the server keeps w^0."""
 
-    def begin_local(self, ctx):
+    def check_model(self, model, setting):
         if self.params.loss == "dr":
-            require_classifier(ctx.model, "etf", "local with algorithm_params.loss = 'dr'")
+            require_classifier(model, "etf", f"{setting} with algorithm_params.loss = 'dr'")
+
+    def begin_local(self, ctx):
         restore_model(ctx, "personal", ctx.model)   # else w^0, the server's (never updated) weights
 
     def loss(self, ctx, x, y, logits):

@@ -9,13 +9,12 @@ they are evaluated by loading them into the working model, never by per-client d
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.base import Algorithm, only_trainable  # noqa: F401  (only_trainable: re-exported)
 from fedbench.engine.context import ClientContext, ServerState, load_weights
 
 
@@ -56,22 +55,6 @@ def parameter_mask(model: nn.Module, names: Iterable[str]) -> torch.Tensor:
                       for name, p in model.named_parameters()])
 
 
-@contextmanager
-def only_trainable(model: nn.Module, names: Iterable[str], respect_frozen: bool = True) -> Iterator[None]:
-    """Within the block only the named parameters get gradients (the others are left out of an optimizer
-    made inside it); parameters frozen before (fixed ETF classifiers) stay frozen unless
-    ``respect_frozen`` is False. The previous flags come back afterwards: the working model is shared."""
-    chosen = set(names)
-    before = {name: p.requires_grad for name, p in model.named_parameters()}
-    for name, p in model.named_parameters():
-        p.requires_grad_(name in chosen and (before[name] or not respect_frozen))
-    try:
-        yield
-    finally:
-        for name, p in model.named_parameters():
-            p.requires_grad_(before[name])
-
-
 # ------------------------------------------------------------------------------ partial personalisation
 class PartialPersonalization(Algorithm):
     """The parameters named by ``local_parameter_names`` (and buffers by ``local_buffer_names``) stay on
@@ -84,8 +67,15 @@ class PartialPersonalization(Algorithm):
     def local_buffer_names(self, model: nn.Module) -> list[str]:
         return []
 
+    def bind_model(self, spec, model, input_shape, num_classes):
+        """The local part is fixed by the model: its mask over the flat vector and its buffer names, bound once
+        (the server's ``aggregate`` reads them)."""
+        super().bind_model(spec, model, input_shape, num_classes)
+        self._mask = parameter_mask(model, self.local_parameter_names(model))
+        self._local_buffers = tuple(self.local_buffer_names(model))
+
     def local_mask(self, model: nn.Module) -> torch.Tensor:
-        if getattr(self, "_mask", None) is None:
+        if getattr(self, "_mask", None) is None:   # hook-level use without bind_model (tests)
             self._mask = parameter_mask(model, self.local_parameter_names(model))
         return self._mask
 
@@ -102,17 +92,15 @@ class PartialPersonalization(Algorithm):
         self.load_personal(ctx)
 
     def end_local(self, ctx, update):
-        self._local_buffers = tuple(self.local_buffer_names(ctx.model))
         ctx.state["local_params"] = update.params[self.local_mask(ctx.model)].clone()
         ctx.state["local_buffers"] = {n: update.buffers[n].clone() for n in self.local_buffer_names(ctx.model)}
 
     def aggregate(self, server, updates, round_index):
-        mask = getattr(self, "_mask", None)
+        mask = self._mask
         kept_params = server.params.clone()
-        kept_buffers = {n: server.buffers[n] for n in getattr(self, "_local_buffers", ())}
+        kept_buffers = {n: server.buffers[n] for n in self._local_buffers}
         super().aggregate(server, updates, round_index)
-        if mask is not None:   # the local part is never averaged
-            server.params[mask] = kept_params[mask]
+        server.params[mask] = kept_params[mask]   # the local part is never averaged
         server.buffers.update(kept_buffers)
 
     def eval_model(self, ctx):

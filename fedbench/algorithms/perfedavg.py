@@ -13,7 +13,7 @@ import torch
 from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm, LocalPhase, NoParams
 
 
 class PerFedAvgParams(NoParams):
@@ -25,15 +25,15 @@ class PerFedAvgParams(NoParams):
 class PerFedAvg(Algorithm):
     Params = PerFedAvgParams
 
-    def local_train(self, ctx):
-        self.spec = ctx.spec
-        model = ctx.model
-        model.train()
-        self.begin_local(ctx)
-        params = [p for p in model.parameters() if p.requires_grad]
+    def local_phases(self, ctx):
+        return [LocalPhase(ctx.batches(), step=self.meta_steps)]
+
+    def meta_steps(self, ctx, batches):
+        """Per-FedAvg Alg. 1 (FO): one meta-step per pair (D, D') of consecutive mini-batches."""
+        params = [p for p in ctx.model.parameters() if p.requires_grad]
         inner = torch.optim.SGD(params, lr=ctx.lr)
         outer = torch.optim.SGD(params, lr=self.params.beta)
-        batches = ctx.batches()
+        batches = iter(batches)
         for first, second in zip(batches, batches):                  # (D, D') pairs
             start = [p.detach().clone() for p in params]
             self.train_steps(ctx, inner, [first])                     # w̃ = w − α∇f(w; D)
@@ -45,9 +45,6 @@ class PerFedAvg(Algorithm):
                 for p, p0 in zip(params, start):
                     p.copy_(p0)
             outer.step()                                              # w ← w − β∇f(w̃; D')
-        update = ctx.make_update()
-        self.end_local(ctx, update)
-        return update
 
     def eval_model(self, ctx):
         if self.params.adapt_steps:

@@ -7,7 +7,7 @@ averaged over B×C (FedDr+ [code]; the paper's loss on normalised features):
 
     L = (1 / (B·C)) · Σ_b Σ_c (cos(f(x_b), w_c) − 1[c = y_b])².
 
-Model: build it with ``model_params.classifier = "orthonormal"`` (checked at the start of local training).
+Model: build it with ``model_params.classifier = "orthonormal"`` (checked when the run starts, ``check_model``).
 The original's post-training closed-form classifier calibration is used neither by FedDr+'s paper nor its
 [code] and is not implemented. lr: FedDr+ Tables 6/7 use 0.55 (CIFAR-10) / 6.5 (CIFAR-100).
 """
@@ -23,8 +23,8 @@ from fedbench.algorithms.fixed_classifier import require_classifier
 class SphereFed(Algorithm):
     """Fixed orthonormal classifier on normalised features, MSE on the cosine logits."""
 
-    def begin_local(self, ctx):
-        require_classifier(ctx.model, "orthonormal", "spherefed")
+    def check_model(self, model, setting):
+        require_classifier(model, "orthonormal", setting)
 
     def loss(self, ctx, x, y, logits):
         return F.mse_loss(logits, F.one_hot(y, logits.shape[1]).to(logits.dtype))

@@ -1,18 +1,36 @@
-"""State the engine hands to algorithms: the server's state and a client's training context."""
+"""What the engine and the algorithms exchange: the server's state, a client's context (``ClientContext``), what a
+client sends back (``ClientUpdate``), and the run's state (``RunState``) whose ``client_context`` factory builds
+every client context the engine hands to an algorithm hook (training, personalised evaluation, fine-tuning)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Literal
 
 import torch
 from torch import nn
 
+from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
+from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
 if TYPE_CHECKING:
-    from fedbench.algorithms.base import ClientUpdate
+    from fedbench.data.federated import FederatedData
+
+
+@dataclass
+class ClientUpdate:
+    """What a client sends back after local training."""
+
+    client_id: int
+    params: torch.Tensor                       # flat trained parameters w_k
+    buffers: dict[str, torch.Tensor]           # BatchNorm running statistics etc.
+    num_samples: int                           # |D_k| (training samples of the client)
+    num_steps: int                             # local optimizer steps taken (FedNova's tau_k)
+    train_loss: float                          # mean training loss over the local steps
+    extra: dict[str, Any] = field(default_factory=dict)   # method-specific upload (e.g. delta c_i)
 
 
 @dataclass
@@ -52,7 +70,7 @@ class ClientContext:
         self, *, spec: RunSpec, client_id: int, round_index: int, model: nn.Module, server: ServerState,
         payload: dict[str, Any], state: dict[str, Any], data: TensorData, indices: torch.Tensor,
         generator: torch.Generator, device: torch.device, lr: float,
-        spare_models: "SpareModels | None" = None,
+        spare_models: "SpareModels | None" = None, holdout: torch.Tensor | None = None,
     ):
         self.spec = spec
         self.client_id = client_id
@@ -65,7 +83,8 @@ class ClientContext:
         self.state = state
         self.data = data
         self.task = data.task                 # "classification" or "segmentation" (DatasetMeta.task)
-        self.indices = indices
+        self.indices = indices                # the client's training samples (``Algorithm.local_split``)
+        self.holdout = holdout                # samples the method holds out of training (FedFomo's validation)
         self.num_samples = int(indices.numel())
         self.generator = generator
         self.device = device
@@ -98,11 +117,11 @@ class ClientContext:
         )
 
     def steps_per_epoch(self) -> int:
-        size, batch = self.num_samples, self.spec.batch_size
-        return max(1, size // batch) if self.spec.drop_last else -(-size // batch)
+        return steps_per_epoch(self.num_samples, self.spec.batch_size, self.spec.drop_last)
 
     def planned_steps(self) -> int:
-        return self.spec.local_steps or self.spec.local_epochs * self.steps_per_epoch()
+        """The round's local steps (``fedbench.cost.local_steps_per_round``, the formula cost figures use too)."""
+        return spec_steps_per_round(self.spec, self.num_samples)
 
     def batches(self, indices: torch.Tensor | None = None, epochs: int | None = None,
                 steps: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -115,9 +134,9 @@ class ClientContext:
         if steps is not None:
             remaining = steps if size else 0
         elif epochs is not None:
-            remaining = epochs * (max(1, size // batch) if self.spec.drop_last else -(-size // batch))
+            remaining = epochs * steps_per_epoch(size, batch, self.spec.drop_last)
         else:
-            remaining = self.planned_steps()
+            remaining = self.planned_steps() if size else 0
         while remaining > 0:
             order = indices[torch.randperm(size, generator=self.generator, device=indices.device)]
             stop = size - size % batch if self.spec.drop_last and size >= batch else size
@@ -172,9 +191,7 @@ class ClientContext:
     def current_buffers(self) -> dict[str, torch.Tensor]:
         return {name: b.detach().clone() for name, b in self.model.named_buffers()}
 
-    def make_update(self) -> "ClientUpdate":
-        from fedbench.algorithms.base import ClientUpdate
-
+    def make_update(self) -> ClientUpdate:
         mean_loss = (self._loss_sum / max(1, self.num_steps)).item()
         return ClientUpdate(
             client_id=self.client_id, params=self.current_params(), buffers=self.current_buffers(),
@@ -190,8 +207,6 @@ class SpareModels:
         self.slots: dict[str, nn.Module] = {}
 
     def load(self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None) -> nn.Module:
-        import copy
-
         model = self.slots.get(slot)
         if model is None:
             model = copy.deepcopy(self.template)
@@ -200,3 +215,57 @@ class SpareModels:
             self.slots[slot] = model
         load_weights(model, params, buffers)
         return model.eval()
+
+
+Purpose = Literal["train", "eval", "finetune"]
+# (batch/augmentation generator stream, dropout seed stream) of each purpose (``fedbench.seeding``)
+_STREAMS: dict[str, tuple[str, str]] = {
+    "train": ("client", "dropout"), "eval": ("eval", "eval-dropout"), "finetune": ("finetune", "finetune-dropout"),
+}
+
+
+@dataclass
+class RunState:
+    """One run's working state, built once by the engine: its spec, data, the one working model, the server state,
+    every client's persistent ``state`` (checkpointed) and the spare frozen models. ``client_context`` builds every
+    context an algorithm hook receives, so the three places that hand a client to an algorithm (local training,
+    personalised evaluation, fine-tuning) cannot drift apart."""
+
+    spec: RunSpec
+    data: "FederatedData"
+    model: nn.Module
+    server: ServerState
+    device: torch.device
+    spare_models: SpareModels
+    eval_batch_size: int = 1000
+    client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    frozen: torch.Tensor | None = None        # parameters the model fixes (ETF classifiers), over the flat vector
+
+    def client_context(self, algorithm, client: int, round_index: int, *, purpose: Purpose = "train", lr: float,
+                       payload: dict[str, Any] | None = None, spec: RunSpec | None = None,
+                       server: ServerState | None = None) -> ClientContext:
+        """Load the weights the client starts from (``server``'s, default the run's) into the working model, seed
+        torch's global RNG for dropout and build the context ``algorithm``'s hooks receive, with the client's
+        training indices split by ``algorithm.local_split``. Every purpose has its own random streams,
+        keyed by (round, client) — by client alone for fine-tuning, which happens once — so neither evaluation
+        nor fine-tuning moves a training stream. ``train`` hands the client its persistent state, ``eval`` and
+        ``finetune`` a deep copy: whatever their hooks do to it, training state stays as it was. ``spec``: the
+        spec the client trains under (fine-tuning's epochs, optimizer and batch size); default the run's."""
+        server = self.server if server is None else server
+        spec = self.spec if spec is None else spec
+        generator_stream, dropout_stream = _STREAMS[purpose]
+        keys = (client,) if purpose == "finetune" else (round_index, client)
+        load_weights(self.model, server.params, server.buffers)
+        torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))
+        if purpose == "train":
+            state = self.client_states.setdefault(client, {})
+        else:   # evaluation and fine-tuning never change training state
+            state = copy.deepcopy(self.client_states.get(client, {}))
+        indices, holdout = algorithm.local_split(spec, client, self.data.client_train[client])
+        return ClientContext(
+            spec=spec, client_id=client, round_index=round_index, model=self.model, server=server,
+            payload={} if payload is None else payload, state=state, data=self.data.tensors,
+            indices=indices, holdout=holdout, device=self.device, lr=lr,
+            generator=torch_generator(self.spec.seed, generator_stream, *keys, device=self.device),
+            spare_models=self.spare_models,
+        )

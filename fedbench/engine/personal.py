@@ -25,9 +25,8 @@ import torch
 from torch import nn
 
 from fedbench import metrics
-from fedbench.engine.context import ClientContext, ServerState, load_weights
+from fedbench.engine.context import RunState, ServerState
 from fedbench.engine.evaluation import dice_scores, eval_batch_size as capped_batch_size, evaluate
-from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec, ScheduleSpec
 
 
@@ -79,31 +78,26 @@ def _summary(values: list[float], sizes: list[int]) -> tuple[float, float | None
             float(np.std(values)))
 
 
-def personal_evaluation(spec: RunSpec, algorithm, model, server, client_states, data, record, device,
-                        eval_batch_size, spare_models, lr: float = 0.0) -> None:
-    """Every client's own model (``Algorithm.eval_model``) on its own test (and validation) split."""
+def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> None:
+    """Every client's own model (``Algorithm.eval_model``) on its own test (and validation) split. The contexts are
+    built for evaluation (``RunState.client_context``): a copy of each client's state and evaluation's own random
+    streams, so evaluating never changes what training does next."""
+    spec, data = run.spec, run.data
     accuracies, sizes, validation = [], [], []
     extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
     x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
     for client in range(spec.num_clients):
-        load_weights(model, server.params, server.buffers)
-        torch.manual_seed(derive_seed(spec.seed, "eval-dropout", record.round, client))
-        ctx = ClientContext(
-            spec=spec, client_id=client, round_index=record.round, model=model, server=server, payload={},
-            state=client_states.setdefault(client, {}), data=data.tensors, indices=data.client_train[client],
-            device=device, lr=lr, generator=torch_generator(spec.seed, "eval", record.round, client, device=device),
-            spare_models=spare_models,
-        )
+        ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
         personal = algorithm.eval_model(ctx)   # may adapt (Per-FedAvg) or load a personal model
         test_x, test_y = data.client_test_data(client)   # from the training pool or the global test set
-        accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, eval_batch_size, task)
+        accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, run.eval_batch_size, task)
         accuracies.append(accuracy)
         sizes.append(len(test_y))
         for name in spec.eval_metrics:
             extra[name].append(scores[name])
         if spec.client_val_fraction > 0:
             val_idx = data.client_val[client]
-            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], eval_batch_size, task)[0])
+            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], run.eval_batch_size, task)[0])
     record.personal_per_client = accuracies
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:
@@ -125,56 +119,56 @@ def track_finetune_start(spec: RunSpec, record, server: ServerState, current: di
             "buffers": {name: b.clone() for name, b in server.buffers.items()}}
 
 
-# The fixed classifier a fine-tuning objective needs (FedDr+'s losses: the frozen simplex ETF).
-_NEEDS_CLASSIFIER = {"dr": "etf", "dr_plus": "etf"}
-
-
-def finetune_trainer(spec: RunSpec, algorithm):
-    """The Algorithm whose ``local_train`` fine-tunes (``finetune.loss``): the run's own for ``method``; plain CE
-    (FedAvg's objective); FedDr+'s L_DR (Dot-Regression, β = 1) or L_Dr+ (FedDr+, β = 0.9, Eq. 4). A teacher
-    (L_Dr+'s feature distillation) or prox target is the start model."""
-    # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms import build_algorithm
-    from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
-
-    if spec.finetune.loss == "method":
-        return algorithm
-    objectives = {"ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
-    return build_algorithm(*objectives[spec.finetune.loss])
-
-
-def check_finetune(spec: RunSpec, model: nn.Module) -> None:
-    """Called when a run starts: a fine-tuning objective that needs a fixed classifier the model lacks fails
-    then, not after the last round."""
-    kind = _NEEDS_CLASSIFIER.get(spec.finetune.loss) if spec.finetune is not None else None
-    if kind is not None:
-        from fedbench.algorithms.fixed_classifier import require_classifier
-
-        require_classifier(model, kind, f"finetune.loss = {spec.finetune.loss!r}")
-
-
-def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_states, data, record, device,
-                        eval_batch_size, spare_models, frozen: torch.Tensor | None = None) -> None:
-    """FedDr+ §1.6/§3.2: each client fine-tunes a copy of the start model for ``finetune.epochs`` epochs on
-    its training split (``part``: whole model, head or body; ``loss``: CE, the method's own objective, or FedDr+'s
-    L_DR / L_Dr+ (``finetune_trainer``); a teacher/prox target is the start model), then is evaluated on its test
-    split. Parameters fixed by the model (ETF classifiers) stay fixed; a head frozen by the method during FL
-    (FedBABU) is fine-tuned."""
-    # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms.partial import only_trainable
-
+def finetune_spec(spec: RunSpec) -> RunSpec:
+    """The spec clients fine-tune under: ``finetune.epochs`` epochs (no step budget) with its optimizer and batch
+    size, a constant lr."""
     ft = spec.finetune
-    params, buffers = (start["params"], start["buffers"]) if start else (server.params, server.buffers)
-    start_server = ServerState(params=params, buffers=buffers, state=server.state)
-    ft_spec = spec.model_copy(update={
+    return spec.model_copy(update={
         "local_epochs": ft.epochs, "local_steps": None, "optimizer": ft.optimizer_spec(),
         "batch_size": ft.batch_size or spec.batch_size, "lr_schedule": ScheduleSpec(),
     })
+
+
+def finetune_trainer(spec: RunSpec, algorithm):
+    """The Algorithm whose ``local_train`` fine-tunes (``finetune.loss``): the run's own for ``method``, else the
+    method that declares the loss as its objective (``fedbench.algorithms.finetune_objective``: plain CE is
+    FedAvg's; FedDr+'s L_DR / L_Dr+ are Dot-Regression's with β = 1 / 0.9). A teacher (L_Dr+'s feature
+    distillation) or prox target is the start model."""
+    # imported here: fedbench.algorithms imports the engine
+    from fedbench.algorithms import build_algorithm, finetune_objective
+
+    if spec.finetune.loss == "method":
+        return algorithm
+    return build_algorithm(*finetune_objective(spec.finetune.loss))
+
+
+def check_finetune(spec: RunSpec, algorithm, model: nn.Module) -> None:
+    """Called when a run starts: a fine-tuning objective the model cannot take (one that needs a fixed
+    classifier the model lacks) fails then, not after the last round."""
+    if spec.finetune is not None and spec.finetune.loss != "method":
+        finetune_trainer(spec, algorithm).check_model(model, f"finetune.loss = {spec.finetune.loss!r}")
+
+
+def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, record) -> None:
+    """FedDr+ §1.6/§3.2: each client fine-tunes a copy of the start model for ``finetune.epochs`` epochs on
+    its training split (``part``: whole model, head or body; ``loss``: CE, the method's own objective, or FedDr+'s
+    L_DR / L_Dr+ (``finetune_trainer``); a teacher/prox target is the start model), then is evaluated on its test
+    split. Parameters fixed by the model (ETF classifiers, ``run.frozen``) stay fixed; a head frozen by the method
+    during FL (FedBABU) is fine-tuned. Clients fine-tune a copy of their state: the run's is left as it was."""
+    # imported here: fedbench.algorithms imports the engine
+    from fedbench.algorithms.base import only_trainable
+
+    spec, model, data, ft = run.spec, run.model, run.data, run.spec.finetune
+    params, buffers = (start["params"], start["buffers"]) if start else (run.server.params, run.server.buffers)
+    start_server = ServerState(params=params, buffers=buffers, state=run.server.state)
+    ft_spec = finetune_spec(spec)
     trainer = finetune_trainer(spec, algorithm)
+    if trainer is not algorithm:   # an objective of its own: bound to the fine-tuning spec
+        trainer.bind_model(ft_spec, model, data.input_shape, data.num_classes)
     payload = trainer.payload(start_server, spec.rounds)
-    fixed, offset = set(), 0          # parameters the model itself fixes (``frozen``: the loop's mask at w^0)
+    fixed, offset = set(), 0          # parameters the model itself fixes (``run.frozen``: the loop's mask at w^0)
     for name, p in model.named_parameters():
-        if frozen is not None and bool(frozen[offset: offset + p.numel()].all()):
+        if run.frozen is not None and bool(run.frozen[offset: offset + p.numel()].all()):
             fixed.add(name)
         offset += p.numel()
     if ft.part == "head":
@@ -186,19 +180,12 @@ def finetune_evaluation(spec: RunSpec, algorithm, model, server, start, client_s
     names = [n for n in names if n not in fixed]
     accuracies, sizes = [], []
     for client in range(spec.num_clients):
-        load_weights(model, params, buffers)
-        torch.manual_seed(derive_seed(spec.seed, "finetune-dropout", client))
-        ctx = ClientContext(
-            spec=ft_spec, client_id=client, round_index=spec.rounds, model=model, server=start_server,
-            payload=payload, state=dict(client_states.get(client, {})), data=data.tensors,
-            indices=data.client_train[client], device=device, lr=ft.lr,
-            generator=torch_generator(spec.seed, "finetune", client, device=device), spare_models=spare_models,
-        )
+        ctx = run.client_context(trainer, client, spec.rounds, purpose="finetune", lr=ft.lr, payload=payload,
+                                 spec=ft_spec, server=start_server)
         with only_trainable(model, names, respect_frozen=False):
             trainer.local_train(ctx)
         test_x, test_y = data.client_test_data(client)
-        accuracies.append(evaluate(model, test_x, test_y, eval_batch_size, data.tensors.task)[0])
+        accuracies.append(evaluate(model, test_x, test_y, run.eval_batch_size, data.tensors.task)[0])
         sizes.append(len(test_y))
-    algorithm.spec = spec
     record.finetune_per_client = accuracies
     record.finetune_mean, record.finetune_weighted_mean, record.finetune_std = _summary(accuracies, sizes)
