@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from algorithm_fixtures import MLP, head_mlp, initial_model, make_spec  # noqa: F401  (head_mlp is a fixture)
 from fedbench.cli import app
-from fedbench.engine.evaluation import evaluate
 from fedbench.data.federated import prepare_data
+from fedbench.engine.evaluation import evaluate
 
 RECIPE = f"""
 paper = "tests"

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedbench.data.federated import prepare_data
 from fedbench.engine import client_schedule, run
 from fedbench.engine.checkpoint import load_checkpoint
-from fedbench.data.federated import prepare_data
 from fedbench.engine.loop import init_model
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec

@@ -7,13 +7,11 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 import torch
-from conftest import ListSink
 
 from algorithm_fixtures import MLP, head_mlp  # noqa: F401  (head_mlp: a fixture)
+from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
 from fedbench.algorithms.fedfomo import FedFomo

@@ -29,10 +29,10 @@ from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
 from fedbench.cli import app
+from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData
 from fedbench.engine import personal
 from fedbench.engine.context import RunState, SpareModels
-from fedbench.data.federated import prepare_data
 from fedbench.engine.loop import RoundRecord, init_model, run
 from fedbench.errors import ConfigError
 from fedbench.recipe import expand, load_recipe

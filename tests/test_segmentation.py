@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from fedbench import metrics
+from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData
 from fedbench.engine.context import ClientContext, ServerState
 from fedbench.engine.evaluation import eval_batch_size, evaluate
-from fedbench.data.federated import prepare_data
 from fedbench.errors import ConfigError
 from fedbench.losses import soft_dice_loss, task_loss
 from fedbench.models import build_model

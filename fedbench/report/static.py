@@ -33,11 +33,12 @@ def _model_values(row) -> dict[str, float]:
 
 def _overhead_values(row, setting: dict) -> dict[str, float]:
     from fedbench.algorithms import build_algorithm
+    from fedbench.cost import local_steps_per_round
 
     card = _card(row, setting)
     samples = int(setting.get("samples_per_client", 600))
     batch = int(setting.get("batch_size", 50))
-    steps = int(setting.get("local_epochs", 1)) * -(-samples // batch)
+    steps = local_steps_per_round(samples, batch, local_epochs=int(setting.get("local_epochs", 1)))
     forward = card["macs_forward"]
     algorithm = build_algorithm(row.algorithm, row.algorithm_params)
     flops = algorithm.attach_flops_per_round(steps=steps, samples=samples, batch_size=batch, num_params=card["params"],

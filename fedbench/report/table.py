@@ -37,14 +37,13 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one
     round plus the method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V)."""
     from fedbench.algorithms import build_algorithm
-    from fedbench.cost import model_card
+    from fedbench.cost import model_card, spec_steps_per_round
     from fedbench.data import dataset_meta
 
     meta = dataset_meta(spec.dataset)
     card = model_card(spec.model, num_classes=meta.num_classes, input_shape=list(meta.input_shape), **spec.model_params)
     samples = float(np.mean(client_sizes)) if client_sizes else float(spec.partition_params.get("samples_per_client", 0))
-    steps_per_epoch = -(-int(samples) // spec.batch_size)
-    steps = spec.local_steps or spec.local_epochs * steps_per_epoch
+    steps = spec_steps_per_round(spec, int(samples))   # the engine's formula (drop_last, step budgets)
     processed = steps * spec.batch_size if spec.local_steps else samples * spec.local_epochs
     forward = card["macs_forward"]
     attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
