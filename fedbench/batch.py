@@ -88,6 +88,8 @@ class Batch:
     data_root: str | None = None
     verify: bool = True
     threads: int = 1
+    # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
+    arrays: Any = None   # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
     def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None]) -> None:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``."""
@@ -100,7 +102,7 @@ class Batch:
             verify=self.verify,
             threads=self.threads,
         )
-        execute(self.todo, options, jobs, on_event)
+        execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
         """Statuses of the batch's runs now, and the last error line of each failed one."""
@@ -129,12 +131,15 @@ def prepare_batch(
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
+    from fedbench.data.federated import ArraysCache
     from fedbench.executors import preflight
 
     root = str(data_root) if data_root is not None else None
     known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
-    preflight([p for p in planned if force or known.get(p.spec_hash) not in FINISHED], root, verify=verify)
+    arrays = ArraysCache()
+    preflight([p for p in planned if force or known.get(p.spec_hash) not in FINISHED], root, verify=verify,
+              arrays=arrays)
     store = Registry(registry_url)
     store.ensure_runs([p.registry_entry() for p in planned])
     statuses = store.statuses(p.spec_hash for p in planned)
@@ -152,6 +157,7 @@ def prepare_batch(
         data_root=root,
         verify=verify,
         threads=threads,
+        arrays=arrays,
     )
 
 
