@@ -204,12 +204,19 @@ class RunSpec(_Strict):
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
 
-    def canonical_json(self) -> str:
+    def canonical_json(self, algorithm_revision: int | None = None) -> str:
         """The resolved spec as canonical JSON, less the fields (and plug-in parameters) that hold their
-        ``HashNeutral`` value."""
+        ``HashNeutral`` value, plus ``algorithm_revision`` when a fix changed what this spec trains to
+        (``Algorithm.result_revision``; 1 = unchanged since 0.1.0, left out). ``algorithm_revision`` given:
+        the JSON as that revision of the method would have it (registry migrations of older runs)."""
+        from fedbench.algorithms import ALGORITHMS
         from fedbench.resolve import neutral_params
 
         data = _without_neutral(type(self), self.model_dump(mode="json"))
+        method: Any = ALGORITHMS.get(self.algorithm)
+        revision = method.result_revision(self) if algorithm_revision is None else algorithm_revision
+        if revision != 1:
+            data["algorithm_revision"] = revision
         for kind in PLUGIN_KINDS:
             params = data[f"{kind}_params"]
             for key, value in neutral_params(kind, data[kind]).items():
@@ -219,7 +226,11 @@ class RunSpec(_Strict):
 
     @property
     def spec_hash(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+        return self.hash_at()
+
+    def hash_at(self, algorithm_revision: int | None = None) -> str:
+        """The spec hash (with the given ``algorithm_revision``, else the current code's)."""
+        return hashlib.sha256(self.canonical_json(algorithm_revision).encode()).hexdigest()[:16]
 
 
 def _model_type(annotation: Any) -> type[BaseModel] | None:

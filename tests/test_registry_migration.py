@@ -155,3 +155,21 @@ def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
     assert [out.strip() for out, _ in outputs] == ["13"] * 3
     assert {h for (h,) in raw_rows(database, "SELECT spec_hash FROM runs")} == compiled_hashes()
     assert raw_rows(database, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+def test_an_old_run_whose_result_a_fix_changed_is_not_taken_for_the_new_result(tmp_path):
+    """0.1.0's LG-Mix under partial participation let evaluation change training: such a run keeps a hash of
+    its own (result revision 1), so the fixed spec (revision 2) is trained again rather than reported stale."""
+    spec = RunSpec(algorithm="lgmix", dataset="digits", model="digits_mlp", num_clients=4, clients_per_round=2,
+                   rounds=2, eval_mode="both", client_test_fraction=0.2)
+    raw = {**spec.model_dump(mode="json"), "algorithm_params": {}, "model_params": {}, "dataset_params": {},
+           "partition_params": {}}
+    url, _ = old_registry(tmp_path, f"""
+        INSERT INTO runs (spec_hash, spec, labels, paper, recipe, algorithm, dataset, seed, scale, synthetic, targets,
+                          status, rounds_done, summary, provenance)
+        VALUES ('fedcba9876543210', '{json.dumps(raw)}', '{{}}', 'lgmix', 'x', 'lgmix', 'digits', 0, 'full', 0, '[]',
+                'done', 2, '{{}}', '{{}}');
+    """)
+    [run] = [r for r in Registry(url).runs() if r.algorithm == "lgmix" and r.recipe == "x"]
+    assert run.spec_hash == spec.hash_at(algorithm_revision=1) != spec.spec_hash
+    assert Registry(url).statuses([spec.spec_hash]) == {}

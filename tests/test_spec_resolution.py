@@ -112,3 +112,17 @@ def test_hash_neutral_spec_fields_live_on_the_field():
 def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
     with pytest.raises(error, match=message):
         RunSpec(**{**BASE, **setup})
+
+
+@pytest.mark.parametrize("setup, revision", [
+    ({"algorithm": "lgmix", "num_clients": 4, "clients_per_round": 2}, 2),     # the partial-participation fix
+    ({"algorithm": "lgmix", "num_clients": 4, "clients_per_round": 4}, 1),     # full participation: unchanged
+    ({"algorithm": "fedfomo", "model": "fedbn_digit_cnn", "model_params": {}, "dataset": "digits5"}, 2),  # BN peers
+    ({"algorithm": "fedfomo"}, 1),                                                # no BatchNorm: unchanged
+    ({"algorithm": "fedavg"}, 1),
+])
+def test_a_fix_that_changes_a_specs_result_changes_its_hash(setup, revision):
+    spec = RunSpec(**{**BASE, "algorithm_params": {}, **setup})
+    assert ALGORITHMS.get(spec.algorithm).result_revision(spec) == revision
+    assert (spec.spec_hash != spec.hash_at(algorithm_revision=1)) == (revision != 1)
+    assert ('"algorithm_revision"' in spec.canonical_json()) == (revision != 1)

@@ -92,6 +92,14 @@ class Algorithm:
         # from it. Client hooks read ``ctx.spec`` (fine-tuning trains under a spec of its own).
         self.spec: RunSpec | None = None
 
+    @classmethod
+    def result_revision(cls, spec: RunSpec) -> int:
+        """Which revision of the method's results ``spec`` gets: 1 unless a fix changed what this spec trains to.
+        A revision above 1 goes into the spec hash (``RunSpec.canonical_json``), so runs trained before the fix
+        are not taken for the spec's result: ``run`` trains it again and ``report`` no longer shows the old
+        numbers. Return the new revision only for the specs the fix changes."""
+        return 1
+
     # ---------------------------------------------------------------- server side
     def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
         """Called once by the engine, before ``init_server``, with the run's spec and initialised model: binds the

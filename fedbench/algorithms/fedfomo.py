@@ -13,6 +13,8 @@ its BatchNorm running statistics score it and are mixed with the weights w_ij ([
 averages every state_dict entry); the distance ‖θ_j − θ_i‖ is over the parameters.
 """
 
+import json
+
 import torch
 from pydantic import Field
 
@@ -21,6 +23,7 @@ from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import restore_model
 from fedbench.losses import task_loss
 from fedbench.engine.context import load_weights
+from fedbench.models import has_batchnorm
 from fedbench.seeding import torch_generator
 
 
@@ -32,6 +35,11 @@ class FedFomoParams(NoParams):
 @register_algorithm("fedfomo", papers=("lgmix",))
 class FedFomo(Algorithm):
     Params = FedFomoParams
+
+    @classmethod
+    def result_revision(cls, spec):
+        # 2: peers are scored and mixed with their own BatchNorm statistics (0.1.0 used the client's own)
+        return 2 if has_batchnorm(spec.model, spec.dataset, json.dumps(spec.model_params, sort_keys=True)) else 1
 
     def init_server(self, server):
         server.state["client_models"] = {}           # j -> (θ_j, buffers_j)

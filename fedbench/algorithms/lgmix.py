@@ -90,6 +90,12 @@ def mixing_ratio(local_trace: float, global_trace: float) -> float:
 class LGMix(Algorithm):
     Params = LGMixParams
 
+    @classmethod
+    def result_revision(cls, spec):
+        # 2: personal evaluation no longer completes Eq. 2 (0.1.0 let it change training under partial
+        # participation); with every client in every round the results are unchanged
+        return 2 if spec.clients_per_round < spec.num_clients else 1
+
     # ---------------------------------------------------------------- the personal model w_c
     def begin_local(self, ctx):
         # else u(t): all w_c(0) = u(0) when every client trains in round 1; under partial participation a

@@ -9,6 +9,7 @@ keyword info describes the paper configuration it is listed for: ``papers``, ``i
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable
@@ -32,6 +33,21 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], **par
         )
     _check_switches(name, builder, params)
     return builder(num_classes=num_classes, input_shape=tuple(input_shape), **params)
+
+
+@functools.lru_cache(maxsize=256)
+def has_batchnorm(name: str, dataset: str, params_json: str) -> bool:
+    """Whether model ``name`` (built for ``dataset``'s classes and input, with the JSON ``params``) has BatchNorm
+    layers; cached, for decisions made from a spec alone (``Algorithm.result_revision``)."""
+    import json
+
+    from torch import nn
+
+    from fedbench.data import dataset_meta
+
+    meta = dataset_meta(dataset)
+    model = build_model(name, meta.num_classes, tuple(meta.input_shape), **json.loads(params_json))
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 def _check_switches(name: str, builder: Callable[..., Any], params: dict[str, Any]) -> None:

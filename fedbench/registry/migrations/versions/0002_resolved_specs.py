@@ -80,7 +80,9 @@ def upgrade() -> None:
             spec = resolve_v0_1_0(stored, defaults)
         except (ValidationError, FedbenchError):
             continue
-        groups.setdefault(spec.spec_hash, []).append((row, spec.model_dump(mode="json")))
+        # 0.1.0 trained every method at its first result revision: a spec a later fix changes
+        # (Algorithm.result_revision > 1) must not be taken for the fixed result, so it keeps revision 1's hash
+        groups.setdefault(spec.hash_at(algorithm_revision=1), []).append((row, spec.model_dump(mode="json")))
     for new_hash, members in groups.items():
         members.sort(key=lambda member: _keep_first(member[0]))
         (kept, resolved), duplicates = members[0], members[1:]
