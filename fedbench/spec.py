@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -245,13 +246,22 @@ def _model_type(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+@lru_cache(maxsize=None)
+def _hash_layout(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, type[BaseModel]]]:
+    """(hash-neutral values, nested models) of a spec section's fields: fixed per class, so computed once."""
+    nested = {name: found for name, info in model.model_fields.items()
+              if (found := _model_type(info.annotation)) is not None}
+    return {k: _normalise(v) for k, v in neutral_fields(model).items()}, nested
+
+
 def _without_neutral(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-    neutral = neutral_fields(model)
-    for name, info in model.model_fields.items():
-        if name in neutral and name in data and data[name] == _normalise(neutral[name]):
+    neutral, nested = _hash_layout(model)
+    for name, value in neutral.items():
+        if name in data and data[name] == value:
             del data[name]
-        elif isinstance(data.get(name), dict) and (nested := _model_type(info.annotation)) is not None:
-            _without_neutral(nested, data[name])
+    for name, section in nested.items():
+        if isinstance(data.get(name), dict):
+            _without_neutral(section, data[name])
     return data
 
 
