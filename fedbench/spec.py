@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -246,7 +246,7 @@ def _model_type(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _hash_layout(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, type[BaseModel]]]:
     """(hash-neutral values, nested models) of a spec section's fields: fixed per class, so computed once."""
     nested = {name: found for name, info in model.model_fields.items()
