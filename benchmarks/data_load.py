@@ -38,8 +38,12 @@ def write_mnist(root: Path, real: Path | None) -> None:
         rng = np.random.default_rng(0)
         test_x = rng.integers(0, 256, (10000, 28, 28), dtype=np.uint8)
         test_y = rng.integers(0, 10, 10000).astype(np.uint8)
-    for name, array in (("train-images-idx3-ubyte.gz", np.tile(test_x, (6, 1, 1))), ("train-labels-idx1-ubyte.gz", np.tile(test_y, 6)),
-                        ("t10k-images-idx3-ubyte.gz", test_x), ("t10k-labels-idx1-ubyte.gz", test_y)):
+    for name, array in (
+        ("train-images-idx3-ubyte.gz", np.tile(test_x, (6, 1, 1))),
+        ("train-labels-idx1-ubyte.gz", np.tile(test_y, 6)),
+        ("t10k-images-idx3-ubyte.gz", test_x),
+        ("t10k-labels-idx1-ubyte.gz", test_y),
+    ):
         with gzip.open(raw / name, "wb", compresslevel=6) as handle:
             handle.write(idx(array))
 
@@ -61,21 +65,35 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="fedbench-bench-"))
     try:
         write_mnist(root, args.real_test_files)
-        timed("load raw IDX.gz (60k+10k, no verify)", lambda: load_dataset("mnist", root, verify=False, use_prepared=False))
+        timed(
+            "load raw IDX.gz (60k+10k, no verify)",
+            lambda: load_dataset("mnist", root, verify=False, use_prepared=False),
+        )
         timed("prepare (parse + write cache)", lambda: prepare_dataset("mnist", root, verify=False), repeat=1)
         arrays = timed("load prepared (memory-mapped)", lambda: load_dataset("mnist", root, verify=False))
         assert "prepared" in arrays.info
         labels = np.asarray(arrays.train_y)
         timed("materialise prepared train_x in RAM", lambda: np.array(arrays.train_x))
-        for name, params in (("iid", {}), ("dirichlet", {"alpha": 0.1, "min_size": 10}), ("dirichlet", {"alpha": 0.5}),
-                             ("shards", {"shards_per_client": 2}), ("orthogonal", {"clusters": 5}),
-                             ("samples_per_client", {"samples_per_client": 600, "alpha": 0.5})):
-            timed(f"partition {name} {params} × 100 clients",
-                  lambda name=name, params=params: make_partition(name, labels, None, 100, np.random.default_rng(0), params))
+        for name, params in (
+            ("iid", {}),
+            ("dirichlet", {"alpha": 0.1, "min_size": 10}),
+            ("dirichlet", {"alpha": 0.5}),
+            ("shards", {"shards_per_client": 2}),
+            ("orthogonal", {"clusters": 5}),
+            ("samples_per_client", {"samples_per_client": 600, "alpha": 0.5}),
+        ):
+            timed(
+                f"partition {name} {params} × 100 clients",
+                lambda name=name, params=params: make_partition(
+                    name, labels, None, 100, np.random.default_rng(0), params
+                ),
+            )
 
         def end_to_end():
             loaded = load_dataset("mnist", root, verify=False)
-            return make_partition("dirichlet", np.asarray(loaded.train_y), None, 100, np.random.default_rng(0), {"alpha": 0.5})
+            return make_partition(
+                "dirichlet", np.asarray(loaded.train_y), None, 100, np.random.default_rng(0), {"alpha": 0.5}
+            )
 
         timed("prepared load + dirichlet(0.5) for 100 clients", end_to_end)
     finally:

@@ -37,9 +37,19 @@ def best_of(fn, repeats: int = 3) -> float:
 def paper_order_cnn() -> nn.Module:
     """FedTrip's LeNet-5 (3 conv) from plain PyTorch layers: Conv-ReLU-Pool, C5 as a convolution."""
     return nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 120, 5), nn.ReLU(), nn.Flatten(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+        nn.Conv2d(1, 6, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 120, 5),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
+    )
 
 
 def round_cost(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float, float]:
@@ -66,20 +76,26 @@ def main() -> None:
     x, y = torch.randn(10_000, 1, 28, 28), torch.randint(0, 10, (10_000,))
     print(f"threads={torch.get_num_threads()}; seconds per round (test pass + local training)")
     per_seed_method = 0.0
-    for name, build in (("mlp", lambda: build_model("mlp", 10, (1, 28, 28))),
-                        ("cnn, PyTorch layers", paper_order_cnn),
-                        ("cnn, fedbench", lambda: build_model("fedtrip_cnn", 10, (1, 28, 28)))):
+    for name, build in (
+        ("mlp", lambda: build_model("mlp", 10, (1, 28, 28))),
+        ("cnn, PyTorch layers", paper_order_cnn),
+        ("cnn, fedbench", lambda: build_model("fedtrip_cnn", 10, (1, 28, 28))),
+    ):
         torch.manual_seed(0)
         test, mnist, fmnist = round_cost(build(), x, y)
         run_mnist, run_fmnist = ROUNDS * (test + mnist), ROUNDS * (test + fmnist)
-        print(f"{name:20s} test pass {test:.3f}   train MNIST {mnist:.3f}, FMNIST {fmnist:.3f}   "
-              f"→ {ROUNDS} rounds ≈ {run_mnist:.0f} s (MNIST), {run_fmnist:.0f} s (FMNIST)")
+        print(
+            f"{name:20s} test pass {test:.3f}   train MNIST {mnist:.3f}, FMNIST {fmnist:.3f}   "
+            f"→ {ROUNDS} rounds ≈ {run_mnist:.0f} s (MNIST), {run_fmnist:.0f} s (FMNIST)"
+        )
         if name != "cnn, PyTorch layers":
             per_seed_method += run_mnist + run_fmnist
     runs = 4 * METHODS * SEEDS
     minutes = per_seed_method * METHODS * SEEDS / WORKERS / 60
-    print(f"Table IV MNIST+FMNIST columns ({runs} runs) with --jobs {WORKERS}: ≈ {minutes:.0f} min of training "
-          f"and evaluation (no start-up, data loading or registry time)")
+    print(
+        f"Table IV MNIST+FMNIST columns ({runs} runs) with --jobs {WORKERS}: ≈ {minutes:.0f} min of training "
+        f"and evaluation (no start-up, data loading or registry time)"
+    )
 
 
 if __name__ == "__main__":

@@ -42,9 +42,18 @@ def load_benchmark_random(root: Path) -> DatasetArrays:
 
 
 def spec(rounds: int) -> RunSpec:
-    return RunSpec(algorithm="fedavg", dataset="benchmark_random", model="lenet5", partition="iid",
-                   num_clients=CLIENTS, clients_per_round=CLIENTS, rounds=rounds, local_epochs=1, batch_size=64,
-                   optimizer={"lr": 0.01, "momentum": 0.9})
+    return RunSpec(
+        algorithm="fedavg",
+        dataset="benchmark_random",
+        model="lenet5",
+        partition="iid",
+        num_clients=CLIENTS,
+        clients_per_round=CLIENTS,
+        rounds=rounds,
+        local_epochs=1,
+        batch_size=64,
+        optimizer={"lr": 0.01, "momentum": 0.9},
+    )
 
 
 class TimingSink:
@@ -85,7 +94,7 @@ def plain_rounds(rounds: int) -> list[float]:
             model.train()
             order = idx[torch.randperm(len(idx))]
             for start in range(0, len(order), 64):
-                batch = order[start:start + 64]
+                batch = order[start : start + 64]
                 loss = F.cross_entropy(model(x[batch]), y[batch])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
@@ -95,8 +104,10 @@ def plain_rounds(rounds: int) -> list[float]:
         global_state = {k: summed[k].to(v.dtype) for k, v in global_state.items()}
         model.load_state_dict(global_state)
         model.eval()
-        with torch.inference_mode():   # the test pass a round includes; its count is not needed here
-            _correct = sum((model(tx[i:i + 1000]).argmax(1) == ty[i:i + 1000]).sum().item() for i in range(0, TEST, 1000))
+        with torch.inference_mode():  # the test pass a round includes; its count is not needed here
+            _correct = sum(
+                (model(tx[i : i + 1000]).argmax(1) == ty[i : i + 1000]).sum().item() for i in range(0, TEST, 1000)
+            )
         seconds.append(time.perf_counter() - began)
     return seconds
 
@@ -109,7 +120,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    fedbench_rounds(1), plain_rounds(1)   # warm-up (allocator, kernels)
+    fedbench_rounds(1), plain_rounds(1)  # warm-up (allocator, kernels)
     ours, plain = [], []
     for _ in range(args.repeats):
         plain += plain_rounds(args.rounds)

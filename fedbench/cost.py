@@ -66,8 +66,9 @@ def steps_per_epoch(samples: int, batch_size: int, drop_last: bool = False) -> i
     return max(1, samples // batch_size) if drop_last else -(-samples // batch_size)
 
 
-def local_steps_per_round(samples: int, batch_size: int, *, local_epochs: int = 1, local_steps: int | None = None,
-                          drop_last: bool = False) -> int:
+def local_steps_per_round(
+    samples: int, batch_size: int, *, local_epochs: int = 1, local_steps: int | None = None, drop_last: bool = False
+) -> int:
     """Optimizer steps of one client's local training in one round: ``local_steps`` when set (a fixed step budget
     that cycles through fresh permutations), else ``local_epochs`` passes (``steps_per_epoch``); 0 for a client
     without training samples. ``ClientContext.batches`` yields exactly this many batches."""
@@ -78,12 +79,26 @@ def local_steps_per_round(samples: int, batch_size: int, *, local_epochs: int = 
 
 def spec_steps_per_round(spec, samples: int) -> int:
     """``local_steps_per_round`` with a RunSpec's batch size, epochs or step budget and ``drop_last``."""
-    return local_steps_per_round(samples, spec.batch_size, local_epochs=spec.local_epochs,
-                                 local_steps=spec.local_steps, drop_last=spec.drop_last)
+    return local_steps_per_round(
+        samples, spec.batch_size, local_epochs=spec.local_epochs, local_steps=spec.local_steps, drop_last=spec.drop_last
+    )
 
 
-def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
-                        _output_padding, _groups, output_mask, out_shape=None, **kwargs) -> int:
+def _conv_backward_flop(
+    grad_out_shape,
+    x_shape,
+    w_shape,
+    _bias,
+    _stride,
+    _padding,
+    _dilation,
+    transposed,
+    _output_padding,
+    _groups,
+    output_mask,
+    out_shape=None,
+    **kwargs,
+) -> int:
     """FLOPs of ``aten.convolution_backward``: each requested gradient costs as much as the forward conv.
 
     grad_input is the transposed convolution of grad_out with the weight; grad_weight multiplies every weight
@@ -124,8 +139,9 @@ def measure_flops(model: nn.Module, input_shape: tuple[int, ...], batch_size: in
     return forward // batch_size, total // batch_size
 
 
-def flops_per_sample(model: nn.Module, input_shape: tuple[int, ...], backward: bool = False,
-                     batch_size: int = 2) -> int:
+def flops_per_sample(
+    model: nn.Module, input_shape: tuple[int, ...], backward: bool = False, batch_size: int = 2
+) -> int:
     """FLOPs of one forward pass (``backward=False``) or one forward+backward pass per sample."""
     forward, train = measure_flops(model, input_shape, batch_size)
     return train if backward else forward

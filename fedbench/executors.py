@@ -14,8 +14,9 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -29,7 +30,7 @@ from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
-Event = dict[str, Any]   # {"kind": "start"|"round"|"end", ...}
+Event = dict[str, Any]  # {"kind": "start"|"round"|"end", ...}
 
 
 @dataclass
@@ -41,7 +42,7 @@ class ExecutionOptions:
     # Intra-op CPU threads per run. Fixed (not derived from --jobs) because floating-point reductions
     # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
     threads: int = 1
-    verify: bool = True          # --no-verify skips checksums; provenance records data.verified=false
+    verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
 
 
 def resolve_device(name: str) -> torch.device:
@@ -60,7 +61,7 @@ def deterministic_cuda() -> None:
     """Same spec, same curve on a GPU too (a resumed run must finish with the numbers of an uninterrupted
     one): cuDNN and cuBLAS are asked for their deterministic algorithms and cuDNN's autotuner is off.
     An operation with no deterministic CUDA kernel warns instead of failing."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # read when cuBLAS creates its handle
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS creates its handle
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
 
@@ -76,8 +77,9 @@ class _RegistrySink:
         self.registry.truncate_rounds(self.run_id, after_round)
 
 
-def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: bool = True,
-              arrays: ArraysCache | None = None) -> None:
+def preflight(
+    planned: list[PlannedRun], data_root: str | None = None, verify: bool = True, arrays: ArraysCache | None = None
+) -> None:
     """Load every data set and build every distinct partition once before anything is registered, so
     missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
     the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
@@ -86,9 +88,19 @@ def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: b
     seen: set[str] = set()
     for item in planned:
         spec = item.spec
-        key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, spec.partition,
-                    sorted(spec.partition_params.items()), spec.num_clients, spec.seed, spec.client_test,
-                    sorted(spec.client_test_params.items())))
+        key = repr(
+            (
+                spec.dataset,
+                sorted(spec.dataset_params.items()),
+                spec.synthetic,
+                spec.partition,
+                sorted(spec.partition_params.items()),
+                spec.num_clients,
+                spec.seed,
+                spec.client_test,
+                sorted(spec.client_test_params.items()),
+            )
+        )
         if key in seen:
             continue
         seen.add(key)
@@ -98,22 +110,49 @@ def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: b
             client_test_sets(spec, loaded, parts)
 
 
-def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,
-                emit: Callable[[Event], None], arrays: ArraysCache | None = None) -> str:
+def execute_one(
+    registry: Registry,
+    planned: PlannedRun,
+    run_id: int,
+    options: ExecutionOptions,
+    emit: Callable[[Event], None],
+    arrays: ArraysCache | None = None,
+) -> str:
     """Train one claimed run (loading its data set through the worker's ``arrays`` cache) and record its outcome.
     Returns the final status."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
     registry.set_provenance(run_id, provenance(device))
-    emit({"kind": "start", "spec_hash": spec.spec_hash, "labels": planned.labels, "seed": spec.seed, "rounds": spec.rounds})
+    emit(
+        {
+            "kind": "start",
+            "spec_hash": spec.spec_hash,
+            "labels": planned.labels,
+            "seed": spec.seed,
+            "rounds": spec.rounds,
+        }
+    )
     began = time.perf_counter()
     checkpoint = registry.checkpoint_path(spec.spec_hash)
     try:
         result = run_engine(
-            spec, _RegistrySink(registry, run_id), device=device, checkpoint_path=checkpoint,
-            data_root=options.data_root, eval_batch_size=options.eval_batch_size, verify=options.verify, arrays=arrays,
-            on_round=lambda r: emit({"kind": "round", "spec_hash": spec.spec_hash, "round": r.round,
-                                     "test_acc": r.test_acc, "seconds": r.wall_seconds}),
+            spec,
+            _RegistrySink(registry, run_id),
+            device=device,
+            checkpoint_path=checkpoint,
+            data_root=options.data_root,
+            eval_batch_size=options.eval_batch_size,
+            verify=options.verify,
+            arrays=arrays,
+            on_round=lambda r: emit(
+                {
+                    "kind": "round",
+                    "spec_hash": spec.spec_hash,
+                    "round": r.round,
+                    "test_acc": r.test_acc,
+                    "seconds": r.wall_seconds,
+                }
+            ),
         )
     except KeyboardInterrupt:
         registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
@@ -130,17 +169,26 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
     registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(
-        run_id, result.status, summary=summarize(curve, planned.targets), error=result.message,
-        diverged_round=result.diverged_round, wall_seconds=time.perf_counter() - began,
+        run_id,
+        result.status,
+        summary=summarize(curve, planned.targets),
+        error=result.message,
+        diverged_round=result.diverged_round,
+        wall_seconds=time.perf_counter() - began,
     )
     checkpoint.unlink(missing_ok=True)
-    emit({"kind": "end", "spec_hash": spec.spec_hash, "status": result.status,
-          "final": curve[-1][1] if curve else None})
+    emit(
+        {"kind": "end", "spec_hash": spec.spec_hash, "status": result.status, "final": curve[-1][1] if curve else None}
+    )
     return result.status
 
 
-def work_through(planned: list[PlannedRun], options: ExecutionOptions, emit: Callable[[Event], None],
-                 arrays: ArraysCache | None = None) -> None:
+def work_through(
+    planned: list[PlannedRun],
+    options: ExecutionOptions,
+    emit: Callable[[Event], None],
+    arrays: ArraysCache | None = None,
+) -> None:
     """Claim and train every run not finished or held by a live worker; the runs share one data set cache."""
     torch.set_num_threads(options.threads)
     registry = Registry(options.registry_url)
@@ -165,8 +213,9 @@ def _stop_when_orphaned(parent_pid: int) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "mp.Queue[Event]",
-                 parent_pid: int) -> None:
+def _worker_main(
+    planned: list[PlannedRun], options: ExecutionOptions, events: mp.Queue[Event], parent_pid: int
+) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     threading.Thread(target=_stop_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
@@ -177,8 +226,13 @@ def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "
         events.put({"kind": "worker_exit", "pid": os.getpid()})
 
 
-def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None],
-            arrays: ArraysCache | None = None) -> None:
+def execute(
+    planned: list[PlannedRun],
+    options: ExecutionOptions,
+    jobs: int,
+    emit: Callable[[Event], None],
+    arrays: ArraysCache | None = None,
+) -> None:
     """Train the planned runs in this process (through ``arrays``, e.g. the cache ``preflight`` loaded into) or in
     ``jobs`` spawned workers, each with its own cache."""
     main_thread = threading.current_thread() is threading.main_thread()
@@ -193,12 +247,15 @@ def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emi
             signal.signal(signal.SIGTERM, previous)
 
 
-def _execute_in_workers(planned: list[PlannedRun], options: ExecutionOptions, jobs: int,
-                        emit: Callable[[Event], None]) -> None:
+def _execute_in_workers(
+    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]
+) -> None:
     context = mp.get_context("spawn")
-    events: "mp.Queue[Event]" = context.Queue()
-    workers = [context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
-               for _ in range(jobs)]
+    events: mp.Queue[Event] = context.Queue()
+    workers = [
+        context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
+        for _ in range(jobs)
+    ]
     for worker in workers:
         worker.start()
     running = len(workers)
@@ -215,7 +272,7 @@ def _execute_in_workers(planned: list[PlannedRun], options: ExecutionOptions, jo
             else:
                 emit(event)
     finally:
-        for worker in workers:   # interrupted (Ctrl-C reaches the workers too, SIGTERM does not): stop them
+        for worker in workers:  # interrupted (Ctrl-C reaches the workers too, SIGTERM does not): stop them
             worker.join(timeout=5)
             if worker.is_alive():
                 worker.terminate()

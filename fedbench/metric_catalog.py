@@ -34,7 +34,7 @@ class RoundField:
 
     name: str
     kind: Literal["key", "metric", "spread", "per_client", "cost"]
-    meaning: str = ""        # for kind "metric": see METRICS[name]
+    meaning: str = ""  # for kind "metric": see METRICS[name]
     unit: str = ""
 
 
@@ -44,7 +44,7 @@ class ClientMetric:
     ``rounds.personal_metrics[name]``."""
 
     name: str
-    task: Task               # the task it is computed for (None on the other task's runs)
+    task: Task  # the task it is computed for (None on the other task's runs)
     unit: str
     percent: bool
     higher_is_better: bool
@@ -56,15 +56,15 @@ class Metric:
     """A curve metric: one value per evaluated round, named by a table view's ``metric``."""
 
     name: str
-    unit: str                            # of the stored value: fraction, loss, px
-    percent: bool                        # a fraction in [0, 1] shown ×100 as % (view.percent = true)
-    higher_is_better: bool               # direction of "best", "best_round" and "rounds to target"
-    meaning: str                         # on classification runs
-    segmentation: str                    # on segmentation runs (DatasetMeta.task = "segmentation")
-    column: str | None = None            # the rounds column holding it; None: the mean over clients of per_client
-    per_client: str | None = None        # rounds column with one value per client (a list, or a dict of lists)
-    per_client_key: str | None = None    # the key in a dict-valued per_client column (personal_metrics)
-    tasks: tuple[Task, ...] = BOTH       # run tasks that record it
+    unit: str  # of the stored value: fraction, loss, px
+    percent: bool  # a fraction in [0, 1] shown ×100 as % (view.percent = true)
+    higher_is_better: bool  # direction of "best", "best_round" and "rounds to target"
+    meaning: str  # on classification runs
+    segmentation: str  # on segmentation runs (DatasetMeta.task = "segmentation")
+    column: str | None = None  # the rounds column holding it; None: the mean over clients of per_client
+    per_client: str | None = None  # rounds column with one value per client (a list, or a dict of lists)
+    per_client_key: str | None = None  # the key in a dict-valued per_client column (personal_metrics)
+    tasks: tuple[Task, ...] = BOTH  # run tasks that record it
 
 
 def _by_name(*entries):
@@ -79,73 +79,167 @@ ROUND_FIELDS: dict[str, RoundField] = _by_name(
     RoundField("personal_mean", "metric"),
     RoundField("personal_weighted_mean", "metric"),
     RoundField("personal_std", "spread", "std over clients of the personal figure (personal_per_client)", "fraction"),
-    RoundField("personal_per_client", "per_client", "each client's own model on its own test split: accuracy "
-               "(segmentation: mean Dice), client order", "fraction"),
+    RoundField(
+        "personal_per_client",
+        "per_client",
+        "each client's own model on its own test split: accuracy (segmentation: mean Dice), client order",
+        "fraction",
+    ),
     RoundField("personal_val_mean", "metric"),
     RoundField("personal_val_per_client", "per_client", "each client's own model on its validation split", "fraction"),
-    RoundField("personal_metrics", "per_client", "{eval metric: per-client values} for spec.eval_metrics "
-               "(CLIENT_METRICS); null entries where a client has no value", ""),
+    RoundField(
+        "personal_metrics",
+        "per_client",
+        "{eval metric: per-client values} for spec.eval_metrics "
+        "(CLIENT_METRICS); null entries where a client has no value",
+        "",
+    ),
     RoundField("finetune_mean", "metric"),
     RoundField("finetune_weighted_mean", "metric"),
     RoundField("finetune_std", "spread", "std over clients of the fine-tuned figure (last round only)", "fraction"),
-    RoundField("finetune_per_client", "per_client", "each client's fine-tuned model on its test split "
-               "(last round only)", "fraction"),
+    RoundField(
+        "finetune_per_client",
+        "per_client",
+        "each client's fine-tuned model on its test split (last round only)",
+        "fraction",
+    ),
     RoundField("wall_seconds", "cost", "wall-clock time of the round (training and evaluation)", "s"),
     RoundField("bytes_up", "cost", "bytes sent by the round's clients to the server", "bytes"),
     RoundField("bytes_down", "cost", "bytes sent by the server to the round's clients", "bytes"),
 )
 
 CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
-    ClientMetric("auc", "classification", "fraction", True, True,
-                 "ROC AUC (binary: of p(class 1); more classes: one-vs-rest macro; none for a one-class test split)"),
-    ClientMetric("balanced_accuracy", "classification", "fraction", True, True,
-                 "balanced accuracy (mean recall over the classes in the test split)"),
-    ClientMetric("dice", "segmentation", "fraction", True, True,
-                 "Dice (mean over images and channels, prediction sigmoid > 0.5)"),
+    ClientMetric(
+        "auc",
+        "classification",
+        "fraction",
+        True,
+        True,
+        "ROC AUC (binary: of p(class 1); more classes: one-vs-rest macro; none for a one-class test split)",
+    ),
+    ClientMetric(
+        "balanced_accuracy",
+        "classification",
+        "fraction",
+        True,
+        True,
+        "balanced accuracy (mean recall over the classes in the test split)",
+    ),
+    ClientMetric(
+        "dice", "segmentation", "fraction", True, True, "Dice (mean over images and channels, prediction sigmoid > 0.5)"
+    ),
     ClientMetric("iou", "segmentation", "fraction", True, True, "IoU (mean over images and channels)"),
-    ClientMetric("hausdorff", "segmentation", "px", False, False,
-                 "HD95 in pixels (95th-percentile Hausdorff distance, mean over images; 1000 for an empty prediction)"),
+    ClientMetric(
+        "hausdorff",
+        "segmentation",
+        "px",
+        False,
+        False,
+        "HD95 in pixels (95th-percentile Hausdorff distance, mean over images; 1000 for an empty prediction)",
+    ),
 )
-EVAL_METRICS: tuple[str, ...] = tuple(CLIENT_METRICS)   # the values spec.eval_metrics accepts
+EVAL_METRICS: tuple[str, ...] = tuple(CLIENT_METRICS)  # the values spec.eval_metrics accepts
 
 _ACC = "accuracy"
 _DICE = "mean Dice"
 METRICS: dict[str, Metric] = _by_name(
-    Metric("test_acc", "fraction", True, True, f"global model's {_ACC} on the global test set",
-           f"global model's {_DICE} on the global test set", column="test_acc"),
-    Metric("test_loss", "loss", False, False, "global model's cross-entropy on the global test set",
-           "global model's soft Dice loss on the global test set", column="test_loss"),
-    Metric("train_loss", "loss", False, False, "mean training loss of the round's clients (sample-weighted)",
-           "mean training loss (Dice loss by default) of the round's clients", column="train_loss"),
-    Metric("personal_mean", "fraction", True, True,
-           f"mean over clients of each client's own model's {_ACC} on its own test split",
-           f"mean over clients of each client's own model's {_DICE} on its test split",
-           column="personal_mean", per_client="personal_per_client"),
-    Metric("personal_weighted_mean", "fraction", True, True,
-           f"personal {_ACC} averaged over clients weighted by test-split size",
-           f"personal {_DICE} averaged over clients weighted by test-split size",
-           column="personal_weighted_mean", per_client="personal_per_client"),
-    Metric("personal_val_mean", "fraction", True, True,
-           f"mean over clients of each client's own model's {_ACC} on its validation split (model selection)",
-           f"mean over clients of the personal {_DICE} on the validation splits",
-           column="personal_val_mean", per_client="personal_val_per_client"),
-    Metric("finetune_mean", "fraction", True, True,
-           f"mean over clients of the fine-tuned model's {_ACC} on the client's test split (last round)",
-           f"mean over clients of the fine-tuned model's {_DICE} (last round)",
-           column="finetune_mean", per_client="finetune_per_client"),
-    Metric("finetune_weighted_mean", "fraction", True, True,
-           f"fine-tuned {_ACC} averaged over clients weighted by test-split size (last round)",
-           f"fine-tuned {_DICE} averaged over clients weighted by test-split size (last round)",
-           column="finetune_weighted_mean", per_client="finetune_per_client"),
-    *(Metric(f"personal_{m.name}", m.unit, m.percent, m.higher_is_better,
-             f"mean over clients of each client's own model's {m.meaning} on its test split"
-             if m.task == "classification" else "not recorded (a segmentation metric)",
-             f"mean over clients of each client's own model's {m.meaning} on its test split"
-             if m.task == "segmentation" else "not recorded (a classification metric)",
-             per_client="personal_metrics", per_client_key=m.name, tasks=(m.task,))
-      for m in CLIENT_METRICS.values()),
+    Metric(
+        "test_acc",
+        "fraction",
+        True,
+        True,
+        f"global model's {_ACC} on the global test set",
+        f"global model's {_DICE} on the global test set",
+        column="test_acc",
+    ),
+    Metric(
+        "test_loss",
+        "loss",
+        False,
+        False,
+        "global model's cross-entropy on the global test set",
+        "global model's soft Dice loss on the global test set",
+        column="test_loss",
+    ),
+    Metric(
+        "train_loss",
+        "loss",
+        False,
+        False,
+        "mean training loss of the round's clients (sample-weighted)",
+        "mean training loss (Dice loss by default) of the round's clients",
+        column="train_loss",
+    ),
+    Metric(
+        "personal_mean",
+        "fraction",
+        True,
+        True,
+        f"mean over clients of each client's own model's {_ACC} on its own test split",
+        f"mean over clients of each client's own model's {_DICE} on its test split",
+        column="personal_mean",
+        per_client="personal_per_client",
+    ),
+    Metric(
+        "personal_weighted_mean",
+        "fraction",
+        True,
+        True,
+        f"personal {_ACC} averaged over clients weighted by test-split size",
+        f"personal {_DICE} averaged over clients weighted by test-split size",
+        column="personal_weighted_mean",
+        per_client="personal_per_client",
+    ),
+    Metric(
+        "personal_val_mean",
+        "fraction",
+        True,
+        True,
+        f"mean over clients of each client's own model's {_ACC} on its validation split (model selection)",
+        f"mean over clients of the personal {_DICE} on the validation splits",
+        column="personal_val_mean",
+        per_client="personal_val_per_client",
+    ),
+    Metric(
+        "finetune_mean",
+        "fraction",
+        True,
+        True,
+        f"mean over clients of the fine-tuned model's {_ACC} on the client's test split (last round)",
+        f"mean over clients of the fine-tuned model's {_DICE} (last round)",
+        column="finetune_mean",
+        per_client="finetune_per_client",
+    ),
+    Metric(
+        "finetune_weighted_mean",
+        "fraction",
+        True,
+        True,
+        f"fine-tuned {_ACC} averaged over clients weighted by test-split size (last round)",
+        f"fine-tuned {_DICE} averaged over clients weighted by test-split size (last round)",
+        column="finetune_weighted_mean",
+        per_client="finetune_per_client",
+    ),
+    *(
+        Metric(
+            f"personal_{m.name}",
+            m.unit,
+            m.percent,
+            m.higher_is_better,
+            f"mean over clients of each client's own model's {m.meaning} on its test split"
+            if m.task == "classification"
+            else "not recorded (a segmentation metric)",
+            f"mean over clients of each client's own model's {m.meaning} on its test split"
+            if m.task == "segmentation"
+            else "not recorded (a classification metric)",
+            per_client="personal_metrics",
+            per_client_key=m.name,
+            tasks=(m.task,),
+        )
+        for m in CLIENT_METRICS.values()
+    ),
 )
-CURVE_METRICS: tuple[str, ...] = tuple(METRICS)   # the values a table view's `metric` accepts
+CURVE_METRICS: tuple[str, ...] = tuple(METRICS)  # the values a table view's `metric` accepts
 
 
 def metric_value(row: Any, name: str, client: int | None = None) -> float | None:
@@ -205,15 +299,19 @@ SUMMARY_METRIC = "test_acc"
 
 def markdown_table() -> str:
     """The catalogue as the Markdown table of docs/recipes.md (checked by tests/test_metric_catalog.py)."""
-    lines = ["| metric | unit | shown as % | better | classification | segmentation | per client (`client` axis) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| metric | unit | shown as % | better | classification | segmentation | per client (`client` axis) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in METRICS.values():
         if m.per_client is None:
             source = "–"
         elif m.per_client_key is None:
             source = f"`{m.per_client}`"
         else:
-            source = f"`{m.per_client}[\"{m.per_client_key}\"]`"
-        lines.append(f"| `{m.name}` | {m.unit} | {'yes' if m.percent else 'no'} | "
-                     f"{'higher' if m.higher_is_better else 'lower'} | {m.meaning} | {m.segmentation} | {source} |")
+            source = f'`{m.per_client}["{m.per_client_key}"]`'
+        lines.append(
+            f"| `{m.name}` | {m.unit} | {'yes' if m.percent else 'no'} | "
+            f"{'higher' if m.higher_is_better else 'lower'} | {m.meaning} | {m.segmentation} | {source} |"
+        )
     return "\n".join(lines) + "\n"

@@ -5,11 +5,11 @@ Accuracies are fractions in [0, 1] in the registry; tables print percentages.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-Curve = Sequence[tuple[int, float]]   # (round, value) for evaluated rounds, in round order
+Curve = Sequence[tuple[int, float]]  # (round, value) for evaluated rounds, in round order
 
 
 def best(curve: Curve) -> float | None:
@@ -20,7 +20,7 @@ def best_round(curve: Curve) -> int | None:
     if not curve:
         return None
     top = best(curve)
-    return next(r for r, v in curve if v == top)   # first round reaching the best value
+    return next(r for r, v in curve if v == top)  # first round reaching the best value
 
 
 def final(curve: Curve) -> float | None:
@@ -61,8 +61,11 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
 
 def summarize(curve: Curve, targets: Sequence[float] = ()) -> dict:
     return {
-        "best": best(curve), "best_round": best_round(curve), "final": final(curve),
-        "last5_mean": last_k_mean(curve, 5), "last10_mean": last_k_mean(curve, 10),
+        "best": best(curve),
+        "best_round": best_round(curve),
+        "final": final(curve),
+        "last5_mean": last_k_mean(curve, 5),
+        "last10_mean": last_k_mean(curve, 10),
         "rounds_to_target": {f"{t:g}": rounds_to_target(curve, t) for t in targets},
         "evaluated_rounds": len(curve),
     }
@@ -80,6 +83,7 @@ def value_at_best(curve: Curve, selector: Curve) -> float | None:
 # ---------------------------------------------------------------------------------- per-sample metrics
 # Beyond accuracy, for the data sets that need them: AUC and balanced accuracy (Camelyon17, LG-Mix Table 7),
 # Dice, IoU and Hausdorff distance for segmentation (retinal, LG-Mix Table 3).
+
 
 def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
     """ROC AUC: binary on p(class 1) (LG-Mix [code] ``roc_auc_score``), one-vs-rest macro for more classes.
@@ -102,7 +106,7 @@ def balanced_accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
 
     from sklearn.metrics import balanced_accuracy_score
 
-    with warnings.catch_warnings():   # a client's model may predict classes its test split lacks
+    with warnings.catch_warnings():  # a client's model may predict classes its test split lacks
         warnings.simplefilter("ignore", UserWarning)
         return float(balanced_accuracy_score(labels, predictions))
 

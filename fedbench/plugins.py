@@ -7,7 +7,8 @@ name raises an error listing close matches.
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 from fedbench.errors import UnknownNameError
 

@@ -21,8 +21,13 @@ def git_state() -> tuple[str | None, bool | None]:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:
             return None, None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return commit.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
@@ -37,7 +42,11 @@ def device_name(device: torch.device) -> str:
 def provenance(device: torch.device) -> dict:
     commit, dirty = git_state()
     return {
-        "fedbench_version": fedbench.__version__, "git_commit": commit, "git_dirty": dirty,
-        "python": sys.version.split()[0], "torch": torch.__version__, "device": device_name(device),
+        "fedbench_version": fedbench.__version__,
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "device": device_name(device),
         "host": socket.gethostname(),
     }

@@ -26,8 +26,18 @@ from fedbench.spec import SETUP_KEYS, RunSpec
 # Keys a setup may hold that do not change a run's result, so they are not part of the spec hash.
 RUN_META_KEYS = ("targets",)
 SPEC_SETUP_KEYS = tuple(k for k in SETUP_KEYS if k not in ("seed", "scale", "synthetic"))
-FIGURES = ("best", "final", "last_k_mean", "best_round", "rounds_to_target", "total_bytes_to_target",
-           "gflops_to_target", "value_at_round", "wall_seconds", "val_selected")
+FIGURES = (
+    "best",
+    "final",
+    "last_k_mean",
+    "best_round",
+    "rounds_to_target",
+    "total_bytes_to_target",
+    "gflops_to_target",
+    "value_at_round",
+    "wall_seconds",
+    "val_selected",
+)
 
 
 class _Strict(BaseModel):
@@ -60,23 +70,23 @@ class TableView(_Strict):
     # each method of `static_rows` in the `setting` (FedTrip Table VIII).
     kind: Literal["runs", "models", "overheads"] = "runs"
     static_rows: list[StaticRow] = []
-    setting: dict[str, Any] = {}       # overheads: model, dataset, samples_per_client, batch_size, local_epochs
+    setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
     rows: list[str] = []
     columns: list[str] = []
-    figure: Literal[FIGURES] = "best"            # type: ignore[valid-type]
+    figure: Literal[FIGURES] = "best"  # type: ignore[valid-type]
     metric: Literal[CURVE_METRICS] = "test_acc"  # type: ignore[valid-type]
-    k: int = Field(10, ge=1)                     # for last_k_mean
-    target: float | None = None                  # for rounds_to_target (same unit as the metric)
-    target_by: dict[str, float] = {}             # per row/column label targets (FedTrip Table IV)
+    k: int = Field(10, ge=1)  # for last_k_mean
+    target: float | None = None  # for rounds_to_target (same unit as the metric)
+    target_by: dict[str, float] = {}  # per row/column label targets (FedTrip Table IV)
     target_rule: Literal["first_reach", "count_not_above"] = "first_reach"
-    at_round: int | None = None                  # for value_at_round
-    at_rounds: list[int] = []                    # value_at_round at several rounds: a "round" row/column key
-    ratio_to: str | None = None                  # also show each cell ÷ the cell of this row/column label
-    plot: Literal["curves", "box", "none"] = "curves"   # --plots: mean ± std curves, or box plots of the figure
-    plot_by: Literal["rows", "columns"] = "rows"         # one figure per row (or column) value
-    smoothing: float = Field(0.0, ge=0, lt=1)    # EMA weight for plotted curves (FedTrip Fig. 5 uses 0.5)
+    at_round: int | None = None  # for value_at_round
+    at_rounds: list[int] = []  # value_at_round at several rounds: a "round" row/column key
+    ratio_to: str | None = None  # also show each cell ÷ the cell of this row/column label
+    plot: Literal["curves", "box", "none"] = "curves"  # --plots: mean ± std curves, or box plots of the figure
+    plot_by: Literal["rows", "columns"] = "rows"  # one figure per row (or column) value
+    smoothing: float = Field(0.0, ge=0, lt=1)  # EMA weight for plotted curves (FedTrip Fig. 5 uses 0.5)
     summary: Literal["mean_std", "mean_curve"] = "mean_std"
-    percent: bool = True                         # print accuracies ×100
+    percent: bool = True  # print accuracies ×100
     # published[row key][column key], or published[row key] when the table has no column axes
     published: dict[str, dict[str, float | str] | float | str] = {}
     published_std: dict[str, dict[str, float] | float] = {}
@@ -101,16 +111,16 @@ class Recipe(_Strict):
     name: str
     title: str = ""
     description: str = ""
-    order: int = 100             # position among the paper's recipes in `fedbench report --paper`
+    order: int = 100  # position among the paper's recipes in `fedbench report --paper`
     seeds: list[int] = [0]
-    setup: dict[str, Any] = {}   # empty for a recipe of analytic tables only
+    setup: dict[str, Any] = {}  # empty for a recipe of analytic tables only
     matrix: dict[str, list[Any]] = {}
     overrides: dict[str, dict[str, dict[str, Any]]] = {}
     combination: list[Combination] = []
     scale: dict[str, dict[str, Any]] = {}
     tables: list[TableView] = []
 
-    source: Path | None = None   # set by load_recipe
+    source: Path | None = None  # set by load_recipe
 
     def scale_names(self) -> list[str]:
         return ["full", *self.scale]
@@ -140,9 +150,17 @@ class PlannedRun:
     def registry_entry(self) -> dict[str, Any]:
         spec = self.spec
         return {
-            "spec_hash": spec.spec_hash, "spec": spec.model_dump(mode="json"), "labels": self.labels,
-            "paper": self.paper, "recipe": self.recipe, "algorithm": spec.algorithm, "dataset": spec.dataset,
-            "seed": spec.seed, "scale": spec.scale, "synthetic": spec.synthetic, "targets": list(self.targets),
+            "spec_hash": spec.spec_hash,
+            "spec": spec.model_dump(mode="json"),
+            "labels": self.labels,
+            "paper": self.paper,
+            "recipe": self.recipe,
+            "algorithm": spec.algorithm,
+            "dataset": spec.dataset,
+            "seed": spec.seed,
+            "scale": spec.scale,
+            "synthetic": spec.synthetic,
+            "targets": list(self.targets),
         }
 
 
@@ -176,7 +194,9 @@ def _check_structure(recipe: Recipe) -> None:
     where = recipe.source
     for key in recipe.setup:
         if key not in SPEC_SETUP_KEYS and key not in RUN_META_KEYS:
-            raise RecipeError(f"{where}: unknown setup key {key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}")
+            raise RecipeError(
+                f"{where}: unknown setup key {key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}"
+            )
     for axis, values in recipe.matrix.items():
         if not values:
             raise RecipeError(f"{where}: matrix.{axis} is empty")
@@ -189,18 +209,22 @@ def _check_structure(recipe: Recipe) -> None:
         labels = {_axis_item(recipe, axis, v)[0] for v in recipe.matrix[axis]}
         for label, values in per_value.items():
             if label not in labels:
-                raise RecipeError(f"{where}: overrides.{axis}.{label}: no such value on axis {axis!r} ({', '.join(sorted(labels))})")
+                raise RecipeError(
+                    f"{where}: overrides.{axis}.{label}: no such value on axis {axis!r} ({', '.join(sorted(labels))})"
+                )
             _check_setup_keys(values, f"overrides.{axis}.{label}", where)
     for i, combo in enumerate(recipe.combination):
         for axis, value in combo.match.items():
-            if axis == "scale":   # `scale` matches the chosen scale profile
+            if axis == "scale":  # `scale` matches the chosen scale profile
                 continue
             if axis not in recipe.matrix:
                 raise RecipeError(f"{where}: combination[{i}].match.{axis}: {axis!r} is not a matrix axis")
             labels = _axis_labels(recipe, axis)
-            if value not in labels:   # a rule that can never match is a typo, not a no-op
-                raise RecipeError(f"{where}: combination[{i}].match.{axis} = {value!r}: no such value on axis "
-                                  f"{axis!r} ({', '.join(labels)})")
+            if value not in labels:  # a rule that can never match is a typo, not a no-op
+                raise RecipeError(
+                    f"{where}: combination[{i}].match.{axis} = {value!r}: no such value on axis "
+                    f"{axis!r} ({', '.join(labels)})"
+                )
         _check_setup_keys(combo.set, f"combination[{i}].set", where)
     for name, profile in recipe.scale.items():
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
@@ -216,9 +240,14 @@ def _check_structure(recipe: Recipe) -> None:
             raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round or at_rounds")
         for key in view.rows + view.columns:
             if key not in axes and not (key == "client" and view.clients) and not (key == "round" and view.at_rounds):
-                raise RecipeError(f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})")
-        if view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target") and view.target is None \
-                and not view.target_by:
+                raise RecipeError(
+                    f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})"
+                )
+        if (
+            view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target")
+            and view.target is None
+            and not view.target_by
+        ):
             raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
         _check_cell_labels(recipe, view, where)
 
@@ -251,24 +280,30 @@ def _check_cell_labels(recipe: Recipe, view: TableView, where: Path | None) -> N
         named.append(("ratio_to", view.ratio_to))
     for key, value in named:
         if either is not None and value not in either:
-            raise RecipeError(f"{where}: tables '{view.name}': {key}: {value!r} is not a row or column "
-                              f"({', '.join(either)})")
+            raise RecipeError(
+                f"{where}: tables '{view.name}': {key}: {value!r} is not a row or column ({', '.join(either)})"
+            )
     for name, published in (("published", view.published), ("published_std", view.published_std)):
         for row, entry in published.items():
             if rows is not None and row not in rows:
-                raise RecipeError(f"{where}: tables '{view.name}': {name}.{row!r} is not a row "
-                                  f"({', '.join(sorted(rows))})")
+                raise RecipeError(
+                    f"{where}: tables '{view.name}': {name}.{row!r} is not a row ({', '.join(sorted(rows))})"
+                )
             if isinstance(entry, dict) and columns is not None:
                 for column in entry:
                     if column not in columns:
-                        raise RecipeError(f"{where}: tables '{view.name}': {name}.{row!r}.{column!r} is not a "
-                                          f"column ({', '.join(sorted(columns))})")
+                        raise RecipeError(
+                            f"{where}: tables '{view.name}': {name}.{row!r}.{column!r} is not a "
+                            f"column ({', '.join(sorted(columns))})"
+                        )
 
 
 def _check_setup_keys(values: dict[str, Any], where_key: str, where: Path | None) -> None:
     for key in values:
         if key not in SPEC_SETUP_KEYS and key not in RUN_META_KEYS:
-            raise RecipeError(f"{where}: unknown key {where_key}.{key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}")
+            raise RecipeError(
+                f"{where}: unknown key {where_key}.{key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}"
+            )
 
 
 def _axis_item(recipe: Recipe, axis: str, item: Any) -> tuple[str, dict[str, Any]]:
@@ -318,16 +353,20 @@ def merge_setup(setup: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
 # ---------------------------------------------------------------------------------------- CLI values
 def assignments_to_dict(items: list[str], option: str = "--set") -> dict[str, Any]:
     """``--set`` values: dotted setup keys, TOML values (the one parser in ``fedbench.assignments``)."""
-    return nested_assignments(items, option, allowed=SPEC_SETUP_KEYS + RUN_META_KEYS, listed=SPEC_SETUP_KEYS,
-                              what="setup key")
+    return nested_assignments(
+        items, option, allowed=SPEC_SETUP_KEYS + RUN_META_KEYS, listed=SPEC_SETUP_KEYS, what="setup key"
+    )
 
 
 # ---------------------------------------------------------------------------------------- expansion
 def _targets(values: Any, source: Path | str) -> tuple[float, ...]:
     """The setup's ``targets``: accuracies in % that runs' summaries report the rounds to."""
     if not isinstance(values, (list, tuple)) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
-        raise RecipeError(f"{source}: targets = {values!r}: expected a list of accuracies in %, e.g. targets = [80, 90]")
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
+        raise RecipeError(
+            f"{source}: targets = {values!r}: expected a list of accuracies in %, e.g. targets = [80, 90]"
+        )
     return tuple(float(v) for v in values)
 
 
@@ -343,7 +382,7 @@ def expand(
     """Compile the recipe into runs: one per matrix combination × seed. ``only`` keeps the runs whose
     label for each key is one of the values given for it (several values of one key: either)."""
     if not recipe.setup and not recipe.matrix:
-        return []   # analytic tables only
+        return []  # analytic tables only
     if scale not in recipe.scale_names():
         raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
     profile = dict(recipe.scale.get(scale, {}))
@@ -354,7 +393,9 @@ def expand(
     only = {key: {values} if isinstance(values, str) else set(values) for key, values in (only or {}).items()}
     for key, values in only.items():
         if key not in axes and key != "seed":
-            raise ConfigError(f"--only {key}=...: {key!r} is not a label of {recipe.source} (labels: {', '.join(axes + ['seed'])})")
+            raise ConfigError(
+                f"--only {key}=...: {key!r} is not a label of {recipe.source} (labels: {', '.join(axes + ['seed'])})"
+            )
         known = [str(s) for s in run_seeds] if key == "seed" else [label for label, _ in items[axes.index(key)]]
         for value in sorted(values - set(known)):
             raise ConfigError(f"--only {key}={value}: no such {key} in {recipe.source} ({', '.join(known)})")
@@ -395,12 +436,13 @@ def expand(
     return planned
 
 
-def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool,
-                labels: dict[str, str]) -> RunSpec:
+def _build_spec(
+    recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool, labels: dict[str, str]
+) -> RunSpec:
     cell = ", ".join(f"{k}={v}" for k, v in labels.items())
     try:
         return RunSpec(**setup, seed=seed, scale=scale, synthetic=synthetic)
-    except (ConfigError, UnknownNameError) as exc:   # a plug-in parameter, resolved while the spec is built
+    except (ConfigError, UnknownNameError) as exc:  # a plug-in parameter, resolved while the spec is built
         raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -408,7 +450,9 @@ def _build_spec(recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, sy
         msg = first["msg"].removeprefix("Value error, ")
         if first["type"] == "missing":
             raise RecipeError(f"{recipe.source}: setup key {key!r} is required (run {cell or 'all'})") from None
-        raise RecipeError(f"{recipe.source}: {key}: {msg} (run {cell or 'all'}, value {first.get('input')!r})") from None
+        raise RecipeError(
+            f"{recipe.source}: {key}: {msg} (run {cell or 'all'}, value {first.get('input')!r})"
+        ) from None
 
 
 def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
@@ -429,7 +473,7 @@ def compile_recipes(paths: list[str | Path], **kwargs: Any) -> list[PlannedRun]:
     for path in paths:
         recipe = load_recipe(path)
         for run in expand(recipe, **kwargs):
-            if run.spec_hash not in seen:   # the same run may appear in several tables
+            if run.spec_hash not in seen:  # the same run may appear in several tables
                 seen.add(run.spec_hash)
                 planned.append(run)
     return planned

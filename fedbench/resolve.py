@@ -35,14 +35,18 @@ _WHAT = {"dataset": "dataset", "model": "model", "partition": "partitioner"}
 def _registry(kind: str):
     if kind == "algorithm":
         from fedbench.algorithms import ALGORITHMS
+
         return ALGORITHMS
     if kind == "dataset":
         from fedbench.data import DATASETS
+
         return DATASETS
     if kind == "model":
         from fedbench.models import MODELS
+
         return MODELS
     from fedbench.data.partition import PARTITIONERS
+
     return PARTITIONERS
 
 
@@ -52,7 +56,7 @@ def _signature(kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     fn = _registry(kind).get(name)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:   # an annotation that cannot be evaluated: no HashNeutral markers on it
+    except Exception:  # an annotation that cannot be evaluated: no HashNeutral markers on it
         hints = {}
     defaults: dict[str, Any] = {}
     neutral: dict[str, Any] = {}

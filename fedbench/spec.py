@@ -32,8 +32,12 @@ class HashNeutral:
 
 def neutral_fields(model: type[BaseModel]) -> dict[str, Any]:
     """{field: hash-neutral value} of a pydantic model's fields marked with ``HashNeutral``."""
-    return {name: marker.value for name, info in model.model_fields.items()
-            for marker in info.metadata if isinstance(marker, HashNeutral)}
+    return {
+        name: marker.value
+        for name, info in model.model_fields.items()
+        for marker in info.metadata
+        if isinstance(marker, HashNeutral)
+    }
 
 
 class _Strict(BaseModel):
@@ -100,8 +104,8 @@ class FinetuneSpec(_Strict):
     lr: float = Field(1e-3, gt=0)
     momentum: float = Field(0.9, ge=0, lt=1)
     weight_decay: float = Field(0.0, ge=0)
-    batch_size: int | None = Field(None, ge=1)          # None: the run's batch_size
-    part: Literal["full", "head", "body"] = "full"      # which parameters are fine-tuned
+    batch_size: int | None = Field(None, ge=1)  # None: the run's batch_size
+    part: Literal["full", "head", "body"] = "full"  # which parameters are fine-tuned
     # ce: plain CE; method: the algorithm's own local objective (its regularizers included); dr / dr_plus: FedDr+'s
     # L_DR / L_Dr+ = 0.9·L_DR + 0.1·L_FD whatever the algorithm (needs an ``etf`` classifier; FedDr+ Table 8)
     loss: Literal["ce", "method", "dr", "dr_plus"] = "ce"
@@ -117,7 +121,9 @@ from fedbench.metric_catalog import EVAL_METRICS  # noqa: E402  (the per-client 
 
 # parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
-    "split": (), "class_matched": ("disjoint", "cap_per_class"), "natural": (),
+    "split": (),
+    "class_matched": ("disjoint", "cap_per_class"),
+    "natural": (),
 }
 
 
@@ -134,7 +140,7 @@ class RunSpec(_Strict):
     clients_per_round: int = Field(10, ge=1)
     rounds: int = Field(10, ge=1)
     local_epochs: int = Field(1, ge=0)
-    local_steps: int | None = Field(None, ge=1)   # if set, a fixed number of SGD steps replaces epochs
+    local_steps: int | None = Field(None, ge=1)  # if set, a fixed number of SGD steps replaces epochs
     batch_size: int = Field(32, ge=1)
     drop_last: bool = False
     optimizer: OptimizerSpec = OptimizerSpec()
@@ -143,15 +149,15 @@ class RunSpec(_Strict):
     clip_grad_norm: float | None = Field(None, gt=0)
     eval_every: int = Field(1, ge=1)
     eval_mode: Literal["global", "personal", "both"] = "global"
-    client_test_fraction: float = Field(0.0, ge=0, lt=1)   # per-client test split for personal evaluation
-    client_val_fraction: float = Field(0.0, ge=0, lt=1)    # per-client validation split (validation-selected figures)
+    client_test_fraction: float = Field(0.0, ge=0, lt=1)  # per-client test split for personal evaluation
+    client_val_fraction: float = Field(0.0, ge=0, lt=1)  # per-client validation split (validation-selected figures)
     # where per-client test sets come from: "split" = client_test_fraction of the client's partition;
     # "class_matched" = drawn from the global test set to match the client's training classes (FedDr+ §2.3,
     # params disjoint / cap_per_class); "natural" = the global test samples of the client's natural group
     client_test: Annotated[Literal["split", "class_matched", "natural"], HashNeutral("split")] = "split"
     client_test_params: Annotated[dict[str, Any], HashNeutral({})] = {}
-    eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()   # type: ignore[valid-type]  # per-client metrics besides accuracy
-    finetune: FinetuneSpec | None = None                   # fine-tune then evaluate after the last round
+    eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()  # type: ignore[valid-type]  # per-client metrics besides accuracy
+    finetune: FinetuneSpec | None = None  # fine-tune then evaluate after the last round
     seed: int = 0
     scale: str = "full"
     synthetic: bool = False
@@ -174,33 +180,43 @@ class RunSpec(_Strict):
         return data
 
     @model_validator(mode="after")
-    def _consistent(self) -> "RunSpec":
+    def _consistent(self) -> RunSpec:
         if self.clients_per_round > self.num_clients:
-            raise ValueError(
-                f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}"
-            )
+            raise ValueError(f"clients_per_round={self.clients_per_round} exceeds num_clients={self.num_clients}")
         split = self.client_test == "split"
         if self.eval_mode != "global" and split and self.client_test_fraction <= 0:
-            raise ValueError(f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0 (or client_test = "
-                             "'class_matched' / 'natural')")
+            raise ValueError(
+                f"eval_mode={self.eval_mode!r} needs client_test_fraction > 0 (or client_test = "
+                "'class_matched' / 'natural')"
+            )
         if not split and self.client_test_fraction > 0:
-            raise ValueError(f"client_test={self.client_test!r} draws client test sets from the global test set; "
-                             "set client_test_fraction = 0")
+            raise ValueError(
+                f"client_test={self.client_test!r} draws client test sets from the global test set; "
+                "set client_test_fraction = 0"
+            )
         allowed = CLIENT_TEST_PARAMS[self.client_test]
         unknown = sorted(set(self.client_test_params) - set(allowed))
         if unknown:
-            raise ValueError(f"client_test={self.client_test!r} has no parameter {', '.join(map(repr, unknown))}"
-                             + (f"; known: {', '.join(allowed)}" if allowed else ""))
+            raise ValueError(
+                f"client_test={self.client_test!r} has no parameter {', '.join(map(repr, unknown))}"
+                + (f"; known: {', '.join(allowed)}" if allowed else "")
+            )
         if self.client_test_fraction + self.client_val_fraction >= 1:
             raise ValueError("client_test_fraction + client_val_fraction must stay below 1")
         if self.finetune is not None:
             if split and self.client_test_fraction <= 0:
-                raise ValueError("finetune needs client_test_fraction > 0 or client_test = 'class_matched' / 'natural' "
-                                 "(clients are evaluated on their own test sets)")
+                raise ValueError(
+                    "finetune needs client_test_fraction > 0 or client_test = 'class_matched' / 'natural' "
+                    "(clients are evaluated on their own test sets)"
+                )
             if self.finetune.start == "best" and self.eval_mode == "personal":
-                raise ValueError("finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'")
+                raise ValueError(
+                    "finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'"
+                )
             if self.finetune.start == "best_val" and (self.client_val_fraction <= 0 or self.eval_mode == "global"):
-                raise ValueError("finetune.start = 'best_val' needs client_val_fraction > 0 and eval_mode 'personal' or 'both'")
+                raise ValueError(
+                    "finetune.start = 'best_val' needs client_val_fraction > 0 and eval_mode 'personal' or 'both'"
+                )
         if self.eval_metrics and self.eval_mode == "global":
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
@@ -249,8 +265,9 @@ def _model_type(annotation: Any) -> type[BaseModel] | None:
 @cache
 def _hash_layout(model: type[BaseModel]) -> tuple[dict[str, Any], dict[str, type[BaseModel]]]:
     """(hash-neutral values, nested models) of a spec section's fields: fixed per class, so computed once."""
-    nested = {name: found for name, info in model.model_fields.items()
-              if (found := _model_type(info.annotation)) is not None}
+    nested = {
+        name: found for name, info in model.model_fields.items() if (found := _model_type(info.annotation)) is not None
+    }
     return {k: _normalise(v) for k, v in neutral_fields(model).items()}, nested
 
 

@@ -19,7 +19,9 @@ from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 from fedbench.spec import RunSpec
 
-LINEAR = "test_algorithms_linear"   # registered per test (``linear_model``); hook-level tests build LinearModel themselves
+LINEAR = (
+    "test_algorithms_linear"  # registered per test (``linear_model``); hook-level tests build LinearModel themselves
+)
 MLP = "test_algorithms_mlp"
 
 
@@ -67,13 +69,22 @@ def head_mlp(monkeypatch) -> str:
 
 def make_spec(algorithm: str, params: dict | None = None, **overrides) -> RunSpec:
     setup = dict(
-        algorithm=algorithm, algorithm_params=params or {}, dataset="digits", model="digits_mlp",
-        model_params={"hidden": 16}, partition="dirichlet", partition_params={"alpha": 0.5}, num_clients=4,
-        clients_per_round=4, rounds=2, batch_size=64, optimizer={"lr": 0.05},
+        algorithm=algorithm,
+        algorithm_params=params or {},
+        dataset="digits",
+        model="digits_mlp",
+        model_params={"hidden": 16},
+        partition="dirichlet",
+        partition_params={"alpha": 0.5},
+        num_clients=4,
+        clients_per_round=4,
+        rounds=2,
+        batch_size=64,
+        optimizer={"lr": 0.05},
     )
     setup.update(overrides)
     if setup["model"] != "digits_mlp" and "model_params" not in overrides:
-        setup["model_params"] = {}   # ``hidden`` belongs to digits_mlp
+        setup["model_params"] = {}  # ``hidden`` belongs to digits_mlp
     return RunSpec(**setup)
 
 
@@ -109,16 +120,34 @@ def named_slices(model: nn.Module, flat: torch.Tensor) -> dict[str, torch.Tensor
     return {name: view for (name, _), view in zip(model.named_parameters(), param_views(flat, model))}
 
 
-def client_context(algorithm, spec: RunSpec, model: nn.Module, server: ServerState, data: TensorData,
-                   indices: torch.Tensor, state: dict, client_id: int = 0, round_index: int = 1,
-                   spares: SpareModels | None = None) -> ClientContext:
+def client_context(
+    algorithm,
+    spec: RunSpec,
+    model: nn.Module,
+    server: ServerState,
+    data: TensorData,
+    indices: torch.Tensor,
+    state: dict,
+    client_id: int = 0,
+    round_index: int = 1,
+    spares: SpareModels | None = None,
+) -> ClientContext:
     """What the engine does before a client trains: load w^t, build the context."""
     load_weights(model, server.params, server.buffers)
     return ClientContext(
-        spec=spec, client_id=client_id, round_index=round_index, model=model, server=server,
-        payload=algorithm.payload(server, round_index), state=state, data=data, indices=indices,
-        generator=torch.Generator().manual_seed(100 * round_index + client_id), device=torch.device("cpu"),
-        lr=spec.optimizer.lr * spec.lr_schedule.factor(round_index), spare_models=spares or SpareModels(model),
+        spec=spec,
+        client_id=client_id,
+        round_index=round_index,
+        model=model,
+        server=server,
+        payload=algorithm.payload(server, round_index),
+        state=state,
+        data=data,
+        indices=indices,
+        generator=torch.Generator().manual_seed(100 * round_index + client_id),
+        device=torch.device("cpu"),
+        lr=spec.optimizer.lr * spec.lr_schedule.factor(round_index),
+        spare_models=spares or SpareModels(model),
     )
 
 
@@ -127,4 +156,3 @@ def fresh_server(model: nn.Module) -> ServerState:
         params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
         buffers={name: b.detach().clone() for name, b in model.named_buffers()},
     )
-

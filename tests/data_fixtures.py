@@ -29,12 +29,15 @@ def write_idx_gz(path: Path, array: np.ndarray) -> None:
         handle.write(idx_bytes(array))
 
 
-def images_labels(rng: np.random.Generator, n: int, shape: tuple[int, ...], classes: int) -> tuple[np.ndarray, np.ndarray]:
+def images_labels(
+    rng: np.random.Generator, n: int, shape: tuple[int, ...], classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     return rng.integers(0, 256, (n, *shape), dtype=np.uint8), rng.integers(0, classes, n).astype(np.uint8)
 
 
-def write_mnist_like(data_root: Path, name: str = "mnist", folder: str = "MNIST/raw", n_train: int = 30, n_test: int = 12,
-                     seed: int = 0) -> dict[str, np.ndarray]:
+def write_mnist_like(
+    data_root: Path, name: str = "mnist", folder: str = "MNIST/raw", n_train: int = 30, n_test: int = 12, seed: int = 0
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     raw = data_root / name / folder
     out = {}
@@ -46,7 +49,9 @@ def write_mnist_like(data_root: Path, name: str = "mnist", folder: str = "MNIST/
     return out
 
 
-def write_emnist(data_root: Path, n_train: int = 47, n_test: int = 20, as_zip: bool = True, seed: int = 0) -> dict[str, np.ndarray]:
+def write_emnist(
+    data_root: Path, n_train: int = 47, n_test: int = 20, as_zip: bool = True, seed: int = 0
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out, members = {}, {}
     for part, n in (("train", n_train), ("test", n_test)):
@@ -76,9 +81,12 @@ def write_cifar10(data_root: Path, per_batch: int = 6, n_test: int = 8, seed: in
     for name, n in [(f"data_batch_{i}", per_batch) for i in range(1, 6)] + [("test_batch", n_test)]:
         data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
         labels = rng.integers(0, 10, n).tolist()
-        with open(folder / name, "wb") as handle:   # python-2 era pickles: protocol 2, plain dict
-            pickle.dump({"batch_label": name, "labels": labels, "data": data, "filenames": [f"{i}.png" for i in range(n)]},
-                        handle, protocol=2)
+        with open(folder / name, "wb") as handle:  # python-2 era pickles: protocol 2, plain dict
+            pickle.dump(
+                {"batch_label": name, "labels": labels, "data": data, "filenames": [f"{i}.png" for i in range(n)]},
+                handle,
+                protocol=2,
+            )
         if name == "test_batch":
             out["test_x"], out["test_y"] = data.reshape(-1, 3, 32, 32), np.array(labels)
         else:
@@ -98,8 +106,17 @@ def write_cifar100(data_root: Path, n_train: int = 20, n_test: int = 10, seed: i
         data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
         fine = rng.integers(0, 100, n)
         with open(folder / name, "wb") as handle:
-            pickle.dump({"filenames": [], "batch_label": name, "fine_labels": fine.tolist(),
-                         "coarse_labels": (fine // 5).tolist(), "data": data}, handle, protocol=2)
+            pickle.dump(
+                {
+                    "filenames": [],
+                    "batch_label": name,
+                    "fine_labels": fine.tolist(),
+                    "coarse_labels": (fine // 5).tolist(),
+                    "data": data,
+                },
+                handle,
+                protocol=2,
+            )
         out[f"{name}_x"], out[f"{name}_y"], out[f"{name}_coarse"] = data.reshape(-1, 3, 32, 32), fine, fine // 5
     return out
 
@@ -113,14 +130,15 @@ def write_svhn(data_root: Path, n_train: int = 15, n_test: int = 7, seed: int = 
     out = {}
     for name, n in (("train", n_train), ("test", n_test)):
         x = rng.integers(0, 256, (32, 32, 3, n), dtype=np.uint8)
-        y = rng.integers(1, 11, (n, 1)).astype(np.uint8)   # 10 means digit 0
+        y = rng.integers(1, 11, (n, 1)).astype(np.uint8)  # 10 means digit 0
         savemat(folder / f"{name}_32x32.mat", {"X": x, "y": y})
         out[f"{name}_x"], out[f"{name}_y"] = x.transpose(3, 2, 0, 1), y.reshape(-1) % 10
     return out
 
 
-def write_medmnist(data_root: Path, flag: str = "organamnist", counts: tuple[int, int, int] = (22, 5, 9), size: int = 28,
-                   seed: int = 0) -> dict[str, np.ndarray]:
+def write_medmnist(
+    data_root: Path, flag: str = "organamnist", counts: tuple[int, int, int] = (22, 5, 9), size: int = 28, seed: int = 0
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     folder = data_root / flag
     folder.mkdir(parents=True, exist_ok=True)
@@ -160,6 +178,7 @@ def write_json(path: Path, data: dict) -> None:
 
 # ---- priority-2 datasets -------------------------------------------------------------------------------
 
+
 def write_femnist_leaf(data_root: Path, writers: int = 3, per_writer: int = 4, seed: int = 0) -> dict:
     """Two json shards per split, LEAF-style: same writers in train and test (sample-level split)."""
     rng = np.random.default_rng(seed)
@@ -196,9 +215,9 @@ def pamap2_table(rng: np.random.Generator, rows: int, activity_runs: list[tuple[
     table[:, 0] = np.arange(rows) / 100.0
     activity = np.concatenate([np.full(length, a) for a, length in activity_runs])[:rows]
     table[:, 1] = activity
-    table[np.arange(rows) % 9 != 0, 2] = np.nan                      # heart rate ~9 Hz
-    table[5:8, 4:7] = np.nan                                          # dropped hand-IMU packets
-    table[:, 16:20] = np.nan                                          # orientation (invalid) columns
+    table[np.arange(rows) % 9 != 0, 2] = np.nan  # heart rate ~9 Hz
+    table[5:8, 4:7] = np.nan  # dropped hand-IMU packets
+    table[:, 16:20] = np.nan  # orientation (invalid) columns
     return table
 
 
@@ -222,20 +241,43 @@ def write_camelyon17(data_root: Path, per_center: int = 6, seed: int = 0) -> lis
             patient, node, x, y = f"{center * 10 + 4:03d}", k % 2, 100 * k, 200 * k
             tumor = k % 2
             image = rng.integers(0, 256, (96, 96, 3), dtype=np.uint8)
-            write_png(base / f"patches/patient_{patient}_node_{node}/patch_patient_{patient}_node_{node}_x_{x}_y_{y}.png", image)
-            rows.append({"patient": patient, "node": node, "x_coord": x, "y_coord": y, "tumor": tumor,
-                         "slide": center * 10 + node, "center": center, "split": int(k == 0)})
+            write_png(
+                base / f"patches/patient_{patient}_node_{node}/patch_patient_{patient}_node_{node}_x_{x}_y_{y}.png",
+                image,
+            )
+            rows.append(
+                {
+                    "patient": patient,
+                    "node": node,
+                    "x_coord": x,
+                    "y_coord": y,
+                    "tumor": tumor,
+                    "slide": center * 10 + node,
+                    "center": center,
+                    "split": int(k == 0),
+                }
+            )
     header = ",patient,node,x_coord,y_coord,tumor,slide,center,split"
-    lines = [header] + [f"{i},{r['patient']},{r['node']},{r['x_coord']},{r['y_coord']},{r['tumor']},{r['slide']},{r['center']},{r['split']}"
-                        for i, r in enumerate(rows)]
+    lines = [header] + [
+        f"{i},{r['patient']},{r['node']},{r['x_coord']},{r['y_coord']},{r['tumor']},{r['slide']},{r['center']},{r['split']}"
+        for i, r in enumerate(rows)
+    ]
     (base / "metadata.csv").write_text("\n".join(lines) + "\n")
     return rows
 
 
-DIGITS5_SHAPES = {"MNIST": (28, 28), "SVHN": (32, 32, 3), "USPS": (16, 16), "SynthDigits": (32, 32, 3), "MNIST_M": (28, 28, 3)}
+DIGITS5_SHAPES = {
+    "MNIST": (28, 28),
+    "SVHN": (32, 32, 3),
+    "USPS": (16, 16),
+    "SynthDigits": (32, 32, 3),
+    "MNIST_M": (28, 28, 3),
+}
 
 
-def write_digits5(data_root: Path, n_train: int = 8, n_test: int = 4, seed: int = 0, stratified_names: bool = False) -> None:
+def write_digits5(
+    data_root: Path, n_train: int = 8, n_test: int = 4, seed: int = 0, stratified_names: bool = False
+) -> None:
     rng = np.random.default_rng(seed)
     for domain, shape in DIGITS5_SHAPES.items():
         folder = data_root / "digits5" / domain
@@ -251,8 +293,16 @@ def write_digits5(data_root: Path, n_train: int = 8, n_test: int = 4, seed: int 
                     pickle.dump((images[:3], labels[:3]), handle, pickle.HIGHEST_PROTOCOL)
 
 
-def write_path_based(data_root: Path, name: str, folder: str, domains: tuple[str, ...], classes: tuple[str, ...],
-                     per_split: int = 3, seed: int = 0, path_prefix: str | None = None) -> None:
+def write_path_based(
+    data_root: Path,
+    name: str,
+    folder: str,
+    domains: tuple[str, ...],
+    classes: tuple[str, ...],
+    per_split: int = 3,
+    seed: int = 0,
+    path_prefix: str | None = None,
+) -> None:
     """FedBN Office-Caltech10 / DomainNet: (paths, text labels) pickles + JPEGs of varying sizes (some gray)."""
     rng = np.random.default_rng(seed)
     root = data_root / name
@@ -264,7 +314,9 @@ def write_path_based(data_root: Path, name: str, folder: str, domains: tuple[str
                 cls = classes[(k + len(split)) % len(classes)]
                 rel = f"{prefix}/{domain}/{cls}/{split}_{k:03d}.jpg"
                 shape = (20 + k, 30) if k == 1 else (24, 18 + k, 3)
-                write_jpeg(root / f"{folder}/{domain}/{cls}/{split}_{k:03d}.jpg", rng.integers(0, 256, shape, dtype=np.uint8))
+                write_jpeg(
+                    root / f"{folder}/{domain}/{cls}/{split}_{k:03d}.jpg", rng.integers(0, 256, shape, dtype=np.uint8)
+                )
                 paths.append(rel)
                 labels.append(cls)
             (root / folder).mkdir(parents=True, exist_ok=True)

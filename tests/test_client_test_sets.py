@@ -6,22 +6,34 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import ListSink
 
+from conftest import ListSink
+from fedbench.data.federated import load_arrays, partition_clients, prepare_data
 from fedbench.data.partition import class_matched_test_sets
 from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import load_weights
-from fedbench.data.federated import load_arrays, partition_clients, prepare_data
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.seeding import numpy_rng
 from fedbench.spec import RunSpec
 
 CPU = torch.device("cpu")
-BASE = {"algorithm": "fedavg", "dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 32},
-        "partition": "shards", "partition_params": {"shards_per_client": 2}, "num_clients": 5, "clients_per_round": 5,
-        "rounds": 2, "batch_size": 32, "optimizer": {"lr": 0.1}, "eval_mode": "personal", "client_test": "class_matched"}
+BASE = {
+    "algorithm": "fedavg",
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "shards",
+    "partition_params": {"shards_per_client": 2},
+    "num_clients": 5,
+    "clients_per_round": 5,
+    "rounds": 2,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "personal",
+    "client_test": "class_matched",
+}
 
 
 def class_counts(labels: torch.Tensor) -> np.ndarray:
@@ -45,8 +57,14 @@ def test_disjoint_class_matched_sets_share_each_class_in_proportion_to_training_
 
 def test_overlapping_class_matched_sets_take_the_training_count_capped():
     # FedDr+ LDA (lda_test): n_{i,k} test samples of every class k the client holds, at most cap_per_class
-    spec = RunSpec(**{**BASE, "partition": "dirichlet", "partition_params": {"alpha": 0.3, "min_size": 10},
-                      "client_test_params": {"disjoint": False, "cap_per_class": 20}})
+    spec = RunSpec(
+        **{
+            **BASE,
+            "partition": "dirichlet",
+            "partition_params": {"alpha": 0.3, "min_size": 10},
+            "client_test_params": {"disjoint": False, "cap_per_class": 20},
+        }
+    )
     data = prepare_data(spec, CPU)
     available = class_counts(data.tensors.test_y)
     for train_idx, test_idx in zip(data.client_train, data.client_test):
@@ -56,8 +74,17 @@ def test_overlapping_class_matched_sets_take_the_training_count_capped():
 
 
 def test_natural_test_sets_give_each_client_its_groups_test_samples():
-    spec = RunSpec(**{**BASE, "dataset": "digits5", "model_params": {"hidden": 8}, "partition": "natural",
-                      "partition_params": {}, "client_test": "natural", "synthetic": True})
+    spec = RunSpec(
+        **{
+            **BASE,
+            "dataset": "digits5",
+            "model_params": {"hidden": 8},
+            "partition": "natural",
+            "partition_params": {},
+            "client_test": "natural",
+            "synthetic": True,
+        }
+    )
     arrays = load_arrays(spec)
     data = prepare_data(spec, CPU)
     for client, (train_idx, test_idx) in enumerate(zip(data.client_train, data.client_test)):
@@ -76,8 +103,9 @@ def test_personal_accuracy_on_class_matched_sets_equals_an_independent_computati
     assert run(spec, sink, checkpoint_path=path).status == "done"
     server = load_checkpoint(path, spec.spec_hash, CPU)["server"]
     arrays = load_arrays(spec)
-    test_sets = class_matched_test_sets(partition_clients(spec, arrays), arrays.train_y, arrays.test_y,
-                                        numpy_rng(spec.seed, "client-test"))
+    test_sets = class_matched_test_sets(
+        partition_clients(spec, arrays), arrays.train_y, arrays.test_y, numpy_rng(spec.seed, "client-test")
+    )
     data = prepare_data(spec, CPU)
     model = init_model(spec, data.num_classes, data.input_shape, CPU)
     load_weights(model, server["params"], server["buffers"])
@@ -98,12 +126,19 @@ def test_finetune_evaluates_on_the_class_matched_sets(tmp_path):
     spec = RunSpec(**{**BASE, "eval_mode": "both", "finetune": {"epochs": 0, "start": "final"}})
     assert run(spec, sink).status == "done"
     last = sink.records[-1]
-    assert last.finetune_per_client == last.personal_per_client   # zero epochs: the global model on the same sets
+    assert last.finetune_per_client == last.personal_per_client  # zero epochs: the global model on the same sets
 
 
 def test_client_test_keys_are_hash_neutral_at_split_and_the_new_keys_validate():
-    old = {"algorithm": "fedavg", "dataset": "digits", "model": "digits_mlp", "eval_mode": "personal",
-           "client_test_fraction": 0.2, "client_val_fraction": 0.1, "eval_metrics": ["auc"]}
+    old = {
+        "algorithm": "fedavg",
+        "dataset": "digits",
+        "model": "digits_mlp",
+        "eval_mode": "personal",
+        "client_test_fraction": 0.2,
+        "client_val_fraction": 0.1,
+        "eval_metrics": ["auc"],
+    }
     spec = RunSpec(**old)
     assert '"client_test"' not in spec.canonical_json() and '"client_test_params"' not in spec.canonical_json()
     assert RunSpec(**{**old, "client_test": "split", "client_test_params": {}}).spec_hash == spec.spec_hash
@@ -123,7 +158,8 @@ def test_cli_reports_a_client_test_source_the_data_cannot_give(tmp_path, write_r
 
     from fedbench.cli import app
 
-    recipe = write_recipe("""
+    recipe = write_recipe(
+        """
 paper = "testpaper"
 name = "natural"
 seeds = [0]
@@ -145,7 +181,11 @@ name = "t"
 rows = ["algorithm"]
 columns = []
 figure = "final"
-""", "natural.toml")
-    result = CliRunner().invoke(app, ["run", str(recipe), "--registry", f"sqlite:///{tmp_path / 'r.db'}", "--device", "cpu"])
+""",
+        "natural.toml",
+    )
+    result = CliRunner().invoke(
+        app, ["run", str(recipe), "--registry", f"sqlite:///{tmp_path / 'r.db'}", "--device", "cpu"]
+    )
     assert result.exit_code == 2
     assert "client_test = 'natural' needs a dataset with natural groups" in result.output

@@ -98,8 +98,15 @@ def test_model_card_matches_published_macs():
     # CNN: the spec's 422,944 counts conv bias (thop); the flop counter does not: 422,944 − 6·28² − 16·10² − 120.
     assert model_card("fedtrip_cnn")["macs_forward"] == 422_944 - (6 * 28 * 28 + 16 * 10 * 10 + 120)
     # AlexNet: the spec's 145.92 M MACs without conv bias (Table III prints 145.93 MFLOPs).
-    macs = (30 * 30 * 64 * 3 * 49 + 14 * 14 * 192 * 64 * 25 + 6 * 6 * 384 * 192 * 9 + 6 * 6 * 256 * 384 * 9
-            + 6 * 6 * 256 * 256 * 9 + 256 * 1024 + 1024 * 10)
+    macs = (
+        30 * 30 * 64 * 3 * 49
+        + 14 * 14 * 192 * 64 * 25
+        + 6 * 6 * 384 * 192 * 9
+        + 6 * 6 * 256 * 384 * 9
+        + 6 * 6 * 256 * 256 * 9
+        + 256 * 1024
+        + 1024 * 10
+    )
     assert model_card("alexnet_cifar")["macs_forward"] == macs == 145_922_816
 
 
@@ -111,7 +118,10 @@ def test_model_card_overrides_and_cache():
     etf = model_card("vgg11", classifier="etf")
     assert etf["model_params"] == {"classifier": "etf"}
     assert etf["trainable_params"] == etf["params"] - 10 * 512
-    assert model_card("resnet18", input_shape="1x28x28", num_classes=62)["params"] == model_card("resnet18_femnist")["params"]
+    assert (
+        model_card("resnet18", input_shape="1x28x28", num_classes=62)["params"]
+        == model_card("resnet18_femnist")["params"]
+    )
 
 
 def test_model_card_does_not_consume_the_global_rng():
@@ -149,15 +159,34 @@ def test_the_mini_batch_loop_takes_exactly_the_steps_of_the_one_formula(samples,
     from fedbench.engine.context import ClientContext, ServerState
     from fedbench.spec import RunSpec
 
-    spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", batch_size=16, drop_last=drop_last,
-                   local_epochs=local_epochs, local_steps=local_steps)
+    spec = RunSpec(
+        algorithm="fedavg",
+        dataset="digits",
+        model="digits_mlp",
+        batch_size=16,
+        drop_last=drop_last,
+        local_epochs=local_epochs,
+        local_steps=local_steps,
+    )
     x, y = torch.randn(max(samples, 1), 4), torch.zeros(max(samples, 1), dtype=torch.long)
     model = OneLinear(4, 2)
-    ctx = ClientContext(spec=spec, client_id=0, round_index=1, model=model, payload={}, state={},
-                        server=ServerState(nn.utils.parameters_to_vector(model.parameters()).detach(), {}),
-                        data=TensorData(x, y, x, y), indices=torch.arange(samples), generator=torch.Generator(),
-                        device=torch.device("cpu"), lr=0.1)
-    expected = local_steps_per_round(samples, 16, local_epochs=local_epochs, local_steps=local_steps, drop_last=drop_last)
+    ctx = ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=1,
+        model=model,
+        payload={},
+        state={},
+        server=ServerState(nn.utils.parameters_to_vector(model.parameters()).detach(), {}),
+        data=TensorData(x, y, x, y),
+        indices=torch.arange(samples),
+        generator=torch.Generator(),
+        device=torch.device("cpu"),
+        lr=0.1,
+    )
+    expected = local_steps_per_round(
+        samples, 16, local_epochs=local_epochs, local_steps=local_steps, drop_last=drop_last
+    )
     assert len(list(ctx.batches())) == expected == ctx.planned_steps()
     assert len(list(ctx.batches(epochs=2))) == 2 * steps_per_epoch(samples, 16, drop_last)
     if samples:

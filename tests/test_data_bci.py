@@ -12,26 +12,48 @@ import pytest
 
 from fedbench.data import dataset_meta, load_dataset
 from fedbench.data.bci import (
-    CLASSES, SOURCES, Recording, SourceRecordings, assemble, covariances, riemannian_mean, source_trials, stim_events,
+    CLASSES,
+    SOURCES,
+    Recording,
+    SourceRecordings,
+    assemble,
+    covariances,
+    riemannian_mean,
+    source_trials,
+    stim_events,
     tangent_vectors,
 )
 from fedbench.errors import ConfigError, DataError
 
 # Channel lists, rates, events and task intervals as MOABB declares them for the four datasets.
 FAKE = {
-    "AlexMI": dict(rate=512, interval=(0, 3), event_id={"right_hand": 2, "feet": 3, "rest": 4},
-                   channels="Fpz F7 F3 Fz F4 F8 T7 C3 Cz C4 T8 P7 P3 Pz P4 P8"),
-    "BNCI2014_001": dict(rate=250, interval=(2, 6), event_id={"left_hand": 1, "right_hand": 2, "feet": 3, "tongue": 4},
-                         channels="Fz FC3 FC1 FCz FC2 FC4 C5 C3 C1 Cz C2 C4 C6 CP3 CP1 CPz CP2 CP4 P1 Pz P2 POz"),
-    "BNCI2015_004": dict(rate=256, interval=(3, 10),
-                         event_id={"right_hand": 4, "feet": 5, "navigation": 3, "subtraction": 2, "word_ass": 1},
-                         channels="AFz F7 F3 Fz F4 F8 FC3 FCz FC4 T3 C3 Cz C4 T4 CP3 CPz CP4 P7 P5 P3 P1 Pz P2 P4 P6 P8 "
-                                  "PO3 PO4 O1 O2"),
-    "Zhou2016": dict(rate=250, interval=(0, 5), event_id={"left_hand": 1, "right_hand": 2, "feet": 3},
-                     channels="Fp1 Fp2 FC3 FCz FC4 C3 Cz C4 CP3 CPz CP4 O1 Oz O2"),
+    "AlexMI": dict(
+        rate=512,
+        interval=(0, 3),
+        event_id={"right_hand": 2, "feet": 3, "rest": 4},
+        channels="Fpz F7 F3 Fz F4 F8 T7 C3 Cz C4 T8 P7 P3 Pz P4 P8",
+    ),
+    "BNCI2014_001": dict(
+        rate=250,
+        interval=(2, 6),
+        event_id={"left_hand": 1, "right_hand": 2, "feet": 3, "tongue": 4},
+        channels="Fz FC3 FC1 FCz FC2 FC4 C5 C3 C1 Cz C2 C4 C6 CP3 CP1 CPz CP2 CP4 P1 Pz P2 POz",
+    ),
+    "BNCI2015_004": dict(
+        rate=256,
+        interval=(3, 10),
+        event_id={"right_hand": 4, "feet": 5, "navigation": 3, "subtraction": 2, "word_ass": 1},
+        channels="AFz F7 F3 Fz F4 F8 FC3 FCz FC4 T3 C3 Cz C4 T4 CP3 CPz CP4 P7 P5 P3 P1 Pz P2 P4 P6 P8 PO3 PO4 O1 O2",
+    ),
+    "Zhou2016": dict(
+        rate=250,
+        interval=(0, 5),
+        event_id={"left_hand": 1, "right_hand": 2, "feet": 3},
+        channels="Fp1 Fp2 FC3 FCz FC4 C3 Cz C4 CP3 CPz CP4 O1 Oz O2",
+    ),
 }
-TRIALS_PER_CODE = 6        # per event code and run
-SPACING = 12.0             # seconds between cues
+TRIALS_PER_CODE = 6  # per event code and run
+SPACING = 12.0  # seconds between cues
 
 
 class FakeRaw:
@@ -53,11 +75,11 @@ class FakeRaw:
         cz = [c.lower() for c in self.ch_names].index("cz")
         for k, code in enumerate(codes):
             onset = int((k + 0.5) * SPACING * rate)
-            stim[onset:onset + 10] = code
+            stim[onset : onset + 10] = code
             # class signature: 12 Hz on C3 for right_hand, on Cz for feet (within the task interval)
             channel = c3 if code == spec["event_id"]["right_hand"] else cz if code == spec["event_id"]["feet"] else None
             if channel is not None:
-                eeg[channel, onset:onset + len(time)] += 20e-6 * np.sin(2 * np.pi * 12 * time + subject)
+                eeg[channel, onset : onset + len(time)] += 20e-6 * np.sin(2 * np.pi * 12 * time + subject)
         self._data = np.vstack([eeg, rng.normal(0, 1e-5, samples), stim])
 
     def get_channel_types(self):
@@ -82,7 +104,7 @@ def fake_moabb(missing=()):
 
             def get_data(self, subjects=None):
                 module.calls.append((name, subjects))
-                if name in missing:   # what MOABB does for a file not in its cache: fetch it
+                if name in missing:  # what MOABB does for a file not in its cache: fetch it
                     socket.create_connection(("data.example.org", 443), timeout=1)
                 return {s: {"0": {"0": FakeRaw(name, s, np.random.default_rng(s))}} for s in subjects}
 
@@ -119,6 +141,7 @@ def tangent_arrays():
 
 # ---- the numpy half ---------------------------------------------------------------------------------------------
 
+
 def test_stim_events_are_rising_edges():
     stim = np.array([0, 0, 2, 2, 0, 3, 3, 0, 0, 4])
     onsets, codes = stim_events(stim)
@@ -128,8 +151,8 @@ def test_stim_events_are_rising_edges():
 def ramp_source(rate=100.0, interval=(1.0, 4.0)):
     samples = 2000
     signals = np.tile(np.arange(samples, dtype=np.float64), (3, 1))
-    onsets = np.array([100, 400, 700, 1900])          # the last trial runs past the end and is dropped
-    codes = np.array([7, 8, 9, 7])                    # right_hand, feet, other, right_hand
+    onsets = np.array([100, 400, 700, 1900])  # the last trial runs past the end and is dropped
+    codes = np.array([7, 8, 9, 7])  # right_hand, feet, other, right_hand
     recording = Recording(signals, ("C3", "Cz", "C4"), rate, onsets, codes, subject=1)
     return SourceRecordings("X", {"right_hand": 7, "feet": 8, "rest": 9}, interval, [recording])
 
@@ -154,7 +177,7 @@ def test_tangent_space_matches_the_riemannian_definitions():
     reference = riemannian_mean(covs)
     vectors = tangent_vectors(covs, reference)
     assert vectors.shape == (20, 10)
-    assert np.allclose(vectors.mean(0), 0, atol=1e-6)          # the mean maps to the origin of its tangent space
+    assert np.allclose(vectors.mean(0), 0, atol=1e-6)  # the mean maps to the origin of its tangent space
     assert np.allclose(tangent_vectors(reference[None], reference), 0, atol=1e-10)
     # √2-weighted upper triangle: the vector norm is the Frobenius norm of the log-map (the Riemannian distance)
     inv_root = np.linalg.inv(np.linalg.cholesky(reference))
@@ -164,6 +187,7 @@ def test_tangent_space_matches_the_riemannian_definitions():
 
 # ---- through the fake MOABB ---------------------------------------------------------------------------------------
 
+
 def test_tangent_features_shapes_labels_groups(tangent_arrays):
     arrays = tangent_arrays
     meta = dataset_meta("bci")
@@ -172,9 +196,9 @@ def test_tangent_features_shapes_labels_groups(tangent_arrays):
     assert set(np.unique(arrays.train_y)) == {0, 1} and arrays.train_y.dtype == np.int64
     assert np.unique(arrays.train_groups).tolist() == [0, 1, 2, 3] == np.unique(arrays.test_groups).tolist()
     assert arrays.info["group_names"] == list(SOURCES) and arrays.info["classes"] == list(CLASSES)
-    per_source = TRIALS_PER_CODE * 2 * 2        # two classes × two subjects × one run
+    per_source = TRIALS_PER_CODE * 2 * 2  # two classes × two subjects × one run
     assert len(arrays.train_y) + len(arrays.test_y) == 4 * per_source
-    assert np.bincount(arrays.test_groups).tolist() == [2 * round(0.2 * per_source / 2)] * 4   # stratified per class
+    assert np.bincount(arrays.test_groups).tolist() == [2 * round(0.2 * per_source / 2)] * 4  # stratified per class
     # each source's tangent vector has its own length C(C+1)/2, zero-padded to 465
     for group, channels in enumerate((16, 22, 30, 14)):
         width = channels * (channels + 1) // 2
@@ -195,8 +219,16 @@ def test_tangent_features_separate_the_two_classes(tangent_arrays):
 
 
 def test_epochs_on_the_common_channels(moabb):
-    arrays = load_dataset("bci", "/nonexistent", use_prepared=False, features="epochs", resample=64.0, window=2.0,
-                          subjects={"AlexMI": [2]}, sources=["AlexMI", "Zhou2016"])
+    arrays = load_dataset(
+        "bci",
+        "/nonexistent",
+        use_prepared=False,
+        features="epochs",
+        resample=64.0,
+        window=2.0,
+        subjects={"AlexMI": [2]},
+        sources=["AlexMI", "Zhou2016"],
+    )
     assert arrays.train_x.shape[1:] == (3, 1, 128)
     assert arrays.info["sources"]["AlexMI"]["channels"] == ["C3", "Cz", "C4"]
     assert ("AlexMI", [2]) in moabb.calls and ("Zhou2016", [1, 2]) in moabb.calls

@@ -29,6 +29,7 @@ def mnist_root(tmp_path, monkeypatch):
 
 # ---- checksum stamps -----------------------------------------------------------------------------------
 
+
 def test_stamp_makes_the_second_check_free_and_notices_changes(tmp_path, monkeypatch):
     (tmp_path / "a.bin").write_bytes(b"hello")
     spec = FileSpec("a.bin", md5=hashlib.md5(b"hello").hexdigest())
@@ -54,6 +55,7 @@ def test_sha256_and_unpublished_checksums(tmp_path):
 
 # ---- prepared cache ------------------------------------------------------------------------------------
 
+
 def test_prepare_then_memory_mapped_load(mnist_root):
     raw = load_dataset("mnist", mnist_root, use_prepared=False)
     summary = prepare_dataset("mnist", mnist_root)
@@ -75,7 +77,7 @@ def test_cache_prepared_without_verification_is_not_trusted(tmp_path):
     prepare_dataset("mnist", tmp_path, verify=False)
     assert "prepared" in load_dataset("mnist", tmp_path, verify=False).info
     with pytest.raises(DataError, match="corrupt"):
-        load_dataset("mnist", tmp_path)   # verification requested: goes to the files, which do not match
+        load_dataset("mnist", tmp_path)  # verification requested: goes to the files, which do not match
 
 
 def test_prepared_cache_keeps_groups(tmp_path):
@@ -88,6 +90,7 @@ def test_prepared_cache_keeps_groups(tmp_path):
 
 # ---- catalog --------------------------------------------------------------------------------------------
 
+
 def test_list_info_check(mnist_root):
     rows = {row["name"]: row for row in list_datasets(mnist_root)}
     assert rows["mnist"]["present"] and not rows["cifar10"]["present"] and rows["digits"]["present"]
@@ -97,7 +100,7 @@ def test_list_info_check(mnist_root):
     assert info["downloads"][0]["md5"] == "c58f30108f718f92721af3b95e74349a"
     report = check_dataset("mnist", mnist_root)
     assert report["verified"] and report["train"] == 30 and sum(report["train_class_counts"]) == 30
-    assert report["counts_match"] is False   # tiny fixture vs official 60,000 / 10,000
+    assert report["counts_match"] is False  # tiny fixture vs official 60,000 / 10,000
     with pytest.raises(UnknownNameError, match="mnist"):
         dataset_info("mnsit")
 
@@ -119,6 +122,7 @@ def test_every_dataset_is_described(name):
 
 
 # ---- CLI -------------------------------------------------------------------------------------------------
+
 
 def cli():
     import typer
@@ -156,6 +160,7 @@ def test_cli_list_check_and_missing_data(mnist_root):
 
 
 # ---- download ---------------------------------------------------------------------------------------------
+
 
 class RangeHandler(http.server.BaseHTTPRequestHandler):
     """Serves ``files`` with Range support; ``cut_after`` truncates the first full response (a dropped link)."""
@@ -202,8 +207,13 @@ def test_fetch_progress_checksum_and_resume(tmp_path, server):
     body = os.urandom(200_000)
     RangeHandler.files["/file.bin"] = body
     seen = []
-    target = fetch(f"{server}/file.bin", tmp_path / "file.bin", md5=hashlib.md5(body).hexdigest(),
-                   progress=lambda done, total: seen.append((done, total)), chunk_size=50_000)
+    target = fetch(
+        f"{server}/file.bin",
+        tmp_path / "file.bin",
+        md5=hashlib.md5(body).hexdigest(),
+        progress=lambda done, total: seen.append((done, total)),
+        chunk_size=50_000,
+    )
     assert target.read_bytes() == body and seen[-1] == (200_000, 200_000) and len(seen) >= 4
 
     with pytest.raises(DataError, match="does not match"):
@@ -236,9 +246,18 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
         archive.add(fixture / "cifar100" / "cifar-100-python", arcname="cifar-100-python")
     RangeHandler.files["/cifar-100-python.tar.gz"] = buffer.getvalue()
     source = cifar.CIFAR100_SOURCE
-    patched = type(source)(layout=source.layout, how_to_get=source.how_to_get, downloads=(Download(
-        f"{server}/cifar-100-python.tar.gz", "cifar-100-python.tar.gz", md5=hashlib.md5(buffer.getvalue()).hexdigest(),
-        extract=True),))
+    patched = type(source)(
+        layout=source.layout,
+        how_to_get=source.how_to_get,
+        downloads=(
+            Download(
+                f"{server}/cifar-100-python.tar.gz",
+                "cifar-100-python.tar.gz",
+                md5=hashlib.md5(buffer.getvalue()).hexdigest(),
+                extract=True,
+            ),
+        ),
+    )
     monkeypatch.setitem(DATASETS._info["cifar100"], "source", patched)
     data_root = tmp_path / "data"
     result = download_dataset("cifar100", data_root)
@@ -252,6 +271,7 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
 
 
 # ---- synthetic stand-ins -------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", DATASETS.names())
 def test_synthetic_stand_in_matches_the_dataset(name):

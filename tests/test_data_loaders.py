@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import data_fixtures as fx
-from fedbench.data import dataset_meta, load_dataset
-from fedbench.data import cifar, medmnist, mnist, svhn
+from fedbench.data import cifar, dataset_meta, load_dataset, medmnist, mnist, svhn
 from fedbench.data.files import STAMP_NAME, file_digest
 from fedbench.errors import ConfigError, DataError
 
@@ -26,6 +25,7 @@ def check_arrays(arrays, n_train, n_test, shape):
 
 
 # ---- MNIST / FMNIST / EMNIST ---------------------------------------------------------------------------
+
 
 def test_mnist_reads_idx_gz(tmp_path, monkeypatch):
     written = fx.write_mnist_like(tmp_path)
@@ -106,11 +106,15 @@ def test_emnist_balanced_from_zip_or_unpacked(tmp_path, monkeypatch, as_zip):
 
 # ---- CIFAR ----------------------------------------------------------------------------------------------
 
+
 def test_cifar10_pickles(tmp_path, monkeypatch):
     written = fx.write_cifar10(tmp_path)
     root = tmp_path / "cifar10"
-    monkeypatch.setattr(cifar, "CIFAR10_FILES", tuple(
-        dataclasses.replace(f, md5=file_digest(root / f.path)) for f in cifar.CIFAR10_FILES))
+    monkeypatch.setattr(
+        cifar,
+        "CIFAR10_FILES",
+        tuple(dataclasses.replace(f, md5=file_digest(root / f.path)) for f in cifar.CIFAR10_FILES),
+    )
     arrays = load_dataset("cifar10", tmp_path)
     check_arrays(arrays, 30, 8, (3, 32, 32))
     np.testing.assert_array_equal(arrays.train_x, written["train_x"])
@@ -148,11 +152,14 @@ def test_cifar_garbage_file_is_a_data_error(tmp_path):
 
 # ---- SVHN -----------------------------------------------------------------------------------------------
 
+
 def test_svhn_mat(tmp_path, monkeypatch):
     written = fx.write_svhn(tmp_path)
     root = tmp_path / "svhn"
-    patched = {k: dataclasses.replace(f, md5=file_digest(root / f.path)) if (root / f.path).exists() else f
-               for k, f in svhn.SVHN_FILES.items()}
+    patched = {
+        k: dataclasses.replace(f, md5=file_digest(root / f.path)) if (root / f.path).exists() else f
+        for k, f in svhn.SVHN_FILES.items()
+    }
     monkeypatch.setattr(svhn, "SVHN_FILES", patched)
     arrays = load_dataset("svhn", tmp_path)
     check_arrays(arrays, 15, 7, (3, 32, 32))
@@ -165,6 +172,7 @@ def test_svhn_mat(tmp_path, monkeypatch):
 
 
 # ---- MedMNIST -------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("flag", ["organamnist", "organcmnist", "organsmnist"])
 def test_medmnist_npz(tmp_path, monkeypatch, flag):

@@ -22,6 +22,7 @@ def natural_clients(arrays):
 
 # ---- FEMNIST -----------------------------------------------------------------------------------------------
 
+
 def test_femnist_leaf_json(tmp_path):
     written = fx.write_femnist_leaf(tmp_path)
     arrays = load_dataset("femnist", tmp_path)
@@ -31,7 +32,7 @@ def test_femnist_leaf_json(tmp_path):
     assert sorted(np.unique(arrays.train_groups)) == [0, 1, 2]
     assert arrays.info["group_names"] == written["users"]
     assert set(np.unique(arrays.test_groups)) == set(np.unique(arrays.train_groups))
-    assert arrays.info["verified"] is False   # LEAF output has no published checksum
+    assert arrays.info["verified"] is False  # LEAF output has no published checksum
     assert len(natural_clients(arrays)) == 3
 
 
@@ -52,6 +53,7 @@ def test_femnist_missing(tmp_path):
 
 # ---- PAMAP2 ------------------------------------------------------------------------------------------------
 
+
 def test_pamap2_fedap_preset(tmp_path):
     fx.write_pamap2(tmp_path)
     arrays = load_dataset("pamap2", tmp_path, subjects=[101, 102, 103])
@@ -62,7 +64,7 @@ def test_pamap2_fedap_preset(tmp_path):
     classes = set(np.unique(np.concatenate([arrays.train_y, arrays.test_y])).tolist())
     assert classes == {0, 3, 9}
     total = len(arrays.train_y) + len(arrays.test_y)
-    assert abs(len(arrays.test_y) - 0.2 * total) <= 3 * 3   # stratified per subject × class
+    assert abs(len(arrays.test_y) - 0.2 * total) <= 3 * 3  # stratified per subject × class
     assert set(np.unique(arrays.train_groups)) == {0, 1, 2}
     assert arrays.info["group_names"] == ["subject101", "subject102", "subject103"]
     natural_clients(arrays)
@@ -73,8 +75,10 @@ def test_pamap2_pfllib_preset_and_overrides(tmp_path):
     arrays = load_dataset("pamap2", tmp_path, preset="pfllib", subjects=[101], test_fraction=0.0)
     assert arrays.meta.num_classes == 12 and arrays.train_x.shape[1:] == (27, 1, 256)
     assert np.abs(arrays.train_x).max() <= 1.0 + 1e-6, "per-subject max-abs scaling"
-    assert 4 in arrays.train_y.tolist() and 11 in arrays.train_y.tolist()   # running and rope jumping kept
-    custom = load_dataset("pamap2", tmp_path, subjects=[101], window=50, stride=50, activities=[1, 4], test_fraction=0.0)
+    assert 4 in arrays.train_y.tolist() and 11 in arrays.train_y.tolist()  # running and rope jumping kept
+    custom = load_dataset(
+        "pamap2", tmp_path, subjects=[101], window=50, stride=50, activities=[1, 4], test_fraction=0.0
+    )
     assert custom.meta.num_classes == 2 and custom.train_x.shape[-1] == 50
     with pytest.raises(ConfigError, match="preset"):
         load_dataset("pamap2", tmp_path, preset="bogus")
@@ -88,12 +92,13 @@ def test_pamap2_window_labels():
     signals = np.arange(20, dtype=np.float32)[:, None].repeat(2, 1)
     activity = np.array([0] * 4 + [1] * 6 + [4] * 10)
     x, y = windows(signals, activity, 5, 5, "majority", (1, 4))
-    assert x.shape == (3, 2, 1, 5) and y.tolist() == [0, 1, 1]   # the first window is mostly transient (0): dropped
+    assert x.shape == (3, 2, 1, 5) and y.tolist() == [0, 1, 1]  # the first window is mostly transient (0): dropped
     _, y_min = windows(signals, activity, 5, 5, "min", (1, 4))
-    assert y_min.tolist() == [0, 1, 1]   # PFLlib: smallest id in the window, so a transient sample drops it
+    assert y_min.tolist() == [0, 1, 1]  # PFLlib: smallest id in the window, so a transient sample drops it
 
 
 # ---- Camelyon17 --------------------------------------------------------------------------------------------
+
 
 def test_camelyon17_by_hospital(tmp_path):
     fx.write_camelyon17(tmp_path)
@@ -120,6 +125,7 @@ def test_camelyon17_missing_patch(tmp_path):
 
 
 # ---- FedBN packages ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("stratified_names", [False, True])
 def test_digits5(tmp_path, stratified_names):
@@ -155,8 +161,15 @@ def test_office_caltech10(tmp_path):
 
 def test_domainnet_with_mismatched_pickle_paths(tmp_path):
     # FedBN issue #10: pickled paths do not match the folder layout; the loader retries <domain>/<class>/<file>.
-    fx.write_path_based(tmp_path, "domainnet", "DomainNet", DOMAINNET_DOMAINS, DOMAINNET_CLASSES, per_split=2,
-                        path_prefix="old/location/DomainNet")
+    fx.write_path_based(
+        tmp_path,
+        "domainnet",
+        "DomainNet",
+        DOMAINNET_DOMAINS,
+        DOMAINNET_CLASSES,
+        per_split=2,
+        path_prefix="old/location/DomainNet",
+    )
     arrays = load_dataset("domainnet", tmp_path, image_size=24, max_per_client=1)
     assert arrays.train_x.shape == (6, 3, 24, 24) and arrays.test_x.shape == (12, 3, 24, 24)
     assert len(natural_clients(arrays)) == 6
@@ -167,13 +180,14 @@ def test_domainnet_with_mismatched_pickle_paths(tmp_path):
 
 # ---- Retinal fundus ------------------------------------------------------------------------------------------
 
+
 def test_retinal_segmentation(tmp_path):
     fx.write_retinal(tmp_path)
     arrays = load_dataset("retinal", tmp_path, image_size=40)
     assert arrays.meta.task == "segmentation"
     assert arrays.train_x.shape == (4, 3, 40, 40) and arrays.train_y.shape == (4, 2, 40, 40)
     disc, cup = arrays.train_y[0]
-    assert disc.sum() == 400 and cup.sum() == 100   # disc = rim + cup (20×20), cup 10×10
+    assert disc.sum() == 400 and cup.sum() == 100  # disc = rim + cup (20×20), cup 10×10
     assert arrays.info["group_names"] == ["Domain1", "Domain2"]
     only_two = load_dataset("retinal", tmp_path, sites=["Domain2"], image_size=20)
     assert len(only_two.train_x) == 2 and only_two.train_y.shape[-1] == 20
@@ -182,6 +196,7 @@ def test_retinal_segmentation(tmp_path):
 
 
 # ---- COVID ---------------------------------------------------------------------------------------------------
+
 
 def test_covid19_mendeley_folders(tmp_path):
     fx.write_covid19_folders(tmp_path)

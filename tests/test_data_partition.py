@@ -6,15 +6,20 @@ import numpy as np
 import pytest
 
 from fedbench.data.partition import (
-    PARTITIONERS, class_matched_test_sets, make_partition, natural_test_sets, partition_fingerprint, split_clients,
+    PARTITIONERS,
+    class_matched_test_sets,
+    make_partition,
+    natural_test_sets,
+    partition_fingerprint,
+    split_clients,
     split_indices,
 )
 from fedbench.errors import ConfigError
 
 NUM_CLIENTS = 10
-LABELS = np.repeat(np.arange(10), 120)                     # 1,200 samples, 120 per class
+LABELS = np.repeat(np.arange(10), 120)  # 1,200 samples, 120 per class
 LABELS = np.random.default_rng(7).permutation(LABELS)
-GROUPS = np.arange(len(LABELS)) % NUM_CLIENTS             # ten natural groups
+GROUPS = np.arange(len(LABELS)) % NUM_CLIENTS  # ten natural groups
 
 # Parameters each registered partitioner is exercised with; a new partitioner must be added here.
 PARAMS = {
@@ -57,7 +62,7 @@ def test_partitioner_contract(name):
 def test_partitioner_is_deterministic_under_the_seed(name):
     first, again = run(name, seed=3), run(name, seed=3)
     assert partition_fingerprint(first) == partition_fingerprint(again)
-    if name != "natural":   # natural has no randomness with one client per group
+    if name != "natural":  # natural has no randomness with one client per group
         assert partition_fingerprint(run(name, seed=4)) != partition_fingerprint(first)
 
 
@@ -176,9 +181,11 @@ def test_class_matched_test_sets():
     assert np.array_equal(np.sort(joined), np.arange(200)), "client test sets partition the test set"
     for part, test in zip(parts, tests):
         assert set(np.unique(test_labels[test])) == set(np.unique(LABELS[part]))
-        assert len(test) == 20   # |D_test| / N
+        assert len(test) == 20  # |D_test| / N
     lda = run("dirichlet", alpha=0.5)
-    overlapping = class_matched_test_sets(lda, LABELS, test_labels, np.random.default_rng(0), disjoint=False, cap_per_class=5)
+    overlapping = class_matched_test_sets(
+        lda, LABELS, test_labels, np.random.default_rng(0), disjoint=False, cap_per_class=5
+    )
     for part, test in zip(lda, overlapping):
         assert set(np.unique(test_labels[test])) == set(np.unique(LABELS[part]))
         assert np.all(np.bincount(test_labels[test], minlength=10) <= 5)

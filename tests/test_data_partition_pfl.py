@@ -8,7 +8,7 @@ import pytest
 from fedbench.data.partition import make_partition, partition_fingerprint
 from fedbench.errors import ConfigError
 
-LABELS = np.random.default_rng(11).permutation(np.repeat(np.arange(10), 200))   # 2,000 samples
+LABELS = np.random.default_rng(11).permutation(np.repeat(np.arange(10), 200))  # 2,000 samples
 
 
 def run(num_clients=20, seed=0, labels=LABELS, **params):
@@ -45,7 +45,7 @@ def test_deterministic_under_the_seed():
 
 
 def test_label_skew_grows_as_alpha_shrinks():
-    def skew(alpha):   # mean total-variation distance of a client's class mix from the global one, over seeds
+    def skew(alpha):  # mean total-variation distance of a client's class mix from the global one, over seeds
         values = []
         for seed in range(3):
             c = counts(run(20, seed=seed, alpha=alpha)).astype(float)

@@ -64,15 +64,15 @@ def test_bci_absent_without_moabb_even_with_a_full_cache(mne_data, monkeypatch, 
 
 
 def test_bci_present_only_when_every_source_is_cached(mne_data, installed, tmp_path):
-    assert not bci_row(tmp_path)["present"]                 # moabb installed, nothing fetched
+    assert not bci_row(tmp_path)["present"]  # moabb installed, nothing fetched
     fill(mne_data, ("AlexMI", "BNCI2014_001", "BNCI2015_004"))
-    assert not bci_row(tmp_path)["present"]                 # Zhou2016 missing
-    (mne_data / "MNE-zhou-2016").mkdir()                    # MOABB creates the folder before downloading
+    assert not bci_row(tmp_path)["present"]  # Zhou2016 missing
+    (mne_data / "MNE-zhou-2016").mkdir()  # MOABB creates the folder before downloading
     assert not bci_row(tmp_path)["present"]
     fill(mne_data)
     assert bci_row(tmp_path)["present"]
     assert is_present("bci", tmp_path) and dataset_info("bci", tmp_path)["present"]
-    assert "moabb.datasets" not in sys.modules              # cheap: the MOABB package itself was never imported
+    assert "moabb.datasets" not in sys.modules  # cheap: the MOABB package itself was never imported
 
 
 def test_a_per_dataset_mne_path_is_honoured(mne_data, installed, tmp_path, monkeypatch):
@@ -80,7 +80,7 @@ def test_a_per_dataset_mne_path_is_honoured(mne_data, installed, tmp_path, monke
     elsewhere = tmp_path / "zhou_cache"
     monkeypatch.setenv("MNE_DATASETS_ZHOU_PATH", str(elsewhere))
     fill(mne_data, ("Zhou2016",))
-    assert not bci_row(tmp_path)["present"]                 # Zhou2016 is looked for where MNE says it lives
+    assert not bci_row(tmp_path)["present"]  # Zhou2016 is looked for where MNE says it lives
     fill(elsewhere, ("Zhou2016",))
     assert bci_row(tmp_path)["present"]
 

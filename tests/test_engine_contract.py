@@ -26,10 +26,21 @@ from fedbench.seeding import torch_generator
 from fedbench.spec import FinetuneSpec, RunSpec
 
 DEVICE = torch.device("cpu")
-BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",
-        "partition_params": {"alpha": 0.5, "min_size": 20}, "num_clients": 4, "clients_per_round": 3, "rounds": 3,
-        "batch_size": 32, "optimizer": {"lr": 0.05, "momentum": 0.5}, "eval_mode": "both",
-        "client_test_fraction": 0.2, "client_val_fraction": 0.1}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 16},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 3,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.05, "momentum": 0.5},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+    "client_val_fraction": 0.1,
+}
 BN = {"model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2, "batch_size": 16}
 
 
@@ -50,8 +61,18 @@ def train(tmp_path, algorithm: str, params: dict | None = None, **overrides):
 
 
 def curve(records):
-    return [(r.round, r.train_loss, r.test_acc, r.test_loss, r.personal_per_client, r.personal_val_per_client,
-             r.finetune_per_client) for r in records]
+    return [
+        (
+            r.round,
+            r.train_loss,
+            r.test_acc,
+            r.test_loss,
+            r.personal_per_client,
+            r.personal_val_per_client,
+            r.finetune_per_client,
+        )
+        for r in records
+    ]
 
 
 def assert_same_tree(a, b, where="") -> None:
@@ -74,8 +95,11 @@ def assert_same_run(new, old) -> None:
     (new_records, new_ckpt), (old_records, old_ckpt) = new, old
     assert curve(new_records) == curve(old_records)
     assert_same_tree(new_ckpt["server"], old_ckpt["server"], "server")
-    assert_same_tree({k: v for k, v in new_ckpt["client_states"].items() if v},
-                     {k: v for k, v in old_ckpt["client_states"].items() if v}, "client_states")
+    assert_same_tree(
+        {k: v for k, v in new_ckpt["client_states"].items() if v},
+        {k: v for k, v in old_ckpt["client_states"].items() if v},
+        "client_states",
+    )
 
 
 # ------------------------------------------------------------------------ references: the code before the hooks
@@ -151,8 +175,10 @@ class FedFomoBefore(FedFomo):
             with torch.no_grad():
                 return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
 
-        peers = sorted((j for j in ctx.payload["client_models"] if j != ctx.client_id),
-                       key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]
+        peers = sorted(
+            (j for j in ctx.payload["client_models"] if j != ctx.client_id),
+            key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j),
+        )[: self.params.m]
         own_loss = val_loss(own)
         weights = {}
         for j in peers:
@@ -171,31 +197,43 @@ class FedFomoBefore(FedFomo):
 FINETUNE = {"epochs": 1, "lr": 0.1, "loss": "method", "start": "final"}
 
 
-@pytest.mark.parametrize("params,overrides", [
-    ({}, {}),
-    ({"head_epochs": 2, "body_epochs": 1}, {"finetune": FINETUNE}),
-    ({}, {"local_steps": 3}),
-    ({}, {"drop_last": True, "batch_size": 24}),
-], ids=["default", "head2-finetune", "steps", "drop_last"])
+@pytest.mark.parametrize(
+    "params,overrides",
+    [
+        ({}, {}),
+        ({"head_epochs": 2, "body_epochs": 1}, {"finetune": FINETUNE}),
+        ({}, {"local_steps": 3}),
+        ({}, {"drop_last": True, "batch_size": 24}),
+    ],
+    ids=["default", "head2-finetune", "steps", "drop_last"],
+)
 def test_fedrep_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
     old = register(monkeypatch, "fedrep_before", FedRepBefore)
     assert_same_run(train(tmp_path, "fedrep", params, **overrides), train(tmp_path, old, params, **overrides))
 
 
-@pytest.mark.parametrize("params,overrides", [
-    ({}, {}),
-    ({"beta": 0.1, "adapt_steps": 2}, {"local_epochs": 2, "finetune": FINETUNE}),
-], ids=["default", "two-epochs-finetune"])
+@pytest.mark.parametrize(
+    "params,overrides",
+    [
+        ({}, {}),
+        ({"beta": 0.1, "adapt_steps": 2}, {"local_epochs": 2, "finetune": FINETUNE}),
+    ],
+    ids=["default", "two-epochs-finetune"],
+)
 def test_perfedavg_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
     old = register(monkeypatch, "perfedavg_before", PerFedAvgBefore)
     assert_same_run(train(tmp_path, "perfedavg", params, **overrides), train(tmp_path, old, params, **overrides))
 
 
-@pytest.mark.parametrize("params,overrides", [
-    ({}, {}),
-    ({"m": 2}, {"clients_per_round": 4, "rounds": 4}),
-    ({}, {"finetune": FINETUNE}),
-], ids=["partial", "full-m2", "finetune"])
+@pytest.mark.parametrize(
+    "params,overrides",
+    [
+        ({}, {}),
+        ({"m": 2}, {"clients_per_round": 4, "rounds": 4}),
+        ({}, {"finetune": FINETUNE}),
+    ],
+    ids=["partial", "full-m2", "finetune"],
+)
 def test_fedfomo_with_local_split_equals_rewriting_the_context(tmp_path, monkeypatch, params, overrides):
     """On a model without BatchNorm (the BN fix changes nothing there): the held-out validation split through
     ``local_split`` gives the curves of the earlier ``begin_local`` that rewrote ``ctx.indices``."""
@@ -206,15 +244,22 @@ def test_fedfomo_with_local_split_equals_rewriting_the_context(tmp_path, monkeyp
 def test_every_finetune_loss_is_declared_by_exactly_one_method():
     losses = [loss for loss in FinetuneSpec.model_fields["loss"].annotation.__args__ if loss != "method"]
     assert {loss: finetune_objective(loss) for loss in losses} == {
-        "ce": ("fedavg", {}), "dr": ("dot_regression", {}), "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS)}
+        "ce": ("fedavg", {}),
+        "dr": ("dot_regression", {}),
+        "dr_plus": ("dot_regression", FEDDR_PLUS_PARAMS),
+    }
 
 
 @pytest.mark.usefixtures("head_mlp")
 @pytest.mark.parametrize("loss", ["dr", "dr_plus", "ce"])
 def test_fine_tuning_objectives_declared_by_their_method_equal_the_engines_old_table(tmp_path, monkeypatch, loss):
     """The engine named ``dot_regression`` for finetune.loss = dr / dr_plus; the method now declares them."""
-    overrides = {"model": MLP, "model_params": {"classifier": "etf"}, "rounds": 2,
-                 "finetune": {"epochs": 2, "lr": 0.5, "loss": loss, "start": "best"}}
+    overrides = {
+        "model": MLP,
+        "model_params": {"classifier": "etf"},
+        "rounds": 2,
+        "finetune": {"epochs": 2, "lr": 0.5, "loss": loss, "start": "best"},
+    }
     new = train(tmp_path / "new", "fedavg", **overrides)
 
     def old_trainer(spec, algorithm):
@@ -248,11 +293,11 @@ def test_the_spec_is_bound_by_bind_model_and_no_other_hook_sets_it(tmp_path, mon
     assert run(spec, ListSink()).status == "done"
     ((algorithm, bound_spec),) = bound
     assert bound_spec == spec and seen == [spec] * spec.rounds
-    assert algorithm.spec is bound_spec      # fine-tuning (under a spec of its own) left it alone
+    assert algorithm.spec is bound_spec  # fine-tuning (under a spec of its own) left it alone
 
 
 # ------------------------------------------------------------------------ evaluation never changes training state
-SETTINGS = {   # methods that need a particular model
+SETTINGS = {  # methods that need a particular model
     "dot_regression": {"model": MLP, "model_params": {"classifier": "etf"}, "optimizer": {"lr": 1.0}},
     "spherefed": {"model": MLP, "model_params": {"classifier": "orthonormal"}, "optimizer": {"lr": 1.0}},
     "fedetf": {"model": MLP, "model_params": {"classifier": "fedetf"}, "optimizer": {"lr": 0.5}},

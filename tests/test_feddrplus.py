@@ -38,7 +38,7 @@ def test_every_feddrplus_recipe_compiles_at_every_scale(name):
 
 def test_table2_grid_and_shared_setup():
     runs = compiled("feddrplus_table2.toml")[1]
-    assert len(runs) == 336                       # (8 CIFAR-100 + 6 CIFAR-10 settings) × 8 methods × 3 seeds
+    assert len(runs) == 336  # (8 CIFAR-100 + 6 CIFAR-10 settings) × 8 methods × 3 seeds
     assert {p.spec.seed for p in runs} == {0, 1, 2}
     for p in runs:
         s = p.spec
@@ -59,12 +59,37 @@ def test_table2_grid_and_shared_setup():
     assert cell(runs, dataset="CIFAR-100", setting="α=0.05")[0].spec.local_steps == 30
 
 
-@pytest.mark.parametrize("dataset, lrs", [
-    ("CIFAR-100", {"FedAvg": 0.1, "SCAFFOLD": 0.1, "FedNTD": 0.1, "FedExP": 0.1, "FedBABU": 0.1,
-                   "SphereFed": 6.5, "FedETF": 0.5, "FedDr+": 5.0}),          # Table 7
-    ("CIFAR-10", {"FedAvg": 0.01, "SCAFFOLD": 0.01, "FedNTD": 0.01, "FedExP": 0.01, "FedBABU": 0.01,
-                  "SphereFed": 0.55, "FedETF": 0.05, "FedDr+": 0.35}),        # Table 6
-])
+@pytest.mark.parametrize(
+    "dataset, lrs",
+    [
+        (
+            "CIFAR-100",
+            {
+                "FedAvg": 0.1,
+                "SCAFFOLD": 0.1,
+                "FedNTD": 0.1,
+                "FedExP": 0.1,
+                "FedBABU": 0.1,
+                "SphereFed": 6.5,
+                "FedETF": 0.5,
+                "FedDr+": 5.0,
+            },
+        ),  # Table 7
+        (
+            "CIFAR-10",
+            {
+                "FedAvg": 0.01,
+                "SCAFFOLD": 0.01,
+                "FedNTD": 0.01,
+                "FedExP": 0.01,
+                "FedBABU": 0.01,
+                "SphereFed": 0.55,
+                "FedETF": 0.05,
+                "FedDr+": 0.35,
+            },
+        ),  # Table 6
+    ],
+)
 def test_table2_learning_rates(dataset, lrs):
     runs = compiled("feddrplus_table2.toml")[1]
     for label, lr in lrs.items():
@@ -75,7 +100,9 @@ def test_table2_method_settings_and_published_values():
     recipe, runs = compiled("feddrplus_table2.toml")
     feddr = cell(runs, algorithm="FedDr+")[0].spec
     assert feddr.algorithm == "dot_regression" and feddr.model_params["classifier"] == "etf"
-    assert feddr.algorithm_params["regularizers"] == [{"name": "fd", "weight": 0.1, "tau": 3.0, "combine": None}]        # β = 0.9
+    assert feddr.algorithm_params["regularizers"] == [
+        {"name": "fd", "weight": 0.1, "tau": 3.0, "combine": None}
+    ]  # β = 0.9
     assert cell(runs, algorithm="SphereFed")[0].spec.model_params["classifier"] == "orthonormal"
     etf = cell(runs, algorithm="FedETF")[0].spec
     assert etf.model_params["classifier"] == "fedetf" and etf.algorithm_params["beta"] == 1.0
@@ -95,11 +122,13 @@ def test_table1_regularizers_and_published_values():
     recipe, runs = compiled("feddrplus_table1.toml")
     assert len(runs) == 60 and {p.spec.seed for p in runs} == {0}
     assert {p.spec.model for p in runs} == {"mobilenet"} and {p.spec.dataset for p in runs} == {"cifar100"}
-    regs = {p.labels["regularizer"]: p.spec.algorithm_params.get("regularizers", [])
-            for p in cell(runs, algorithm="FedAvg", setting="s=10")}
+    regs = {
+        p.labels["regularizer"]: p.spec.algorithm_params.get("regularizers", [])
+        for p in cell(runs, algorithm="FedAvg", setting="s=10")
+    }
     assert regs["Baseline"] == []
     # resolved specs: τ = 3 and combine = None (prox adds, the others are convex) are spelled out
-    assert regs["+Prox"] == [{"name": "prox", "weight": 1.0, "tau": 3.0, "combine": None}]   # μ = 1, added unweighted
+    assert regs["+Prox"] == [{"name": "prox", "weight": 1.0, "tau": 3.0, "combine": None}]  # μ = 1, added unweighted
     assert regs["+KD"] == [{"name": "kd", "weight": 0.1, "tau": 3.0, "combine": None}]
     assert regs["+NTD"] == [{"name": "ntd", "weight": 0.1, "tau": 3.0, "combine": None}]
     assert regs["+FD"] == [{"name": "fd", "weight": 0.1, "tau": 3.0, "combine": None}]
@@ -115,7 +144,7 @@ def test_table1_regularizers_and_published_values():
 
 def test_table3_and_table8_pfl_protocols_and_shared_runs():
     recipe, runs = compiled("feddrplus_table3.toml")
-    assert len(runs) == 72 and recipe.order == 3                      # 12 methods × 6 settings, 1 seed
+    assert len(runs) == 72 and recipe.order == 3  # 12 methods × 6 settings, 1 seed
     for scale in ("smoke", "quick"):
         assert len(expand(recipe, scale=scale, synthetic=True)) == 72
     assert all(p.spec.client_test == "class_matched" for p in runs)
@@ -126,12 +155,15 @@ def test_table3_and_table8_pfl_protocols_and_shared_runs():
     assert non_default("model", local.model, local.model_params) == {"classifier": "etf", "normalize_features": False}
     ft = cell(runs, setting="s=10", algorithm="FedDr+ FT")[0].spec
     assert ft.eval_mode == "both" and ft.finetune.loss == "method" and ft.finetune.epochs == 5
-    assert all(p.spec.finetune.epochs == 1 for p in expand(recipe, scale="smoke", synthetic=True)
-               if p.labels["protocol"] == "fine-tuned")
+    assert all(
+        p.spec.finetune.epochs == 1
+        for p in expand(recipe, scale="smoke", synthetic=True)
+        if p.labels["protocol"] == "fine-tuned"
+    )
     assert recipe.table("finetuned").published_value("FedDr+ FT", "α=0.05") == 78.55
     # Table 8's FedDr+ cells are Table 3's FedDr+ FT runs.
     recipe8, runs8 = compiled("feddrplus_table8.toml")
-    assert len(runs8) == 24 and recipe8.order == 8                    # 2 methods × 2 FT losses × 6 settings
+    assert len(runs8) == 24 and recipe8.order == 8  # 2 methods × 2 FT losses × 6 settings
     table3 = {p.spec_hash for p in runs}
     assert all(p.spec_hash in table3 for p in cell(runs8, algorithm="FedDr+", ft_loss="own"))
     assert recipe8.table("gfl_clients").published_value("FedDr+", "α=0.1") == 45.83

@@ -19,15 +19,18 @@ from fedbench.data.retinal import masks_from_gray
 def glyph() -> np.ndarray:
     """A 28×28 'character' as both formats store it: background 1.0, ink 0.0, one anti-aliased edge at 0.5."""
     image = np.ones((28, 28), np.float32)
-    image[6:22, 12:15] = 0.0      # vertical stroke
-    image[6:22, 15] = 0.5         # anti-aliased edge
+    image[6:22, 12:15] = 0.0  # vertical stroke
+    image[6:22, 15] = 0.5  # anti-aliased edge
     return image
 
 
 def write_leaf(root, image: np.ndarray, writer: str = "f0000_00") -> None:
     for split in ("train", "test"):
-        blob = {"users": [writer], "num_samples": [2],
-                "user_data": {writer: {"x": [image.ravel().tolist(), np.ones(784).tolist()], "y": [1, 10]}}}
+        blob = {
+            "users": [writer],
+            "num_samples": [2],
+            "user_data": {writer: {"x": [image.ravel().tolist(), np.ones(784).tolist()], "y": [1, 10]}},
+        }
         fx.write_json(root / "femnist" / "data" / split / f"all_data_0_niid_0_keep_0_{split}_9.json", blob)
 
 
@@ -37,7 +40,7 @@ def write_tff(root, image: np.ndarray, writer: str = "f0000_00") -> None:
     for split in ("train", "test"):
         with h5py.File(root / "femnist" / f"fed_emnist_{split}.h5", "w") as handle:
             group = handle.create_group(f"examples/{writer}")
-            group["pixels"] = np.stack([image, np.ones((28, 28), np.float32)])   # float32 (N, 28, 28) in [0, 1]
+            group["pixels"] = np.stack([image, np.ones((28, 28), np.float32)])  # float32 (N, 28, 28) in [0, 1]
             group["label"] = np.array([1, 10], np.int32)
 
 
@@ -51,9 +54,9 @@ def test_femnist_polarity_kept_and_equal_across_formats(tmp_path):
     np.testing.assert_array_equal(leaf.train_x, tff.train_x)
     np.testing.assert_array_equal(leaf.test_x, tff.test_x)
     x = leaf.train_x[0, 0]
-    assert x[0, 0] == 255 and x[10, 13] == 0 and x[10, 15] == 128    # background high, ink low: not inverted
-    assert x.mean() > 200                                             # mostly background (FL-bench mean 0.9637)
-    assert (leaf.train_x[1] == 255).all()                             # a blank page stays white
+    assert x[0, 0] == 255 and x[10, 13] == 0 and x[10, 15] == 128  # background high, ink low: not inverted
+    assert x.mean() > 200  # mostly background (FL-bench mean 0.9637)
+    assert (leaf.train_x[1] == 255).all()  # a blank page stays white
 
 
 # ---- Retinal fundus masks ----------------------------------------------------------------------------------
@@ -70,8 +73,8 @@ def test_masks_from_gray_thresholds():
 def clean_mask(size: int) -> np.ndarray:
     """Disc (rim + cup) the central half, cup the central quarter, as a 0/128/255 gray mask."""
     mask = np.full((size, size), 255, np.uint8)
-    mask[size // 4:3 * size // 4, size // 4:3 * size // 4] = 128
-    mask[3 * size // 8:5 * size // 8, 3 * size // 8:5 * size // 8] = 0
+    mask[size // 4 : 3 * size // 4, size // 4 : 3 * size // 4] = 128
+    mask[3 * size // 8 : 5 * size // 8, 3 * size // 8 : 5 * size // 8] = 0
     return mask
 
 
@@ -85,12 +88,12 @@ def write_site(root, masks: list[np.ndarray]) -> None:
 
 
 def test_retinal_masks_with_interpolated_borders(tmp_path):
-    ringed = clean_mask(40)                  # disc rows/cols 10..29, cup 15..24
-    ringed[9, 10:30] = 247                   # background next to the disc, ringing
+    ringed = clean_mask(40)  # disc rows/cols 10..29, cup 15..24
+    ringed[9, 10:30] = 247  # background next to the disc, ringing
     ringed[30, 10:30] = 254
-    ringed[10, 10:30] = 144                  # rim edge overshoot / undershoot
+    ringed[10, 10:30] = 144  # rim edge overshoot / undershoot
     ringed[29, 10:30] = 112
-    ringed[15, 15:25] = 17                   # cup edge
+    ringed[15, 15:25] = 17  # cup edge
     # A clean mask downsampled 80 → 40 with Pillow's default filter for gray images (bicubic), as loaders that call
     # ``mask.resize(size)`` without a filter do; it holds values such as 8, 120, 144, 247.
     bicubic = np.asarray(Image.fromarray(clean_mask(80)).resize((40, 40), Image.Resampling.BICUBIC))
@@ -99,8 +102,8 @@ def test_retinal_masks_with_interpolated_borders(tmp_path):
     arrays = load_dataset("retinal", tmp_path, image_size=40, use_prepared=False)
     assert arrays.train_y.shape == (3, 2, 40, 40) and set(np.unique(arrays.train_y)) == {0, 1}
     for disc, cup in arrays.train_y:
-        assert disc.sum() == 400 and cup.sum() == 100             # 20×20 disc (cup included), 10×10 cup
+        assert disc.sum() == 400 and cup.sum() == 100  # 20×20 disc (cup included), 10×10 cup
         assert (cup <= disc).all()
-    small = load_dataset("retinal", tmp_path, image_size=20, use_prepared=False)   # nearest resize of the masks
+    small = load_dataset("retinal", tmp_path, image_size=20, use_prepared=False)  # nearest resize of the masks
     assert [int(d.sum()) for d, _ in small.train_y] == [100] * 3
     assert [int(c.sum()) for _, c in small.train_y] == [25] * 3

@@ -49,8 +49,12 @@ def test_sigkill_then_rerun_resumes_with_identical_curve(tmp_path):
     recipe.write_text(RECIPE)
     killed = f"sqlite:///{tmp_path / 'killed.db'}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--registry", killed],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--registry", killed],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     registry = None
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -63,18 +67,21 @@ def test_sigkill_then_rerun_resumes_with_identical_curve(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     (interrupted,) = Registry(killed).runs()
-    assert interrupted.status == "running" and 3 <= interrupted.rounds_done < 12   # the dead worker's claim
+    assert interrupted.status == "running" and 3 <= interrupted.rounds_done < 12  # the dead worker's claim
 
     result = CliRunner().invoke(app, ["run", str(recipe), "--registry", killed])
     assert result.exit_code == 0, result.output
     (resumed,) = Registry(killed).runs()
-    assert resumed.provenance["data"]["resumed_from"] >= 3   # it did not start over
+    assert resumed.provenance["data"]["resumed_from"] >= 3  # it did not start over
 
     straight = f"sqlite:///{tmp_path / 'straight.db'}"
     assert CliRunner().invoke(app, ["run", str(recipe), "--registry", straight]).exit_code == 0
     assert curve(killed) == curve(straight)
     runs = json.loads(CliRunner().invoke(app, ["runs", "--registry", killed, "--json"]).stdout)
-    assert runs[0]["summary"] == json.loads(CliRunner().invoke(app, ["runs", "--registry", straight, "--json"]).stdout)[0]["summary"]
+    assert (
+        runs[0]["summary"]
+        == json.loads(CliRunner().invoke(app, ["runs", "--registry", straight, "--json"]).stdout)[0]["summary"]
+    )
 
 
 def _wait_for(predicate, seconds: float = 120):
@@ -93,8 +100,13 @@ def test_sigterm_to_a_multi_worker_run_stops_its_workers_and_rerun_resumes(tmp_p
     recipe.write_text(RECIPE.replace("seeds = [0]", "seeds = [0, 1]").replace("rounds = 12", "rounds = 40"))
     url = f"sqlite:///{tmp_path / 'term.db'}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2",
-                                "--registry", url], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2", "--registry", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
 
     def both_training():
         if not (tmp_path / "term.db").exists():
@@ -109,7 +121,7 @@ def test_sigterm_to_a_multi_worker_run_stops_its_workers_and_rerun_resumes(tmp_p
     runs = Registry(url).runs()
     assert {r.status for r in runs} == {"interrupted"}, [(r.status, r.error) for r in runs]
     stopped_at = [r.rounds_done for r in runs]
-    time.sleep(3)   # an orphaned worker would still be logging rounds
+    time.sleep(3)  # an orphaned worker would still be logging rounds
     assert [r.rounds_done for r in Registry(url).runs()] == stopped_at
     assert all(r.rounds_done < 40 for r in runs)
 
@@ -125,10 +137,19 @@ def test_a_worker_whose_parent_was_killed_stops(tmp_path):
     recipe.write_text(RECIPE.replace("seeds = [0]", "seeds = [0, 1]").replace("rounds = 12", "rounds = 40"))
     url = f"sqlite:///{tmp_path / 'orphan.db'}"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2",
-                                "--registry", url], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    assert _wait_for(lambda: (tmp_path / "orphan.db").exists() and len(Registry(url).runs()) == 2
-                     and all(r.rounds_done >= 2 for r in Registry(url).runs()))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--jobs", "2", "--registry", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    assert _wait_for(
+        lambda: (
+            (tmp_path / "orphan.db").exists()
+            and len(Registry(url).runs()) == 2
+            and all(r.rounds_done >= 2 for r in Registry(url).runs())
+        )
+    )
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert _wait_for(lambda: {r.status for r in Registry(url).runs()} == {"interrupted"}, seconds=30)
@@ -138,10 +159,20 @@ def test_a_registry_deleted_while_open_elsewhere_gets_a_clear_error(tmp_path):
     """Deleting a registry file that another process still holds leaves its -wal/-shm behind, and
     SQLite only says "disk I/O error" for a new registry there: the error names the files and the cause."""
     database = tmp_path / "fedbench.db"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); c.execute('pragma journal_mode=wal'); "
-        "c.execute('create table t(a)'); c.execute('insert into t values (1)'); c.commit(); "
-        "print('ready', flush=True); time.sleep(60)"), str(database)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1]); c.execute('pragma journal_mode=wal'); "
+                "c.execute('create table t(a)'); c.execute('insert into t values (1)'); c.commit(); "
+                "print('ready', flush=True); time.sleep(60)"
+            ),
+            str(database),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         database.unlink()

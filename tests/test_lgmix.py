@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import ListSink
 from typer.testing import CliRunner
 
+from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.algorithms.lgmix import LGMix, feature_moments, gram_trace, mixing_ratio
 from fedbench.algorithms.partial import store_model
@@ -20,17 +20,36 @@ from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.recipe import expand, load_recipe
 from fedbench.registry import Registry
-from fedbench.spec import RunSpec
 from fedbench.resolve import non_default
+from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 DEVICE = torch.device("cpu")
-BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 32}, "partition": "dirichlet",
-        "partition_params": {"alpha": 0.5, "min_size": 20}, "num_clients": 4, "clients_per_round": 4, "rounds": 3,
-        "batch_size": 32, "optimizer": {"lr": 0.1}, "eval_mode": "both", "client_test_fraction": 0.2}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
 # BatchNorm buffers are mixed too: LG-Mix's Digits model on the 8×8 digits, a few steps.
-BN = {**BASE, "model": "fedbn_digit_cnn", "model_params": {}, "num_clients": 3, "clients_per_round": 3,
-      "local_steps": 2, "batch_size": 16, "rounds": 2}
+BN = {
+    **BASE,
+    "model": "fedbn_digit_cnn",
+    "model_params": {},
+    "num_clients": 3,
+    "clients_per_round": 3,
+    "local_steps": 2,
+    "batch_size": 16,
+    "rounds": 2,
+}
 
 
 def train(tmp_path, algorithm, params=None, stop_after_round=None, **overrides):
@@ -69,7 +88,7 @@ def test_lambda_one_is_local_training(tmp_path):
     _, lgmix = train(tmp_path, "lgmix", {"fixed_lambda": 1.0})
     for client, state in lgmix["client_states"].items():
         assert torch.allclose(personal(state), local["client_states"][client]["personal_params"], atol=1e-5)
-    assert not torch.allclose(lgmix["server"]["params"], local["server"]["params"])   # u still learns
+    assert not torch.allclose(lgmix["server"]["params"], local["server"]["params"])  # u still learns
 
 
 class Scripted:
@@ -87,27 +106,34 @@ def test_history_averaging_and_the_mixing_rule_match_the_formulas():
     for history in (True, False):
         scripted = Scripted(raw, history=history)
         state: dict = {}
-        w = torch.randn(6)                   # w_c(0)
-        u = torch.randn(6)                   # u(0)
+        w = torch.randn(6)  # w_c(0)
+        u = torch.randn(6)  # u(0)
         for t, lam_raw in enumerate(raw):
-            delta = torch.randn(6)           # Δw_c(t)
+            delta = torch.randn(6)  # Δw_c(t)
             server = SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)})
-            ctx = SimpleNamespace(state=state, global_params=server.params, global_buffers=server.buffers,
-                                  scratch={"start_params": w.clone(), "start_buffers": {"bn.mean": w[:2].clone(),
-                                                                                        "bn.n": torch.tensor(0)}})
+            ctx = SimpleNamespace(
+                state=state,
+                global_params=server.params,
+                global_buffers=server.buffers,
+                scratch={
+                    "start_params": w.clone(),
+                    "start_buffers": {"bn.mean": w[:2].clone(), "bn.n": torch.tensor(0)},
+                },
+            )
             update = SimpleNamespace(params=w + delta, buffers={"bn.mean": w[:2] + delta[:2], "bn.n": torch.tensor(2)})
             scripted.algorithm.end_local(ctx, update)
-            expected = float(np.mean(raw[: t + 1])) if history else lam_raw   # [code]: mean incl. round t
+            expected = float(np.mean(raw[: t + 1])) if history else lam_raw  # [code]: mean incl. round t
             assert float(state["lambda"]) == pytest.approx(expected)
-            assert torch.allclose(update.params, u + delta)                    # upload u(t) + Δw_c
+            assert torch.allclose(update.params, u + delta)  # upload u(t) + Δw_c
             delta_u = torch.randn(6)
-            u = u + delta_u                                                    # the server's u(t+1)
+            u = u + delta_u  # the server's u(t+1)
             scripted.algorithm.after_aggregation(
-                ctx, SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)}))
-            w_next = w + expected * delta + (1 - expected) * delta_u         # LG-Mix Eq. 2
+                ctx, SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)})
+            )
+            w_next = w + expected * delta + (1 - expected) * delta_u  # LG-Mix Eq. 2
             assert torch.allclose(state["personal_params"], w_next, atol=1e-6)
             assert torch.allclose(state["personal_buffers"]["bn.mean"], w_next[:2], atol=1e-6)
-            assert int(state["personal_buffers"]["bn.n"]) == 2                 # the client's own count
+            assert int(state["personal_buffers"]["bn.n"]) == 2  # the client's own count
             w = state["personal_params"]
 
 
@@ -116,12 +142,12 @@ def test_gram_traces_equal_the_closed_forms():
     torch.manual_seed(1)
     h = torch.relu(torch.randn(40, 8)).double()
     moments = None
-    for chunk in h.split(16):                               # accumulated batch by batch
+    for chunk in h.split(16):  # accumulated batch by batch
         moments = feature_moments(chunk.float(), moments)
     n = len(h)
-    assert gram_trace(moments, center=False, drop_smallest=False) == pytest.approx(float((h ** 2).sum()) / n)
+    assert gram_trace(moments, center=False, drop_smallest=False) == pytest.approx(float((h**2).sum()) / n)
     centered = h - h.mean(0)
-    assert gram_trace(moments, center=True, drop_smallest=False) == pytest.approx(float((centered ** 2).sum()) / n)
+    assert gram_trace(moments, center=True, drop_smallest=False) == pytest.approx(float((centered**2).sum()) / n)
     eigenvalues = np.linalg.eigvalsh((centered.T @ centered / n).numpy())
     assert gram_trace(moments) == pytest.approx(eigenvalues.sum() - eigenvalues.min())
     spatial = feature_moments(torch.ones(2, 3, 4, 4), None)  # feature maps are average-pooled
@@ -174,11 +200,15 @@ def test_evaluation_does_not_change_training_under_partial_participation(tmp_pat
         for client, state in every_round_ckpt["client_states"].items():
             assert torch.equal(personal(ckpt["client_states"][client]), personal(state))
             assert torch.equal(ckpt["client_states"][client]["lambda"], state["lambda"])
-    assert [r.train_loss for r in every_other] == [r.train_loss for r in every_round] == [r.train_loss for r in global_only]
+    assert (
+        [r.train_loss for r in every_other]
+        == [r.train_loss for r in every_round]
+        == [r.train_loss for r in global_only]
+    )
     by_round = {r.round: r for r in every_round}
     evaluated = [r for r in every_other if r.personal_per_client is not None]
     assert [r.round for r in evaluated] == [2, 4]
-    for record in evaluated:             # the same personal figures, whatever else was evaluated
+    for record in evaluated:  # the same personal figures, whatever else was evaluated
         assert record.personal_per_client == by_round[record.round].personal_per_client
         assert record.personal_val_per_client == by_round[record.round].personal_val_per_client
         assert record.test_acc == by_round[record.round].test_acc
@@ -194,7 +224,7 @@ def test_partial_participation_applies_eq2_in_the_rounds_a_client_trains(tmp_pat
     setting = {**PARTIAL, "eval_mode": "global"}
     schedule = client_schedule(RunSpec(algorithm="lgmix", algorithm_params=params, **{**BASE, **setting}))
     ckpts = [train(tmp_path / f"r{t}", "lgmix", params, **{**setting, "rounds": t})[1] for t in (1, 2, 3)]
-    for t in (1, 2):       # from the checkpoint after round t to the one after round t + 1
+    for t in (1, 2):  # from the checkpoint after round t to the one after round t + 1
         before, after = ckpts[t - 1], ckpts[t]
         u_before, u_after = before["server"]["params"], after["server"]["params"]
         for client in range(4):
@@ -246,8 +276,10 @@ def completed(state: dict, server: dict) -> dict:
     if "mix_params" in state:
         share = float(state.pop("mix_global_share"))
         state["personal_params"] = state.pop("mix_params") + share * server["params"]
-        state["personal_buffers"] = {n: b + share * server["buffers"][n] if b.is_floating_point() else b
-                                     for n, b in state.pop("mix_buffers").items()}
+        state["personal_buffers"] = {
+            n: b + share * server["buffers"][n] if b.is_floating_point() else b
+            for n, b in state.pop("mix_buffers").items()
+        }
     return state
 
 
@@ -256,11 +288,15 @@ def with_old_lgmix(monkeypatch):
     monkeypatch.setitem(ALGORITHMS._entries, "lgmix", LGMixBefore)
 
 
-@pytest.mark.parametrize("setting", [
-    {**BN, "rounds": 4, "eval_every": 2},
-    {"rounds": 3, "eval_mode": "global", "client_val_fraction": 0.1},
-    {"rounds": 3, "algorithm_params": {"history": False}},
-], ids=["batchnorm-every2", "mlp-global", "no-history"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {**BN, "rounds": 4, "eval_every": 2},
+        {"rounds": 3, "eval_mode": "global", "client_val_fraction": 0.1},
+        {"rounds": 3, "algorithm_params": {"history": False}},
+    ],
+    ids=["batchnorm-every2", "mlp-global", "no-history"],
+)
 def test_full_participation_curves_equal_the_code_before_the_hook(tmp_path, monkeypatch, setting):
     """The paper's setting (every client every round): completing Eq. 2 right after aggregation gives the curves,
     server weights and personal models of the earlier pending-share code bit for bit."""
@@ -270,7 +306,9 @@ def test_full_participation_curves_equal_the_code_before_the_hook(tmp_path, monk
     with_old_lgmix(monkeypatch)
     old_records, old = train(tmp_path / "old", "lgmix", params, **setting)
     fields = ("train_loss", "test_acc", "test_loss", "personal_per_client", "personal_val_per_client")
-    assert [[getattr(r, f) for f in fields] for r in new_records] == [[getattr(r, f) for f in fields] for r in old_records]
+    assert [[getattr(r, f) for f in fields] for r in new_records] == [
+        [getattr(r, f) for f in fields] for r in old_records
+    ]
     assert torch.equal(new["server"]["params"], old["server"]["params"])
     for name, b in old["server"]["buffers"].items():
         assert torch.equal(new["server"]["buffers"][name], b), name
@@ -288,10 +326,12 @@ def test_a_checkpoint_of_the_earlier_code_resumes_exactly_under_full_participati
     with monkeypatch.context() as patch:
         with_old_lgmix(patch)
         first, old = train(tmp_path / "b", "lgmix", stop_after_round=2, **setting)
-    assert all("mix_params" in state for state in old["client_states"].values())   # round 2 was not evaluated
+    assert all("mix_params" in state for state in old["client_states"].values())  # round 2 was not evaluated
     second, resumed = train(tmp_path / "b", "lgmix", **setting)
     fields = ("round", "train_loss", "test_acc", "personal_per_client")
-    assert [[getattr(r, f) for f in fields] for r in first + second] == [[getattr(r, f) for f in fields] for r in straight]
+    assert [[getattr(r, f) for f in fields] for r in first + second] == [
+        [getattr(r, f) for f in fields] for r in straight
+    ]
     assert all("mix_params" not in state for state in resumed["client_states"].values())
 
 
@@ -303,7 +343,7 @@ def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_
 
     setting = {**PARTIAL, "eval_mode": "global"}
     schedule = client_schedule(RunSpec(algorithm="lgmix", **{**BASE, **setting}))
-    assert set(schedule[0]) - set(schedule[1])          # some client of round 1 skips round 2
+    assert set(schedule[0]) - set(schedule[1])  # some client of round 1 skips round 2
     with monkeypatch.context() as patch:
         with_old_lgmix(patch)
         train(tmp_path, "lgmix", stop_after_round=2, **setting)

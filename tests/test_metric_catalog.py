@@ -171,7 +171,7 @@ def test_recipes_and_specs_accept_exactly_the_catalogue_names(write_recipe):
     from fedbench.spec import RunSpec
 
     assert typing.get_args(TableView.model_fields["metric"].annotation) == CURVE_METRICS
-    assert SPEC_EVAL_METRICS == EVAL_METRICS   # until spec.py imports it from the catalogue
+    assert SPEC_EVAL_METRICS == EVAL_METRICS  # until spec.py imports it from the catalogue
     assert typing.get_args(typing.get_args(RunSpec.model_fields["eval_metrics"].annotation)[0]) == EVAL_METRICS
     assert all(f"personal_{name}" in METRICS for name in EVAL_METRICS)
     text = textwrap.dedent(CLASSIFICATION).replace('metric = "personal_auc"', 'metric = "personal_std"', 1)
@@ -199,14 +199,14 @@ def test_every_metric_is_read_from_a_real_run(runs, name):
             continue
         per_client = [metric_value(row, name, client) for client in range(run.spec["num_clients"])]
         assert all(v is not None for v in per_client), name
-        if metric.column is None:   # the mean over clients of the per-client values
+        if metric.column is None:  # the mean over clients of the per-client values
             assert metric_value(row, name) == pytest.approx(float(np.mean(per_client)))
 
 
 def test_figures_follow_the_metric_direction():
     curve = [(1, 2.0), (2, 0.5), (3, 0.8), (4, 0.4)]
     view = TableView(name="t", metric="test_loss", figure="best")
-    assert figure_of(view, curve) == 0.4   # the lowest loss, not the highest
+    assert figure_of(view, curve) == 0.4  # the lowest loss, not the highest
     assert figure_of(view.model_copy(update={"figure": "best_round"}), curve) == 4
     assert figure_of(view.model_copy(update={"figure": "rounds_to_target", "target": 0.6}), curve) == 2
     accuracy = TableView(name="t", metric="test_acc", figure="best")
@@ -269,8 +269,20 @@ def test_report_plots_through_the_cli_with_personal_auc(runs, tmp_path):
 
     registry, by_task = runs
     recipe, _, _ = by_task["classification"]
-    result = CliRunner().invoke(app, ["report", "--recipe", str(recipe.source), "--registry", registry.url,
-                                      "--format", "markdown", "--plots", str(tmp_path / "plots")])
+    result = CliRunner().invoke(
+        app,
+        [
+            "report",
+            "--recipe",
+            str(recipe.source),
+            "--registry",
+            registry.url,
+            "--format",
+            "markdown",
+            "--plots",
+            str(tmp_path / "plots"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "personal_auc (%)" in result.output
     assert len(list((tmp_path / "plots").glob("*.png"))) == 2
@@ -281,7 +293,7 @@ def test_plots_draw_only_the_runs_of_the_view(runs):
     recipe, _, _ = by_task["classification"]
     view = recipe.table("auc")
     assert curve_series(recipe, view, registry)
-    elsewhere = view.model_copy(update={"where": {"algorithm": "another"}})   # as LG-Mix's one view per data set
+    elsewhere = view.model_copy(update={"where": {"algorithm": "another"}})  # as LG-Mix's one view per data set
     assert curve_series(recipe, elsewhere, registry) == {}
 
 
@@ -291,7 +303,7 @@ def test_run_details_hold_every_round_field_and_metric(runs):
     for _, _, run in by_task.values():
         details = run_details(registry, run.id)
         assert details == run_details(registry, run.spec_hash[:8])
-        json.dumps(details)   # JSON as it is
+        json.dumps(details)  # JSON as it is
         assert {k: v for k, v in details.items() if k != "curve"} == run_json(registry.get_run(run.id))
         rows = registry.curve(run.id)
         assert [entry["round"] for entry in details["curve"]] == [row.round for row in rows]
@@ -331,14 +343,15 @@ def test_docs_cli_lists_the_show_curve_fields():
 
 
 def test_docs_recipes_hold_the_catalogue_table():
-    assert markdown_table() in (ROOT / "docs" / "recipes.md").read_text(), \
+    assert markdown_table() in (ROOT / "docs" / "recipes.md").read_text(), (
         "regenerate the metric table of docs/recipes.md from fedbench.metric_catalog.markdown_table()"
+    )
 
 
 # ------------------------------------------------------------------------------------------ part 5: no circle
 def _imports(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):   # function-level imports count too
+    for node in ast.walk(ast.parse(path.read_text())):  # function-level imports count too
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
         elif isinstance(node, ast.Import):
@@ -383,5 +396,5 @@ def test_a_registry_written_by_fedbench_0_1_0_reads_through_the_catalogue(tmp_pa
         assert len(details["curve"]) == len(registry.curve(run.id))
         for entry in details["curve"]:
             assert tuple(entry) == CURVE_FIELDS
-        if run.status == "done":   # evaluated: some curve metric has values (test_acc, or personal_* alone)
+        if run.status == "done":  # evaluated: some curve metric has values (test_acc, or personal_* alone)
             assert any(metric_curve(registry.curve(run.id), name) for name in CURVE_METRICS), run.id

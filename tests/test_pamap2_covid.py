@@ -28,9 +28,13 @@ def test_mendeley_class_folder_names():
 
 def test_mendeley_archive_unpacked_in_place(tmp_path):
     # Unpacking the Mendeley download into covid19/ nests the class folders three levels down.
-    rng = np.random.default_rng(0)
-    base = (tmp_path / "covid19" / "Curated Dataset for COVID-19 Posterior-Anterior Chest Radiography Images (X-Rays)"
-            / "Curated X-Ray Dataset" / "Curated X-Ray Dataset")
+    base = (
+        tmp_path
+        / "covid19"
+        / "Curated Dataset for COVID-19 Posterior-Anterior Chest Radiography Images (X-Rays)"
+        / "Curated X-Ray Dataset"
+        / "Curated X-Ray Dataset"
+    )
     for label, name in enumerate(MENDELEY_CLASSES):
         for k in range(2):
             fx.write_jpeg(base / name / f"{name} ({k + 1}).jpg", np.full((20, 24), 40 * label + k, dtype=np.uint8))
@@ -48,7 +52,7 @@ def test_fedap_npy_nhwc_uint8_and_column_labels(tmp_path):
     write_fedap_npy(tmp_path, x, y)
     arrays = load_dataset("covid19", tmp_path, image_size=6, test_fraction=0.0, verify=False)
     assert arrays.info["format"] == "fedap-npy"
-    assert arrays.info["classes"] == ["0", "1", "2", "3"]          # label ids: no code names them
+    assert arrays.info["classes"] == ["0", "1", "2", "3"]  # label ids: no code names them
     assert arrays.train_y.tolist() == list(np.arange(8) % 4)
     assert arrays.train_x.dtype == np.uint8 and arrays.train_x.shape == (8, 3, 6, 6)
     assert arrays.train_x[:, 0].max() == 10 and arrays.train_x[:, 2].min() == 30

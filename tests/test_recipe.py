@@ -15,7 +15,11 @@ def test_expansion_is_matrix_times_seeds(write_recipe):
     runs = expand(load_recipe(write_recipe()))
     assert len(runs) == 4
     assert {(r.labels["algorithm"], r.spec.seed) for r in runs} == {
-        ("fedavg", 0), ("fedavg", 1), ("fedprox", 0), ("fedprox", 1)}
+        ("fedavg", 0),
+        ("fedavg", 1),
+        ("fedprox", 0),
+        ("fedprox", 1),
+    }
     assert len({r.spec_hash for r in runs}) == 4
 
 
@@ -36,7 +40,9 @@ def test_scale_profile_overrides_setup_and_seeds(write_recipe):
 def test_combination_override_and_skip(write_recipe):
     from conftest import TINY_RECIPE
 
-    text = TINY_RECIPE + """
+    text = (
+        TINY_RECIPE
+        + """
 [[combination]]
 match = { algorithm = "fedprox" }
 set = { rounds = 7 }
@@ -45,6 +51,7 @@ set = { rounds = 7 }
 match = { algorithm = "fedavg" }
 skip = true
 """
+    )
     runs = expand(load_recipe(write_recipe(text)))
     assert {r.labels["algorithm"] for r in runs} == {"fedprox"}
     assert all(r.spec.rounds == 7 for r in runs)
@@ -53,26 +60,34 @@ skip = true
 def test_table_items_on_an_axis_carry_labels_and_overrides(write_recipe):
     from conftest import TINY_RECIPE
 
-    text = TINY_RECIPE.replace('algorithm = ["fedavg", "fedprox"]', '''algorithm = ["fedavg", "fedprox"]
+    text = TINY_RECIPE.replace(
+        'algorithm = ["fedavg", "fedprox"]',
+        """algorithm = ["fedavg", "fedprox"]
 partition = [
   { label = "dir0.1", partition = "dirichlet", partition_params = { alpha = 0.1 } },
   { label = "iid", partition = "iid", partition_params = {} },
-]''')
+]""",
+    )
     runs = expand(load_recipe(write_recipe(text)))
     assert len(runs) == 8
     iid = [r for r in runs if r.labels["partition"] == "iid"]
-    assert all(r.spec.partition == "iid" and r.spec.partition_params == {} for r in iid)   # iid has no parameters
+    assert all(r.spec.partition == "iid" and r.spec.partition_params == {} for r in iid)  # iid has no parameters
     dirichlet = [r for r in runs if r.labels["partition"] == "dir0.1"]
     # partition_params merge deeply: alpha replaced, min_size kept from the setup
-    assert all(r.spec.partition_params == {"alpha": 0.1, "min_size": 5, "balance": False, "max_tries": 1000}
-               for r in dirichlet)
+    assert all(
+        r.spec.partition_params == {"alpha": 0.1, "min_size": 5, "balance": False, "max_tries": 1000} for r in dirichlet
+    )
 
 
 def test_cli_style_overrides_change_spec_and_hash(write_recipe):
     recipe = load_recipe(write_recipe())
     base = expand(recipe, seeds=[0], only={"algorithm": "fedprox"})
-    changed = expand(recipe, seeds=[0], only={"algorithm": "fedprox"},
-                     overrides=assignments_to_dict(["rounds=5", "algorithm_params.mu=0"]))
+    changed = expand(
+        recipe,
+        seeds=[0],
+        only={"algorithm": "fedprox"},
+        overrides=assignments_to_dict(["rounds=5", "algorithm_params.mu=0"]),
+    )
     assert len(base) == len(changed) == 1
     assert changed[0].spec.rounds == 5 and changed[0].spec.algorithm_params["mu"] == 0
     assert changed[0].spec_hash != base[0].spec_hash
@@ -90,17 +105,24 @@ def test_only_values_of_one_key_are_alternatives_and_typos_are_named(write_recip
     recipe = load_recipe(write_recipe())
     both = expand(recipe, seeds=[0, 1, 2], only={"algorithm": {"fedavg", "fedprox"}, "seed": {"0", "2"}})
     assert {(r.labels["algorithm"], r.spec.seed) for r in both} == {
-        ("fedavg", 0), ("fedavg", 2), ("fedprox", 0), ("fedprox", 2)}
+        ("fedavg", 0),
+        ("fedavg", 2),
+        ("fedprox", 0),
+        ("fedprox", 2),
+    }
     with pytest.raises(ConfigError, match="--only algorithm=fedavgg: no such algorithm"):
         expand(recipe, only={"algorithm": {"fedavg", "fedavgg"}})
 
 
-@pytest.mark.parametrize("snippet, message", [
-    ('rounds = 3\nroundz = 4', "unknown setup key 'roundz'"),
-    ('rounds = "many"', "rounds"),
-    ('rounds = 0', "rounds"),
-    ('rounds = 3\nnum_clients = 1', "clients_per_round=2 exceeds num_clients=1"),
-])
+@pytest.mark.parametrize(
+    "snippet, message",
+    [
+        ("rounds = 3\nroundz = 4", "unknown setup key 'roundz'"),
+        ('rounds = "many"', "rounds"),
+        ("rounds = 0", "rounds"),
+        ("rounds = 3\nnum_clients = 1", "clients_per_round=2 exceeds num_clients=1"),
+    ],
+)
 def test_bad_setup_values_are_recipe_errors(write_recipe, snippet, message):
     from conftest import TINY_RECIPE
 
@@ -137,10 +159,20 @@ def test_bad_algorithm_and_model_params_are_caught_at_compile_time(write_recipe)
 
 
 def test_spec_hash_is_stable_and_canonical():
-    a = RunSpec(algorithm="fedprox", algorithm_params={"mu": 0.01}, dataset="digits", model="digits_mlp",
-                optimizer={"lr": 0.1, "momentum": 0.9})
-    b = RunSpec(model="digits_mlp", dataset="digits", algorithm="fedprox", algorithm_params={"mu": 1e-2},
-                optimizer={"momentum": 0.9, "lr": 0.1})
+    a = RunSpec(
+        algorithm="fedprox",
+        algorithm_params={"mu": 0.01},
+        dataset="digits",
+        model="digits_mlp",
+        optimizer={"lr": 0.1, "momentum": 0.9},
+    )
+    b = RunSpec(
+        model="digits_mlp",
+        dataset="digits",
+        algorithm="fedprox",
+        algorithm_params={"mu": 1e-2},
+        optimizer={"momentum": 0.9, "lr": 0.1},
+    )
     assert a.spec_hash == b.spec_hash
     # integral floats and ints hash alike (2 == 2.0 in TOML-written recipes)
     c = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1})
@@ -152,14 +184,22 @@ def test_spec_hash_is_stable_and_canonical():
     assert len(a.spec_hash) == 16
 
 
-@pytest.mark.parametrize("edit, message", [
-    # a combination rule that can never match would silently leave its runs with the wrong settings
-    (lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedproxx" }\nset = { rounds = 5 }\n',
-     "combination[0].match.algorithm = 'fedproxx': no such value"),
-    # a published value under a row the table does not have would silently vanish from the report
-    (lambda t: t.replace("fedavg = 50.0", "fedavgg = 50.0"), "published.'fedavgg' is not a row"),
-    (lambda t: t.replace('figure = "best"', 'figure = "best"\nratio_to = "fedavgg"'), "ratio_to: 'fedavgg' is not a row or column"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # a combination rule that can never match would silently leave its runs with the wrong settings
+        (
+            lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedproxx" }\nset = { rounds = 5 }\n',
+            "combination[0].match.algorithm = 'fedproxx': no such value",
+        ),
+        # a published value under a row the table does not have would silently vanish from the report
+        (lambda t: t.replace("fedavg = 50.0", "fedavgg = 50.0"), "published.'fedavgg' is not a row"),
+        (
+            lambda t: t.replace('figure = "best"', 'figure = "best"\nratio_to = "fedavgg"'),
+            "ratio_to: 'fedavgg' is not a row or column",
+        ),
+    ],
+)
 def test_labels_a_recipe_names_must_exist(write_recipe, edit, message):
     from conftest import TINY_RECIPE
 

@@ -40,14 +40,24 @@ def current_hashes() -> dict[str, dict[str, dict[str, str]]]:
 def test_every_shipped_recipe_cell_keeps_its_spec_hash():
     pinned = json.loads(PINS.read_text())
     current = current_hashes()
-    changed = [f"{recipe} [{variant}] {cell}: {pinned.get(recipe, {}).get(variant, {}).get(cell)} -> {value}"
-               for recipe, variants in current.items() for variant, cells in variants.items()
-               for cell, value in cells.items() if pinned.get(recipe, {}).get(variant, {}).get(cell) != value]
-    removed = [f"{recipe} [{variant}] {cell}" for recipe, variants in pinned.items() for variant, cells in variants.items()
-               for cell in cells if cell not in current.get(recipe, {}).get(variant, {})]
+    changed = [
+        f"{recipe} [{variant}] {cell}: {pinned.get(recipe, {}).get(variant, {}).get(cell)} -> {value}"
+        for recipe, variants in current.items()
+        for variant, cells in variants.items()
+        for cell, value in cells.items()
+        if pinned.get(recipe, {}).get(variant, {}).get(cell) != value
+    ]
+    removed = [
+        f"{recipe} [{variant}] {cell}"
+        for recipe, variants in pinned.items()
+        for variant, cells in variants.items()
+        for cell in cells
+        if cell not in current.get(recipe, {}).get(variant, {})
+    ]
     assert not changed and not removed, (
         f"{len(changed)} spec hashes changed and {len(removed)} cells disappeared, e.g. "
-        f"{(changed + removed)[:5]}; if meant, run `python tests/test_spec_hashes.py --write` (see its docstring)")
+        f"{(changed + removed)[:5]}; if meant, run `python tests/test_spec_hashes.py --write` (see its docstring)"
+    )
 
 
 if __name__ == "__main__":

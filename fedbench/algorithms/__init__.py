@@ -30,22 +30,46 @@ def build_algorithm(name: str, params: dict[str, Any]):
 def finetune_objective(loss: str) -> tuple[str, dict[str, Any]]:
     """(algorithm, algorithm_params) whose local objective is the fine-tuning loss ``loss`` (``finetune.loss``), as
     the method declares it when it registers: ``register_algorithm(name, finetune_losses={loss: params})``."""
-    owners = [(name, ALGORITHMS.info(name)["finetune_losses"][loss]) for name in ALGORITHMS.names()
-              if loss in ALGORITHMS.info(name).get("finetune_losses", {})]
+    owners = [
+        (name, ALGORITHMS.info(name)["finetune_losses"][loss])
+        for name in ALGORITHMS.names()
+        if loss in ALGORITHMS.info(name).get("finetune_losses", {})
+    ]
     if len(owners) != 1:
-        raise ConfigError(f"finetune.loss = {loss!r} is declared by {len(owners)} algorithms "
-                          f"({', '.join(n for n, _ in owners) or 'none'}); exactly one must declare it")
+        raise ConfigError(
+            f"finetune.loss = {loss!r} is declared by {len(owners)} algorithms "
+            f"({', '.join(n for n, _ in owners) or 'none'}); exactly one must declare it"
+        )
     return owners[0]
 
 
-from fedbench.algorithms import fedavg, fedprox  # noqa: E402,F401
-from fedbench.algorithms import (  # noqa: E402,F401  global-FL baselines (issue 5)
-    dot_regression, fedbabu, feddyn, fedetf, fedexp, fednova, fedntd, moon, scaffold, slowmo, spherefed,
+from fedbench.algorithms import (  # noqa: E402,F401  # noqa: E402,F401  global-FL baselines (issue 5)  # noqa: E402,F401  personalised-FL baselines (issue 6)
+    apfl,
+    ditto,
+    dot_regression,
+    fedalt,
+    fedavg,
+    fedbabu,
+    fedbn,
+    feddyn,
+    fedetf,
+    fedexp,
+    fedfomo,
+    fedhkd,
+    fedimpro,  # noqa: E402,F401
+    fednova,
+    fedntd,
+    fedper,
+    fedprox,
+    fedrep,
+    fedtr,  # noqa: E402,F401
+    fedtrip,  # noqa: E402,F401
+    l2sgd,
+    lgmix,  # noqa: E402,F401
+    local,
+    moon,
+    perfedavg,
+    scaffold,
+    slowmo,
+    spherefed,
 )
-from fedbench.algorithms import (  # noqa: E402,F401  personalised-FL baselines (issue 6)
-    apfl, ditto, fedalt, fedbn, fedfomo, fedhkd, fedper, fedrep, l2sgd, local, perfedavg,
-)
-from fedbench.algorithms import fedtrip  # noqa: E402,F401
-from fedbench.algorithms import lgmix  # noqa: E402,F401
-from fedbench.algorithms import fedimpro  # noqa: E402,F401
-from fedbench.algorithms import fedtr  # noqa: E402,F401

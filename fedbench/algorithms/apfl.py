@@ -47,13 +47,13 @@ class APFL(Algorithm):
         ctx.scratch["alpha"] = alpha.detach().clone().requires_grad_(self.params.adaptive_alpha)
 
     def loss(self, ctx, x, y, logits):
-        ctx.scratch["batch"] = (x, y)              # the personal step below uses the same batch
+        ctx.scratch["batch"] = (x, y)  # the personal step below uses the same batch
         return super().loss(ctx, x, y, logits)
 
     def after_step(self, ctx):
         v, alpha = ctx.scratch["v"], ctx.scratch["alpha"]
         w = torch.nn.utils.parameters_to_vector(ctx.model.parameters()).detach()
-        mixed = alpha * v + (1 - alpha) * w                                   # v̄_k
+        mixed = alpha * v + (1 - alpha) * w  # v̄_k
         names = [name for name, _ in ctx.model.named_parameters()]
         tensors = dict(zip(names, param_views(mixed, ctx.model)), **ctx.scratch["v_buffers"])
         x, y = ctx.scratch["batch"]

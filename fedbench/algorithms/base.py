@@ -135,14 +135,17 @@ class Algorithm:
         client's model) and ``server`` holds w^{t+1}. For client-side steps that need the new global model
         (LG-Mix Eq. 2's (1 − λ)Δu); the client's state is complete when the round ends."""
 
-    def resume_states(self, server: ServerState, client_states: dict[int, dict[str, Any]], round_index: int,
-                      last_clients: list[int]) -> None:
+    def resume_states(
+        self, server: ServerState, client_states: dict[int, dict[str, Any]], round_index: int, last_clients: list[int]
+    ) -> None:
         """Called once when a run resumes from a checkpoint written after round ``round_index`` (``last_clients``
         trained in it): bring client states written by an earlier fedbench up to date, or raise a FedbenchError
         saying why they cannot be resumed."""
 
     # ---------------------------------------------------------------- client side
-    def local_split(self, spec: RunSpec, client_id: int, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def local_split(
+        self, spec: RunSpec, client_id: int, indices: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(training indices, held-out indices or None) of a client's training split: a method that holds data out
         of local training (FedFomo's validation split) returns the rest as ``ctx.indices`` — the client's sample
         count |D_k| and step count follow it — and the held-out part as ``ctx.holdout``. Default: all of it."""
@@ -210,7 +213,7 @@ class Algorithm:
     def local_train(self, ctx: ClientContext) -> ClientUpdate:
         """A client's round: ``begin_local``, each of ``local_phases`` in turn, then the update and ``end_local``."""
         ctx.model.train()
-        self.begin_local(ctx)   # before the optimizer, so that parameters frozen here are left out of it
+        self.begin_local(ctx)  # before the optimizer, so that parameters frozen here are left out of it
         for phase in self.local_phases(ctx):
             scope = nullcontext() if phase.parameters is None else only_trainable(ctx.model, phase.parameters)
             with scope:
@@ -254,8 +257,9 @@ class Algorithm:
     def extra_download_floats(self, model_params: int) -> int:
         return 0
 
-    def attach_flops_per_round(self, *, steps: int, samples: int, batch_size: int, num_params: int,
-                               forward_flops: float, backward_flops: float) -> float:
+    def attach_flops_per_round(
+        self, *, steps: int, samples: int, batch_size: int, num_params: int, forward_flops: float, backward_flops: float
+    ) -> float:
         """FLOPs a client adds to FedAvg's local training in one round ("attaching operations",
         FedTrip Table VIII; K = steps, n = samples, M = batch size, |w| = num_params, FP/BP per sample)."""
         return 0.0

@@ -25,7 +25,7 @@ from fedbench.algorithms.partial import (
 
 class DittoParams(NoParams):
     lam: float = Field(0.75, ge=0)
-    personal_epochs: int | None = Field(None, ge=0)   # None: as many steps as the global update
+    personal_epochs: int | None = Field(None, ge=0)  # None: as many steps as the global update
 
 
 @register_algorithm("ditto", papers=("feddrplus",))
@@ -39,7 +39,7 @@ class Ditto(Algorithm):
         return initial_model_payload(server)
 
     def local_train(self, ctx):
-        update = super().local_train(ctx)          # the global model's update, from w^t
+        update = super().local_train(ctx)  # the global model's update, from w^t
         restore_or_initial(ctx, "personal", ctx.model)
         ctx.scratch["personal"] = True
         optimizer = ctx.make_optimizer(ctx.model.parameters())
@@ -56,5 +56,5 @@ class Ditto(Algorithm):
         return loss + 0.5 * self.params.lam * proximal
 
     def eval_model(self, ctx):
-        restore_model(ctx, "personal", ctx.model)   # a client that never trained is evaluated with w^t
+        restore_model(ctx, "personal", ctx.model)  # a client that never trained is evaluated with w^t
         return ctx.model

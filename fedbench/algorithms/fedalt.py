@@ -28,5 +28,7 @@ class FedAlt(FedRep):
         shared = [n for n, _ in ctx.model.named_parameters() if n not in set(personal)]
         steps = ctx.planned_steps()
         personal_steps = round(self.params.personal_fraction * steps)
-        return [LocalPhase(ctx.batches(steps=personal_steps), personal),
-                LocalPhase(ctx.batches(steps=steps - personal_steps), shared)]
+        return [
+            LocalPhase(ctx.batches(steps=personal_steps), personal),
+            LocalPhase(ctx.batches(steps=steps - personal_steps), shared),
+        ]

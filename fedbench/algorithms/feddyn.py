@@ -44,8 +44,8 @@ class FedDyn(Algorithm):
     def loss(self, ctx, x, y, logits):
         alpha = self.params.alpha
         params = list(ctx.model.parameters())
-        linear = sum((p * g).sum() for p, g in zip(params, ctx.scratch["linear"]))              # ⟨g_k, θ⟩
-        proximal = sum(((p - w) ** 2).sum() for p, w in zip(params, ctx.global_tensors))     # ‖θ − θ^{t−1}‖²
+        linear = sum((p * g).sum() for p, g in zip(params, ctx.scratch["linear"]))  # ⟨g_k, θ⟩
+        proximal = sum(((p - w) ** 2).sum() for p, w in zip(params, ctx.global_tensors))  # ‖θ − θ^{t−1}‖²
         return super().loss(ctx, x, y, logits) - linear + 0.5 * alpha * proximal
 
     def end_local(self, ctx, update):
@@ -64,4 +64,4 @@ class FedDyn(Algorithm):
         server.buffers = average_buffers(updates, weights)
 
     def attach_flops_per_round(self, *, steps, num_params, **_):
-        return 4.0 * steps * num_params   # FedTrip Table VIII: 4K|w| (linear term and proximal term)
+        return 4.0 * steps * num_params  # FedTrip Table VIII: 4K|w| (linear term and proximal term)

@@ -24,7 +24,7 @@ from fedbench.algorithms.fixed_classifier import require_classifier
 
 
 class FedETFParams(NoParams):
-    beta: float = Field(1.0, ge=0)        # exponent on the local class counts
+    beta: float = Field(1.0, ge=0)  # exponent on the local class counts
 
 
 @register_algorithm("fedetf", papers=("feddrplus",))

@@ -21,15 +21,15 @@ from pydantic import Field
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import restore_model
-from fedbench.losses import task_loss
 from fedbench.engine.context import load_weights
+from fedbench.losses import task_loss
 from fedbench.models import has_batchnorm
 from fedbench.seeding import torch_generator
 
 
 class FedFomoParams(NoParams):
-    m: int = Field(5, ge=1)                          # M, models downloaded per round
-    val_fraction: float = Field(0.2, gt=0, lt=1)     # of the client's training data
+    m: int = Field(5, ge=1)  # M, models downloaded per round
+    val_fraction: float = Field(0.2, gt=0, lt=1)  # of the client's training data
 
 
 @register_algorithm("fedfomo", papers=("lgmix",))
@@ -42,8 +42,8 @@ class FedFomo(Algorithm):
         return 2 if has_batchnorm(spec.model, spec.dataset, json.dumps(spec.model_params, sort_keys=True)) else 1
 
     def init_server(self, server):
-        server.state["client_models"] = {}           # j -> (θ_j, buffers_j)
-        server.state["affinity"] = {}                # (i, j) -> P_ij
+        server.state["client_models"] = {}  # j -> (θ_j, buffers_j)
+        server.state["affinity"] = {}  # (i, j) -> P_ij
 
     def payload(self, server, round_index):
         return {"client_models": server.state["client_models"], "affinity": server.state["affinity"]}
@@ -58,32 +58,36 @@ class FedFomo(Algorithm):
         return shuffled[n_val:].sort().values, shuffled[:n_val]
 
     def begin_local(self, ctx):
-        restore_model(ctx, "personal", ctx.model)    # θ_i; w^t before the first participation
+        restore_model(ctx, "personal", ctx.model)  # θ_i; w^t before the first participation
         own, own_buffers = ctx.current_params(), ctx.current_buffers()
         x, y = ctx.data.train_x[ctx.holdout], ctx.data.train_y[ctx.holdout]
-        models = ctx.payload["client_models"]        # j -> (θ_j, buffers_j)
+        models = ctx.payload["client_models"]  # j -> (θ_j, buffers_j)
 
         def val_loss(params, buffers):
             """L_i of a whole model on D_i^val, its own BN running statistics included (eval mode)."""
             with torch.no_grad():
                 return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
 
-        peers = sorted((j for j in models if j != ctx.client_id),
-                       key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j))[: self.params.m]
+        peers = sorted(
+            (j for j in models if j != ctx.client_id),
+            key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j),
+        )[: self.params.m]
         own_loss = val_loss(own, own_buffers)
         weights = {}
-        for j in peers:                               # FedFomo Eq. 6; the distance over the parameters
+        for j in peers:  # FedFomo Eq. 6; the distance over the parameters
             theta_j, buffers_j = models[j]
             distance = float(torch.linalg.vector_norm(theta_j - own))
             weights[j] = max(0.0, (own_loss - val_loss(theta_j, buffers_j)) / distance) if distance > 0 else 0.0
         total = sum(weights.values())
-        if total > 0:                                 # FedFomo Eq. 7 with the normalised weights
+        if total > 0:  # FedFomo Eq. 7 with the normalised weights
             weights = {j: w / total for j, w in weights.items()}
             own = own + sum(w * (models[j][0] - own) for j, w in weights.items())
             # BN running statistics are mixed with the same weights (FL-bench [code] mixes every state_dict
             # entry); num_batches_tracked, a counter, stays the client's own
-            own_buffers = {name: b + sum(w * (models[j][1][name] - b) for j, w in weights.items())
-                           if b.is_floating_point() else b for name, b in own_buffers.items()}
+            own_buffers = {
+                name: b + sum(w * (models[j][1][name] - b) for j, w in weights.items()) if b.is_floating_point() else b
+                for name, b in own_buffers.items()
+            }
             load_weights(ctx.model, own, own_buffers)
         ctx.scratch["fomo_weights"] = weights
 

@@ -55,15 +55,15 @@ class FedHKD(Algorithm):
         sums, soft_sums, counts = 0, 0, 0
         with torch.no_grad():
             for start in range(0, ctx.num_samples, 1000):
-                idx = ctx.indices[start: start + 1000]
+                idx = ctx.indices[start : start + 1000]
                 logits, z = model_outputs(ctx.model, ctx.data.train_x[idx])
-                onehot = F.one_hot(ctx.data.train_y[idx], logits.shape[1]).to(z.dtype)   # B × C
+                onehot = F.one_hot(ctx.data.train_y[idx], logits.shape[1]).to(z.dtype)  # B × C
                 sums = sums + onehot.T @ z.flatten(1)
                 soft_sums = soft_sums + onehot.T @ F.softmax(logits / self.params.temperature, dim=1)
                 counts = counts + onehot.sum(0)
         ctx.model.train()
         noise = self.params.noise_std * torch.randn(sums.shape[1], generator=ctx.generator, device=sums.device)
-        means = sums / counts.clamp(min=1)[:, None] + noise          # one noise vector per client ([code])
+        means = sums / counts.clamp(min=1)[:, None] + noise  # one noise vector per client ([code])
         update.extra["knowledge"] = (means * counts[:, None], soft_sums, counts)
 
     def aggregate(self, server, updates, round_index):

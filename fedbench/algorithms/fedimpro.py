@@ -33,18 +33,18 @@ from fedbench.seeding import torch_generator
 
 
 class FedImproParams(NoParams):
-    split: str | None = None            # split point; None = the model's default (ResNet: layer2)
-    sigma0: float = Field(0.1, ge=0)    # σ⁰ and the per-element upper clip of σ ([code] fed_split_noise_std)
-    clip_sigma: bool = True             # spec §8 #4: the clip is [code], not [paper]
-    stat_weight: Literal["code", "count", "beta"] = "code"   # Eq. 6 weight w = 1 − β_m (spec §1.4, §8 #1)
-    beta_m: float = Field(0.9, ge=0, le=1)    # only for stat_weight = "beta" ([paper] value unspecified)
-    count_ref: int = Field(5000, ge=1)        # "code": w = min(1, D/count_ref); "count": w = min(1, n_c/count_ref)
-    beta_g: float = Field(0.0, ge=0, lt=1)    # Eq. 7 server momentum; [code] 0
-    noise_std: float = Field(0.0, ge=0)       # σ_ε (Table 7): N(0, σ_ε²) on every uploaded μ and σ element
-    sample_from: Literal["local", "global"] = "local"   # [code] evolving local copy | [paper] Alg. 1 H^r
+    split: str | None = None  # split point; None = the model's default (ResNet: layer2)
+    sigma0: float = Field(0.1, ge=0)  # σ⁰ and the per-element upper clip of σ ([code] fed_split_noise_std)
+    clip_sigma: bool = True  # spec §8 #4: the clip is [code], not [paper]
+    stat_weight: Literal["code", "count", "beta"] = "code"  # Eq. 6 weight w = 1 − β_m (spec §1.4, §8 #1)
+    beta_m: float = Field(0.9, ge=0, le=1)  # only for stat_weight = "beta" ([paper] value unspecified)
+    count_ref: int = Field(5000, ge=1)  # "code": w = min(1, D/count_ref); "count": w = min(1, n_c/count_ref)
+    beta_g: float = Field(0.0, ge=0, lt=1)  # Eq. 7 server momentum; [code] 0
+    noise_std: float = Field(0.0, ge=0)  # σ_ε (Table 7): N(0, σ_ε²) on every uploaded μ and σ element
+    sample_from: Literal["local", "global"] = "local"  # [code] evolving local copy | [paper] Alg. 1 H^r
     feature_weight: float = Field(1.0, ge=0)  # 0 = no synthetic features at all (FedAvg + estimation)
-    feature_weight_sched: Literal["gradual", "capped", "constant"] = "gradual"   # [code] gradual2half
-    feature_weight_epochs: int = Field(500, ge=1)     # T in λ(e) = feature_weight·e/T
+    feature_weight_sched: Literal["gradual", "capped", "constant"] = "gradual"  # [code] gradual2half
+    feature_weight_epochs: int = Field(500, ge=1)  # T in λ(e) = feature_weight·e/T
 
 
 @register_algorithm("fedimpro", papers=("fedimpro",))
@@ -62,8 +62,10 @@ class FedImpro(Algorithm):
         split = self.params.split or getattr(model, "default_split", None)
         points = model.split_points() if hasattr(model, "split_points") else []
         if split is None or split not in points:
-            raise ConfigError(f"fedimpro: model {spec.model!r} has no split point {split!r}; "
-                              f"known split points: {', '.join(points) or 'none'} (set algorithm_params.split)")
+            raise ConfigError(
+                f"fedimpro: model {spec.model!r} has no split point {split!r}; "
+                f"known split points: {', '.join(points) or 'none'} (set algorithm_params.split)"
+            )
         was_training = model.training
         with torch.no_grad():
             device = next(model.parameters()).device
@@ -94,16 +96,17 @@ class FedImpro(Algorithm):
         beta = self.params.beta_g
         for key in ("mu", "sigma"):
             # FedImpro Eq. 7: uniform mean over the sampled clients ([code] estimate_weight = "uniform")
-            mean = sum(u.extra[key] for u in updates) / len(updates)   # no K×C×D stack
+            mean = sum(u.extra[key] for u in updates) / len(updates)  # no K×C×D stack
             server.state[key] = beta * server.state[key] + (1 - beta) * mean
 
     # ---------------------------------------------------------------- client
     def begin_local(self, ctx):
-        ctx.scratch["mu"] = ctx.payload["mu"].clone()          # the local estimate starts at H^r (§1.4)
+        ctx.scratch["mu"] = ctx.payload["mu"].clone()  # the local estimate starts at H^r (§1.4)
         ctx.scratch["sigma"] = ctx.payload["sigma"].clone()
-        ctx.scratch["sampler"] = torch_generator(ctx.spec.seed, "fedimpro", ctx.round_index, ctx.client_id,
-                                                 device=ctx.device)
-        epoch = (ctx.round_index - 1) * max(1, ctx.spec.local_epochs)   # [code] global epoch at round start
+        ctx.scratch["sampler"] = torch_generator(
+            ctx.spec.seed, "fedimpro", ctx.round_index, ctx.client_id, device=ctx.device
+        )
+        epoch = (ctx.round_index - 1) * max(1, ctx.spec.local_epochs)  # [code] global epoch at round start
         ctx.scratch["lambda"] = self.feature_weight(epoch)
 
     def feature_weight(self, epoch: int) -> float:
@@ -123,13 +126,13 @@ class FedImpro(Algorithm):
     def forward(self, ctx, x):
         h = ctx.model.low(x, self.split)
         ctx.scratch["features"] = None
-        if self.params.feature_weight == 0:   # no synthetic branch: exactly FedAvg's step
+        if self.params.feature_weight == 0:  # no synthetic branch: exactly FedAvg's step
             logits = ctx.model.high(h, self.split)
         else:
             fake, ctx.scratch["fake_labels"] = self.sample_features(ctx, x.shape[0])
-            both = ctx.model.high(torch.cat([h, fake]), self.split)   # shared high-part BN ([code])
-            logits, ctx.scratch["fake_logits"] = both[: x.shape[0]], both[x.shape[0]:]
-        ctx.scratch["real_features"] = h.detach().flatten(1)   # the labels arrive in objective
+            both = ctx.model.high(torch.cat([h, fake]), self.split)  # shared high-part BN ([code])
+            logits, ctx.scratch["fake_logits"] = both[: x.shape[0]], both[x.shape[0] :]
+        ctx.scratch["real_features"] = h.detach().flatten(1)  # the labels arrive in objective
         return logits
 
     def objective(self, ctx, x, y, logits):
@@ -152,8 +155,8 @@ class FedImpro(Algorithm):
         sums = torch.zeros(classes, h.shape[1], device=h.device, dtype=h.dtype).index_add_(0, y, h)
         mean = sums / counts.clamp_min(1)[:, None]
         squares = torch.zeros_like(sums).index_add_(0, y, (h - mean[y]) ** 2)
-        std = (squares / (counts - 1).clamp_min(1)[:, None]).sqrt()    # unbiased, as torch.std
-        if p.stat_weight == "code":     # [code] m_c.size(0) is D, not the class count (spec §1.4)
+        std = (squares / (counts - 1).clamp_min(1)[:, None]).sqrt()  # unbiased, as torch.std
+        if p.stat_weight == "code":  # [code] m_c.size(0) is D, not the class count (spec §1.4)
             w = torch.full_like(counts, min(1.0, h.shape[1] / p.count_ref))
         elif p.stat_weight == "count":
             w = (counts / p.count_ref).clamp(max=1.0)
@@ -161,17 +164,19 @@ class FedImpro(Algorithm):
             w = torch.full_like(counts, 1.0 - p.beta_m)
         seen, spread = (counts > 0).to(h.dtype)[:, None] * w[:, None], (counts > 1).to(h.dtype)[:, None] * w[:, None]
         ctx.scratch["mu"].mul_(1 - seen).add_(seen * mean)
-        ctx.scratch["sigma"].mul_(1 - spread).add_(spread * std)   # a single sample has no std: unchanged
+        ctx.scratch["sigma"].mul_(1 - spread).add_(spread * std)  # a single sample has no std: unchanged
         if p.clip_sigma:
             ctx.scratch["sigma"].clamp_(max=p.sigma0)
 
     def end_local(self, ctx, update):
         mu, sigma = ctx.scratch["mu"], ctx.scratch["sigma"]
-        if self.params.noise_std > 0:   # privacy noise on the upload only (FedImpro Eq. 7, ε ~ N(0, σ_ε²))
+        if self.params.noise_std > 0:  # privacy noise on the upload only (FedImpro Eq. 7, ε ~ N(0, σ_ε²))
             noise = torch_generator(ctx.spec.seed, "fedimpro-noise", ctx.round_index, ctx.client_id, device=ctx.device)
             mu = mu + self.params.noise_std * torch.randn(mu.shape, generator=noise, device=ctx.device)
             # spec §8 #9 [proposal]: σ + ε can be negative; clamp at 0
-            sigma = (sigma + self.params.noise_std * torch.randn(sigma.shape, generator=noise, device=ctx.device)).clamp_min(0)
+            sigma = (
+                sigma + self.params.noise_std * torch.randn(sigma.shape, generator=noise, device=ctx.device)
+            ).clamp_min(0)
         update.extra["mu"], update.extra["sigma"] = mu.clone(), sigma.clone()
 
     # ---------------------------------------------------------------- accounting (spec §1.11: 2·C·D floats)

@@ -1,6 +1,5 @@
 """FedProx (Li et al., 2020): local objective F_k(w) + (mu/2)·||w − w_global||² (FedProx Eq. 2)."""
 
-import torch
 from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
@@ -21,4 +20,4 @@ class FedProx(Algorithm):
         return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * proximal
 
     def attach_flops_per_round(self, *, steps, num_params, **_):
-        return 2.0 * steps * num_params   # FedTrip Table VIII: 2K|w| (w − w_g, then the scaled add)
+        return 2.0 * steps * num_params  # FedTrip Table VIII: 2K|w| (w − w_g, then the scaled add)

@@ -17,7 +17,7 @@ from fedbench.algorithms.partial import PartialPersonalization
 
 
 class FedRepParams(NoParams):
-    head_epochs: int | None = Field(None, ge=0)   # None: the run's local_epochs
+    head_epochs: int | None = Field(None, ge=0)  # None: the run's local_epochs
     body_epochs: int = Field(1, ge=0)
 
 
@@ -33,10 +33,14 @@ class FedRep(PartialPersonalization):
         head = self.local_parameter_names(ctx.model)
         body = [n for n, _ in ctx.model.named_parameters() if n not in set(head)]
         head_epochs = ctx.spec.local_epochs if self.params.head_epochs is None else self.params.head_epochs
-        if ctx.spec.local_steps:   # a fixed step budget: each "epoch" of a phase is local_steps steps
+        if ctx.spec.local_steps:  # a fixed step budget: each "epoch" of a phase is local_steps steps
             steps = ctx.spec.local_steps
             head_steps = steps if self.params.head_epochs is None else self.params.head_epochs * steps
-            return [LocalPhase(ctx.batches(steps=head_steps), head),
-                    LocalPhase(ctx.batches(steps=self.params.body_epochs * steps), body)]
-        return [LocalPhase(ctx.batches(epochs=head_epochs), head),
-                LocalPhase(ctx.batches(epochs=self.params.body_epochs), body)]
+            return [
+                LocalPhase(ctx.batches(steps=head_steps), head),
+                LocalPhase(ctx.batches(steps=self.params.body_epochs * steps), body),
+            ]
+        return [
+            LocalPhase(ctx.batches(epochs=head_epochs), head),
+            LocalPhase(ctx.batches(epochs=self.params.body_epochs), body),
+        ]

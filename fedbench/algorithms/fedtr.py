@@ -38,11 +38,11 @@ from fedbench.engine.context import param_views
 
 
 class FedTRParams(NoParams):
-    lambda_r: float = Field(1.0, ge=0)         # λ_R, weight of the centroid term R (spec A2 [proposal])
-    r_reduction: Literal["mse", "sum_dim_mean_batch"] = "mse"   # FedPAC/FedProto MSE, or Eq. 4's sum over dims
-    alpha_g: float = Field(0.01, ge=0)         # α_G of G (FedDC alpha_coef); literal Eq. 3 would be 2
-    adaptive_alpha: bool = False               # FedDC: α_i = α_G·mean(n)/n_i
-    drift_update: Literal["feddc", "grad"] = "feddc"   # spec §1.4 variant B (default) or A
+    lambda_r: float = Field(1.0, ge=0)  # λ_R, weight of the centroid term R (spec A2 [proposal])
+    r_reduction: Literal["mse", "sum_dim_mean_batch"] = "mse"  # FedPAC/FedProto MSE, or Eq. 4's sum over dims
+    alpha_g: float = Field(0.01, ge=0)  # α_G of G (FedDC alpha_coef); literal Eq. 3 would be 2
+    adaptive_alpha: bool = False  # FedDC: α_i = α_G·mean(n)/n_i
+    drift_update: Literal["feddc", "grad"] = "feddc"  # spec §1.4 variant B (default) or A
     drift_lr: float | None = Field(None, gt=0)  # η_g of variant A; None = the client learning rate η_f
     centroid_batch_size: int = Field(1000, gt=0)
 
@@ -56,7 +56,7 @@ class FedTR(Algorithm):
         self.num_classes, self.feature_dim = num_classes, int(getattr(model, "feature_dim", 0))
 
     def payload(self, server, round_index):
-        if "centroids" not in server.state:   # round 1: no global centroids yet, R = 0
+        if "centroids" not in server.state:  # round 1: no global centroids yet, R = 0
             return {}
         return {"centroids": server.state["centroids"], "centroid_defined": server.state["centroid_defined"]}
 
@@ -78,11 +78,11 @@ class FedTR(Algorithm):
         loss = super().loss(ctx, x, y, logits)
         if self.params.lambda_r == 0 or "centroids" not in ctx.payload:
             return loss
-        defined = ctx.payload["centroid_defined"][y]        # mask samples whose class has no centroid
+        defined = ctx.payload["centroid_defined"][y]  # mask samples whose class has no centroid
         if not bool(defined.any()):
             return loss
         z = ctx.scratch["features"][defined]
-        target = ctx.payload["centroids"][y[defined]].to(z.dtype)   # constants (no gradient)
+        target = ctx.payload["centroids"][y[defined]].to(z.dtype)  # constants (no gradient)
         squared = (z - target) ** 2
         # FedTR Eq. 4, normalised (spec A2): mean over rows and dims (MSELoss) or sum over dims, mean over rows
         r = squared.mean() if self.params.r_reduction == "mse" else squared.sum(dim=1).mean()
@@ -95,7 +95,7 @@ class FedTR(Algorithm):
             return
         for w, w_global, d in zip(ctx.model.parameters(), ctx.global_tensors, ctx.scratch["drift"]):
             if w.grad is not None:
-                w.grad.add_(w - w_global + d, alpha=alpha)   # FedTR Eq. 3: ∇_w (α/2)||d_i + w_i − w||²
+                w.grad.add_(w - w_global + d, alpha=alpha)  # FedTR Eq. 3: ∇_w (α/2)||d_i + w_i − w||²
 
     @torch.no_grad()
     def after_step(self, ctx):
@@ -105,25 +105,26 @@ class FedTR(Algorithm):
         eta_g = self.params.drift_lr or ctx.lr
         for w, w_global, d in zip(ctx.model.parameters(), ctx.global_tensors, ctx.scratch["drift"]):
             if w.requires_grad:
-                d.sub_(d + w - w_global, alpha=eta_g * alpha)   # Algorithm 1 line 11: d ← d − η_g ∇_d G
+                d.sub_(d + w - w_global, alpha=eta_g * alpha)  # Algorithm 1 line 11: d ← d − η_g ∇_d G
 
     def end_local(self, ctx, update):
         if self.params.lambda_r > 0:
             update.extra["centroids"], update.extra["class_counts"] = local_centroids(
-                ctx.model, ctx.data.train_x, ctx.data.train_y, ctx.indices, self.params.centroid_batch_size)
+                ctx.model, ctx.data.train_x, ctx.data.train_y, ctx.indices, self.params.centroid_batch_size
+            )
         if ctx.scratch["alpha"] > 0:
             drift = ctx.state["drift"]
             if self.params.drift_update == "feddc":
-                drift.add_(update.params - ctx.global_params)   # h_i ← h_i + (w_i⁺ − w) (appendix A, FedDC)
-            update.params = update.params + drift               # upload w_i⁺ + d_i⁺ (Algorithm 1 line 14)
+                drift.add_(update.params - ctx.global_params)  # h_i ← h_i + (w_i⁺ − w) (appendix A, FedDC)
+            update.params = update.params + drift  # upload w_i⁺ + d_i⁺ (Algorithm 1 line 14)
 
     # ---------------------------------------------------------------- server side
     def aggregate(self, server, updates, round_index):
-        super().aggregate(server, updates, round_index)          # FedTR Eq. 8 on the corrected models
+        super().aggregate(server, updates, round_index)  # FedTR Eq. 8 on the corrected models
         if self.params.lambda_r == 0:
             return
-        counts = torch.stack([u.extra["class_counts"] for u in updates]).to(torch.float64)   # (K, M)
-        centroids = torch.stack([u.extra["centroids"] for u in updates]).to(torch.float64)   # (K, M, dim)
+        counts = torch.stack([u.extra["class_counts"] for u in updates]).to(torch.float64)  # (K, M)
+        centroids = torch.stack([u.extra["centroids"] for u in updates]).to(torch.float64)  # (K, M, dim)
         total = counts.sum(dim=0)
         defined = total > 0
         # FedTR Eq. 9: C_j = Σ_i n_ij c_ij / Σ_i n_ij (over the sampled clients, spec A4)
@@ -142,8 +143,8 @@ class FedTR(Algorithm):
         return self.centroid_floats()
 
     def attach_flops_per_round(self, *, steps, samples, num_params, forward_flops, **_):
-        drift = 3.0 * steps * num_params if self.params.alpha_g > 0 else 0.0   # (w − w_g + d), scaled add
-        centroids = samples * forward_flops if self.params.lambda_r > 0 else 0.0   # one forward pass (Eq. 7)
+        drift = 3.0 * steps * num_params if self.params.alpha_g > 0 else 0.0  # (w − w_g + d), scaled add
+        centroids = samples * forward_flops if self.params.lambda_r > 0 else 0.0  # one forward pass (Eq. 7)
         return drift + centroids
 
 
@@ -156,7 +157,7 @@ def local_centroids(model, train_x, train_y, indices, batch_size: int) -> tuple[
     model.eval()
     sums = counts = None
     for start in range(0, int(indices.numel()), batch_size):
-        chosen = indices[start: start + batch_size]
+        chosen = indices[start : start + batch_size]
         logits, z = model_outputs(model, train_x[chosen])
         y = train_y[chosen]
         if sums is None:

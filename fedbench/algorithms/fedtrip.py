@@ -24,7 +24,7 @@ from fedbench.engine.context import param_views
 
 
 class FedTripParams(NoParams):
-    mu: float = Field(0.4, ge=0)   # 1.0 for the MLP experiments, 0.4 otherwise (spec §1.5)
+    mu: float = Field(0.4, ge=0)  # 1.0 for the MLP experiments, 0.4 otherwise (spec §1.5)
     xi_rule: Literal["inverse_gap", "gap", "const"] = "inverse_gap"
     # fedtripemd / fedcrac divide both coefficients by the local epochs E (spec §1.5); same for E = 1.
     epoch_scaled: bool = False
@@ -35,7 +35,7 @@ class FedTrip(Algorithm):
     Params = FedTripParams
 
     def init_server(self, server):
-        server.state["initial_params"] = server.params.clone()   # w^0: history of never-selected clients
+        server.state["initial_params"] = server.params.clone()  # w^0: history of never-selected clients
 
     def payload(self, server, round_index):
         return {"initial_params": server.state["initial_params"]}
@@ -62,8 +62,8 @@ class FedTrip(Algorithm):
                 w.grad.add_(w - w_global, alpha=mu).add_(w - w_hist, alpha=-mu * xi)
 
     def end_local(self, ctx, update):
-        ctx.state["historical"] = update.params.clone()   # w̃_k ← w_k^t
+        ctx.state["historical"] = update.params.clone()  # w̃_k ← w_k^t
         ctx.state["last_round"] = torch.tensor(ctx.round_index)
 
     def attach_flops_per_round(self, *, steps, num_params, **_):
-        return 4.0 * steps * num_params   # FedTrip Table VIII: 4K|w| (two differences, two scaled adds)
+        return 4.0 * steps * num_params  # FedTrip Table VIII: 4K|w| (two differences, two scaled adds)

@@ -24,8 +24,10 @@ _KINDS = {
 def require_classifier(model: nn.Module, kind: str, method: str) -> None:
     """Raise a ConfigError unless ``model`` has the frozen, feature-normalising head ``kind``
     (``orthonormal``, ``etf`` or ``fedetf``)."""
-    hint = (f"{method} needs a fixed {kind} classifier: build the model with model_params.classifier = "
-            f"{kind!r} (models with a 'classifier' option, e.g. vgg11, mobilenet)")
+    hint = (
+        f"{method} needs a fixed {kind} classifier: build the model with model_params.classifier = "
+        f"{kind!r} (models with a 'classifier' option, e.g. vgg11, mobilenet)"
+    )
     head = getattr(model, "classifier", None)
     if head is None:
         raise ConfigError(hint)

@@ -29,8 +29,8 @@ from fedbench.seeding import torch_generator
 
 
 class L2SGDParams(NoParams):
-    lam: float = Field(0.1, ge=0)        # λ, the pull toward the average
-    p: float = Field(0.5, gt=0, le=1)    # probability of an averaging step (per round)
+    lam: float = Field(0.1, ge=0)  # λ, the pull toward the average
+    p: float = Field(0.5, gt=0, le=1)  # probability of an averaging step (per round)
 
 
 @register_algorithm("l2sgd", papers=("lgmix",))
@@ -49,7 +49,7 @@ class L2SGD(Algorithm):
         if ctx.round_index > 1 and coin < self.params.p:
             theta = min(1.0, ctx.lr * self.params.lam / self.params.p)
             x = ctx.current_params()
-            x -= theta * (x - ctx.global_params)                 # x_k ← x_k − (ηλ/p)(x_k − x̄)
+            x -= theta * (x - ctx.global_params)  # x_k ← x_k − (ηλ/p)(x_k − x̄)
             load_weights(ctx.model, x)
 
     def end_local(self, ctx, update):

@@ -40,10 +40,10 @@ from fedbench.errors import ConfigError, FedbenchError
 
 
 class LGMixParams(NoParams):
-    history: bool = True                 # λ̄ = running mean of λ (LG-Mix §3.3); false: Table 4 "w/o history"
-    center: bool = True                  # [code] centred covariance; false: the paper's Σ h hᵀ
-    drop_smallest: bool = True           # [code] sum of all singular values but the smallest (ada_dim = −1)
-    fixed_lambda: float | None = Field(None, ge=0, le=1)   # constant λ instead of Eq. 6
+    history: bool = True  # λ̄ = running mean of λ (LG-Mix §3.3); false: Table 4 "w/o history"
+    center: bool = True  # [code] centred covariance; false: the paper's Σ h hᵀ
+    drop_smallest: bool = True  # [code] sum of all singular values but the smallest (ada_dim = −1)
+    fixed_lambda: float | None = Field(None, ge=0, le=1)  # constant λ instead of Eq. 6
 
 
 def feature_moments(h: torch.Tensor, moments: list | None) -> list:
@@ -51,8 +51,11 @@ def feature_moments(h: torch.Tensor, moments: list | None) -> list:
     h = h.detach().flatten(2).mean(2) if h.dim() > 2 else h.detach()
     h = h.double()
     if moments is None:
-        moments = [torch.zeros(h.shape[1], h.shape[1], dtype=torch.float64, device=h.device),
-                   torch.zeros(h.shape[1], dtype=torch.float64, device=h.device), 0]
+        moments = [
+            torch.zeros(h.shape[1], h.shape[1], dtype=torch.float64, device=h.device),
+            torch.zeros(h.shape[1], dtype=torch.float64, device=h.device),
+            0,
+        ]
     moments[0] += h.T @ h
     moments[1] += h.sum(0)
     moments[2] += h.shape[0]
@@ -66,16 +69,19 @@ def gram_trace(moments: list, center: bool = True, drop_smallest: bool = True) -
     sigma = (outer - torch.outer(total, total) / n) / n if center else outer / n
     if not drop_smallest:
         return float(torch.trace(sigma))
-    values = torch.linalg.eigvalsh(sigma).abs()   # Σ is symmetric PSD: its singular values
+    values = torch.linalg.eigvalsh(sigma).abs()  # Σ is symmetric PSD: its singular values
     return float(values.sum() - values.min())
 
 
-def complete_mix(state: dict, mix_params: torch.Tensor, share: float, mix_buffers: dict[str, torch.Tensor],
-                 server) -> None:
+def complete_mix(
+    state: dict, mix_params: torch.Tensor, share: float, mix_buffers: dict[str, torch.Tensor], server
+) -> None:
     """Store w_c(t+1) = mix + (1 − λ̄)·u(t+1) (LG-Mix Eq. 2), ``mix`` = w_c(t) + λ̄Δw_c − (1 − λ̄)u(t), for the
     parameters and the floating BN buffers; num_batches_tracked stays the client's own."""
     params = mix_params + share * server.params
-    buffers = {name: b + share * server.buffers[name] if b.is_floating_point() else b for name, b in mix_buffers.items()}
+    buffers = {
+        name: b + share * server.buffers[name] if b.is_floating_point() else b for name, b in mix_buffers.items()
+    }
     state["personal_params"] = params.detach().clone()
     state["personal_buffers"] = {name: b.detach().clone() for name, b in buffers.items()}
 
@@ -110,7 +116,7 @@ class LGMix(Algorithm):
             local_features = ctx.scratch["features"]
             if local_features is None:
                 raise ConfigError("lgmix needs a model with a features/head split (penultimate features h)")
-            _, global_features = self.teacher_outputs(ctx, x)     # u(t), eval mode, no grad
+            _, global_features = self.teacher_outputs(ctx, x)  # u(t), eval mode, no grad
             ctx.scratch["local_moments"] = feature_moments(local_features, ctx.scratch.get("local_moments"))
             ctx.scratch["global_moments"] = feature_moments(global_features, ctx.scratch.get("global_moments"))
         return logits
@@ -119,42 +125,45 @@ class LGMix(Algorithm):
         """λ_c(t) of LG-Mix Eq. 6 for this round's local training."""
         if self.params.fixed_lambda is not None:
             return self.params.fixed_lambda
-        if "local_moments" not in ctx.scratch:     # no local step (empty client): keep the global update
+        if "local_moments" not in ctx.scratch:  # no local step (empty client): keep the global update
             return 0.0
         p = self.params
-        return mixing_ratio(gram_trace(ctx.scratch["local_moments"], p.center, p.drop_smallest),
-                            gram_trace(ctx.scratch["global_moments"], p.center, p.drop_smallest))
+        return mixing_ratio(
+            gram_trace(ctx.scratch["local_moments"], p.center, p.drop_smallest),
+            gram_trace(ctx.scratch["global_moments"], p.center, p.drop_smallest),
+        )
 
     def end_local(self, ctx, update):
         lam = self.round_lambda(ctx)
-        if self.params.history:   # LG-Mix §3.3, [code]: cumulative mean including the current round
+        if self.params.history:  # LG-Mix §3.3, [code]: cumulative mean including the current round
             ctx.state["lambda_sum"] = ctx.state.get("lambda_sum", torch.tensor(0.0, dtype=torch.float64)) + lam
             ctx.state["lambda_count"] = ctx.state.get("lambda_count", torch.tensor(0)) + 1
             lam = float(ctx.state["lambda_sum"] / ctx.state["lambda_count"])
-        ctx.state["lambda"] = torch.tensor(lam, dtype=torch.float64)   # λ̄_c(t), e.g. for Fig. 2a
+        ctx.state["lambda"] = torch.tensor(lam, dtype=torch.float64)  # λ̄_c(t), e.g. for Fig. 2a
         share = 1.0 - lam
         start, start_buffers = ctx.scratch["start_params"], ctx.scratch["start_buffers"]
-        delta = update.params - start                                   # Δw_c, LG-Mix Eq. 1
+        delta = update.params - start  # Δw_c, LG-Mix Eq. 1
         # Eq. 2 without its last term (1 − λ̄)u(t+1), which after_aggregation adds
         ctx.scratch["mix_params"] = start + lam * delta - share * ctx.global_params
         ctx.scratch["mix_global_share"] = share
         mixed_buffers, uploaded = {}, {}
         for name, b in update.buffers.items():
-            if b.is_floating_point():   # BN running statistics are mixed and aggregated like weights [code]
+            if b.is_floating_point():  # BN running statistics are mixed and aggregated like weights [code]
                 delta_b = b - start_buffers[name]
                 mixed_buffers[name] = start_buffers[name] + lam * delta_b - share * ctx.global_buffers[name]
                 uploaded[name] = ctx.global_buffers[name] + delta_b
-            else:                       # num_batches_tracked: the client's own count
+            else:  # num_batches_tracked: the client's own count
                 mixed_buffers[name] = b.clone()
                 uploaded[name] = b
         ctx.scratch["mix_buffers"] = mixed_buffers
-        update.params = ctx.global_params + delta   # so that Σ p_c (u + Δw_c) = u(t) + Δu(t)
+        update.params = ctx.global_params + delta  # so that Σ p_c (u + Δw_c) = u(t) + Δu(t)
         update.buffers = uploaded
 
     def after_aggregation(self, ctx, server):
         """LG-Mix Eq. 2 once u(t+1) is known: w_c(t+1) = [w_c(t) + λ̄Δw_c − (1 − λ̄)u(t)] + (1 − λ̄)u(t+1)."""
-        complete_mix(ctx.state, ctx.scratch["mix_params"], ctx.scratch["mix_global_share"],
-                     ctx.scratch["mix_buffers"], server)
+        complete_mix(
+            ctx.state, ctx.scratch["mix_params"], ctx.scratch["mix_global_share"], ctx.scratch["mix_buffers"], server
+        )
 
     def resume_states(self, server, client_states, round_index, last_clients):
         """Checkpoints written before ``after_aggregation`` existed (fedbench ≤ 2106044) keep Eq. 2 pending in the
@@ -168,14 +177,16 @@ class LGMix(Algorithm):
             raise FedbenchError(
                 f"LG-Mix client {stale[0]} holds a personal model left incomplete (Eq. 2) since before round "
                 f"{round_index}, by an earlier fedbench under partial participation; it cannot be completed "
-                "exactly. Delete the checkpoint (or re-run with --force) to train this run again from round 1")
+                "exactly. Delete the checkpoint (or re-run with --force) to train this run again from round 1"
+            )
         for client in pending:
             state = client_states[client]
-            complete_mix(state, state.pop("mix_params"), float(state.pop("mix_global_share")),
-                         state.pop("mix_buffers"), server)
+            complete_mix(
+                state, state.pop("mix_params"), float(state.pop("mix_global_share")), state.pop("mix_buffers"), server
+            )
 
     def eval_model(self, ctx):
-        restore_model(ctx, "personal", ctx.model)   # a client that never trained is evaluated with u
+        restore_model(ctx, "personal", ctx.model)  # a client that never trained is evaluated with u
         return ctx.model
 
     def attach_flops_per_round(self, *, samples, forward_flops, steps, batch_size, **_):

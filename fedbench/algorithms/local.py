@@ -22,7 +22,7 @@ from fedbench.algorithms.partial import restore_model, store_model
 
 
 class LocalParams(NoParams):
-    loss: Literal["ce", "dr"] = "ce"      # the local objective: the task loss, or L_DR through a frozen ETF
+    loss: Literal["ce", "dr"] = "ce"  # the local objective: the task loss, or L_DR through a frozen ETF
 
 
 @register_algorithm("local", papers=("lgmix", "feddrplus"))
@@ -39,7 +39,7 @@ class Local(Algorithm):
             require_classifier(model, "etf", f"{setting} with algorithm_params.loss = 'dr'")
 
     def begin_local(self, ctx):
-        restore_model(ctx, "personal", ctx.model)   # else w^0, the server's (never updated) weights
+        restore_model(ctx, "personal", ctx.model)  # else w^0, the server's (never updated) weights
 
     def loss(self, ctx, x, y, logits):
         if self.params.loss == "dr":

@@ -44,13 +44,15 @@ def activation_cut(model) -> int:
                 return index
             if not isinstance(encoder[index], (torch.nn.Dropout, torch.nn.Identity)):
                 break
-    raise ConfigError(f"moon: model {type(model).__name__} has no final activation to cut before; "
-                      "use algorithm_params.representation = 'features'")
+    raise ConfigError(
+        f"moon: model {type(model).__name__} has no final activation to cut before; "
+        "use algorithm_params.representation = 'features'"
+    )
 
 
 def pre_activation(model, x):
     """The encoder's output before its final activation (FedTrip's MOON representation)."""
-    return model.encoder[:activation_cut(model)](x)
+    return model.encoder[: activation_cut(model)](x)
 
 
 @register_algorithm("moon", papers=("fedtr", "fedtrip"))
@@ -58,7 +60,7 @@ class Moon(Algorithm):
     Params = MoonParams
 
     def init_server(self, server):
-        remember_initial_model(server)            # w^0, the previous model of a first-time client
+        remember_initial_model(server)  # w^0, the previous model of a first-time client
 
     def payload(self, server, round_index):
         return initial_model_payload(server)
@@ -72,7 +74,7 @@ class Moon(Algorithm):
         if self.params.representation == "features":
             return super().forward(ctx, x)
         ctx.scratch["representation"] = pre_activation(ctx.model, x)
-        ctx.scratch["features"] = ctx.model.encoder[activation_cut(ctx.model):](ctx.scratch["representation"])
+        ctx.scratch["features"] = ctx.model.encoder[activation_cut(ctx.model) :](ctx.scratch["representation"])
         return ctx.model.head(ctx.scratch["features"])
 
     def loss(self, ctx, x, y, logits):
@@ -90,8 +92,7 @@ class Moon(Algorithm):
         positive = F.cosine_similarity(z, z_glob, dim=1) / self.params.tau
         negative = F.cosine_similarity(z, z_prev, dim=1) / self.params.tau
         # −log(e^pos / (e^pos + e^neg)) = CE over the logits [pos, neg] with label 0
-        contrastive = F.cross_entropy(torch.stack([positive, negative], dim=1),
-                                      torch.zeros_like(y))
+        contrastive = F.cross_entropy(torch.stack([positive, negative], dim=1), torch.zeros_like(y))
         return super().loss(ctx, x, y, logits) + self.params.mu * contrastive
 
     def end_local(self, ctx, update):

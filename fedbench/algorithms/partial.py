@@ -51,8 +51,12 @@ def restore_or_initial(ctx: ClientContext, key: str, model: nn.Module) -> None:
 def parameter_mask(model: nn.Module, names: Iterable[str]) -> torch.Tensor:
     """Boolean mask over the flat parameter vector selecting the named parameters."""
     chosen = set(names)
-    return torch.cat([torch.full((p.numel(),), name in chosen, dtype=torch.bool, device=p.device)
-                      for name, p in model.named_parameters()])
+    return torch.cat(
+        [
+            torch.full((p.numel(),), name in chosen, dtype=torch.bool, device=p.device)
+            for name, p in model.named_parameters()
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------ partial personalisation
@@ -75,7 +79,7 @@ class PartialPersonalization(Algorithm):
         self._local_buffers = tuple(self.local_buffer_names(model))
 
     def local_mask(self, model: nn.Module) -> torch.Tensor:
-        if getattr(self, "_mask", None) is None:   # hook-level use without bind_model (tests)
+        if getattr(self, "_mask", None) is None:  # hook-level use without bind_model (tests)
             self._mask = parameter_mask(model, self.local_parameter_names(model))
         return self._mask
 
@@ -100,7 +104,7 @@ class PartialPersonalization(Algorithm):
         kept_params = server.params.clone()
         kept_buffers = {n: server.buffers[n] for n in self._local_buffers}
         super().aggregate(server, updates, round_index)
-        server.params[mask] = kept_params[mask]   # the local part is never averaged
+        server.params[mask] = kept_params[mask]  # the local part is never averaged
         server.buffers.update(kept_buffers)
 
     def eval_model(self, ctx):

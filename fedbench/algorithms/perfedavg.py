@@ -34,17 +34,17 @@ class PerFedAvg(Algorithm):
         inner = torch.optim.SGD(params, lr=ctx.lr)
         outer = torch.optim.SGD(params, lr=self.params.beta)
         batches = iter(batches)
-        for first, second in zip(batches, batches):                  # (D, D') pairs
+        for first, second in zip(batches, batches):  # (D, D') pairs
             start = [p.detach().clone() for p in params]
-            self.train_steps(ctx, inner, [first])                     # w̃ = w − α∇f(w; D)
+            self.train_steps(ctx, inner, [first])  # w̃ = w − α∇f(w; D)
             outer.zero_grad(set_to_none=True)
             x, y = second
-            self.objective(ctx, x, y, self.forward(ctx, x)).backward()   # ∇f(w̃; D')
+            self.objective(ctx, x, y, self.forward(ctx, x)).backward()  # ∇f(w̃; D')
             ctx.clip_gradients()
             with torch.no_grad():
                 for p, p0 in zip(params, start):
                     p.copy_(p0)
-            outer.step()                                              # w ← w − β∇f(w̃; D')
+            outer.step()  # w ← w − β∇f(w̃; D')
 
     def eval_model(self, ctx):
         if self.params.adapt_steps:

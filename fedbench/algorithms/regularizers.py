@@ -31,9 +31,9 @@ class RegularizerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: Literal["prox", "kd", "ntd", "ld", "fd"]
-    weight: float = Field(ge=0)                  # 1 − β (convex; FedDr+ β = 0.9 → 0.1) or λ / μ (add)
-    tau: float = Field(3.0, gt=0)                # kd/ntd temperature; FedDr+ [proposal] τ = 3 (FedNTD's)
-    combine: Literal["convex", "add"] | None = None   # None: "add" for prox, "convex" for the others
+    weight: float = Field(ge=0)  # 1 − β (convex; FedDr+ β = 0.9 → 0.1) or λ / μ (add)
+    tau: float = Field(3.0, gt=0)  # kd/ntd temperature; FedDr+ [proposal] τ = 3 (FedNTD's)
+    combine: Literal["convex", "add"] | None = None  # None: "add" for prox, "convex" for the others
 
     @property
     def mode(self) -> str:
@@ -46,8 +46,9 @@ class RegularizerSpec(BaseModel):
 
 def distillation(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
     """KD (Hinton): τ²·KL(softmax(z_g/τ) ‖ softmax(z/τ)), summed over classes, mean over the batch."""
-    return tau**2 * F.kl_div(F.log_softmax(student / tau, dim=1), F.softmax(teacher / tau, dim=1),
-                             reduction="batchmean")
+    return tau**2 * F.kl_div(
+        F.log_softmax(student / tau, dim=1), F.softmax(teacher / tau, dim=1), reduction="batchmean"
+    )
 
 
 def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,7 @@ from fedbench.engine.context import param_views
 
 
 class ScaffoldParams(NoParams):
-    server_lr: float = Field(1.0, gt=0)                   # η_g
+    server_lr: float = Field(1.0, gt=0)  # η_g
     control_update: Literal["paper", "mean"] = "paper"
     momentum_corrected_steps: bool = True
 
@@ -39,7 +39,7 @@ class Scaffold(Algorithm):
     Params = ScaffoldParams
 
     def init_server(self, server):
-        server.state["control"] = torch.zeros_like(server.params)          # c = 0
+        server.state["control"] = torch.zeros_like(server.params)  # c = 0
 
     def payload(self, server, round_index):
         return {"control": server.state["control"]}
@@ -77,10 +77,10 @@ class Scaffold(Algorithm):
         server.state["control"] = server.state["control"] + fraction * mean_delta
 
     def extra_upload_floats(self, model_params):
-        return model_params       # Δc_i
+        return model_params  # Δc_i
 
     def extra_download_floats(self, model_params):
-        return model_params       # c
+        return model_params  # c
 
     def attach_flops_per_round(self, *, steps, num_params, **_):
         # FedTrip Table VIII counts 2(K+1)|w| + n(FP+BP); the n(FP+BP) full-batch gradient is option I's.

@@ -18,8 +18,8 @@ from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weigh
 
 
 class SlowMoParams(NoParams):
-    beta: float = Field(0.9, ge=0, lt=1)       # slow momentum β
-    slow_lr: float = Field(1.0, gt=0)          # slow learning rate α
+    beta: float = Field(0.9, ge=0, lt=1)  # slow momentum β
+    slow_lr: float = Field(1.0, gt=0)  # slow learning rate α
 
 
 @register_algorithm("slowmo", papers=("fedtrip",))
@@ -27,12 +27,12 @@ class SlowMo(Algorithm):
     Params = SlowMoParams
 
     def init_server(self, server):
-        server.state["momentum"] = torch.zeros_like(server.params)   # u^0 = 0
+        server.state["momentum"] = torch.zeros_like(server.params)  # u^0 = 0
 
     def aggregate(self, server, updates, round_index):
         weights = self.aggregation_weights(updates)
         averaged = weighted_average([u.params for u in updates], weights)
-        client_lr = self.spec.optimizer.lr * self.spec.lr_schedule.factor(round_index)      # γ_t
+        client_lr = self.spec.optimizer.lr * self.spec.lr_schedule.factor(round_index)  # γ_t
         # Alg. 1 line 6: u ← β u + (w^t − w̄)/γ_t
         momentum = self.params.beta * server.state["momentum"] + (server.params - averaged) / client_lr
         server.state["momentum"] = momentum

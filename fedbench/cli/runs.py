@@ -77,7 +77,7 @@ def show(
         return
     console.print(f"[bold]run {data['id']}[/bold] {data['spec_hash']} {data['status']}  {data['labels']}")
     console.print_json(json.dumps({k: data[k] for k in ("spec", "summary", "provenance")}))
-    headers, rows = curve_table(data["curve"])   # round, every metric the run recorded, seconds
+    headers, rows = curve_table(data["curve"])  # round, every metric the run recorded, seconds
     table = RichTable(title="curve")
     for column in headers:
         table.add_column(column, justify="right")

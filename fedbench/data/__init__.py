@@ -72,7 +72,7 @@ def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip
         try:
             as_json = json.dumps(value)
         except (TypeError, ValueError):
-            continue   # a Python caller's own object (a path, an array): the callee checks it
+            continue  # a Python caller's own object (a path, an array): the callee checks it
         try:
             # strict JSON mode: the value must already be of the annotated type as TOML or JSON write it
             # ("0.5" is not a float, 2.0 is not an int), since the callee receives it unconverted
@@ -89,7 +89,7 @@ def _parameter_adapter(fn: Callable[..., Any], key: str) -> TypeAdapter[Any] | N
     try:
         hints = typing.get_type_hints(fn.__init__ if inspect.isclass(fn) else fn)
         return TypeAdapter(hints[key]) if key in hints else None
-    except Exception:   # an unresolvable or arbitrary annotation: the callee checks its own value
+    except Exception:  # an unresolvable or arbitrary annotation: the callee checks its own value
         return None
 
 
@@ -105,7 +105,7 @@ def load_dataset(
     from fedbench.resolve import resolve_params
 
     loader = DATASETS.get(name)
-    params = resolve_params("dataset", name, params)   # defaults filled in: one cache key however they were spelled
+    params = resolve_params("dataset", name, params)  # defaults filled in: one cache key however they were spelled
     dataset_root = data_root(root) / name
     if use_prepared:
         from fedbench.data.cache import load_prepared

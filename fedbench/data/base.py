@@ -14,12 +14,12 @@ class DatasetMeta:
 
     name: str
     num_classes: int
-    input_shape: tuple[int, ...]          # (C, H, W) for images, (C, 1, T) for signals
-    mean: tuple[float, ...]               # per-channel normalisation applied after scaling to [0, 1]
+    input_shape: tuple[int, ...]  # (C, H, W) for images, (C, 1, T) for signals
+    mean: tuple[float, ...]  # per-channel normalisation applied after scaling to [0, 1]
     std: tuple[float, ...]
     used_by: tuple[str, ...] = ()
-    group_kind: str | None = None         # e.g. "subject", "hospital", "domain", "writer"
-    task: str = "classification"          # or "segmentation"
+    group_kind: str | None = None  # e.g. "subject", "hospital", "domain", "writer"
+    task: str = "classification"  # or "segmentation"
 
 
 @dataclass
@@ -37,4 +37,4 @@ class DatasetArrays:
     test_y: np.ndarray
     train_groups: np.ndarray | None = None
     test_groups: np.ndarray | None = None
-    info: dict[str, Any] = field(default_factory=dict)   # provenance: files, versions, verified flag
+    info: dict[str, Any] = field(default_factory=dict)  # provenance: files, versions, verified flag

@@ -52,24 +52,29 @@ from fedbench.errors import ConfigError, DataError
 SOURCES = ("AlexMI", "BNCI2014_001", "BNCI2015_004", "Zhou2016")
 CLASSES = ("right_hand", "feet")
 SOURCE_CHANNELS = {"AlexMI": 16, "BNCI2014_001": 22, "BNCI2015_004": 30, "Zhou2016": 14}
-TANGENT_LENGTH = max(c * (c + 1) // 2 for c in SOURCE_CHANNELS.values())   # 465 (BNCI2015_004's 30 channels)
-FETCH = ('python -c "import moabb.datasets as d; [D().download() for D in '
-         '(d.AlexMI, d.BNCI2014_001, d.BNCI2015_004, d.Zhou2016)]"')
+TANGENT_LENGTH = max(c * (c + 1) // 2 for c in SOURCE_CHANNELS.values())  # 465 (BNCI2015_004's 30 channels)
+FETCH = (
+    'python -c "import moabb.datasets as d; [D().download() for D in '
+    '(d.AlexMI, d.BNCI2014_001, d.BNCI2015_004, d.Zhou2016)]"'
+)
 INSTALL = "pip install moabb (the fedbench extra 'bci': pip install 'fedbench[bci]')"
 CACHE = "MOABB caches data under $MNE_DATA (default ~/mne_data)"
 
 BCI_SOURCE = Source(
     layout="MOABB's own cache, not the fedbench data root: $MNE_DATA (default ~/mne_data)/MNE-<dataset>-data/… "
-           "exactly as `moabb` downloads AlexMI, BNCI2014_001, BNCI2015_004 and Zhou2016",
+    "exactly as `moabb` downloads AlexMI, BNCI2014_001, BNCI2015_004 and Zhou2016",
     how_to_get=f"{INSTALL}, then fetch once (network): {FETCH}",
     license="BNCI: CC BY-ND 4.0 (unverified per dataset); AlexMI, Zhou2016: see the MOABB documentation",
-    notes=("fedbench never downloads BCI data during a run; network access is blocked while MOABB reads its cache.",
-           "features='tangent' (paper) gives (1, 1, 465) vectors; features='epochs' gives (C, 1, T) trials."),
+    notes=(
+        "fedbench never downloads BCI data during a run; network access is blocked while MOABB reads its cache.",
+        "features='tangent' (paper) gives (1, 1, 465) vectors; features='epochs' gives (C, 1, T) trials.",
+    ),
 )
 BCI_META = DatasetMeta("bci", 2, (1, 1, TANGENT_LENGTH), (), (), used_by=("lgmix",), group_kind="dataset")
 
 
 # ---- the MOABB-facing half ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Recording:
@@ -88,7 +93,7 @@ class Recording:
 class SourceRecordings:
     name: str
     event_id: dict[str, int]
-    interval: tuple[float, float]          # the task window after the cue, seconds (MOABB ``dataset.interval``)
+    interval: tuple[float, float]  # the task window after the cue, seconds (MOABB ``dataset.interval``)
     recordings: list[Recording] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
 
@@ -110,10 +115,10 @@ def no_network() -> Iterator[list[str]]:
         refused.append(repr(args[1] if len(args) > 1 else args[:1])[:80])
         raise _NetworkBlocked("fedbench: network access is disabled while reading the MOABB cache")
 
-    socket.socket.connect = refuse          # type: ignore[method-assign]
-    socket.socket.connect_ex = refuse       # type: ignore[method-assign]
-    socket.getaddrinfo = refuse             # type: ignore[assignment]
-    socket.create_connection = refuse       # type: ignore[assignment]
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+    socket.socket.connect_ex = refuse  # type: ignore[method-assign]
+    socket.getaddrinfo = refuse  # type: ignore[assignment]
+    socket.create_connection = refuse  # type: ignore[assignment]
     try:
         yield refused
     finally:
@@ -198,13 +203,20 @@ def recording_from_raw(raw: Any, event_id: dict[str, int], subject: int, session
     stim = [i for i, kind in enumerate(types) if kind == "stim"]
     if stim:
         onsets, codes = stim_events(data[stim[0]])
-    else:   # datasets that carry their events as annotations
+    else:  # datasets that carry their events as annotations
         import mne
 
         events, _ = mne.events_from_annotations(raw, event_id=event_id, verbose=False)
         onsets, codes = events[:, 0] - raw.first_samp, events[:, 2]
-    return Recording(data[eeg] * 1e6, tuple(names[i] for i in eeg), float(raw.info["sfreq"]),
-                     np.asarray(onsets, np.int64), np.asarray(codes, np.int64), subject, session)
+    return Recording(
+        data[eeg] * 1e6,
+        tuple(names[i] for i in eeg),
+        float(raw.info["sfreq"]),
+        np.asarray(onsets, np.int64),
+        np.asarray(codes, np.int64),
+        subject,
+        session,
+    )
 
 
 def read_moabb_source(name: str, subjects: Sequence[int] | None = None) -> SourceRecordings:
@@ -218,12 +230,14 @@ def read_moabb_source(name: str, subjects: Sequence[int] | None = None) -> Sourc
     chosen = list(subjects) if subjects else list(dataset.subject_list)
     unknown = sorted(set(chosen) - set(dataset.subject_list))
     if unknown:
-        raise ConfigError(f"dataset_params.subjects: {name} has no subject(s) {unknown}; it has {list(dataset.subject_list)}")
+        raise ConfigError(
+            f"dataset_params.subjects: {name} has no subject(s) {unknown}; it has {list(dataset.subject_list)}"
+        )
     fetch = f'python -c "import moabb.datasets as d; d.{cls.__name__}().download()"'
     with no_network() as refused:
         try:
             data = dataset.get_data(subjects=chosen)
-        except Exception as error:   # MOABB tried to fetch a missing file (or the cache is unreadable)
+        except Exception as error:  # MOABB tried to fetch a missing file (or the cache is unreadable)
             if refused or isinstance(error, OSError):
                 raise DataError(
                     f"dataset 'bci': {name} (subjects {chosen}) is not in MOABB's cache at {mne_data_dir()} "
@@ -242,19 +256,25 @@ def read_moabb_source(name: str, subjects: Sequence[int] | None = None) -> Sourc
 
 # ---- plain numpy/scipy: trials --------------------------------------------------------------------------------
 
-def pick_channels(recording: Recording, wanted: Sequence[str] | None, source: str) -> tuple[np.ndarray, tuple[str, ...]]:
+
+def pick_channels(
+    recording: Recording, wanted: Sequence[str] | None, source: str
+) -> tuple[np.ndarray, tuple[str, ...]]:
     if wanted is None:
         return recording.signals, recording.channels
     lookup = {c.lower(): i for i, c in enumerate(recording.channels)}
     missing = [c for c in wanted if c.lower() not in lookup]
     if missing:
-        raise ConfigError(f"dataset_params.channels: {source} has no channel(s) {missing}; it has {list(recording.channels)}")
+        raise ConfigError(
+            f"dataset_params.channels: {source} has no channel(s) {missing}; it has {list(recording.channels)}"
+        )
     rows = [lookup[c.lower()] for c in wanted]
     return recording.signals[rows], tuple(recording.channels[r] for r in rows)
 
 
-def bandpass_resample(signals: np.ndarray, sfreq: float, rate: float | None, fmin: float | None,
-                      fmax: float | None, order: int = 4) -> tuple[np.ndarray, float]:
+def bandpass_resample(
+    signals: np.ndarray, sfreq: float, rate: float | None, fmin: float | None, fmax: float | None, order: int = 4
+) -> tuple[np.ndarray, float]:
     """Zero-phase Butterworth band-pass (or high/low-pass when one edge is None), then polyphase resampling."""
     from scipy import signal as scipy_signal
 
@@ -272,15 +292,26 @@ def bandpass_resample(signals: np.ndarray, sfreq: float, rate: float | None, fmi
     if rate is None or rate == sfreq:
         return x, sfreq
     ratio = Fraction(rate / sfreq).limit_denominator(1000)
-    return scipy_signal.resample_poly(x, ratio.numerator, ratio.denominator, axis=-1), sfreq * ratio.numerator / ratio.denominator
+    return scipy_signal.resample_poly(
+        x, ratio.numerator, ratio.denominator, axis=-1
+    ), sfreq * ratio.numerator / ratio.denominator
 
 
-def source_trials(source: SourceRecordings, channels: Sequence[str] | None, rate: float | None, fmin: float | None,
-                  fmax: float | None, tmin: float, window: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], float]:
+def source_trials(
+    source: SourceRecordings,
+    channels: Sequence[str] | None,
+    rate: float | None,
+    fmin: float | None,
+    fmax: float | None,
+    tmin: float,
+    window: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], float]:
     """(trials (n, C, T) µV, labels (n,) in CLASSES order, subject per trial, channel names, rate)."""
     missing = [c for c in CLASSES if c not in source.event_id]
     if missing:
-        raise DataError(f"dataset 'bci': {source.name} has no event(s) {missing}; its events are {sorted(source.event_id)}")
+        raise DataError(
+            f"dataset 'bci': {source.name} has no event(s) {missing}; its events are {sorted(source.event_id)}"
+        )
     label_of = {source.event_id[c]: k for k, c in enumerate(CLASSES)}
     xs, ys, subjects = [], [], []
     names: tuple[str, ...] = ()
@@ -288,14 +319,17 @@ def source_trials(source: SourceRecordings, channels: Sequence[str] | None, rate
     for recording in source.recordings:
         signals, names_here = pick_channels(recording, channels, source.name)
         if names and tuple(n.lower() for n in names_here) != tuple(n.lower() for n in names):
-            raise DataError(f"dataset 'bci': {source.name} runs have different channels ({names} vs {names_here}); "
-                            "set dataset_params.channels")
+            raise DataError(
+                f"dataset 'bci': {source.name} runs have different channels ({names} vs {names_here}); "
+                "set dataset_params.channels"
+            )
         names = names_here
         x, out_rate = bandpass_resample(signals, recording.sfreq, rate, fmin, fmax)
         length = int(round(window * out_rate))
         keep = np.isin(recording.codes, list(label_of))
-        starts = np.rint(recording.onsets[keep] * out_rate / recording.sfreq
-                         + (source.interval[0] + tmin) * out_rate).astype(np.int64)
+        starts = np.rint(
+            recording.onsets[keep] * out_rate / recording.sfreq + (source.interval[0] + tmin) * out_rate
+        ).astype(np.int64)
         labels = np.array([label_of[int(c)] for c in recording.codes[keep]], dtype=np.int64)
         inside = (starts >= 0) & (starts + length <= x.shape[-1])
         starts, labels = starts[inside], labels[inside]
@@ -308,6 +342,7 @@ def source_trials(source: SourceRecordings, channels: Sequence[str] | None, rate
 
 
 # ---- plain numpy: Riemannian tangent space (pyriemann's Covariances + TangentSpace) ---------------------------------
+
 
 def covariances(trials: np.ndarray, shrinkage: float = 0.0) -> np.ndarray:
     """Sample covariance X Xᵀ / T per trial (pyriemann estimator 'scm'), optionally shrunk towards tr(C)/C · I."""
@@ -349,18 +384,31 @@ def tangent_vectors(covs: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 # ---- the loader -----------------------------------------------------------------------------------------------
 
-def assemble(sources: list[SourceRecordings], features: str = "tangent", channels: Sequence[str] | str | None = None,
-             resample: float | None = 128.0, fmin: float | None = 8.0, fmax: float | None = 32.0, tmin: float = 0.0,
-             window: float = 3.0, shrinkage: float = 0.0, length: int | None = None, test_fraction: float = 0.2,
-             split_seed: int = 0) -> DatasetArrays:
+
+def assemble(
+    sources: list[SourceRecordings],
+    features: str = "tangent",
+    channels: Sequence[str] | str | None = None,
+    resample: float | None = 128.0,
+    fmin: float | None = 8.0,
+    fmax: float | None = 32.0,
+    tmin: float = 0.0,
+    window: float = 3.0,
+    shrinkage: float = 0.0,
+    length: int | None = None,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+) -> DatasetArrays:
     """Trials, features and the per-client split from in-memory ``SourceRecordings`` (no MOABB involved)."""
     if features not in ("tangent", "epochs"):
         raise ConfigError(f"dataset_params.features={features!r} for bci; choose 'tangent' or 'epochs'")
     if window <= 0:
         raise ConfigError(f"dataset_params.window={window} must be > 0 seconds")
     if features == "epochs" and resample is None and len({r.sfreq for s in sources for r in s.recordings}) > 1:
-        raise ConfigError("dataset_params.resample=None: the sources' sampling rates differ, so trials would differ in "
-                          "length; give a common rate for features='epochs'")
+        raise ConfigError(
+            "dataset_params.resample=None: the sources' sampling rates differ, so trials would differ in "
+            "length; give a common rate for features='epochs'"
+        )
     if isinstance(channels, str):
         channels = None if channels in ("own", "common") else [c.strip() for c in channels.split(",") if c.strip()]
     if features == "epochs" and channels is None:
@@ -392,24 +440,53 @@ def assemble(sources: list[SourceRecordings], features: str = "tangent", channel
     x = np.ascontiguousarray(x, dtype=np.float32)
     meta = replace(BCI_META, input_shape=tuple(int(d) for d in x.shape[1:]))
     info = {
-        "files": [], "verified": False, "verification": "MOABB cache (no published checksums)",
-        "features": features, "resample": resample, "band": [fmin, fmax], "tmin": tmin, "window": window,
-        "shrinkage": shrinkage, "test_fraction": test_fraction, "split_seed": split_seed,
-        "classes": list(CLASSES), "group_names": [s.name for s in sources],
-        "sources": {s.name: {**s.info, "channels": list(t[3]), "rate": t[4], "interval": list(s.interval),
-                             "trials": int(len(t[1])), "per_class": np.bincount(t[1], minlength=2).tolist()}
-                    for s, t in zip(sources, per_source)},
+        "files": [],
+        "verified": False,
+        "verification": "MOABB cache (no published checksums)",
+        "features": features,
+        "resample": resample,
+        "band": [fmin, fmax],
+        "tmin": tmin,
+        "window": window,
+        "shrinkage": shrinkage,
+        "test_fraction": test_fraction,
+        "split_seed": split_seed,
+        "classes": list(CLASSES),
+        "group_names": [s.name for s in sources],
+        "sources": {
+            s.name: {
+                **s.info,
+                "channels": list(t[3]),
+                "rate": t[4],
+                "interval": list(s.interval),
+                "trials": int(len(t[1])),
+                "per_class": np.bincount(t[1], minlength=2).tolist(),
+            }
+            for s, t in zip(sources, per_source)
+        },
     }
-    return DatasetArrays(meta, x[train], y[train], x[test], y[test], train_groups=groups[train],
-                         test_groups=groups[test], info=info)
+    return DatasetArrays(
+        meta, x[train], y[train], x[test], y[test], train_groups=groups[train], test_groups=groups[test], info=info
+    )
 
 
 @register_dataset(BCI_META, source=BCI_SOURCE, num_groups=len(SOURCES), classes=CLASSES, present=moabb_cache_present)
-def load_bci(root: Path, sources: Sequence[str] = SOURCES, subjects: dict[str, list[int]] | None = None,
-             features: str = "tangent", channels: Sequence[str] | str | None = None, resample: float | None = 128.0,
-             fmin: float | None = 8.0, fmax: float | None = 32.0, tmin: float = 0.0, window: float = 3.0,
-             shrinkage: float = 0.0, length: int | None = None, test_fraction: float = 0.2,
-             split_seed: int = 0) -> DatasetArrays:
+def load_bci(
+    root: Path,
+    sources: Sequence[str] = SOURCES,
+    subjects: dict[str, list[int]] | None = None,
+    features: str = "tangent",
+    channels: Sequence[str] | str | None = None,
+    resample: float | None = 128.0,
+    fmin: float | None = 8.0,
+    fmax: float | None = 32.0,
+    tmin: float = 0.0,
+    window: float = 3.0,
+    shrinkage: float = 0.0,
+    length: int | None = None,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+) -> DatasetArrays:
     """Four MOABB motor-imagery datasets as four clients (group = source dataset), classes right_hand/feet.
 
     Parameters: ``sources`` (MOABB dataset names, default the paper's four, in client order); ``subjects``
@@ -428,13 +505,14 @@ def load_bci(root: Path, sources: Sequence[str] = SOURCES, subjects: dict[str, l
         raise ConfigError(f"dataset_params.subjects names source(s) {extra} not in sources {list(sources)}")
     import_moabb()
     loaded = [read_moabb_source(name, subjects.get(name)) for name in sources]
-    arrays = assemble(loaded, features, channels, resample, fmin, fmax, tmin, window, shrinkage, length,
-                      test_fraction, split_seed)
+    arrays = assemble(
+        loaded, features, channels, resample, fmin, fmax, tmin, window, shrinkage, length, test_fraction, split_seed
+    )
     try:
         from importlib.metadata import version
 
         arrays.info["moabb_version"] = version("moabb")
-    except Exception:   # a vendored or fake module without distribution metadata
+    except Exception:  # a vendored or fake module without distribution metadata
         arrays.info["moabb_version"] = None
     arrays.info["mne_data"] = mne_data_dir()
     return arrays

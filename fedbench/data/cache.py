@@ -59,8 +59,12 @@ def save_prepared(arrays: DatasetArrays, root: Path, params: dict[str, Any]) -> 
             present.append(field)
     info = {k: v for k, v in arrays.info.items() if k != "digests"}
     manifest = {
-        "name": name, "params": params, "version": CACHE_VERSION, "arrays": present,
-        "meta": asdict(arrays.meta), "info": info,
+        "name": name,
+        "params": params,
+        "version": CACHE_VERSION,
+        "arrays": present,
+        "meta": asdict(arrays.meta),
+        "info": info,
         "sources": _stamp(root, list(arrays.info.get("files", []))),
     }
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1, default=str))
@@ -80,7 +84,7 @@ def load_prepared(root: Path, name: str, params: dict[str, Any], verify: bool = 
         return None
     info = dict(manifest["info"])
     if verify and info.get("verification", "").startswith("skipped"):
-        return None   # prepared under --no-verify; verify now through the loader
+        return None  # prepared under --no-verify; verify now through the loader
     meta_fields = {k: tuple(v) if isinstance(v, list) else v for k, v in manifest["meta"].items()}
     meta = DatasetMeta(**meta_fields)
     loaded = {field: np.load(folder / f"{field}.npy", mmap_mode="c") for field in manifest["arrays"]}

@@ -25,9 +25,15 @@ FOLDER = "camelyon17_v1.0"
 CAMELYON_SOURCE = Source(
     layout="camelyon17/camelyon17_v1.0/{metadata.csv,patches/patient_*_node_*/patch_*.png} (WILDS v1.0 archive unpacked)",
     how_to_get="run `fedbench datasets download camelyon17` (WILDS archive, 10.7 GB) or `pip install wilds` and "
-               "wilds.get_dataset('camelyon17', download=True, root_dir=<data root>/camelyon17)",
-    downloads=(Download("https://worksheets.codalab.org/rest/bundles/0xe45e15f39fb54e9d9e919556af67aabe/contents/blob/",
-                        "camelyon17_v1.0.tar.gz", extract=True, size=10658709504),),
+    "wilds.get_dataset('camelyon17', download=True, root_dir=<data root>/camelyon17)",
+    downloads=(
+        Download(
+            "https://worksheets.codalab.org/rest/bundles/0xe45e15f39fb54e9d9e919556af67aabe/contents/blob/",
+            "camelyon17_v1.0.tar.gz",
+            extract=True,
+            size=10658709504,
+        ),
+    ),
     license="CC0",
 )
 CAMELYON_META = DatasetMeta("camelyon17", 2, (3, 96, 96), *NONE3, used_by=("lgmix",), group_kind="hospital")
@@ -53,10 +59,22 @@ def patch_path(patient: str, node: int, x: int, y: int) -> str:
     return f"patches/patient_{patient}_node_{node}/patch_patient_{patient}_node_{node}_x_{x}_y_{y}.png"
 
 
-@register_dataset(CAMELYON_META, source=CAMELYON_SOURCE, files=(f"{FOLDER}/metadata.csv",),
-                  group_names=tuple(f"hospital{i}" for i in range(1, 6)), num_groups=5)
-def load_camelyon17(root: Path, verify: bool = True, split: str = "hospital", test_fraction: float = 0.2, split_seed: int = 0,
-                    max_per_client: int | None = None, image_size: int = 96) -> DatasetArrays:
+@register_dataset(
+    CAMELYON_META,
+    source=CAMELYON_SOURCE,
+    files=(f"{FOLDER}/metadata.csv",),
+    group_names=tuple(f"hospital{i}" for i in range(1, 6)),
+    num_groups=5,
+)
+def load_camelyon17(
+    root: Path,
+    verify: bool = True,
+    split: str = "hospital",
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+    max_per_client: int | None = None,
+    image_size: int = 96,
+) -> DatasetArrays:
     """``split='hospital'`` (LG-Mix/HarmoFL: every hospital is a client with its own stratified held-out
     ``test_fraction``); ``'official'``: WILDS' split — train = centers 0, 3, 4 with split==0, test = center 2.
     ``max_per_client`` keeps a seeded random subset per hospital (laptop-scale runs)."""
@@ -77,14 +95,30 @@ def load_camelyon17(root: Path, verify: bool = True, split: str = "hospital", te
         raise ConfigError(f"dataset_params.split={split!r} for camelyon17; choose 'hospital' or 'official'")
 
     def images(rows: np.ndarray) -> np.ndarray:
-        paths = [root / FOLDER / patch_path(meta_table["patient"][i], meta_table["node"][i], meta_table["x_coord"][i],
-                                            meta_table["y_coord"][i]) for i in rows]
+        paths = [
+            root
+            / FOLDER
+            / patch_path(
+                meta_table["patient"][i], meta_table["node"][i], meta_table["x_coord"][i], meta_table["y_coord"][i]
+            )
+            for i in rows
+        ]
         return read_images(paths, image_size, "RGB", "camelyon17")
 
-    info.update(split=split, test_fraction=test_fraction, split_seed=split_seed, max_per_client=max_per_client,
-                group_names=[f"hospital{i}" for i in range(1, 6)])
+    info.update(
+        split=split,
+        test_fraction=test_fraction,
+        split_seed=split_seed,
+        max_per_client=max_per_client,
+        group_names=[f"hospital{i}" for i in range(1, 6)],
+    )
     return DatasetArrays(
         replace(CAMELYON_META, input_shape=(3, image_size, image_size)),
-        images(train), labels[train], images(test), labels[test],
-        train_groups=centers[train], test_groups=centers[test], info=info,
+        images(train),
+        labels[train],
+        images(test),
+        labels[test],
+        train_groups=centers[train],
+        test_groups=centers[test],
+        info=info,
     )

@@ -25,12 +25,12 @@ from fedbench.data import DATASETS, data_root, dataset_meta, load_dataset
 from fedbench.data.files import Download, Source, file_digest
 from fedbench.errors import DataError
 
-Progress = Callable[[int, int | None], None]   # (bytes done, total bytes or None)
+Progress = Callable[[int, int | None], None]  # (bytes done, total bytes or None)
 
 
 def _source(name: str) -> Source | None:
     source = DATASETS.info(name).get("source")
-    return source if isinstance(source, Source) else None   # digits registers a plain description
+    return source if isinstance(source, Source) else None  # digits registers a plain description
 
 
 def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
@@ -42,7 +42,7 @@ def is_present(name: str, root: str | os.PathLike | None = None) -> bool:
         return bool(present(data_root(root) / name))
     files = info.get("files")
     if files is None:
-        return True   # bundled with a dependency (digits)
+        return True  # bundled with a dependency (digits)
     folder = data_root(root) / name
     return all((folder / f).exists() for f in files)
 
@@ -51,10 +51,17 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[dict[str, Any]]
     rows = []
     for name in DATASETS.names():
         meta = dataset_meta(name)
-        rows.append({
-            "name": name, "classes": meta.num_classes, "shape": list(meta.input_shape), "task": meta.task,
-            "groups": meta.group_kind, "used_by": list(meta.used_by), "present": is_present(name, root),
-        })
+        rows.append(
+            {
+                "name": name,
+                "classes": meta.num_classes,
+                "shape": list(meta.input_shape),
+                "task": meta.task,
+                "groups": meta.group_kind,
+                "used_by": list(meta.used_by),
+                "present": is_present(name, root),
+            }
+        )
     return rows
 
 
@@ -64,33 +71,49 @@ def dataset_info(name: str, root: str | os.PathLike | None = None) -> dict[str, 
     source = _source(name)
     folder = data_root(root) / name
     checksums = registered.get("checksums", {})
-    files = [{"path": str(folder / f), "checksum": checksums.get(f), "present": (folder / f).exists()}
-             for f in registered.get("files", ())]
+    files = [
+        {"path": str(folder / f), "checksum": checksums.get(f), "present": (folder / f).exists()}
+        for f in registered.get("files", ())
+    ]
     loader = DATASETS.get(name)
     return {
-        "name": name, "meta": asdict(meta), "folder": str(folder), "present": is_present(name, root),
-        "files": files, "counts": registered.get("counts"), "num_groups": registered.get("num_groups"),
+        "name": name,
+        "meta": asdict(meta),
+        "folder": str(folder),
+        "present": is_present(name, root),
+        "files": files,
+        "counts": registered.get("counts"),
+        "num_groups": registered.get("num_groups"),
         "layout": source.layout if source else registered.get("source", ""),
         "how_to_get": source.how_to_get if source else "bundled with a dependency; nothing to download",
-        "downloads": [{"url": d.url, "path": d.path, "md5": d.md5, "sha256": d.sha256, "extract": d.extract, "size": d.size}
-                      for d in (source.downloads if source else ())],
+        "downloads": [
+            {"url": d.url, "path": d.path, "md5": d.md5, "sha256": d.sha256, "extract": d.extract, "size": d.size}
+            for d in (source.downloads if source else ())
+        ],
         "license": source.license if source else "",
         "notes": list(source.notes) if source else [],
         "parameters": (loader.__doc__ or "").strip(),
     }
 
 
-def check_dataset(name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any) -> dict[str, Any]:
+def check_dataset(
+    name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any
+) -> dict[str, Any]:
     """Verify checksums, load, and summarise counts, classes and groups. Raises DataError if anything is wrong."""
     start = time.perf_counter()
     arrays = load_dataset(name, root, verify=verify, **params)
     seconds = time.perf_counter() - start
     report: dict[str, Any] = {
-        "name": name, "verified": arrays.info.get("verified"),
+        "name": name,
+        "verified": arrays.info.get("verified"),
         "verification": arrays.info.get("verification") or arrays.info.get("source", ""),
-        "prepared": arrays.info.get("prepared"), "seconds": round(seconds, 3),
-        "train": len(arrays.train_y), "test": len(arrays.test_y),
-        "shape": list(arrays.train_x.shape[1:]), "dtype": str(arrays.train_x.dtype), "classes": arrays.meta.num_classes,
+        "prepared": arrays.info.get("prepared"),
+        "seconds": round(seconds, 3),
+        "train": len(arrays.train_y),
+        "test": len(arrays.test_y),
+        "shape": list(arrays.train_x.shape[1:]),
+        "dtype": str(arrays.train_x.dtype),
+        "classes": arrays.meta.num_classes,
     }
     if arrays.meta.task == "classification":
         report["train_class_counts"] = np.bincount(arrays.train_y, minlength=arrays.meta.num_classes).tolist()
@@ -104,14 +127,24 @@ def check_dataset(name: str, root: str | os.PathLike | None = None, verify: bool
     if arrays.train_groups is not None:
         names = arrays.info.get("group_names")
         ids, counts = np.unique(arrays.train_groups, return_counts=True)
-        report["groups"] = {(names[i] if names and i < len(names) else str(i)): int(c) for i, c in zip(ids.tolist(), counts)}
+        report["groups"] = {
+            (names[i] if names and i < len(names) else str(i)): int(c) for i, c in zip(ids.tolist(), counts)
+        }
     return report
 
 
 # ---- download ---------------------------------------------------------------------------------------------
 
-def fetch(url: str, target: Path, md5: str | None = None, sha256: str | None = None, progress: Progress | None = None,
-          chunk_size: int = 1 << 16, timeout: float = 60.0) -> Path:
+
+def fetch(
+    url: str,
+    target: Path,
+    md5: str | None = None,
+    sha256: str | None = None,
+    progress: Progress | None = None,
+    chunk_size: int = 1 << 16,
+    timeout: float = 60.0,
+) -> Path:
     """Download ``url`` to ``target`` via ``target.part``: resumes a partial file with an HTTP Range request,
     checks the digest, then renames atomically. A digest mismatch deletes the partial file and raises."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -123,12 +156,14 @@ def fetch(url: str, target: Path, md5: str | None = None, sha256: str | None = N
     try:
         response = urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as error:
-        if error.code == 416 and done:      # the partial file is already complete
+        if error.code == 416 and done:  # the partial file is already complete
             response = None
         else:
             raise DataError(f"download of {url} failed: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, OSError) as error:
-        raise DataError(f"download of {url} failed: {getattr(error, 'reason', error)}; check the network or fetch it by hand into {target}") from None
+        raise DataError(
+            f"download of {url} failed: {getattr(error, 'reason', error)}; check the network or fetch it by hand into {target}"
+        ) from None
     if response is not None:
         with response:
             resumed = response.status == 206
@@ -144,15 +179,21 @@ def fetch(url: str, target: Path, md5: str | None = None, sha256: str | None = N
                         if progress:
                             progress(done, total)
             except (OSError, urllib.error.URLError, http.client.HTTPException) as error:
-                raise DataError(f"download of {url} interrupted after {done} bytes ({error}); run the command again to resume") from None
+                raise DataError(
+                    f"download of {url} interrupted after {done} bytes ({error}); run the command again to resume"
+                ) from None
             if total is not None and done < total:
-                raise DataError(f"download of {url} interrupted after {done} of {total} bytes; run the command again to resume")
+                raise DataError(
+                    f"download of {url} interrupted after {done} of {total} bytes; run the command again to resume"
+                )
     for algorithm, expected in (("sha256", sha256), ("md5", md5)):
         if expected:
             actual = file_digest(part, algorithm)
             if actual != expected.lower():
                 part.unlink(missing_ok=True)
-                raise DataError(f"download of {url}: {algorithm} {actual} does not match the published {expected}; the partial file was removed")
+                raise DataError(
+                    f"download of {url}: {algorithm} {actual} does not match the published {expected}; the partial file was removed"
+                )
             break
     os.replace(part, target)
     return target
@@ -181,8 +222,12 @@ def _safe_extract(archive: Path, destination: Path) -> list[str]:
     raise DataError(f"{archive} is neither a zip nor a tar archive")
 
 
-def download_dataset(name: str, root: str | os.PathLike | None = None, progress: Callable[[str, int, int | None], None] | None = None,
-                     keep_archives: bool = True) -> dict[str, Any]:
+def download_dataset(
+    name: str,
+    root: str | os.PathLike | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
+    keep_archives: bool = True,
+) -> dict[str, Any]:
     """Fetch the dataset's official files into ``<data root>/<name>/`` (and unpack archives there)."""
     source = _source(name)
     if source is None or not source.downloads:
@@ -195,8 +240,13 @@ def download_dataset(name: str, root: str | os.PathLike | None = None, progress:
         if target.exists() and _matches(target, item):
             skipped.append(str(target))
         else:
-            fetch(item.url, target, item.md5, item.sha256,
-                  (lambda done, total, path=item.path: progress(path, done, total)) if progress else None)
+            fetch(
+                item.url,
+                target,
+                item.md5,
+                item.sha256,
+                (lambda done, total, path=item.path: progress(path, done, total)) if progress else None,
+            )
             fetched.append(str(target))
         if item.extract:
             _safe_extract(target, folder)
@@ -215,19 +265,29 @@ def _matches(path: Path, item: Download) -> bool:
 
 # ---- prepare ----------------------------------------------------------------------------------------------
 
-def prepare_dataset(name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any) -> dict[str, Any]:
+
+def prepare_dataset(
+    name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any
+) -> dict[str, Any]:
     """Run the loader once and save its arrays as a memory-mappable cache used by later loads."""
     from fedbench.data.cache import save_prepared
 
     start = time.perf_counter()
     from fedbench.resolve import resolve_params
 
-    params = resolve_params("dataset", name, params)   # the key load_dataset looks the cache up with
+    params = resolve_params("dataset", name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)
     folder = save_prepared(arrays, data_root(root) / name, params)
     size = sum(f.stat().st_size for f in folder.iterdir())
-    return {"name": name, "cache": str(folder), "bytes": size, "train": len(arrays.train_y), "test": len(arrays.test_y),
-            "verified": arrays.info.get("verified"), "seconds": round(time.perf_counter() - start, 3)}
+    return {
+        "name": name,
+        "cache": str(folder),
+        "bytes": size,
+        "train": len(arrays.train_y),
+        "test": len(arrays.test_y),
+        "verified": arrays.info.get("verified"),
+        "seconds": round(time.perf_counter() - start, 3),
+    }
 
 
 def remove_prepared(name: str, root: str | os.PathLike | None = None) -> bool:

@@ -46,7 +46,9 @@ def read_cifar_pickle(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarra
 
 def _normalized(meta: DatasetMeta, table: dict, normalization: str) -> DatasetMeta:
     if normalization not in table:
-        raise ConfigError(f"dataset_params.normalization={normalization!r} for {meta.name}; choose one of {', '.join(table)}")
+        raise ConfigError(
+            f"dataset_params.normalization={normalization!r} for {meta.name}; choose one of {', '.join(table)}"
+        )
     mean, std = table[normalization]
     return replace(meta, mean=mean, std=std)
 
@@ -63,16 +65,28 @@ CIFAR10_FILES = (
 CIFAR10_SOURCE = Source(
     layout="cifar10/cifar-10-batches-py/{data_batch_1..5,test_batch} (official tarball unpacked)",
     how_to_get="run `fedbench datasets download cifar10` (cifar-10-python.tar.gz from the official CIFAR page, unpacked in place)",
-    downloads=(Download("https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz", "cifar-10-python.tar.gz",
-                        md5="c58f30108f718f92721af3b95e74349a", extract=True),),
+    downloads=(
+        Download(
+            "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
+            "cifar-10-python.tar.gz",
+            md5="c58f30108f718f92721af3b95e74349a",
+            extract=True,
+        ),
+    ),
     license="no formal licence; cite Krizhevsky 2009",
 )
-CIFAR10_META = DatasetMeta("cifar10", 10, (3, 32, 32), *CIFAR10_NORMALIZATION["cifar"],
-                           used_by=("fedtr", "feddrplus", "fedtrip", "fedimpro"))
+CIFAR10_META = DatasetMeta(
+    "cifar10", 10, (3, 32, 32), *CIFAR10_NORMALIZATION["cifar"], used_by=("fedtr", "feddrplus", "fedtrip", "fedimpro")
+)
 
 
-@register_dataset(CIFAR10_META, source=CIFAR10_SOURCE, files=tuple(f.path for f in CIFAR10_FILES),
-                  checksums={f.path: f"md5:{f.md5}" for f in CIFAR10_FILES}, counts=(50000, 10000))
+@register_dataset(
+    CIFAR10_META,
+    source=CIFAR10_SOURCE,
+    files=tuple(f.path for f in CIFAR10_FILES),
+    checksums={f.path: f"md5:{f.md5}" for f in CIFAR10_FILES},
+    counts=(50000, 10000),
+)
 def load_cifar10(root: Path, verify: bool = True, normalization: str = "cifar") -> DatasetArrays:
     """``normalization``: 'cifar' (FedImpro, FedTR), 'imagenet' (FedDr+, FedTrip), 'none'."""
     meta = _normalized(CIFAR10_META, CIFAR10_NORMALIZATION, normalization)
@@ -93,15 +107,28 @@ CIFAR100_FILES = (
 CIFAR100_SOURCE = Source(
     layout="cifar100/cifar-100-python/{train,test} (official tarball unpacked)",
     how_to_get="run `fedbench datasets download cifar100` (cifar-100-python.tar.gz from the official CIFAR page, unpacked in place)",
-    downloads=(Download("https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz", "cifar-100-python.tar.gz",
-                        md5="eb9058c3a382ffc7106e4002c42a8d85", extract=True),),
+    downloads=(
+        Download(
+            "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+            "cifar-100-python.tar.gz",
+            md5="eb9058c3a382ffc7106e4002c42a8d85",
+            extract=True,
+        ),
+    ),
     license="no formal licence; cite Krizhevsky 2009",
 )
-CIFAR100_META = DatasetMeta("cifar100", 100, (3, 32, 32), *CIFAR100_NORMALIZATION["cifar"], used_by=("feddrplus", "fedimpro"))
+CIFAR100_META = DatasetMeta(
+    "cifar100", 100, (3, 32, 32), *CIFAR100_NORMALIZATION["cifar"], used_by=("feddrplus", "fedimpro")
+)
 
 
-@register_dataset(CIFAR100_META, source=CIFAR100_SOURCE, files=tuple(f.path for f in CIFAR100_FILES),
-                  checksums={f.path: f"md5:{f.md5}" for f in CIFAR100_FILES}, counts=(50000, 10000))
+@register_dataset(
+    CIFAR100_META,
+    source=CIFAR100_SOURCE,
+    files=tuple(f.path for f in CIFAR100_FILES),
+    checksums={f.path: f"md5:{f.md5}" for f in CIFAR100_FILES},
+    counts=(50000, 10000),
+)
 def load_cifar100(root: Path, verify: bool = True, normalization: str = "cifar", labels: str = "fine") -> DatasetArrays:
     """``labels``: 'fine' (100 classes) or 'coarse' (20 superclasses)."""
     if labels not in ("fine", "coarse"):

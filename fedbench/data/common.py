@@ -11,8 +11,9 @@ from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.errors import ConfigError
 
 
-def holdout_split(labels: np.ndarray, test_fraction: float, split_seed: int,
-                  groups: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def holdout_split(
+    labels: np.ndarray, test_fraction: float, split_seed: int, groups: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Deterministic stratified train/test split, done inside every group when groups are given (so each
     client keeps its own test part). The split seed is fixed per dataset, not the run seed, so every run
     of every method is evaluated on the same test samples."""
@@ -42,21 +43,35 @@ def cap_per_group(labels: np.ndarray, groups: np.ndarray, cap: int | None, seed:
     return np.sort(np.concatenate(kept)) if kept else np.empty(0, np.int64)
 
 
-def from_pool(meta: DatasetMeta, x: np.ndarray, y: np.ndarray, groups: np.ndarray | None, test_fraction: float,
-              split_seed: int, info: dict, group_names: Sequence[str] | None = None) -> DatasetArrays:
+def from_pool(
+    meta: DatasetMeta,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    test_fraction: float,
+    split_seed: int,
+    info: dict,
+    group_names: Sequence[str] | None = None,
+) -> DatasetArrays:
     train, test = holdout_split(y, test_fraction, split_seed, groups)
     info = {**info, "test_fraction": test_fraction, "split_seed": split_seed}
     if group_names is not None:
         info["group_names"] = list(group_names)
     return DatasetArrays(
-        meta, x[train], y[train], x[test], y[test],
+        meta,
+        x[train],
+        y[train],
+        x[test],
+        y[test],
         train_groups=None if groups is None else groups[train],
-        test_groups=None if groups is None else groups[test], info=info,
+        test_groups=None if groups is None else groups[test],
+        info=info,
     )
 
 
-def with_normalization(meta: DatasetMeta, table: dict[str, tuple[tuple[float, ...], tuple[float, ...]]],
-                       choice: str) -> DatasetMeta:
+def with_normalization(
+    meta: DatasetMeta, table: dict[str, tuple[tuple[float, ...], tuple[float, ...]]], choice: str
+) -> DatasetMeta:
     if choice not in table:
         raise ConfigError(f"dataset_params.normalization={choice!r} for {meta.name}; choose one of {', '.join(table)}")
     mean, std = table[choice]

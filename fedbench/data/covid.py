@@ -39,9 +39,9 @@ COVID19_CLASSES = ("COVID-19", "Normal", "Pneumonia-Bacterial", "Pneumonia-Viral
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"}
 COVID19_SOURCE = Source(
     layout="covid19/xdata.npy + ydata.npy (FedAP pre-processed) or covid19/**/{COVID-19,Normal,Pneumonia-Bacterial,"
-           "Pneumonia-Viral}/* (the Mendeley download unpacked)",
+    "Pneumonia-Viral}/* (the Mendeley download unpacked)",
     how_to_get="download 'Curated Dataset for COVID-19 Posterior-Anterior Chest Radiography Images' from "
-               "https://data.mendeley.com/datasets/9xkhgts2s6 and unpack it into covid19/",
+    "https://data.mendeley.com/datasets/9xkhgts2s6 and unpack it into covid19/",
     license="CC BY 4.0 (unverified)",
 )
 # FL-bench statistics on the 0..255 scale: mean (125.09, 125.10, 125.11), std (56.69, 56.69, 56.70).
@@ -68,18 +68,28 @@ def _as_uint8(x: np.ndarray, chunk: int = 512) -> np.ndarray:
     scale = 255.0 if floating and len(x) and float(np.nanmax(x)) <= 1.0 else 1.0
     out = np.empty(x.shape, dtype=np.uint8)
     for start in range(0, len(x), chunk):
-        block = np.asarray(x[start:start + chunk], dtype=np.float32) * scale
-        out[start:start + chunk] = np.clip(np.rint(np.nan_to_num(block)), 0, 255)
+        block = np.asarray(x[start : start + chunk], dtype=np.float32) * scale
+        out[start : start + chunk] = np.clip(np.rint(np.nan_to_num(block)), 0, 255)
     return out
 
 
 @register_dataset(COVID19_META, source=COVID19_SOURCE, files=("xdata.npy", "ydata.npy"), classes=COVID19_CLASSES)
-def load_covid19(root: Path, verify: bool = True, image_size: int = 224, test_fraction: float = 0.2, split_seed: int = 0,
-                 normalization: str = "none") -> DatasetArrays:
+def load_covid19(
+    root: Path,
+    verify: bool = True,
+    image_size: int = 224,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+    normalization: str = "none",
+) -> DatasetArrays:
     """Stratified ``test_fraction`` hold-out with a fixed ``split_seed`` (FedTR proposal 80/20)."""
-    meta = with_normalization(replace(COVID19_META, input_shape=(3, image_size, image_size)), COVID19_NORMALIZATION, normalization)
+    meta = with_normalization(
+        replace(COVID19_META, input_shape=(3, image_size, image_size)), COVID19_NORMALIZATION, normalization
+    )
     if (root / "xdata.npy").is_file() or (root / "ydata.npy").is_file():
-        info = verify_files("covid19", root, [FileSpec("xdata.npy"), FileSpec("ydata.npy")], COVID19_SOURCE.how_to_get, verify)
+        info = verify_files(
+            "covid19", root, [FileSpec("xdata.npy"), FileSpec("ydata.npy")], COVID19_SOURCE.how_to_get, verify
+        )
         try:
             x = np.load(root / "xdata.npy", mmap_mode="r")
             y = np.load(root / "ydata.npy").reshape(-1).astype(np.int64)
@@ -90,20 +100,26 @@ def load_covid19(root: Path, verify: bool = True, image_size: int = 224, test_fr
         if x.ndim not in (3, 4):
             raise DataError(f"dataset 'covid19': xdata has shape {x.shape}, expected (N, H, W, 3) as FedAP stores it")
         if len(y) and (y.min() < 0 or y.max() >= len(COVID19_CLASSES)):
-            raise DataError(f"dataset 'covid19': ydata labels span {y.min()}..{y.max()}, expected 0..{len(COVID19_CLASSES) - 1}")
+            raise DataError(
+                f"dataset 'covid19': ydata labels span {y.min()}..{y.max()}, expected 0..{len(COVID19_CLASSES) - 1}"
+            )
         x = resize_uint8(to_nchw(_as_uint8(x), channels=3), image_size)
         info.update(format="fedap-npy", classes=[str(c) for c in range(len(COVID19_CLASSES))])
     else:
         folders = _class_folders(root)
         if len(folders) != len(COVID19_CLASSES):
             missing = [c for c in COVID19_CLASSES if c not in folders]
-            raise missing_error("covid19", root, [f"**/{c}/" for c in missing] + ["xdata.npy"], COVID19_SOURCE.how_to_get)
+            raise missing_error(
+                "covid19", root, [f"**/{c}/" for c in missing] + ["xdata.npy"], COVID19_SOURCE.how_to_get
+            )
         paths, labels = [], []
         for label, name in enumerate(COVID19_CLASSES):
             files = sorted(p for p in folders[name].iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
             paths += files
             labels += [label] * len(files)
-        info = verify_files("covid19", root, [FileSpec(str(p.relative_to(root))) for p in paths], COVID19_SOURCE.how_to_get, verify)
+        info = verify_files(
+            "covid19", root, [FileSpec(str(p.relative_to(root))) for p in paths], COVID19_SOURCE.how_to_get, verify
+        )
         x = read_images(paths, image_size, "RGB", "covid19")
         y = np.asarray(labels, dtype=np.int64)
         info.update(format="mendeley-folders", files=[str(folders[c].relative_to(root)) for c in COVID19_CLASSES])
@@ -140,8 +156,9 @@ def read_covidx_list(path: Path) -> tuple[list[str], list[str]]:
 
 
 @register_dataset(COVIDX_META, source=COVIDX_SOURCE, files=("train.txt", "test.txt"))
-def load_covidx(root: Path, verify: bool = True, image_size: int = 64, include_val: bool = False,
-                max_per_split: int | None = None) -> DatasetArrays:
+def load_covidx(
+    root: Path, verify: bool = True, image_size: int = 64, include_val: bool = False, max_per_split: int | None = None
+) -> DatasetArrays:
     """PFLlib: Resize((64, 64)). Gray CXRs are read as RGB. ``include_val`` adds val.txt to the training pool;
     ``max_per_split`` keeps the first N lines of each list (smoke runs)."""
     lists = ["train.txt", "test.txt"] + (["val.txt"] if include_val else [])

@@ -11,8 +11,12 @@ from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 
 META = DatasetMeta(
-    name="digits", num_classes=10, input_shape=(1, 8, 8),
-    mean=(0.3053,), std=(0.3759,), used_by=("quickstart",),
+    name="digits",
+    num_classes=10,
+    input_shape=(1, 8, 8),
+    mean=(0.3053,),
+    std=(0.3759,),
+    used_by=("quickstart",),
 )
 
 
@@ -32,7 +36,9 @@ def load_digits(root: Path, test_fraction: float = 0.2, split_seed: int = 0) -> 
     )
     return DatasetArrays(
         meta=META,
-        train_x=images[train_idx], train_y=labels[train_idx],
-        test_x=images[test_idx], test_y=labels[test_idx],
+        train_x=images[train_idx],
+        train_y=labels[train_idx],
+        test_x=images[test_idx],
+        test_y=labels[test_idx],
         info={"source": "sklearn.datasets.load_digits", "verified": True},
     )

@@ -41,8 +41,8 @@ class FederatedData:
     num_classes: int
     input_shape: tuple[int, ...]
     info: dict[str, Any]
-    client_val: list[torch.Tensor] = field(default_factory=list)   # per-client validation splits (may be empty)
-    client_test_from_test: bool = False   # client_test indexes the global test set (spec.client_test != "split")
+    client_val: list[torch.Tensor] = field(default_factory=list)  # per-client validation splits (may be empty)
+    client_test_from_test: bool = False  # client_test indexes the global test set (spec.client_test != "split")
 
     def client_test_data(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
         """A client's test inputs and labels: from the training pool (``client_test = split``) or the global test set."""
@@ -76,7 +76,7 @@ class ArraysCache:
     def load(self, spec: RunSpec, data_root: str | Path | None = None, verify: bool = True) -> DatasetArrays:
         key = arrays_key(spec, data_root, verify)
         if key != self._key:
-            self._key, self._arrays = None, None        # free the old arrays before loading new ones
+            self._key, self._arrays = None, None  # free the old arrays before loading new ones
             self._arrays = load_arrays(spec, data_root, verify)
             self._key = key
         return self._arrays
@@ -89,8 +89,12 @@ def partition_clients(spec: RunSpec, arrays: DatasetArrays) -> list[np.ndarray]:
             "task whose labels are masks; use partition 'natural' (one site per client) or 'iid'"
         )
     return make_partition(
-        spec.partition, arrays.train_y, arrays.train_groups, spec.num_clients,
-        numpy_rng(spec.seed, "partition"), dict(spec.partition_params),
+        spec.partition,
+        arrays.train_y,
+        arrays.train_groups,
+        spec.num_clients,
+        numpy_rng(spec.seed, "partition"),
+        dict(spec.partition_params),
     )
 
 
@@ -101,18 +105,28 @@ def client_test_sets(spec: RunSpec, arrays: DatasetArrays, train_parts: list[np.
     samples of its natural group (site, hospital, domain)."""
     if spec.client_test == "natural":
         if arrays.train_groups is None or arrays.test_groups is None:
-            raise ConfigError(f"client_test = 'natural' needs a dataset with natural groups in train and test; "
-                              f"{spec.dataset!r} has none")
+            raise ConfigError(
+                f"client_test = 'natural' needs a dataset with natural groups in train and test; "
+                f"{spec.dataset!r} has none"
+            )
         return natural_test_sets(train_parts, arrays.train_groups, arrays.test_groups)
     if arrays.meta.task != "classification":
-        raise ConfigError(f"client_test = 'class_matched' matches class labels, but dataset {spec.dataset!r} is a "
-                          f"{arrays.meta.task} task; use client_test 'natural' or 'split'")
-    return class_matched_test_sets(train_parts, arrays.train_y, arrays.test_y, numpy_rng(spec.seed, "client-test"),
-                                   **spec.client_test_params)
+        raise ConfigError(
+            f"client_test = 'class_matched' matches class labels, but dataset {spec.dataset!r} is a "
+            f"{arrays.meta.task} task; use client_test 'natural' or 'split'"
+        )
+    return class_matched_test_sets(
+        train_parts, arrays.train_y, arrays.test_y, numpy_rng(spec.seed, "client-test"), **spec.client_test_params
+    )
 
 
-def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | None = None, verify: bool = True,
-                 arrays: ArraysCache | None = None) -> FederatedData:
+def prepare_data(
+    spec: RunSpec,
+    device: torch.device,
+    data_root: str | Path | None = None,
+    verify: bool = True,
+    arrays: ArraysCache | None = None,
+) -> FederatedData:
     """Load (or synthesise) the data set (through ``arrays`` when given), partition the training pool, cut each
     client's test and validation splits, move everything to ``device``."""
     loaded = arrays.load(spec, data_root, verify) if arrays is not None else load_arrays(spec, data_root, verify)
@@ -124,8 +138,8 @@ def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | No
             shuffled = numpy_rng(spec.seed, "client-split", client).permutation(part)
             n_test = int(round(len(part) * spec.client_test_fraction))
             n_val = int(round(len(part) * spec.client_val_fraction))
-            train_part, test_part = np.sort(shuffled[n_test + n_val:]), np.sort(shuffled[:n_test])
-            val_part = np.sort(shuffled[n_test: n_test + n_val])
+            train_part, test_part = np.sort(shuffled[n_test + n_val :]), np.sort(shuffled[:n_test])
+            val_part = np.sort(shuffled[n_test : n_test + n_val])
         else:
             train_part, test_part, val_part = part, part[:0], part[:0]
         train_parts.append(train_part)
@@ -138,7 +152,12 @@ def prepare_data(spec: RunSpec, device: torch.device, data_root: str | Path | No
     info["partition_fingerprint"] = partition_fingerprint(parts)
     info["client_sizes"] = [len(p) for p in parts]
     return FederatedData(
-        TensorData.from_arrays(loaded, device), client_train, client_test,
-        loaded.meta.num_classes, tuple(loaded.meta.input_shape), info, client_val,
+        TensorData.from_arrays(loaded, device),
+        client_train,
+        client_test,
+        loaded.meta.num_classes,
+        tuple(loaded.meta.input_shape),
+        info,
+        client_val,
         client_test_from_test=spec.client_test != "split",
     )

@@ -32,7 +32,7 @@ from fedbench.errors import ConfigError, DataError
 FEMNIST_SOURCE = Source(
     layout="femnist/data/{train,test}/*.json (LEAF) or femnist/fed_emnist_{train,test}.h5 (TensorFlow Federated / FedML)",
     how_to_get="run LEAF's data/femnist/preprocess.sh (github.com/TalwalkarLab/leaf) and copy its data/train and data/test "
-               "folders to femnist/data/, or place fed_emnist_train.h5 and fed_emnist_test.h5 (TFF's fed_emnist.tar.bz2) in femnist/",
+    "folders to femnist/data/, or place fed_emnist_train.h5 and fed_emnist_test.h5 (TFF's fed_emnist.tar.bz2) in femnist/",
     license="NIST SD19: public with citation; LEAF code BSD-2",
 )
 # FedImpro: no normalisation; ResNet-18 with one input channel, 62 classes.
@@ -62,12 +62,19 @@ def _read_h5(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     try:
         import h5py
     except ImportError:
-        raise DataError("dataset 'femnist': reading the TFF .h5 files needs h5py (pip install h5py), or use LEAF json") from None
+        raise DataError(
+            "dataset 'femnist': reading the TFF .h5 files needs h5py (pip install h5py), or use LEAF json"
+        ) from None
     try:
         with h5py.File(path, "r") as handle:
             examples = handle["examples"]
-            return {u: (np.asarray(examples[u]["pixels"], dtype=np.float32), np.asarray(examples[u]["label"], dtype=np.int64))
-                    for u in examples}
+            return {
+                u: (
+                    np.asarray(examples[u]["pixels"], dtype=np.float32),
+                    np.asarray(examples[u]["label"], dtype=np.int64),
+                )
+                for u in examples
+            }
     except (OSError, KeyError) as error:
         raise DataError(f"dataset 'femnist': cannot read {path} ({error!r})") from None
 
@@ -108,4 +115,6 @@ def load_femnist(root: Path, verify: bool = True, format: str = "auto") -> Datas
     train_x, train_y, train_g = _to_arrays(train_users, group_of)
     test_x, test_y, test_g = _to_arrays(test_users, group_of)
     info.update(format=format, writers=len(writers), group_names=writers)
-    return DatasetArrays(FEMNIST_META, train_x, train_y, test_x, test_y, train_groups=train_g, test_groups=test_g, info=info)
+    return DatasetArrays(
+        FEMNIST_META, train_x, train_y, test_x, test_y, train_groups=train_g, test_groups=test_g, info=info
+    )

@@ -31,7 +31,7 @@ class FileSpec:
     path: str
     md5: str | None = None
     sha256: str | None = None
-    alternatives: tuple[str, ...] = ()   # other accepted digests (e.g. MedMNIST v2 files)
+    alternatives: tuple[str, ...] = ()  # other accepted digests (e.g. MedMNIST v2 files)
     size: int | None = None
     note: str = ""
 
@@ -80,8 +80,7 @@ def missing_error(dataset: str, root: Path, missing: Sequence[str], how_to_get: 
     shown = ", ".join(str(root / m) for m in missing[:4])
     more = f" (+{len(missing) - 4} more)" if len(missing) > 4 else ""
     return DataError(
-        f"dataset {dataset!r}: missing {shown}{more}; {how_to_get} "
-        f"(see `fedbench datasets info {dataset}`)"
+        f"dataset {dataset!r}: missing {shown}{more}; {how_to_get} (see `fedbench datasets info {dataset}`)"
     )
 
 
@@ -104,7 +103,7 @@ def _write_stamps(root: Path, stamps: dict[str, Any]) -> None:
         tmp.write_text(json.dumps(stamps, indent=1, sort_keys=True))
         os.replace(tmp, root / STAMP_NAME)
     except OSError:
-        pass   # read-only data folder: verification still happened, it is only not cached
+        pass  # read-only data folder: verification still happened, it is only not cached
 
 
 def verify_file(dataset: str, root: Path, spec: FileSpec, stamps: dict[str, Any]) -> bool:
@@ -129,7 +128,9 @@ def verify_file(dataset: str, root: Path, spec: FileSpec, stamps: dict[str, Any]
     return True
 
 
-def verify_files(dataset: str, root: Path, specs: Sequence[FileSpec], how_to_get: str, verify: bool = True) -> dict[str, Any]:
+def verify_files(
+    dataset: str, root: Path, specs: Sequence[FileSpec], how_to_get: str, verify: bool = True
+) -> dict[str, Any]:
     """Check presence (always) and checksums (unless ``verify`` is False). Returns provenance for ``info``."""
     require_files(dataset, root, [s.path for s in specs], how_to_get)
     files = [s.path for s in specs]

@@ -10,7 +10,9 @@ import numpy as np
 from fedbench.errors import DataError
 
 
-def resize_uint8(images: np.ndarray, size: int | tuple[int, int], mode: str = "bilinear", chunk: int = 4096) -> np.ndarray:
+def resize_uint8(
+    images: np.ndarray, size: int | tuple[int, int], mode: str = "bilinear", chunk: int = 4096
+) -> np.ndarray:
     """(N, C, H, W) uint8 → (N, C, size, size) uint8. Bilinear with antialiasing matches torchvision's
     ``Resize`` on tensors; ``mode='nearest'`` is for segmentation masks."""
     import torch
@@ -20,13 +22,14 @@ def resize_uint8(images: np.ndarray, size: int | tuple[int, int], mode: str = "b
         return images
     out = np.empty((len(images), images.shape[1], height, width), dtype=np.uint8)
     for start in range(0, len(images), chunk):
-        batch = torch.from_numpy(np.array(images[start:start + chunk], dtype=np.float32))
+        batch = torch.from_numpy(np.array(images[start : start + chunk], dtype=np.float32))
         if mode == "nearest":
             resized = torch.nn.functional.interpolate(batch, size=(height, width), mode="nearest")
         else:
-            resized = torch.nn.functional.interpolate(batch, size=(height, width), mode="bilinear",
-                                                      align_corners=False, antialias=True)
-        out[start:start + chunk] = resized.round_().clamp_(0, 255).to(torch.uint8).numpy()
+            resized = torch.nn.functional.interpolate(
+                batch, size=(height, width), mode="bilinear", align_corners=False, antialias=True
+            )
+        out[start : start + chunk] = resized.round_().clamp_(0, 255).to(torch.uint8).numpy()
     return out
 
 
@@ -46,8 +49,13 @@ def to_nchw(images: np.ndarray, channels: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(images)
 
 
-def read_images(paths: Sequence[Path], size: int | tuple[int, int] | None, mode: str = "RGB",
-                dataset: str = "", resample: str = "bilinear") -> np.ndarray:
+def read_images(
+    paths: Sequence[Path],
+    size: int | tuple[int, int] | None,
+    mode: str = "RGB",
+    dataset: str = "",
+    resample: str = "bilinear",
+) -> np.ndarray:
     """Decode image files with Pillow into one (N, C, H, W) uint8 array, resizing each to ``size``."""
     from PIL import Image
 
@@ -79,8 +87,10 @@ def read_images(paths: Sequence[Path], size: int | tuple[int, int] | None, mode:
             first_shape = array.shape
             out = np.empty((len(paths), channels, array.shape[0], array.shape[1]), dtype=np.uint8)
         elif array.shape != first_shape:
-            raise DataError(f"dataset {dataset!r}: image {path} has shape {array.shape}, expected {first_shape}; "
-                            "pass dataset_params.image_size to resize")
+            raise DataError(
+                f"dataset {dataset!r}: image {path} has shape {array.shape}, expected {first_shape}; "
+                "pass dataset_params.image_size to resize"
+            )
         out[i] = array.transpose(2, 0, 1)
     assert out is not None
     return out

@@ -18,20 +18,55 @@ from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
 from fedbench.errors import ConfigError, DataError
 
-ORGAN_CLASSES = ("bladder", "femur-left", "femur-right", "heart", "kidney-left", "kidney-right",
-                 "liver", "lung-left", "lung-right", "pancreas", "spleen")
+ORGAN_CLASSES = (
+    "bladder",
+    "femur-left",
+    "femur-right",
+    "heart",
+    "kidney-left",
+    "kidney-right",
+    "liver",
+    "lung-left",
+    "lung-right",
+    "pancreas",
+    "spleen",
+)
 
 # flag → {size: v3 md5}, v2 md5 (28 px only), (train, val, test) v3 counts, FL-bench mean/std on 0..255
 _MEDMNIST = {
-    "organamnist": ({28: "68e3f8846a6bd62f0c9bf841c0d9eacc", 64: "2dcccc29b88e6da5a01161ef20cda288",
-                     128: "eeae80d0a227a8d099027e1b3cfd3b60", 224: "50747347e05c87dd3aaf92c49f9f3170"},
-                    "866b832ed4eeba67bfb9edee1d5544e6", (34561, 6491, 17778), (118.75, 62.35)),
-    "organcmnist": ({28: "b9ceb9546e10131b32923c5bbeaea2b1", 64: "3ce34a8724ea6f548e6db4744d03b6a9",
-                     128: "773c1f009daa3fe5d9a2a201b2a7ed94", 224: "050f5e875dc056f6768abf94ec9995d1"},
-                    "0afa5834fb105f7705a7d93372119a21", (12975, 2392, 8216), (124.42, 58.81)),
-    "organsmnist": ({28: "9ab87b696fb54e2a387ebe992d6ed5f1", 64: "53a6d115339d874c25e309a994ff46d3",
-                     128: "ded0c5fa01a95dc4978b956f613e9b8e", 224: "b354719e553fbbb2513d5533f52a4cb1"},
-                    "e5c39f1af030238290b9557d9503af9d", (13932, 2452, 8827), (124.96, 57.59)),
+    "organamnist": (
+        {
+            28: "68e3f8846a6bd62f0c9bf841c0d9eacc",
+            64: "2dcccc29b88e6da5a01161ef20cda288",
+            128: "eeae80d0a227a8d099027e1b3cfd3b60",
+            224: "50747347e05c87dd3aaf92c49f9f3170",
+        },
+        "866b832ed4eeba67bfb9edee1d5544e6",
+        (34561, 6491, 17778),
+        (118.75, 62.35),
+    ),
+    "organcmnist": (
+        {
+            28: "b9ceb9546e10131b32923c5bbeaea2b1",
+            64: "3ce34a8724ea6f548e6db4744d03b6a9",
+            128: "773c1f009daa3fe5d9a2a201b2a7ed94",
+            224: "050f5e875dc056f6768abf94ec9995d1",
+        },
+        "0afa5834fb105f7705a7d93372119a21",
+        (12975, 2392, 8216),
+        (124.42, 58.81),
+    ),
+    "organsmnist": (
+        {
+            28: "9ab87b696fb54e2a387ebe992d6ed5f1",
+            64: "53a6d115339d874c25e309a994ff46d3",
+            128: "ded0c5fa01a95dc4978b956f613e9b8e",
+            224: "b354719e553fbbb2513d5533f52a4cb1",
+        },
+        "e5c39f1af030238290b9557d9503af9d",
+        (13932, 2452, 8827),
+        (124.96, 57.59),
+    ),
 }
 _ZENODO = "https://zenodo.org/records/10519652/files/"
 POOLS = {"train": ("train",), "train+val": ("train", "val"), "all": ("train", "val", "test")}
@@ -60,13 +95,21 @@ def _register(flag: str) -> None:
         notes=("v2 files (md5 " + v2_md5 + ") are accepted and recorded as version v2",),
     )
 
-    @register_dataset(meta, source=source, files=(f"{flag}.npz",),
-                      checksums={_file_name(flag, s): f"md5:{m}" for s, m in md5s.items()}, counts=(counts[0], counts[2]), classes=ORGAN_CLASSES)
-    def load(root: Path, verify: bool = True, size: int = 28, pool: str = "train", normalization: str = "none") -> DatasetArrays:
+    @register_dataset(
+        meta,
+        source=source,
+        files=(f"{flag}.npz",),
+        checksums={_file_name(flag, s): f"md5:{m}" for s, m in md5s.items()},
+        counts=(counts[0], counts[2]),
+        classes=ORGAN_CLASSES,
+    )
+    def load(
+        root: Path, verify: bool = True, size: int = 28, pool: str = "train", normalization: str = "none"
+    ) -> DatasetArrays:
         """``pool``: which official splits form the training pool — 'train' (default), 'train+val', or
         'all' (FedAP: every split pooled, then split per client; the returned test set is then empty).
         ``normalization``: 'none' (pixels/255, as PersonalizedFL's raw floats) or 'dataset' (FL-bench's statistics)."""
-        md5s, v2_md5, _, (mean255, std255) = _MEDMNIST[flag]   # looked up per call (tests patch digests)
+        md5s, v2_md5, _, (mean255, std255) = _MEDMNIST[flag]  # looked up per call (tests patch digests)
         if size not in md5s:
             raise ConfigError(f"dataset_params.size={size} for {flag}; MedMNIST sizes are {', '.join(map(str, md5s))}")
         if pool not in POOLS:
@@ -78,9 +121,13 @@ def _register(flag: str) -> None:
         info = verify_files(flag, root, [spec], source.how_to_get.replace(f"{flag}.npz", name), verify)
         arrays = read_medmnist_npz(root / name)
         try:
-            parts = {split: (arrays[f"{split}_images"], arrays[f"{split}_labels"]) for split in ("train", "val", "test")}
+            parts = {
+                split: (arrays[f"{split}_images"], arrays[f"{split}_labels"]) for split in ("train", "val", "test")
+            }
         except KeyError as error:
-            raise DataError(f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels") from None
+            raise DataError(
+                f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels"
+            ) from None
 
         def stack(splits: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
             if not splits:
@@ -88,7 +135,9 @@ def _register(flag: str) -> None:
             x = np.concatenate([parts[s][0] for s in splits])
             y = np.concatenate([parts[s][1] for s in splits]).reshape(-1).astype(np.int64)
             if x.ndim != 3 or len(x) != len(y):
-                raise DataError(f"MedMNIST file {root / name}: images {x.shape}, labels {y.shape}; expected (N, H, W) gray images")
+                raise DataError(
+                    f"MedMNIST file {root / name}: images {x.shape}, labels {y.shape}; expected (N, H, W) gray images"
+                )
             return np.ascontiguousarray(x[:, None].astype(np.uint8)), y
 
         train_x, train_y = stack(POOLS[pool])

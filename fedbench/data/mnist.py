@@ -32,7 +32,7 @@ def parse_idx(data: bytes, what: str = "IDX file") -> np.ndarray:
     expected = int(np.prod(dims)) * dtype.itemsize
     if len(data) - header != expected:
         raise DataError(f"{what} is truncated: header says {dims} ({expected} bytes), found {len(data) - header}")
-    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims).copy()   # writable
+    return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims).copy()  # writable
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -50,11 +50,17 @@ def _images_labels(images: np.ndarray, labels: np.ndarray, what: str) -> tuple[n
     return np.ascontiguousarray(images[:, None, :, :]), labels.astype(np.int64)
 
 
-_MNIST_NAMES = ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
-                "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
+_MNIST_NAMES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
 
 
-def _idx_family(meta: DatasetMeta, root: Path, folder: str, md5s: tuple[str, ...], how: str, verify: bool) -> DatasetArrays:
+def _idx_family(
+    meta: DatasetMeta, root: Path, folder: str, md5s: tuple[str, ...], how: str, verify: bool
+) -> DatasetArrays:
     specs = [FileSpec(f"{folder}/{name}", md5=md5) for name, md5 in zip(_MNIST_NAMES, md5s)]
     info = verify_files(meta.name, root, specs, how, verify)
     arrays = [read_idx(root / spec.path) for spec in specs]
@@ -64,8 +70,12 @@ def _idx_family(meta: DatasetMeta, root: Path, folder: str, md5s: tuple[str, ...
 
 
 # ---- MNIST ------------------------------------------------------------------------------------------
-MNIST_MD5 = ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
-             "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c")
+MNIST_MD5 = (
+    "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+    "d53e105ee54ea40749a09fcbcd1e9432",
+    "9fb629c4189551a2d022fa330f9573f3",
+    "ec29112dd5afa0611ce80d1b7f02629c",
+)
 _MNIST_MIRROR = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 MNIST_SOURCE = Source(
     layout="mnist/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz (torchvision layout)",
@@ -77,21 +87,31 @@ MNIST_SOURCE = Source(
 MNIST_META = DatasetMeta("mnist", 10, (1, 28, 28), (0.1307,), (0.3081,), used_by=("fedtrip",))
 
 
-@register_dataset(MNIST_META, source=MNIST_SOURCE, files=tuple(f"MNIST/raw/{n}" for n in _MNIST_NAMES),
-                  checksums={f"MNIST/raw/{n}": f"md5:{m}" for n, m in zip(_MNIST_NAMES, MNIST_MD5)},
-                  counts=(60000, 10000))
+@register_dataset(
+    MNIST_META,
+    source=MNIST_SOURCE,
+    files=tuple(f"MNIST/raw/{n}" for n in _MNIST_NAMES),
+    checksums={f"MNIST/raw/{n}": f"md5:{m}" for n, m in zip(_MNIST_NAMES, MNIST_MD5)},
+    counts=(60000, 10000),
+)
 def load_mnist(root: Path, verify: bool = True) -> DatasetArrays:
     return _idx_family(MNIST_META, root, "MNIST/raw", MNIST_MD5, MNIST_SOURCE.how_to_get, verify)
 
 
 # ---- Fashion-MNIST ----------------------------------------------------------------------------------
-FMNIST_MD5 = ("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
-              "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310")
+FMNIST_MD5 = (
+    "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+    "25c81989df183df01b3e8a0aad5dffbe",
+    "bef4ecab320f06d8554ea6380940ec79",
+    "bb300cfdad3c16e7a12a480ee83cd310",
+)
 _FMNIST_MIRROR = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 FMNIST_SOURCE = Source(
     layout="fmnist/FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz (torchvision layout)",
     how_to_get="run `fedbench datasets download fmnist` or copy torchvision's FashionMNIST/raw/*.gz there",
-    downloads=tuple(Download(_FMNIST_MIRROR + n, f"FashionMNIST/raw/{n}", md5=m) for n, m in zip(_MNIST_NAMES, FMNIST_MD5)),
+    downloads=tuple(
+        Download(_FMNIST_MIRROR + n, f"FashionMNIST/raw/{n}", md5=m) for n, m in zip(_MNIST_NAMES, FMNIST_MD5)
+    ),
     license="MIT",
 )
 # FedTrip reuses the MNIST statistics for FMNIST [fedtrip.md §2.2]; FedImpro uses ToTensor only and
@@ -99,9 +119,13 @@ FMNIST_SOURCE = Source(
 FMNIST_META = DatasetMeta("fmnist", 10, (1, 28, 28), (0.1307,), (0.3081,), used_by=("fedtrip", "fedimpro"))
 
 
-@register_dataset(FMNIST_META, source=FMNIST_SOURCE, files=tuple(f"FashionMNIST/raw/{n}" for n in _MNIST_NAMES),
-                  checksums={f"FashionMNIST/raw/{n}": f"md5:{m}" for n, m in zip(_MNIST_NAMES, FMNIST_MD5)},
-                  counts=(60000, 10000))
+@register_dataset(
+    FMNIST_META,
+    source=FMNIST_SOURCE,
+    files=tuple(f"FashionMNIST/raw/{n}" for n in _MNIST_NAMES),
+    checksums={f"FashionMNIST/raw/{n}": f"md5:{m}" for n, m in zip(_MNIST_NAMES, FMNIST_MD5)},
+    counts=(60000, 10000),
+)
 def load_fmnist(root: Path, verify: bool = True, image_size: int = 28, normalize: bool = True) -> DatasetArrays:
     arrays = _idx_family(FMNIST_META, root, "FashionMNIST/raw", FMNIST_MD5, FMNIST_SOURCE.how_to_get, verify)
     return adjust_images(arrays, image_size=image_size, normalize=normalize)
@@ -143,22 +167,34 @@ def _emnist_member(split: str, part: str, kind: str) -> str:
     return f"emnist-{split}-{part}-{kind}-ubyte.gz"
 
 
-@register_dataset(EMNIST_META, source=EMNIST_SOURCE, files=("gzip.zip",), checksums={"gzip.zip": f"md5:{EMNIST_ZIP_MD5}"}, counts=(112800, 18800))
+@register_dataset(
+    EMNIST_META,
+    source=EMNIST_SOURCE,
+    files=("gzip.zip",),
+    checksums={"gzip.zip": f"md5:{EMNIST_ZIP_MD5}"},
+    counts=(112800, 18800),
+)
 def load_emnist(root: Path, verify: bool = True, split: str = "balanced") -> DatasetArrays:
     """EMNIST images are stored transposed in the IDX files (as in torchvision); we transpose them back."""
     names = [_emnist_member(split, part, kind) for part in ("train", "test") for kind in ("images-idx3", "labels-idx1")]
     if (root / "gzip.zip").is_file():
-        info = verify_files("emnist", root, [FileSpec("gzip.zip", md5=EMNIST_ZIP_MD5)], EMNIST_SOURCE.how_to_get, verify)
+        info = verify_files(
+            "emnist", root, [FileSpec("gzip.zip", md5=EMNIST_ZIP_MD5)], EMNIST_SOURCE.how_to_get, verify
+        )
         try:
             with zipfile.ZipFile(root / "gzip.zip") as archive:
                 arrays = [parse_idx(gzip.decompress(archive.read(f"gzip/{n}")), f"gzip.zip:gzip/{n}") for n in names]
         except KeyError as error:
-            raise DataError(f"dataset 'emnist': {root / 'gzip.zip'} has no member {error}; unknown split {split!r}?") from None
+            raise DataError(
+                f"dataset 'emnist': {root / 'gzip.zip'} has no member {error}; unknown split {split!r}?"
+            ) from None
         except (zipfile.BadZipFile, OSError, EOFError) as error:
             raise DataError(f"dataset 'emnist': cannot read {root / 'gzip.zip'} ({error}); download it again") from None
     else:
         specs = [FileSpec(f"gzip/{n}") for n in names]
-        info = verify_files("emnist", root, specs, EMNIST_SOURCE.how_to_get + " and unpack it, or leave gzip.zip in place", verify)
+        info = verify_files(
+            "emnist", root, specs, EMNIST_SOURCE.how_to_get + " and unpack it, or leave gzip.zip in place", verify
+        )
         arrays = [read_idx(root / s.path) for s in specs]
     train_x, train_y = _images_labels(arrays[0].transpose(0, 2, 1), arrays[1], "emnist train")
     test_x, test_y = _images_labels(arrays[2].transpose(0, 2, 1), arrays[3], "emnist test")

@@ -37,21 +37,52 @@ OPTIONAL_SUBJECTS = (101, 105, 106, 108, 109)
 # 0-indexed columns of acc ±16g, gyroscope and magnetometer of the hand, chest and ankle IMUs (PFLlib's slices).
 IMU_COLUMNS = tuple(c for start in (3, 20, 37) for c in (*range(start + 1, start + 4), *range(start + 7, start + 13)))
 PRESETS = {
-    "fedap": {"window": 200, "stride": 100, "activities": (1, 2, 3, 4, 6, 7, 12, 13, 16, 17), "label_rule": "majority",
-              "normalize": "none"},
-    "pfllib": {"window": 256, "stride": 128, "activities": (1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24), "label_rule": "min",
-               "normalize": "subject_maxabs"},
+    "fedap": {
+        "window": 200,
+        "stride": 100,
+        "activities": (1, 2, 3, 4, 6, 7, 12, 13, 16, 17),
+        "label_rule": "majority",
+        "normalize": "none",
+    },
+    "pfllib": {
+        "window": 256,
+        "stride": 128,
+        "activities": (1, 2, 3, 4, 5, 6, 7, 12, 13, 16, 17, 24),
+        "label_rule": "min",
+        "normalize": "subject_maxabs",
+    },
 }
-ACTIVITY_NAMES = {1: "lying", 2: "sitting", 3: "standing", 4: "walking", 5: "running", 6: "cycling", 7: "Nordic walking",
-                  9: "watching TV", 10: "computer work", 11: "car driving", 12: "ascending stairs",
-                  13: "descending stairs", 16: "vacuum cleaning", 17: "ironing", 18: "folding laundry",
-                  19: "house cleaning", 20: "playing soccer", 24: "rope jumping"}
+ACTIVITY_NAMES = {
+    1: "lying",
+    2: "sitting",
+    3: "standing",
+    4: "walking",
+    5: "running",
+    6: "cycling",
+    7: "Nordic walking",
+    9: "watching TV",
+    10: "computer work",
+    11: "car driving",
+    12: "ascending stairs",
+    13: "descending stairs",
+    16: "vacuum cleaning",
+    17: "ironing",
+    18: "folding laundry",
+    19: "house cleaning",
+    20: "playing soccer",
+    24: "rope jumping",
+}
 
 PAMAP2_SOURCE = Source(
     layout="pamap2/PAMAP2_Dataset/Protocol/subject101.dat … subject109.dat (+ Optional/ with dataset_params.include_optional)",
     how_to_get="run `fedbench datasets download pamap2` (PAMAP2_Dataset.zip from the UCI repository, dataset 231, unpacked in place)",
-    downloads=(Download("https://archive.ics.uci.edu/ml/machine-learning-databases/00231/PAMAP2_Dataset.zip",
-                        "PAMAP2_Dataset.zip", extract=True),),
+    downloads=(
+        Download(
+            "https://archive.ics.uci.edu/ml/machine-learning-databases/00231/PAMAP2_Dataset.zip",
+            "PAMAP2_Dataset.zip",
+            extract=True,
+        ),
+    ),
     license="CC BY 4.0 (unverified)",
     notes=("The FedAP 10-class activity list is inferred; see the module docstring.",),
 )
@@ -82,16 +113,17 @@ def fill_gaps(signals: np.ndarray) -> np.ndarray:
     return out
 
 
-def windows(signals: np.ndarray, activity: np.ndarray, window: int, stride: int, label_rule: str,
-            activities: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def windows(
+    signals: np.ndarray, activity: np.ndarray, window: int, stride: int, label_rule: str, activities: tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
     if len(signals) < window:
         return np.empty((0, signals.shape[1], 1, window), np.float32), np.empty(0, np.int64)
     starts = np.arange(0, len(signals) - window + 1, stride)
     index = starts[:, None] + np.arange(window)
-    window_activity = activity[index]                                      # (W, T)
+    window_activity = activity[index]  # (W, T)
     if label_rule == "majority":
         values = np.array(sorted(set(np.unique(activity).tolist())))
-        counts = (window_activity[:, :, None] == values).sum(1)             # (W, V)
+        counts = (window_activity[:, :, None] == values).sum(1)  # (W, V)
         labels = values[counts.argmax(1)]
     elif label_rule == "min":
         # PFLlib: np.unique(window)[0], the smallest id present, 0 (transient) included → such windows are dropped.
@@ -101,23 +133,43 @@ def windows(signals: np.ndarray, activity: np.ndarray, window: int, stride: int,
     keep = np.isin(labels, activities)
     class_of = {a: i for i, a in enumerate(activities)}
     y = np.array([class_of[int(a)] for a in labels[keep]], dtype=np.int64)
-    x = signals[index[keep]].transpose(0, 2, 1)[:, :, None, :]              # (W, C, 1, T)
+    x = signals[index[keep]].transpose(0, 2, 1)[:, :, None, :]  # (W, C, 1, T)
     return np.ascontiguousarray(x, dtype=np.float32), y
 
 
-@register_dataset(PAMAP2_META, source=PAMAP2_SOURCE, files=tuple(f"PAMAP2_Dataset/Protocol/subject{s}.dat" for s in PROTOCOL_SUBJECTS),
-                  activity_names=ACTIVITY_NAMES, num_groups=9)
-def load_pamap2(root: Path, verify: bool = True, preset: str = "fedap", window: int | None = None, stride: int | None = None,
-                activities: tuple[int, ...] | list[int] | None = None, label_rule: str | None = None,
-                normalize: str | None = None, include_optional: bool = False, subjects: tuple[int, ...] | list[int] | None = None,
-                test_fraction: float = 0.2, split_seed: int = 0) -> DatasetArrays:
+@register_dataset(
+    PAMAP2_META,
+    source=PAMAP2_SOURCE,
+    files=tuple(f"PAMAP2_Dataset/Protocol/subject{s}.dat" for s in PROTOCOL_SUBJECTS),
+    activity_names=ACTIVITY_NAMES,
+    num_groups=9,
+)
+def load_pamap2(
+    root: Path,
+    verify: bool = True,
+    preset: str = "fedap",
+    window: int | None = None,
+    stride: int | None = None,
+    activities: tuple[int, ...] | list[int] | None = None,
+    label_rule: str | None = None,
+    normalize: str | None = None,
+    include_optional: bool = False,
+    subjects: tuple[int, ...] | list[int] | None = None,
+    test_fraction: float = 0.2,
+    split_seed: int = 0,
+) -> DatasetArrays:
     """Window the protocol recordings of every subject; a stratified ``test_fraction`` of the windows
     (fixed ``split_seed``) is the global test set (FedTR proposal: 80/20). Preset values can be overridden."""
     if preset not in PRESETS:
         raise ConfigError(f"dataset_params.preset={preset!r} for pamap2; choose one of {', '.join(PRESETS)}")
     config = dict(PRESETS[preset])
-    for key, value in (("window", window), ("stride", stride), ("activities", activities), ("label_rule", label_rule),
-                       ("normalize", normalize)):
+    for key, value in (
+        ("window", window),
+        ("stride", stride),
+        ("activities", activities),
+        ("label_rule", label_rule),
+        ("normalize", normalize),
+    ):
         if value is not None:
             config[key] = tuple(value) if key == "activities" else value
     if config["window"] < 1 or config["stride"] < 1:
@@ -137,13 +189,27 @@ def load_pamap2(root: Path, verify: bool = True, preset: str = "fedap", window: 
         if config["normalize"] == "subject_maxabs":
             scale = np.abs(signals).max(0)
             signals = signals / np.where(scale > 0, scale, 1.0)
-        x, y = windows(signals, table[:, 1].astype(np.int64), config["window"], config["stride"],
-                       config["label_rule"], config["activities"])
+        x, y = windows(
+            signals,
+            table[:, 1].astype(np.int64),
+            config["window"],
+            config["stride"],
+            config["label_rule"],
+            config["activities"],
+        )
         xs.append(x)
         ys.append(y)
         gs.append(np.full(len(y), chosen.index(subject), dtype=np.int64))
     x, y, groups = np.concatenate(xs), np.concatenate(ys), np.concatenate(gs)
-    meta = replace(PAMAP2_META, num_classes=len(config["activities"]), input_shape=(len(IMU_COLUMNS), 1, config["window"]))
-    info.update(preset=preset, window=config["window"], stride=config["stride"], label_rule=config["label_rule"],
-                normalize=config["normalize"], activities=list(config["activities"]))
+    meta = replace(
+        PAMAP2_META, num_classes=len(config["activities"]), input_shape=(len(IMU_COLUMNS), 1, config["window"])
+    )
+    info.update(
+        preset=preset,
+        window=config["window"],
+        stride=config["stride"],
+        label_rule=config["label_rule"],
+        normalize=config["normalize"],
+        activities=list(config["activities"]),
+    )
     return from_pool(meta, x, y, groups, test_fraction, split_seed, info, [f"subject{s}" for s in chosen])

@@ -129,7 +129,7 @@ def shards(
 def _class_groups(classes: np.ndarray, clusters: int, class_groups: Any) -> list[np.ndarray]:
     if class_groups is None:
         return [np.asarray(g) for g in np.array_split(classes, clusters)]
-    if isinstance(class_groups, str):   # Plato's institution_class_ids "0,1;2,3;4,5;6,7;8,9"
+    if isinstance(class_groups, str):  # Plato's institution_class_ids "0,1;2,3;4,5;6,7;8,9"
         class_groups = [[int(c) for c in part.split(",") if c.strip()] for part in class_groups.split(";")]
     groups_list = [np.asarray(g, dtype=np.int64) for g in class_groups]
     if len(groups_list) != clusters:
@@ -168,9 +168,11 @@ def orthogonal(
         members = np.arange(cluster, num_clients, clusters)
         pool = rng.permutation(np.flatnonzero(np.isin(labels, owned)))
         if identical_within_cluster:
-            take = pool[: samples_per_client] if samples_per_client else pool
+            take = pool[:samples_per_client] if samples_per_client else pool
             if samples_per_client and len(take) < samples_per_client:
-                raise ConfigError(f"orthogonal: cluster {cluster} has {len(pool)} samples < samples_per_client={samples_per_client}")
+                raise ConfigError(
+                    f"orthogonal: cluster {cluster} has {len(pool)} samples < samples_per_client={samples_per_client}"
+                )
             for client in members:
                 parts[client] = np.sort(take)
             continue
@@ -209,7 +211,9 @@ def natural(
         raise ConfigError(f"natural: clients_per_group must be ≥ 1, got {clients_per_group}")
     wanted_groups, remainder = divmod(num_clients, clients_per_group)
     if remainder:
-        raise ConfigError(f"natural: num_clients={num_clients} is not a multiple of clients_per_group={clients_per_group}")
+        raise ConfigError(
+            f"natural: num_clients={num_clients} is not a multiple of clients_per_group={clients_per_group}"
+        )
     if select == "largest":
         if wanted_groups > len(ids):
             raise ConfigError(f"natural: {wanted_groups} groups requested, the data has {len(ids)}")
@@ -262,11 +266,15 @@ def samples_per_client_partition(
     Per-client streams are derived from ``rng`` so client k's draw does not depend on the others'.
     """
     if samples_per_client < 1 or samples_per_client > len(labels):
-        raise ConfigError(f"samples_per_client={samples_per_client} must be between 1 and the {len(labels)} training samples")
+        raise ConfigError(
+            f"samples_per_client={samples_per_client} must be between 1 and the {len(labels)} training samples"
+        )
     if alpha is not None and alpha <= 0:
         raise ConfigError(f"partition_params.alpha must be > 0, got {alpha}")
     if disjoint and samples_per_client * num_clients > len(labels):
-        raise ConfigError(f"disjoint samples_per_client: {num_clients}×{samples_per_client} exceeds {len(labels)} samples")
+        raise ConfigError(
+            f"disjoint samples_per_client: {num_clients}×{samples_per_client} exceeds {len(labels)} samples"
+        )
     classes, label_index = np.unique(labels, return_inverse=True)
     client_rngs = [np.random.default_rng(s) for s in rng.integers(0, 2**63 - 1, size=num_clients)]
     available = np.ones(len(labels), dtype=bool)
@@ -288,6 +296,7 @@ def samples_per_client_partition(
 
 
 # ---- within-client splits --------------------------------------------------------------------------
+
 
 def _cut(count: int, fractions: tuple[float, ...]) -> np.ndarray:
     return np.round(np.cumsum(fractions)[:-1] * count).astype(np.int64)
@@ -358,7 +367,7 @@ def class_matched_test_sets(
     first n_{i,k} items of a fresh permutation of class k's test samples (capped), so sets overlap.
     """
     num_classes = int(max(train_labels.max(initial=0), test_labels.max(initial=0))) + 1
-    counts = np.stack([np.bincount(train_labels[p], minlength=num_classes) for p in parts])   # clients × classes
+    counts = np.stack([np.bincount(train_labels[p], minlength=num_classes) for p in parts])  # clients × classes
     by_class = [np.flatnonzero(test_labels == c) for c in range(num_classes)]
     result: list[list[np.ndarray]] = [[] for _ in parts]
     for c in range(num_classes):
@@ -384,13 +393,19 @@ def natural_test_sets(parts: list[np.ndarray], train_groups: np.ndarray, test_gr
     for part in parts:
         owners = np.unique(train_groups[part])
         if len(owners) != 1:
-            raise ConfigError(f"natural_test_sets: a client holds samples of {len(owners)} groups; use it with the natural partition")
+            raise ConfigError(
+                f"natural_test_sets: a client holds samples of {len(owners)} groups; use it with the natural partition"
+            )
         result.append(np.flatnonzero(test_groups == owners[0]))
     return result
 
 
 def make_partition(
-    name: str, labels: np.ndarray, groups: np.ndarray | None, num_clients: int, seed_rng: np.random.Generator,
+    name: str,
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    num_clients: int,
+    seed_rng: np.random.Generator,
     params: dict[str, Any],
 ) -> list[np.ndarray]:
     from fedbench.data import check_params

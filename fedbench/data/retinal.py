@@ -32,10 +32,12 @@ from fedbench.errors import DataError
 RETINAL_SOURCE = Source(
     layout="retinal/Fundus/Domain<k>/{train,test}/ROIs/{image,mask}/*.png (DoFE / FedDG package)",
     how_to_get="download the Fundus package linked from github.com/EmmaW8/Dofe (used by github.com/liuquande/FedDG-ELCFS) "
-               "and unpack it into retinal/Fundus/; for more sites add Domain<k> folders in the same layout",
+    "and unpack it into retinal/Fundus/; for more sites add Domain<k> folders in the same layout",
     license="per site (REFUGE needs registration; Drishti-GS, RIM-ONE academic): never redistribute",
 )
-RETINAL_META = DatasetMeta("retinal", 2, (3, 256, 256), *NONE3, used_by=("lgmix",), group_kind="site", task="segmentation")
+RETINAL_META = DatasetMeta(
+    "retinal", 2, (3, 256, 256), *NONE3, used_by=("lgmix",), group_kind="site", task="segmentation"
+)
 
 
 # Upper bounds of the cup and disc classes in the gray mask, as thresholded by the DoFE/BEAL loaders
@@ -50,8 +52,9 @@ def masks_from_gray(mask: np.ndarray) -> np.ndarray:
 
 
 @register_dataset(RETINAL_META, source=RETINAL_SOURCE, files=("Fundus",), num_groups=6)
-def load_retinal(root: Path, verify: bool = True, sites: tuple[str, ...] | list[str] | None = None,
-                 image_size: int = 256) -> DatasetArrays:
+def load_retinal(
+    root: Path, verify: bool = True, sites: tuple[str, ...] | list[str] | None = None, image_size: int = 256
+) -> DatasetArrays:
     fundus = root / "Fundus"
     if sites is None:
         sites = tuple(sorted(p.name for p in fundus.glob("Domain*") if p.is_dir())) if fundus.is_dir() else ()
@@ -63,7 +66,9 @@ def load_retinal(root: Path, verify: bool = True, sites: tuple[str, ...] | list[
         for site_id, site in enumerate(sites):
             found = sorted((fundus / site / split / "ROIs" / "image").glob("*.png"))
             if not found:
-                raise missing_error("retinal", root, [f"Fundus/{site}/{split}/ROIs/image/*.png"], RETINAL_SOURCE.how_to_get)
+                raise missing_error(
+                    "retinal", root, [f"Fundus/{site}/{split}/ROIs/image/*.png"], RETINAL_SOURCE.how_to_get
+                )
             images += found
             masks += [p.parent.parent / "mask" / p.name for p in found]
             groups += [site_id] * len(found)
@@ -85,5 +90,13 @@ def load_retinal(root: Path, verify: bool = True, sites: tuple[str, ...] | list[
     train_x, train_y, train_g = read("train")
     test_x, test_y, test_g = read("test")
     info.update(group_names=list(sites), image_size=image_size, files=["Fundus"] if len(rel) > 64 else rel)
-    return DatasetArrays(replace(RETINAL_META, input_shape=(3, image_size, image_size)), train_x, train_y, test_x, test_y,
-                         train_groups=train_g, test_groups=test_g, info=info)
+    return DatasetArrays(
+        replace(RETINAL_META, input_shape=(3, image_size, image_size)),
+        train_x,
+        train_y,
+        test_x,
+        test_y,
+        train_groups=train_g,
+        test_groups=test_g,
+        info=info,
+    )

@@ -31,8 +31,8 @@ class TensorData:
     train_y: torch.Tensor
     test_x: torch.Tensor
     test_y: torch.Tensor
-    fill: torch.Tensor | float = 0.0   # a black pixel after normalisation: what torchvision pads with
-    task: str = "classification"       # DatasetMeta.task; "segmentation": labels are float {0, 1} masks (N, C, H, W)
+    fill: torch.Tensor | float = 0.0  # a black pixel after normalisation: what torchvision pads with
+    task: str = "classification"  # DatasetMeta.task; "segmentation": labels are float {0, 1} masks (N, C, H, W)
 
     @classmethod
     def from_arrays(cls, arrays: DatasetArrays, device: torch.device) -> TensorData:
@@ -47,18 +47,21 @@ class TensorData:
             train_y=torch.from_numpy(arrays.train_y).to(device, label_type),
             test_x=to_tensor(arrays.test_x, meta.mean, meta.std, device),
             test_y=torch.from_numpy(arrays.test_y).to(device, label_type),
-            fill=fill, task=meta.task,
+            fill=fill,
+            task=meta.task,
         )
 
 
-def random_crop(x: torch.Tensor, padding: int, generator: torch.Generator, fill: torch.Tensor | float = 0.0) -> torch.Tensor:
+def random_crop(
+    x: torch.Tensor, padding: int, generator: torch.Generator, fill: torch.Tensor | float = 0.0
+) -> torch.Tensor:
     """Pad by ``padding`` with ``fill`` (black) and crop back to the original size at a random offset per sample."""
     batch, _, height, width = x.shape
     padded = torch.nn.functional.pad(x - fill, (padding, padding, padding, padding)) + fill
     off_h = torch.randint(0, 2 * padding + 1, (batch,), generator=generator, device=x.device)
     off_w = torch.randint(0, 2 * padding + 1, (batch,), generator=generator, device=x.device)
-    rows = (off_h[:, None] + torch.arange(height, device=x.device))[:, :, None]    # (B, H, 1)
-    cols = (off_w[:, None] + torch.arange(width, device=x.device))[:, None, :]     # (B, 1, W)
+    rows = (off_h[:, None] + torch.arange(height, device=x.device))[:, :, None]  # (B, H, 1)
+    cols = (off_w[:, None] + torch.arange(width, device=x.device))[:, None, :]  # (B, 1, W)
     samples = torch.arange(batch, device=x.device)[:, None, None]
     return padded.permute(0, 2, 3, 1)[samples, rows, cols].permute(0, 3, 1, 2).contiguous()
 
@@ -68,8 +71,14 @@ def horizontal_flip(x: torch.Tensor, generator: torch.Generator) -> torch.Tensor
     return torch.where(flip[:, None, None, None], x.flip(-1), x)
 
 
-def random_affine(x: torch.Tensor, degrees: float, translate: tuple[float, float], scale: tuple[float, float],
-                  generator: torch.Generator, fill: torch.Tensor | float = 0.0) -> torch.Tensor:
+def random_affine(
+    x: torch.Tensor,
+    degrees: float,
+    translate: tuple[float, float],
+    scale: tuple[float, float],
+    generator: torch.Generator,
+    fill: torch.Tensor | float = 0.0,
+) -> torch.Tensor:
     """Per-sample rotation (±degrees), translation (± fraction of the size) and scaling, zero fill,
     bilinear sampling — torchvision's RandomAffine applied to a whole batch in one grid_sample."""
     batch = x.shape[0]
@@ -85,7 +94,10 @@ def random_affine(x: torch.Tensor, degrees: float, translate: tuple[float, float
     # affine_grid maps output to input coordinates: the inverse of rotate-then-scale, then shift
     theta = torch.stack([torch.stack([cos, sin, -shift_x], 1), torch.stack([-sin, cos, -shift_y], 1)], 1)
     grid = torch.nn.functional.affine_grid(theta, list(x.shape), align_corners=False)
-    return torch.nn.functional.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False) + fill
+    return (
+        torch.nn.functional.grid_sample(x - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+        + fill
+    )
 
 
 def cutout(x: torch.Tensor, size: int, generator: torch.Generator, channels: int | None = None) -> torch.Tensor:
@@ -95,16 +107,16 @@ def cutout(x: torch.Tensor, size: int, generator: torch.Generator, channels: int
     [cy - size//2, cy - size//2 + size), as the reference code for even sizes. ``channels``: zero only the
     first that many channels (segmentation: the image, not the masks concatenated after it)."""
     batch, num_channels, height, width = x.shape
-    if size > min(height, width):   # caught when the recipe is compiled; this guards loaders that resize otherwise
+    if size > min(height, width):  # caught when the recipe is compiled; this guards loaders that resize otherwise
         raise ConfigError(f"augmentation.cutout = {size} is larger than the {height}×{width} training images")
     device = x.device
     centre_y = torch.randint(0, height, (batch,), generator=generator, device=device)
     centre_x = torch.randint(0, width, (batch,), generator=generator, device=device)
     top, left = (centre_y - size // 2)[:, None], (centre_x - size // 2)[:, None]
     rows, cols = torch.arange(height, device=device)[None], torch.arange(width, device=device)[None]
-    inside_rows = (rows >= top) & (rows < top + size)                        # (B, H)
-    inside_cols = (cols >= left) & (cols < left + size)                      # (B, W)
-    hole = (inside_rows[:, :, None] & inside_cols[:, None, :])[:, None]      # (B, 1, H, W)
+    inside_rows = (rows >= top) & (rows < top + size)  # (B, H)
+    inside_cols = (cols >= left) & (cols < left + size)  # (B, W)
+    hole = (inside_rows[:, :, None] & inside_cols[:, None, :])[:, None]  # (B, 1, H, W)
     if channels is not None and channels < num_channels:
         hole = hole & (torch.arange(num_channels, device=device) < channels)[None, :, None, None]
     return x.masked_fill(hole, 0.0)
@@ -117,9 +129,13 @@ def check_augmentation(augmentation, input_shape: tuple[int, ...], dataset: str)
     if not size:
         return
     if len(input_shape) != 3:
-        raise ConfigError(f"augmentation.cutout = {size}: dataset {dataset!r} has inputs of shape {tuple(input_shape)}, "
-                          "not (C, H, W) images")
+        raise ConfigError(
+            f"augmentation.cutout = {size}: dataset {dataset!r} has inputs of shape {tuple(input_shape)}, "
+            "not (C, H, W) images"
+        )
     height, width = int(input_shape[1]), int(input_shape[2])
     if size > min(height, width):
-        raise ConfigError(f"augmentation.cutout = {size} is larger than the {height}×{width} images of dataset "
-                          f"{dataset!r}; use at most {min(height, width)} (0 = off)")
+        raise ConfigError(
+            f"augmentation.cutout = {size} is larger than the {height}×{width} images of dataset "
+            f"{dataset!r}; use at most {min(height, width)} (0 = off)"
+        )

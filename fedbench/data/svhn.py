@@ -41,8 +41,13 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(images.transpose(3, 2, 0, 1), dtype=np.uint8), labels.reshape(-1).astype(np.int64) % 10
 
 
-@register_dataset(SVHN_META, source=SVHN_SOURCE, files=("train_32x32.mat", "test_32x32.mat"),
-                  checksums={f.path: f"md5:{f.md5}" for f in SVHN_FILES.values()}, counts=(73257, 26032))
+@register_dataset(
+    SVHN_META,
+    source=SVHN_SOURCE,
+    files=("train_32x32.mat", "test_32x32.mat"),
+    checksums={f.path: f"md5:{f.md5}" for f in SVHN_FILES.values()},
+    counts=(73257, 26032),
+)
 def load_svhn(root: Path, verify: bool = True, extra: bool = False) -> DatasetArrays:
     """``extra=True`` appends the 531,131 'extra' images to the training pool (FedImpro does not)."""
     specs = [SVHN_FILES["train"], SVHN_FILES["test"]] + ([SVHN_FILES["extra"]] if extra else [])

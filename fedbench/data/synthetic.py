@@ -13,7 +13,11 @@ from fedbench.data.base import DatasetArrays, DatasetMeta
 
 
 def synthetic_like(
-    meta: DatasetMeta, seed: int = 0, train_size: int = 2000, test_size: int = 500, num_groups: int | None = None,
+    meta: DatasetMeta,
+    seed: int = 0,
+    train_size: int = 2000,
+    test_size: int = 500,
+    num_groups: int | None = None,
     signal: float = 0.35,
 ) -> DatasetArrays:
     rng = np.random.default_rng(seed)
@@ -21,7 +25,7 @@ def synthetic_like(
     templates = rng.random((meta.num_classes, *shape))
 
     segmentation = meta.task == "segmentation"
-    signals = len(meta.mean) == 0          # float signal datasets (PAMAP2) carry no image normalisation
+    signals = len(meta.mean) == 0  # float signal datasets (PAMAP2) carry no image normalisation
 
     def draw(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         y = rng.integers(0, meta.num_classes, n)
@@ -39,13 +43,20 @@ def synthetic_like(
     train_x, train_y, train_g = draw(train_size)
     test_x, test_y, test_g = draw(test_size)
     return DatasetArrays(
-        meta=meta, train_x=train_x, train_y=train_y, test_x=test_x, test_y=test_y,
-        train_groups=train_g, test_groups=test_g, info={"synthetic": True, "verified": False},
+        meta=meta,
+        train_x=train_x,
+        train_y=train_y,
+        test_x=test_x,
+        test_y=test_y,
+        train_groups=train_g,
+        test_groups=test_g,
+        info={"synthetic": True, "verified": False},
     )
 
 
-def synthetic_dataset(name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None,
-                      image_size: int | None = None) -> DatasetArrays:
+def synthetic_dataset(
+    name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None, image_size: int | None = None
+) -> DatasetArrays:
     """Stand-in for a registered dataset: its shapes, classes and its natural group count (one group per
     client of the paper's set-up: domains, hospitals, subjects, writers). ``image_size`` (the loader's
     parameter, e.g. from a recipe's ``dataset_params``) makes the images image_size × image_size, as the loader would."""

@@ -22,7 +22,7 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
             torch.save(payload, handle)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)   # atomic on POSIX: a reader sees the old or the new file, never half
+        os.replace(tmp, path)  # atomic on POSIX: a reader sees the old or the new file, never half
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -5,8 +5,9 @@ every client context the engine hands to an algorithm hook (training, personalis
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import nn
@@ -25,12 +26,12 @@ class ClientUpdate:
     """What a client sends back after local training."""
 
     client_id: int
-    params: torch.Tensor                       # flat trained parameters w_k
-    buffers: dict[str, torch.Tensor]           # BatchNorm running statistics etc.
-    num_samples: int                           # |D_k| (training samples of the client)
-    num_steps: int                             # local optimizer steps taken (FedNova's tau_k)
-    train_loss: float                          # mean training loss over the local steps
-    extra: dict[str, Any] = field(default_factory=dict)   # method-specific upload (e.g. delta c_i)
+    params: torch.Tensor  # flat trained parameters w_k
+    buffers: dict[str, torch.Tensor]  # BatchNorm running statistics etc.
+    num_samples: int  # |D_k| (training samples of the client)
+    num_steps: int  # local optimizer steps taken (FedNova's tau_k)
+    train_loss: float  # mean training loss over the local steps
+    extra: dict[str, Any] = field(default_factory=dict)  # method-specific upload (e.g. delta c_i)
 
 
 @dataclass
@@ -46,7 +47,7 @@ def param_views(vector: torch.Tensor, model: nn.Module) -> list[torch.Tensor]:
     """Views of a flat vector shaped like the model's parameters (no copies)."""
     views, offset = [], 0
     for p in model.parameters():
-        views.append(vector[offset: offset + p.numel()].view_as(p))
+        views.append(vector[offset : offset + p.numel()].view_as(p))
         offset += p.numel()
     return views
 
@@ -67,35 +68,49 @@ class ClientContext:
     other clients' state; their persistent per-client tensors live in ``state`` (checkpointed)."""
 
     def __init__(
-        self, *, spec: RunSpec, client_id: int, round_index: int, model: nn.Module, server: ServerState,
-        payload: dict[str, Any], state: dict[str, Any], data: TensorData, indices: torch.Tensor,
-        generator: torch.Generator, device: torch.device, lr: float,
-        spare_models: "SpareModels | None" = None, holdout: torch.Tensor | None = None,
+        self,
+        *,
+        spec: RunSpec,
+        client_id: int,
+        round_index: int,
+        model: nn.Module,
+        server: ServerState,
+        payload: dict[str, Any],
+        state: dict[str, Any],
+        data: TensorData,
+        indices: torch.Tensor,
+        generator: torch.Generator,
+        device: torch.device,
+        lr: float,
+        spare_models: SpareModels | None = None,
+        holdout: torch.Tensor | None = None,
     ):
         self.spec = spec
         self.client_id = client_id
         self.round_index = round_index
         self.model = model
-        self.global_params = server.params                       # read-only w^t
+        self.global_params = server.params  # read-only w^t
         self.global_buffers = server.buffers
         self.global_tensors = param_views(server.params, model)  # w^t shaped like the parameters
         self.payload = payload
         self.state = state
         self.data = data
-        self.task = data.task                 # "classification" or "segmentation" (DatasetMeta.task)
-        self.indices = indices                # the client's training samples (``Algorithm.local_split``)
-        self.holdout = holdout                # samples the method holds out of training (FedFomo's validation)
+        self.task = data.task  # "classification" or "segmentation" (DatasetMeta.task)
+        self.indices = indices  # the client's training samples (``Algorithm.local_split``)
+        self.holdout = holdout  # samples the method holds out of training (FedFomo's validation)
         self.num_samples = int(indices.numel())
         self.generator = generator
         self.device = device
         self.lr = lr
         self.spare_models = spare_models
-        self.scratch: dict[str, Any] = {}     # per-client, per-round temporaries (e.g. features)
+        self.scratch: dict[str, Any] = {}  # per-client, per-round temporaries (e.g. features)
         self.num_steps = 0
         self._loss_sum = torch.zeros((), device=device)
 
     # ------------------------------------------------------------------ frozen models
-    def frozen_model(self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None = None) -> nn.Module:
+    def frozen_model(
+        self, slot: str, params: torch.Tensor, buffers: dict[str, torch.Tensor] | None = None
+    ) -> nn.Module:
         """A frozen (eval mode, no grad) model holding ``params``, e.g. MOON's previous local model.
         The engine keeps one spare instance per slot for the whole run: no per-client deep copies."""
         assert self.spare_models is not None, "engine created no spare models"
@@ -123,8 +138,9 @@ class ClientContext:
         """The round's local steps (``fedbench.cost.local_steps_per_round``, the formula cost figures use too)."""
         return spec_steps_per_round(self.spec, self.num_samples)
 
-    def batches(self, indices: torch.Tensor | None = None, epochs: int | None = None,
-                steps: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def batches(
+        self, indices: torch.Tensor | None = None, epochs: int | None = None, steps: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches for the local objective: ``local_steps`` steps if set, else ``local_epochs``
         passes over a fresh permutation; each batch is gathered by index and augmented as a batch.
         ``epochs`` or ``steps`` ask for that many passes or steps instead (FedRep's head/body phases,
@@ -143,15 +159,16 @@ class ClientContext:
             for start in range(0, stop, batch):
                 if remaining == 0:
                     return
-                chosen = order[start: start + batch]
+                chosen = order[start : start + batch]
                 if self.task == "segmentation":
                     yield self.augment_with_masks(self.data.train_x[chosen], self.data.train_y[chosen])
                 else:
                     yield self.augment(self.data.train_x[chosen]), self.data.train_y[chosen]
                 remaining -= 1
 
-    def augment(self, x: torch.Tensor, fill: torch.Tensor | float | None = None,
-                cutout_channels: int | None = None) -> torch.Tensor:
+    def augment(
+        self, x: torch.Tensor, fill: torch.Tensor | float | None = None, cutout_channels: int | None = None
+    ) -> torch.Tensor:
         aug = self.spec.augmentation
         fill = self.data.fill if fill is None else fill
         if aug.crop_padding:
@@ -160,7 +177,7 @@ class ClientContext:
             x = horizontal_flip(x, self.generator)
         if aug.affine is not None:
             x = random_affine(x, aug.affine.degrees, aug.affine.translate, aug.affine.scale, self.generator, fill)
-        if aug.cutout:   # last, on normalised tensors: the square is 0 after normalisation (DeVries & Taylor 2017)
+        if aug.cutout:  # last, on normalised tensors: the square is 0 after normalisation (DeVries & Taylor 2017)
             x = cutout(x, aug.cutout, self.generator, cutout_channels)
         return x
 
@@ -172,7 +189,11 @@ class ClientContext:
         if not (aug.crop_padding or aug.horizontal_flip or aug.affine is not None or aug.cutout):
             return x, masks
         channels = x.shape[1]
-        fill = self.data.fill if torch.is_tensor(self.data.fill) else torch.full((1, channels, 1, 1), float(self.data.fill))
+        fill = (
+            self.data.fill
+            if torch.is_tensor(self.data.fill)
+            else torch.full((1, channels, 1, 1), float(self.data.fill))
+        )
         fill = torch.cat([fill.to(x.device), torch.zeros(1, masks.shape[1], 1, 1, device=x.device)], dim=1)
         both = self.augment(torch.cat([x, masks.to(x.dtype)], dim=1), fill, cutout_channels=channels)
         return both[:, :channels], (both[:, channels:] > 0.5).to(masks.dtype)
@@ -194,8 +215,12 @@ class ClientContext:
     def make_update(self) -> ClientUpdate:
         mean_loss = (self._loss_sum / max(1, self.num_steps)).item()
         return ClientUpdate(
-            client_id=self.client_id, params=self.current_params(), buffers=self.current_buffers(),
-            num_samples=self.num_samples, num_steps=self.num_steps, train_loss=mean_loss,
+            client_id=self.client_id,
+            params=self.current_params(),
+            buffers=self.current_buffers(),
+            num_samples=self.num_samples,
+            num_steps=self.num_steps,
+            train_loss=mean_loss,
         )
 
 
@@ -220,7 +245,9 @@ class SpareModels:
 Purpose = Literal["train", "eval", "finetune"]
 # (batch/augmentation generator stream, dropout seed stream) of each purpose (``fedbench.seeding``)
 _STREAMS: dict[str, tuple[str, str]] = {
-    "train": ("client", "dropout"), "eval": ("eval", "eval-dropout"), "finetune": ("finetune", "finetune-dropout"),
+    "train": ("client", "dropout"),
+    "eval": ("eval", "eval-dropout"),
+    "finetune": ("finetune", "finetune-dropout"),
 }
 
 
@@ -232,18 +259,27 @@ class RunState:
     personalised evaluation, fine-tuning) cannot drift apart."""
 
     spec: RunSpec
-    data: "FederatedData"
+    data: FederatedData
     model: nn.Module
     server: ServerState
     device: torch.device
     spare_models: SpareModels
     eval_batch_size: int = 1000
     client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
-    frozen: torch.Tensor | None = None        # parameters the model fixes (ETF classifiers), over the flat vector
+    frozen: torch.Tensor | None = None  # parameters the model fixes (ETF classifiers), over the flat vector
 
-    def client_context(self, algorithm, client: int, round_index: int, *, purpose: Purpose = "train", lr: float,
-                       payload: dict[str, Any] | None = None, spec: RunSpec | None = None,
-                       server: ServerState | None = None) -> ClientContext:
+    def client_context(
+        self,
+        algorithm,
+        client: int,
+        round_index: int,
+        *,
+        purpose: Purpose = "train",
+        lr: float,
+        payload: dict[str, Any] | None = None,
+        spec: RunSpec | None = None,
+        server: ServerState | None = None,
+    ) -> ClientContext:
         """Load the weights the client starts from (``server``'s, default the run's) into the working model, seed
         torch's global RNG for dropout and build the context ``algorithm``'s hooks receive, with the client's
         training indices split by ``algorithm.local_split``. Every purpose has its own random streams,
@@ -259,13 +295,22 @@ class RunState:
         torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))
         if purpose == "train":
             state = self.client_states.setdefault(client, {})
-        else:   # evaluation and fine-tuning never change training state
+        else:  # evaluation and fine-tuning never change training state
             state = copy.deepcopy(self.client_states.get(client, {}))
         indices, holdout = algorithm.local_split(spec, client, self.data.client_train[client])
         return ClientContext(
-            spec=spec, client_id=client, round_index=round_index, model=self.model, server=server,
-            payload={} if payload is None else payload, state=state, data=self.data.tensors,
-            indices=indices, holdout=holdout, device=self.device, lr=lr,
+            spec=spec,
+            client_id=client,
+            round_index=round_index,
+            model=self.model,
+            server=server,
+            payload={} if payload is None else payload,
+            state=state,
+            data=self.data.tensors,
+            indices=indices,
+            holdout=holdout,
+            device=self.device,
+            lr=lr,
             generator=torch_generator(self.spec.seed, generator_stream, *keys, device=self.device),
             spare_models=self.spare_models,
         )

@@ -35,8 +35,9 @@ def dice_scores(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1000,
-             task: str = "classification") -> tuple[float, float]:
+def evaluate(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1000, task: str = "classification"
+) -> tuple[float, float]:
     """(primary metric, mean loss) of ``model`` on (x, y): (accuracy, cross-entropy) for classification,
     (mean Dice over images and channels, Dice loss) for segmentation."""
     was_training = model.training
@@ -45,8 +46,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     score_sum = torch.zeros((), dtype=torch.float64, device=x.device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
     for start in range(0, len(y), batch_size):
-        logits = model(x[start: start + batch_size])
-        targets = y[start: start + batch_size]
+        logits = model(x[start : start + batch_size])
+        targets = y[start : start + batch_size]
         if task == "segmentation":
             loss_sum += soft_dice_loss(logits, targets).mean(1).sum().double()
             score_sum += dice_scores(logits, targets).mean(1).sum()

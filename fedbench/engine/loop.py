@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -56,7 +57,7 @@ class RunSink(Protocol):
 
 @dataclass
 class RunResult:
-    status: str                      # "done" or "diverged"
+    status: str  # "done" or "diverged"
     rounds_done: int
     diverged_round: int | None = None
     message: str | None = None
@@ -67,8 +68,9 @@ def client_schedule(spec: RunSpec) -> list[list[int]]:
     """The clients of every round, drawn up front from the run's sampling stream (uniform without
     replacement), so every algorithm in a table sees the same clients in the same order."""
     rng = numpy_rng(spec.seed, "sampling")
-    return [sorted(rng.choice(spec.num_clients, spec.clients_per_round, replace=False).tolist())
-            for _ in range(spec.rounds)]
+    return [
+        sorted(rng.choice(spec.num_clients, spec.clients_per_round, replace=False).tolist()) for _ in range(spec.rounds)
+    ]
 
 
 def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], device: torch.device) -> nn.Module:
@@ -104,19 +106,24 @@ def run(
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
     frozen_values = nn.utils.parameters_to_vector(model.parameters()).detach()[frozen].clone()
     state = RunState(
-        spec=spec, data=data, model=model, device=device, spare_models=SpareModels(model),
-        eval_batch_size=eval_batch_size, frozen=frozen,
+        spec=spec,
+        data=data,
+        model=model,
+        device=device,
+        spare_models=SpareModels(model),
+        eval_batch_size=eval_batch_size,
+        frozen=frozen,
         server=ServerState(
             params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
             buffers={name: b.detach().clone() for name, b in model.named_buffers()},
         ),
     )
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
-    algorithm.check_model(model, spec.algorithm)   # a model the method cannot train fails now, before round 1
-    check_finetune(spec, algorithm, model)         # likewise a fine-tuning loss the model cannot take
+    algorithm.check_model(model, spec.algorithm)  # a model the method cannot train fails now, before round 1
+    check_finetune(spec, algorithm, model)  # likewise a fine-tuning loss the model cannot take
     algorithm.init_server(state.server)
     start_round = 0
-    finetune_start: dict[str, Any] | None = None   # global weights fine-tuning starts from (spec.finetune)
+    finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
     checkpoint = load_checkpoint(checkpoint_path, spec.spec_hash, device) if checkpoint_path else None
     if checkpoint is not None:
@@ -124,11 +131,11 @@ def run(
         state.server = ServerState(**checkpoint["server"])
         state.client_states = checkpoint["client_states"]
         finetune_start = checkpoint.get("finetune_start")
-        try:   # client states of an earlier fedbench are brought up to date, or rejected with a reason
+        try:  # client states of an earlier fedbench are brought up to date, or rejected with a reason
             algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
         except FedbenchError as exc:
             raise type(exc)(f"checkpoint {checkpoint_path}: {exc}") from None
-    sink.truncate(start_round)   # drop rounds logged after the last checkpoint; they are redone
+    sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
     download = (num_params + algorithm.extra_download_floats(num_params)) * 4
@@ -149,25 +156,28 @@ def run(
                 updates.append(update)
                 contexts.append(ctx)
             algorithm.aggregate(server, updates, round_index)
-            if frozen.any():   # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
+            if frozen.any():  # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
                 server.params[frozen] = frozen_values
             if not bool(torch.isfinite(server.params).all()):
                 raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
-            for ctx in contexts:   # client-side steps that need w^{t+1}; evaluation below only reads
+            for ctx in contexts:  # client-side steps that need w^{t+1}; evaluation below only reads
                 algorithm.after_aggregation(ctx, server)
             del contexts
 
             record = RoundRecord(
                 round=round_index,
                 train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),
-                wall_seconds=0.0, bytes_up=upload * len(updates), bytes_down=download * len(updates),
+                wall_seconds=0.0,
+                bytes_up=upload * len(updates),
+                bytes_down=download * len(updates),
             )
             if round_index % spec.eval_every == 0 or round_index == spec.rounds:
                 load_weights(model, server.params, server.buffers)
                 if spec.eval_mode in ("global", "both"):
                     # test_acc holds the task's primary metric: accuracy, or mean Dice for segmentation
-                    record.test_acc, record.test_loss = evaluate(model, data.tensors.test_x, data.tensors.test_y,
-                                                                 eval_batch_size, data.tensors.task)
+                    record.test_acc, record.test_loss = evaluate(
+                        model, data.tensors.test_x, data.tensors.test_y, eval_batch_size, data.tensors.task
+                    )
                     if not math.isfinite(record.test_loss):
                         raise RunDiverged(round_index, "test loss is not finite")
                 if spec.eval_mode in ("personal", "both"):
@@ -178,11 +188,16 @@ def run(
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
-                save_checkpoint(checkpoint_path, {
-                    "spec_hash": spec.spec_hash, "round": round_index,
-                    "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                    "client_states": state.client_states, "finetune_start": finetune_start,
-                })
+                save_checkpoint(
+                    checkpoint_path,
+                    {
+                        "spec_hash": spec.spec_hash,
+                        "round": round_index,
+                        "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
+                        "client_states": state.client_states,
+                        "finetune_start": finetune_start,
+                    },
+                )
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:

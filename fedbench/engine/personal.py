@@ -26,7 +26,8 @@ from torch import nn
 
 from fedbench import metrics
 from fedbench.engine.context import RunState, ServerState
-from fedbench.engine.evaluation import dice_scores, eval_batch_size as capped_batch_size, evaluate
+from fedbench.engine.evaluation import dice_scores, evaluate
+from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
 from fedbench.spec import RunSpec, ScheduleSpec
 
 
@@ -34,7 +35,7 @@ from fedbench.spec import RunSpec, ScheduleSpec
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
     was_training = model.training
     model.eval()
-    out = torch.cat([model(x[s: s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.empty(0)
+    out = torch.cat([model(x[s : s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.empty(0)
     model.train(was_training)
     return out
 
@@ -55,12 +56,13 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
         elif name == "balanced_accuracy":
             out[name] = metrics.balanced_accuracy(labels, probabilities.argmax(1)) if len(labels) else None
         else:
-            out[name] = None   # segmentation metrics on a classification task
+            out[name] = None  # segmentation metrics on a classification task
     return out
 
 
-def client_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, batch_size: int,
-                  task: str = "classification") -> tuple[float, dict]:
+def client_scores(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, batch_size: int, task: str = "classification"
+) -> tuple[float, dict]:
     """The primary metric (accuracy; mean Dice for segmentation, as ``evaluate``) and the extra metrics of one
     model on one client split."""
     if not names:
@@ -74,8 +76,11 @@ def client_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, names, bat
 
 
 def _summary(values: list[float], sizes: list[int]) -> tuple[float, float | None, float]:
-    return (float(np.mean(values)), float(np.average(values, weights=sizes)) if sum(sizes) else None,
-            float(np.std(values)))
+    return (
+        float(np.mean(values)),
+        float(np.average(values, weights=sizes)) if sum(sizes) else None,
+        float(np.std(values)),
+    )
 
 
 def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> None:
@@ -88,8 +93,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
     for client in range(spec.num_clients):
         ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
-        personal = algorithm.eval_model(ctx)   # may adapt (Per-FedAvg) or load a personal model
-        test_x, test_y = data.client_test_data(client)   # from the training pool or the global test set
+        personal = algorithm.eval_model(ctx)  # may adapt (Per-FedAvg) or load a personal model
+        test_x, test_y = data.client_test_data(client)  # from the training pool or the global test set
         accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, run.eval_batch_size, task)
         accuracies.append(accuracy)
         sizes.append(len(test_y))
@@ -102,7 +107,7 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:
         record.personal_val_per_client = validation
-        record.personal_val_mean = float(np.mean(validation))   # LG-Mix: mean over clients
+        record.personal_val_mean = float(np.mean(validation))  # LG-Mix: mean over clients
     if extra:
         record.personal_metrics = extra
 
@@ -115,18 +120,27 @@ def track_finetune_start(spec: RunSpec, record, server: ServerState, current: di
     value = record.test_acc if spec.finetune.start == "best" else record.personal_val_mean
     if value is None or (current is not None and value <= current["value"]):
         return current
-    return {"round": record.round, "value": value, "params": server.params.clone(),
-            "buffers": {name: b.clone() for name, b in server.buffers.items()}}
+    return {
+        "round": record.round,
+        "value": value,
+        "params": server.params.clone(),
+        "buffers": {name: b.clone() for name, b in server.buffers.items()},
+    }
 
 
 def finetune_spec(spec: RunSpec) -> RunSpec:
     """The spec clients fine-tune under: ``finetune.epochs`` epochs (no step budget) with its optimizer and batch
     size, a constant lr."""
     ft = spec.finetune
-    return spec.model_copy(update={
-        "local_epochs": ft.epochs, "local_steps": None, "optimizer": ft.optimizer_spec(),
-        "batch_size": ft.batch_size or spec.batch_size, "lr_schedule": ScheduleSpec(),
-    })
+    return spec.model_copy(
+        update={
+            "local_epochs": ft.epochs,
+            "local_steps": None,
+            "optimizer": ft.optimizer_spec(),
+            "batch_size": ft.batch_size or spec.batch_size,
+            "lr_schedule": ScheduleSpec(),
+        }
+    )
 
 
 def finetune_trainer(spec: RunSpec, algorithm):
@@ -163,12 +177,12 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     start_server = ServerState(params=params, buffers=buffers, state=run.server.state)
     ft_spec = finetune_spec(spec)
     trainer = finetune_trainer(spec, algorithm)
-    if trainer is not algorithm:   # an objective of its own: bound to the fine-tuning spec
+    if trainer is not algorithm:  # an objective of its own: bound to the fine-tuning spec
         trainer.bind_model(ft_spec, model, data.input_shape, data.num_classes)
     payload = trainer.payload(start_server, spec.rounds)
-    fixed, offset = set(), 0          # parameters the model itself fixes (``run.frozen``: the loop's mask at w^0)
+    fixed, offset = set(), 0  # parameters the model itself fixes (``run.frozen``: the loop's mask at w^0)
     for name, p in model.named_parameters():
-        if run.frozen is not None and bool(run.frozen[offset: offset + p.numel()].all()):
+        if run.frozen is not None and bool(run.frozen[offset : offset + p.numel()].all()):
             fixed.add(name)
         offset += p.numel()
     if ft.part == "head":
@@ -180,8 +194,16 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     names = [n for n in names if n not in fixed]
     accuracies, sizes = [], []
     for client in range(spec.num_clients):
-        ctx = run.client_context(trainer, client, spec.rounds, purpose="finetune", lr=ft.lr, payload=payload,
-                                 spec=ft_spec, server=start_server)
+        ctx = run.client_context(
+            trainer,
+            client,
+            spec.rounds,
+            purpose="finetune",
+            lr=ft.lr,
+            payload=payload,
+            spec=ft_spec,
+            server=start_server,
+        )
         with only_trainable(model, names, respect_frozen=False):
             trainer.local_train(ctx)
         test_x, test_y = data.client_test_data(client)

@@ -18,7 +18,9 @@ def torchvision_imagenet(builder: Callable[..., nn.Module], weights: Any, model_
     there when the machine is online. The caller replaces the 1000-class head.
     """
     if channels != 3:
-        raise ConfigError(f"{model_name}: ImageNet weights need 3 input channels, got {channels}; set pretrained = false")
+        raise ConfigError(
+            f"{model_name}: ImageNet weights need 3 input channels, got {channels}; set pretrained = false"
+        )
     try:
         return builder(weights=weights, progress=False)
     except Exception as exc:  # offline without a cached file, or a corrupt file

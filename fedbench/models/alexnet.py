@@ -25,13 +25,23 @@ class AlexNetCifar(FedModel):
         super().__init__()
         channels = input_shape[0]
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 7, padding=2), nn.ReLU(), MaxPool2d(3, 2),
-            nn.Conv2d(64, 192, 5, padding=2), nn.ReLU(), MaxPool2d(3, 2),
-            nn.Conv2d(192, 384, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(384, 256, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(),
-            nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-            nn.Dropout(dropout), nn.Linear(256, 1024), nn.ReLU(),
+            nn.Conv2d(channels, 64, 7, padding=2),
+            nn.ReLU(),
+            MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2),
+            nn.ReLU(),
+            MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(384, 256, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(256, 256, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(dropout),
+            nn.Linear(256, 1024),
+            nn.ReLU(),
             nn.Dropout(dropout),
         )
         self.classifier = nn.Linear(1024, num_classes)
@@ -50,21 +60,42 @@ class AlexNetBN(FedModel):
         super().__init__()
         channels = input_shape[0]
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 11, stride=4, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(3, 2),
-            nn.Conv2d(64, 192, 5, padding=2), nn.BatchNorm2d(192), nn.ReLU(), MaxPool2d(3, 2),
-            nn.Conv2d(192, 384, 3, padding=1), nn.BatchNorm2d(384), nn.ReLU(),
-            nn.Conv2d(384, 256, 3, padding=1), nn.BatchNorm2d(256), nn.ReLU(),
-            nn.Conv2d(256, 256, 3, padding=1), nn.BatchNorm2d(256), nn.ReLU(), MaxPool2d(3, 2),
-            nn.AdaptiveAvgPool2d((6, 6)), nn.Flatten(),
-            nn.Linear(256 * 6 * 6, 4096), nn.BatchNorm1d(4096), nn.ReLU(),
-            nn.Linear(4096, 4096), nn.BatchNorm1d(4096), nn.ReLU(),
+            nn.Conv2d(channels, 64, 11, stride=4, padding=2),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
+            MaxPool2d(3, 2),
+            nn.Conv2d(64, 192, 5, padding=2),
+            nn.BatchNorm2d(192),
+            nn.ReLU(),
+            MaxPool2d(3, 2),
+            nn.Conv2d(192, 384, 3, padding=1),
+            nn.BatchNorm2d(384),
+            nn.ReLU(),
+            nn.Conv2d(384, 256, 3, padding=1),
+            nn.BatchNorm2d(256),
+            nn.ReLU(),
+            nn.Conv2d(256, 256, 3, padding=1),
+            nn.BatchNorm2d(256),
+            nn.ReLU(),
+            MaxPool2d(3, 2),
+            nn.AdaptiveAvgPool2d((6, 6)),
+            nn.Flatten(),
+            nn.Linear(256 * 6 * 6, 4096),
+            nn.BatchNorm1d(4096),
+            nn.ReLU(),
+            nn.Linear(4096, 4096),
+            nn.BatchNorm1d(4096),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(4096, num_classes)
         self.feature_dim = 4096
 
 
 @register_model(
-    "alexnet_cifar", papers=("fedtrip",), input_shape=(3, 32, 32), num_classes=10,
+    "alexnet_cifar",
+    papers=("fedtrip",),
+    input_shape=(3, 32, 32),
+    num_classes=10,
     description="FedTrip's CIFAR-10 AlexNet (5 conv, avg-pool to 256, FC 1024, dropout 0.5, no BN)",
     feature="1024-d, FC 256→1024 after ReLU (and dropout in train mode)",
 )
@@ -73,7 +104,10 @@ def alexnet_cifar(num_classes: int, input_shape: tuple[int, ...], dropout: float
 
 
 @register_model(
-    "alexnet_bn", papers=("fedtr",), input_shape=(3, 224, 224), num_classes=4,
+    "alexnet_bn",
+    papers=("fedtr",),
+    input_shape=(3, 224, 224),
+    num_classes=4,
     description="NOT FAITHFUL: stand-in for FedTR's COVID-Net; PersonalizedFL/FedBN AlexNet with BatchNorm (~57M params)",
     feature="4096-d, FC 4096→4096 after BN and ReLU",
     faithful=False,

@@ -20,11 +20,17 @@ class FedDCCifarCNN(FedModel):
         channels, height, width = input_shape
         flat = 64 * (((height - 4) // 2 - 4) // 2) * (((width - 4) // 2 - 4) // 2)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 5), nn.ReLU(), MaxPool2d(2),
-            nn.Conv2d(64, 64, 5), nn.ReLU(), MaxPool2d(2),
+            nn.Conv2d(channels, 64, 5),
+            nn.ReLU(),
+            MaxPool2d(2),
+            nn.Conv2d(64, 64, 5),
+            nn.ReLU(),
+            MaxPool2d(2),
             nn.Flatten(),
-            nn.Linear(flat, 384), nn.ReLU(),
-            nn.Linear(384, 192), nn.ReLU(),
+            nn.Linear(flat, 384),
+            nn.ReLU(),
+            nn.Linear(384, 192),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(192, num_classes)
         self.feature_dim = 192
@@ -41,10 +47,17 @@ class PamapNet(FedModel):
         channels, height, length = input_shape
         flat = 32 * height * (((length - 8) // 2 - 8) // 2)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 16, (1, 9)), nn.BatchNorm2d(16), nn.ReLU(), MaxPool2d((1, 2), stride=2),
-            nn.Conv2d(16, 32, (1, 9)), nn.BatchNorm2d(32), nn.ReLU(), MaxPool2d((1, 2), stride=2),
+            nn.Conv2d(channels, 16, (1, 9)),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            MaxPool2d((1, 2), stride=2),
+            nn.Conv2d(16, 32, (1, 9)),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
+            MaxPool2d((1, 2), stride=2),
             nn.Flatten(),
-            nn.Linear(flat, 64), nn.ReLU(),
+            nn.Linear(flat, 64),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(64, num_classes)
         self.feature_dim = 64
@@ -62,19 +75,34 @@ class FedBNDigitCNN(FedModel):
         channels, height, width = input_shape
         flat = 128 * (height // 4) * (width // 4)
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(2),
-            nn.Conv2d(64, 64, 5, padding=2), nn.BatchNorm2d(64), nn.ReLU(), MaxPool2d(2),
-            nn.Conv2d(64, 128, 5, padding=2), nn.BatchNorm2d(128), nn.ReLU(),
+            nn.Conv2d(channels, 64, 5, padding=2),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
+            MaxPool2d(2),
+            nn.Conv2d(64, 64, 5, padding=2),
+            nn.BatchNorm2d(64),
+            nn.ReLU(),
+            MaxPool2d(2),
+            nn.Conv2d(64, 128, 5, padding=2),
+            nn.BatchNorm2d(128),
+            nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(flat, 2048), nn.BatchNorm1d(2048), nn.ReLU(),
-            nn.Linear(2048, 512), nn.BatchNorm1d(512), nn.ReLU(),
+            nn.Linear(flat, 2048),
+            nn.BatchNorm1d(2048),
+            nn.ReLU(),
+            nn.Linear(2048, 512),
+            nn.BatchNorm1d(512),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(512, num_classes)
         self.feature_dim = 512
 
 
 @register_model(
-    "fedtr_cifar_cnn", papers=("fedtr",), input_shape=(3, 32, 32), num_classes=10,
+    "fedtr_cifar_cnn",
+    papers=("fedtr",),
+    input_shape=(3, 32, 32),
+    num_classes=10,
     description="FedTR's unnamed CIFAR-10 CNN; proposal: FedDyn/FedDC cifar10_LeNet (2 conv + 3 FC)",
     feature="192-d, FC 384→192 after ReLU",
 )
@@ -83,7 +111,10 @@ def fedtr_cifar_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
 
 
 @register_model(
-    "pamap2_net", papers=("fedtr",), input_shape=(27, 1, 200), num_classes=10,
+    "pamap2_net",
+    papers=("fedtr",),
+    input_shape=(27, 1, 200),
+    num_classes=10,
     description="FedTR's PAMAP2-Net; proposal: PersonalizedFL PamapModel on 27-channel 200-step IMU windows",
     feature="64-d, FC 1408→64 after ReLU",
 )
@@ -92,7 +123,10 @@ def pamap2_net(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
 
 
 @register_model(
-    "fedbn_digit_cnn", papers=("lgmix",), input_shape=(3, 28, 28), num_classes=10,
+    "fedbn_digit_cnn",
+    papers=("lgmix",),
+    input_shape=(3, 28, 28),
+    num_classes=10,
     description="FedBN DigitModel for Digits5: 3 conv + 3 FC, BN after the first five layers",
     feature="512-d, FC 2048→512 after BN and ReLU",
 )

@@ -18,7 +18,8 @@ from fedbench.models.layers import MaxPool2d
 def _conv_bn_relu(in_channels: int, out_channels: int, kernel_size: int, groups: int = 1) -> list[nn.Module]:
     return [
         nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, groups=groups, bias=False),
-        nn.BatchNorm2d(out_channels), nn.ReLU(),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(),
     ]
 
 
@@ -29,10 +30,10 @@ class PEPX(nn.Module):
         super().__init__()
         low, mid = max(out_channels // 2, 1), max(3 * out_channels // 4, 1)
         self.body = nn.Sequential(
-            *_conv_bn_relu(in_channels, low, 1),          # first-stage projection
-            *_conv_bn_relu(low, mid, 1),                  # expansion
-            *_conv_bn_relu(mid, mid, 3, groups=mid),      # depthwise representation
-            *_conv_bn_relu(mid, low, 1),                  # second-stage projection
+            *_conv_bn_relu(in_channels, low, 1),  # first-stage projection
+            *_conv_bn_relu(low, mid, 1),  # expansion
+            *_conv_bn_relu(mid, mid, 3, groups=mid),  # depthwise representation
+            *_conv_bn_relu(mid, low, 1),  # second-stage projection
             nn.Conv2d(low, out_channels, 1, bias=False),  # extension
             nn.BatchNorm2d(out_channels),
         )
@@ -50,7 +51,9 @@ class SmallCovidNet(FedModel):
     def __init__(self, num_classes: int, input_shape: tuple[int, ...], widths: tuple[int, ...] = (64, 128, 256, 256)):
         super().__init__()
         layers: list[nn.Module] = [
-            nn.Conv2d(input_shape[0], 32, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+            nn.Conv2d(input_shape[0], 32, 7, stride=2, padding=3, bias=False),
+            nn.BatchNorm2d(32),
+            nn.ReLU(),
             MaxPool2d(2),
         ]
         in_channels = 32
@@ -66,7 +69,10 @@ class SmallCovidNet(FedModel):
 
 
 @register_model(
-    "covidnet_small", papers=("fedtr",), input_shape=(3, 224, 224), num_classes=4,
+    "covidnet_small",
+    papers=("fedtr",),
+    input_shape=(3, 224, 224),
+    num_classes=4,
     description="NOT FAITHFUL: small COVID-Net-like CNN (4 PEPX stages) standing in for FedTR's COVID-Net",
     feature="256-d, FC after global pooling, after ReLU",
     faithful=False,

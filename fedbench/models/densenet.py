@@ -23,7 +23,9 @@ class DenseNet121(FedModel):
         super().__init__()
         channels = input_shape[0]
         if pretrained:
-            net = torchvision_imagenet(torchvision_densenet121, DenseNet121_Weights.IMAGENET1K_V1, "densenet121", channels)
+            net = torchvision_imagenet(
+                torchvision_densenet121, DenseNet121_Weights.IMAGENET1K_V1, "densenet121", channels
+            )
             net.classifier = nn.Linear(net.classifier.in_features, num_classes)
         else:
             net = torchvision_densenet121(num_classes=num_classes)
@@ -31,15 +33,23 @@ class DenseNet121(FedModel):
                 net.features.conv0 = nn.Conv2d(channels, 64, kernel_size=7, stride=2, padding=3, bias=False)
                 nn.init.kaiming_normal_(net.features.conv0.weight)
         # torchvision's DenseNet.forward: features → relu → adaptive_avg_pool2d(1) → flatten → classifier
-        self.encoder = nn.Sequential(OrderedDict(
-            features=net.features, relu=nn.ReLU(), pool=nn.AdaptiveAvgPool2d(1), flatten=nn.Flatten(),
-        ))
+        self.encoder = nn.Sequential(
+            OrderedDict(
+                features=net.features,
+                relu=nn.ReLU(),
+                pool=nn.AdaptiveAvgPool2d(1),
+                flatten=nn.Flatten(),
+            )
+        )
         self.classifier = net.classifier
         self.feature_dim = net.classifier.in_features
 
 
 @register_model(
-    "densenet121", papers=("lgmix",), input_shape=(3, 96, 96), num_classes=2,
+    "densenet121",
+    papers=("lgmix",),
+    input_shape=(3, 96, 96),
+    num_classes=2,
     description="torchvision DenseNet-121, from scratch, for Camelyon17 96×96 tumour patches",
     feature="1024-d, global average pool after the final BN and ReLU",
 )

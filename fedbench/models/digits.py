@@ -33,17 +33,24 @@ class DigitsCNN(FedModel):
         super().__init__()
         channels, height, width_px = input_shape
         self.encoder = nn.Sequential(
-            nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.ReLU(),
-            MaxPool2d(2), nn.Flatten(),
-            nn.Linear(2 * width * (height // 2) * (width_px // 2), hidden), nn.ReLU(),
+            nn.Conv2d(channels, width, 3, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1),
+            nn.ReLU(),
+            MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(2 * width * (height // 2) * (width_px // 2), hidden),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(hidden, num_classes)
         self.feature_dim = hidden
 
 
 @register_model(
-    "digits_mlp", papers=("quickstart",), input_shape=(1, 8, 8), num_classes=10,
+    "digits_mlp",
+    papers=("quickstart",),
+    input_shape=(1, 8, 8),
+    num_classes=10,
     description="quickstart MLP for scikit-learn's 8×8 digits: 64→128→ReLU→10",
     feature="128-d hidden layer after ReLU",
 )
@@ -52,7 +59,10 @@ def digits_mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 128
 
 
 @register_model(
-    "digits_cnn", papers=("quickstart",), input_shape=(1, 8, 8), num_classes=10,
+    "digits_cnn",
+    papers=("quickstart",),
+    input_shape=(1, 8, 8),
+    num_classes=10,
     description="quickstart CNN for scikit-learn's 8×8 digits: 2 conv (32, 64), pool, FC 128, FC 10",
     feature="128-d hidden layer after ReLU",
 )

@@ -45,7 +45,9 @@ def simplex_etf(num_classes: int, dim: int) -> torch.Tensor:
     if num_classes < 2:
         raise ConfigError(f"a simplex ETF needs at least 2 classes, got num_classes={num_classes}")
     if dim < num_classes:
-        raise ConfigError(f"a simplex ETF for {num_classes} classes needs feature dimension >= {num_classes}, got {dim}")
+        raise ConfigError(
+            f"a simplex ETF for {num_classes} classes needs feature dimension >= {num_classes}, got {dim}"
+        )
     u, _ = torch.linalg.qr(_default_linear_weight(num_classes, dim).T)  # d×C
     centering = torch.eye(num_classes) - torch.full((num_classes, num_classes), 1.0 / num_classes)
     etf = math.sqrt(num_classes / (num_classes - 1)) * u @ centering

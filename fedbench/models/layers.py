@@ -27,21 +27,28 @@ class MaxPool2d(nn.MaxPool2d):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() or x.is_cuda or x.dim() != 4 or self.padding not in (0, (0, 0)) \
-                or self.dilation not in (1, (1, 1)) or self.ceil_mode or self.return_indices:
+        if (
+            torch.is_grad_enabled()
+            or x.is_cuda
+            or x.dim() != 4
+            or self.padding not in (0, (0, 0))
+            or self.dilation not in (1, (1, 1))
+            or self.ceil_mode
+            or self.return_indices
+        ):
             return super().forward(x)
         (kh, kw), (sh, sw) = _pair(self.kernel_size), _pair(self.stride or self.kernel_size)
         height, width = x.shape[-2:]
         out_h, out_w = (height - kh) // sh + 1, (width - kw) // sw + 1
         if out_h < 1 or out_w < 1:
             return super().forward(x)
-        rows = None   # the maximum over the kh rows of each window first (views of whole rows), then kw columns
+        rows = None  # the maximum over the kh rows of each window first (views of whole rows), then kw columns
         for a in range(kh):
-            view = x[:, :, a: a + sh * (out_h - 1) + 1: sh, :]
+            view = x[:, :, a : a + sh * (out_h - 1) + 1 : sh, :]
             rows = view if rows is None else torch.maximum(rows, view)
         result = None
         for b in range(kw):
-            view = rows[..., b: b + sw * (out_w - 1) + 1: sw]
+            view = rows[..., b : b + sw * (out_w - 1) + 1 : sw]
             result = view if result is None else torch.maximum(result, view)
         return result.contiguous()
 
@@ -66,11 +73,10 @@ class _SmallConv2d(torch.autograd.Function):
         grad_input = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             grad_input = torch.ops.aten.convolution_backward(
-                grad_output, x, weight, None, [1, 1], list(ctx.padding), [1, 1], False, [0, 0], 1,
-                [True, False, False])[0]
+                grad_output, x, weight, None, [1, 1], list(ctx.padding), [1, 1], False, [0, 0], 1, [True, False, False]
+            )[0]
         if ctx.needs_input_grad[1]:
-            grad_weight = F.conv2d(x.transpose(0, 1), grad_output.transpose(0, 1),
-                                   padding=ctx.padding).transpose(0, 1)
+            grad_weight = F.conv2d(x.transpose(0, 1), grad_output.transpose(0, 1), padding=ctx.padding).transpose(0, 1)
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_bias = grad_output.sum((0, 2, 3))
         return grad_input, grad_weight, grad_bias, None
@@ -88,8 +94,14 @@ class Conv2d(nn.Conv2d):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        plain = x.dim() == 4 and self.groups == 1 and self.dilation in (1, (1, 1)) \
-            and self.stride in (1, (1, 1)) and self.padding_mode == "zeros" and not isinstance(self.padding, str)
+        plain = (
+            x.dim() == 4
+            and self.groups == 1
+            and self.dilation in (1, (1, 1))
+            and self.stride in (1, (1, 1))
+            and self.padding_mode == "zeros"
+            and not isinstance(self.padding, str)
+        )
         if not plain or x.is_cuda:
             return super().forward(x)
         padding = _pair(self.padding)

@@ -19,11 +19,19 @@ class LeNet5(FedModel):
         channels, height, width = input_shape
         flat = 16 * (((height - 4) // 2 - 4) // 2) * (((width - 4) // 2 - 4) // 2)
         self.encoder = nn.Sequential(
-            Conv2d(channels, 6, 5), nn.BatchNorm2d(6), MaxPool2d(2), nn.ReLU(),
-            Conv2d(6, 16, 5), nn.BatchNorm2d(16), MaxPool2d(2), nn.ReLU(),
+            Conv2d(channels, 6, 5),
+            nn.BatchNorm2d(6),
+            MaxPool2d(2),
+            nn.ReLU(),
+            Conv2d(6, 16, 5),
+            nn.BatchNorm2d(16),
+            MaxPool2d(2),
+            nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(flat, 120), nn.ReLU(),
-            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(flat, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(84, num_classes)
         self.feature_dim = 84
@@ -49,18 +57,27 @@ class LeNet5Conv3(FedModel):
         # 28×28 → conv(pad 2) 28 → pool 14 → conv 10 → pool 5 → conv 1
         out_h, out_w = (height // 2 - 4) // 2 - 4, (width // 2 - 4) // 2 - 4
         self.encoder = nn.Sequential(
-            Conv2d(channels, 6, 5, padding=2), MaxPool2d(2), nn.ReLU(),
-            Conv2d(6, 16, 5), MaxPool2d(2), nn.ReLU(),
-            Conv2d(16, 120, 5), nn.ReLU(),
+            Conv2d(channels, 6, 5, padding=2),
+            MaxPool2d(2),
+            nn.ReLU(),
+            Conv2d(6, 16, 5),
+            MaxPool2d(2),
+            nn.ReLU(),
+            Conv2d(16, 120, 5),
+            nn.ReLU(),
             nn.Flatten(),
-            nn.Linear(120 * out_h * out_w, 84), nn.ReLU(),
+            nn.Linear(120 * out_h * out_w, 84),
+            nn.ReLU(),
         )
         self.classifier = nn.Linear(84, num_classes)
         self.feature_dim = 84
 
 
 @register_model(
-    "lenet5", papers=("fedtr",), input_shape=(1, 28, 28), num_classes=11,
+    "lenet5",
+    papers=("fedtr",),
+    input_shape=(1, 28, 28),
+    num_classes=11,
     description="LeNet-5 with BatchNorm (PersonalizedFL lenet5v) for OrganA/C/SMNIST; FedTR spec §2.5",
     feature="84-d, FC 120→84 after ReLU",
 )
@@ -69,7 +86,10 @@ def lenet5(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
 
 
 @register_model(
-    "fedtrip_cnn", papers=("fedtrip",), input_shape=(1, 28, 28), num_classes=10,
+    "fedtrip_cnn",
+    papers=("fedtrip",),
+    input_shape=(1, 28, 28),
+    num_classes=10,
     description="FedTrip's modified LeNet-5 (3 conv + FC 84 + FC C, no BN) for MNIST/FMNIST/EMNIST-47",
     feature="84-d, FC 120→84 after ReLU",
 )

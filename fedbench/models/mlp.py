@@ -29,7 +29,10 @@ class MLP(FedModel):
 
 
 @register_model(
-    "mlp", papers=("fedtrip",), input_shape=(1, 28, 28), num_classes=10,
+    "mlp",
+    papers=("fedtrip",),
+    input_shape=(1, 28, 28),
+    num_classes=10,
     description="FedTrip MLP: 784→100→ReLU→10 (MNIST/FMNIST); hidden widths configurable",
     feature="100-d, first FC after ReLU",
 )

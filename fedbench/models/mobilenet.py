@@ -29,38 +29,61 @@ class MobileNetCifar(FedModel):
     adaptive pool to 1×1 is the same there and also works for other input sizes.
     """
 
-    def __init__(self, num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear",
-                 classifier_bias: bool | None = None, normalize_features: bool | None = None,
-                 track_running_stats: bool = False):
+    def __init__(
+        self,
+        num_classes: int,
+        input_shape: tuple[int, ...],
+        classifier: str = "linear",
+        classifier_bias: bool | None = None,
+        normalize_features: bool | None = None,
+        track_running_stats: bool = False,
+    ):
         super().__init__()
         norm = partial(nn.BatchNorm2d, track_running_stats=track_running_stats)
         blocks = []
         in_channels = 32
         for entry in MOBILENET_CIFAR_CFG:
             out_channels, stride = entry if isinstance(entry, tuple) else (entry, 1)
-            blocks.append(nn.Sequential(OrderedDict(
-                depthwise=Conv2dNormActivation(in_channels, in_channels, 3, stride, groups=in_channels, norm_layer=norm),
-                pointwise=Conv2dNormActivation(in_channels, out_channels, 1, norm_layer=norm),
-            )))
+            blocks.append(
+                nn.Sequential(
+                    OrderedDict(
+                        depthwise=Conv2dNormActivation(
+                            in_channels, in_channels, 3, stride, groups=in_channels, norm_layer=norm
+                        ),
+                        pointwise=Conv2dNormActivation(in_channels, out_channels, 1, norm_layer=norm),
+                    )
+                )
+            )
             in_channels = out_channels
-        self.encoder = nn.Sequential(OrderedDict(
-            stem=Conv2dNormActivation(input_shape[0], 32, 3, 1, norm_layer=norm),
-            blocks=nn.Sequential(*blocks),
-            pool=nn.AdaptiveAvgPool2d(1),
-            flatten=nn.Flatten(),
-        ))
+        self.encoder = nn.Sequential(
+            OrderedDict(
+                stem=Conv2dNormActivation(input_shape[0], 32, 3, 1, norm_layer=norm),
+                blocks=nn.Sequential(*blocks),
+                pool=nn.AdaptiveAvgPool2d(1),
+                flatten=nn.Flatten(),
+            )
+        )
         self.classifier = build_classifier(classifier, in_channels, num_classes, classifier_bias, normalize_features)
         self.feature_dim = in_channels
 
 
 @register_model(
-    "mobilenet", papers=("feddrplus",), input_shape=(3, 32, 32), num_classes=100,
+    "mobilenet",
+    papers=("feddrplus",),
+    input_shape=(3, 32, 32),
+    num_classes=100,
     description="MobileNet v1, CIFAR variant (FedBABU MobileNetCifar), BN without running stats; "
-                "classifier linear/etf/orthonormal/fedetf",
+    "classifier linear/etf/orthonormal/fedetf",
     feature="1024-d, average-pooled last block",
 )
-def mobilenet(num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear",
-              classifier_bias: bool | None = None, normalize_features: bool | None = None,
-              track_running_stats: bool = False) -> FedModel:
-    return MobileNetCifar(num_classes, input_shape, classifier, classifier_bias, normalize_features,
-                          track_running_stats)
+def mobilenet(
+    num_classes: int,
+    input_shape: tuple[int, ...],
+    classifier: str = "linear",
+    classifier_bias: bool | None = None,
+    normalize_features: bool | None = None,
+    track_running_stats: bool = False,
+) -> FedModel:
+    return MobileNetCifar(
+        num_classes, input_shape, classifier, classifier_bias, normalize_features, track_running_stats
+    )

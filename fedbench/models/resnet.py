@@ -34,11 +34,24 @@ class TorchvisionResNet(FedModel):
     13th, ``layer4`` = after the 17th, taken after the global average pool as in the [code].
     """
 
-    split_after: ClassVar[dict[str, str]] = {"layer1": "layer1", "layer2": "layer2", "layer3": "layer3", "layer4": "avgpool"}
+    split_after: ClassVar[dict[str, str]] = {
+        "layer1": "layer1",
+        "layer2": "layer2",
+        "layer3": "layer3",
+        "layer4": "avgpool",
+    }
     default_split = "layer2"
 
-    def __init__(self, block: type, layers: list[int], num_classes: int, input_shape: tuple[int, ...],
-                 cifar_stem: bool, init: str = "torchvision", net: ResNet | None = None):
+    def __init__(
+        self,
+        block: type,
+        layers: list[int],
+        num_classes: int,
+        input_shape: tuple[int, ...],
+        cifar_stem: bool,
+        init: str = "torchvision",
+        net: ResNet | None = None,
+    ):
         super().__init__()
         if init not in RESNET_INITS:
             raise ConfigError(f"unknown init {init!r}; choose one of {', '.join(RESNET_INITS)}")
@@ -69,7 +82,10 @@ class TorchvisionResNet(FedModel):
 
 
 @register_model(
-    "resnet18", papers=("fedimpro",), input_shape=(3, 32, 32), num_classes=10,
+    "resnet18",
+    papers=("fedimpro",),
+    input_shape=(3, 32, 32),
+    num_classes=10,
     description="CIFAR-style ResNet-18 (3×3 stem, no max-pool) for CIFAR-10/FMNIST/SVHN; splits layer1-4",
     feature="512-d, global average pool",
 )
@@ -78,7 +94,10 @@ def resnet18(num_classes: int, input_shape: tuple[int, ...], init: str = "pytorc
 
 
 @register_model(
-    "resnet18_femnist", papers=("fedimpro",), input_shape=(1, 28, 28), num_classes=62,
+    "resnet18_femnist",
+    papers=("fedimpro",),
+    input_shape=(1, 28, 28),
+    num_classes=62,
     description="FedImpro's FEMNIST model: the CIFAR-style resnet18 with 1 input channel and 62 classes",
     feature="512-d, global average pool",
 )
@@ -87,7 +106,10 @@ def resnet18_femnist(num_classes: int, input_shape: tuple[int, ...], init: str =
 
 
 @register_model(
-    "resnet50", papers=("fedimpro",), input_shape=(3, 32, 32), num_classes=100,
+    "resnet50",
+    papers=("fedimpro",),
+    input_shape=(3, 32, 32),
+    num_classes=100,
     description="CIFAR-style ResNet-50 (Bottleneck [3,4,6,3], 3×3 stem, no max-pool) for CIFAR-100",
     feature="2048-d, global average pool",
 )
@@ -96,7 +118,10 @@ def resnet50(num_classes: int, input_shape: tuple[int, ...], init: str = "pytorc
 
 
 @register_model(
-    "resnet18_imagenet", papers=("lgmix",), input_shape=(3, 256, 256), num_classes=10,
+    "resnet18_imagenet",
+    papers=("lgmix",),
+    input_shape=(3, 256, 256),
+    num_classes=10,
     description="torchvision ResNet-18 (7×7/2 stem + max-pool), from scratch, for Office-Caltech10/DomainNet",
     feature="512-d, global average pool",
 )
@@ -104,6 +129,7 @@ def resnet18_imagenet(num_classes: int, input_shape: tuple[int, ...], pretrained
     # LG-Mix spec A11: from scratch by default (the low accuracies rule out ImageNet pretraining); weights optional.
     net = None
     if pretrained:
-        net = torchvision_imagenet(torchvision_resnet18, ResNet18_Weights.IMAGENET1K_V1, "resnet18_imagenet",
-                                   input_shape[0])
+        net = torchvision_imagenet(
+            torchvision_resnet18, ResNet18_Weights.IMAGENET1K_V1, "resnet18_imagenet", input_shape[0]
+        )
     return TorchvisionResNet(BasicBlock, [2, 2, 2, 2], num_classes, input_shape, cifar_stem=False, net=net)

@@ -19,12 +19,16 @@ from fedbench.models.layers import MaxPool2d
 
 
 def _block(in_channels: int, features: int) -> nn.Sequential:
-    return nn.Sequential(OrderedDict(
-        conv1=nn.Conv2d(in_channels, features, 3, padding=1, bias=False), norm1=nn.BatchNorm2d(features),
-        relu1=nn.ReLU(),
-        conv2=nn.Conv2d(features, features, 3, padding=1, bias=False), norm2=nn.BatchNorm2d(features),
-        relu2=nn.ReLU(),
-    ))
+    return nn.Sequential(
+        OrderedDict(
+            conv1=nn.Conv2d(in_channels, features, 3, padding=1, bias=False),
+            norm1=nn.BatchNorm2d(features),
+            relu1=nn.ReLU(),
+            conv2=nn.Conv2d(features, features, 3, padding=1, bias=False),
+            norm2=nn.BatchNorm2d(features),
+            relu2=nn.ReLU(),
+        )
+    )
 
 
 class UNetBody(nn.Module):
@@ -73,7 +77,11 @@ class UNet(FedModel):
 
 
 @register_model(
-    "unet", papers=("lgmix",), input_shape=(3, 256, 256), num_classes=2, task="segmentation",
+    "unet",
+    papers=("lgmix",),
+    input_shape=(3, 256, 256),
+    num_classes=2,
+    task="segmentation",
     description="U-Net (med-air, 32 base features) for fundus optic disc/cup segmentation; 2 logit maps",
     feature="32 channels per pixel, decoder-1 output (input of the final 1×1 conv)",
 )

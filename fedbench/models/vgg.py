@@ -26,8 +26,15 @@ class VGG11(FedModel):
 
     split_after: ClassVar[dict[str, str]] = {"conv": "conv"}
 
-    def __init__(self, num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear",
-                 classifier_bias: bool | None = None, normalize_features: bool | None = None, dropout: float = 0.0):
+    def __init__(
+        self,
+        num_classes: int,
+        input_shape: tuple[int, ...],
+        classifier: str = "linear",
+        classifier_bias: bool | None = None,
+        normalize_features: bool | None = None,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         channels, height, width = input_shape
         conv = make_layers(cfgs["A"], batch_norm=False)
@@ -68,14 +75,25 @@ class VGG9(FedModel):
             return [nn.Conv2d(cin, cout, 3, padding=1), nn.ReLU()]
 
         conv = nn.Sequential(
-            *conv3(channels, 32), *conv3(32, 64), MaxPool2d(2),
-            *conv3(64, 128), *conv3(128, 128), MaxPool2d(2), nn.Dropout2d(0.05),
-            *conv3(128, 256), *conv3(256, 256), MaxPool2d(2),
+            *conv3(channels, 32),
+            *conv3(32, 64),
+            MaxPool2d(2),
+            *conv3(64, 128),
+            *conv3(128, 128),
+            MaxPool2d(2),
+            nn.Dropout2d(0.05),
+            *conv3(128, 256),
+            *conv3(256, 256),
+            MaxPool2d(2),
         )
         flat = 256 * (height // 8) * (width // 8)
         fc = nn.Sequential(
-            nn.Dropout(0.1), nn.Linear(flat, 512), nn.ReLU(),
-            nn.Linear(512, 512), nn.ReLU(), nn.Dropout(0.1),
+            nn.Dropout(0.1),
+            nn.Linear(flat, 512),
+            nn.ReLU(),
+            nn.Linear(512, 512),
+            nn.ReLU(),
+            nn.Dropout(0.1),
         )
         self.encoder = nn.Sequential(OrderedDict(conv=conv, flatten=nn.Flatten(), fc=fc))
         self.classifier = nn.Linear(512, num_classes)
@@ -83,18 +101,29 @@ class VGG9(FedModel):
 
 
 @register_model(
-    "vgg11", papers=("feddrplus", "fedimpro"), input_shape=(3, 32, 32), num_classes=10,
+    "vgg11",
+    papers=("feddrplus", "fedimpro"),
+    input_shape=(3, 32, 32),
+    num_classes=10,
     description="VGG-11 without BN (FedNTD repo) for CIFAR-10; classifier linear/etf/orthonormal/fedetf",
     feature="512-d, second FC 512→512 after ReLU",
 )
-def vgg11(num_classes: int, input_shape: tuple[int, ...], classifier: str = "linear",
-          classifier_bias: bool | None = None, normalize_features: bool | None = None,
-          dropout: float = 0.0) -> FedModel:
+def vgg11(
+    num_classes: int,
+    input_shape: tuple[int, ...],
+    classifier: str = "linear",
+    classifier_bias: bool | None = None,
+    normalize_features: bool | None = None,
+    dropout: float = 0.0,
+) -> FedModel:
     return VGG11(num_classes, input_shape, classifier, classifier_bias, normalize_features, dropout)
 
 
 @register_model(
-    "vgg9", papers=("fedimpro",), input_shape=(3, 32, 32), num_classes=10,
+    "vgg9",
+    papers=("fedimpro",),
+    input_shape=(3, 32, 32),
+    num_classes=10,
     description="VGG-9 = FedMA ModerateCNN (6 conv + 3 FC) for FedImpro's CIFAR-10 Table 9",
     feature="512-d, FC 512→512 after ReLU (and dropout in train mode)",
 )

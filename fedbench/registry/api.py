@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from sqlalchemy import create_engine, delete, event, select, update
 from sqlalchemy.engine import Engine, make_url
@@ -24,11 +25,11 @@ from fedbench.registry.tables import RoundRow, RunRow
 
 CLAIMABLE = ("pending", "failed", "interrupted")
 FINISHED = ("done", "diverged")
-STALE_AFTER = timedelta(minutes=30)   # a running claim whose worker stopped beating this long ago is free
+STALE_AFTER = timedelta(minutes=30)  # a running claim whose worker stopped beating this long ago is free
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def default_registry_url() -> str:
@@ -86,8 +87,10 @@ class Registry:
                 if attempt < attempts - 1 and any(s in message for s in ("already exists", "duplicate", "locked")):
                     time.sleep(0.1 * (attempt + 1))
                     continue
-                reason = " ".join(str(exc.orig).split())   # drivers' messages span lines; ours is one
-                raise RegistryError(f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}") from None
+                reason = " ".join(str(exc.orig).split())  # drivers' messages span lines; ours is one
+                raise RegistryError(
+                    f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}"
+                ) from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
@@ -102,19 +105,26 @@ class Registry:
         leftovers = [name for name in (f"{database}-wal", f"{database}-shm") if Path(name).exists()]
         if not leftovers:
             return ""
-        return (f"; {' and '.join(leftovers)} belong to a registry file that was deleted while a process still "
-                "had it open: stop that process (an old `fedbench run`?) or delete those files, then retry")
+        return (
+            f"; {' and '.join(leftovers)} belong to a registry file that was deleted while a process still "
+            "had it open: stop that process (an old `fedbench run`?) or delete those files, then retry"
+        )
 
     @classmethod
-    def open_existing(cls, url: str | None) -> "Registry | None":
+    def open_existing(cls, url: str | None) -> Registry | None:
         """Open a registry for reading without creating a SQLite file that does not exist yet."""
         url = cls.resolve_url(url)
         try:
             parsed = make_url(url)
         except ArgumentError:
-            raise RegistryError(f"registry URL {url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db") from None
-        if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-                and not Path(parsed.database).exists():
+            raise RegistryError(
+                f"registry URL {url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db"
+            ) from None
+        if (
+            parsed.get_backend_name() == "sqlite"
+            and parsed.database not in (None, "", ":memory:")
+            and not Path(parsed.database).exists()
+        ):
             return None
         return cls(url)
 
@@ -140,7 +150,7 @@ class Registry:
                 session.add(RunRow(status="pending", created_at=now(), **entry))
                 try:
                     session.commit()
-                except IntegrityError:   # another worker inserted it first
+                except IntegrityError:  # another worker inserted it first
                     session.rollback()
 
     def statuses(self, spec_hashes: Iterable[str]) -> dict[str, str]:
@@ -149,7 +159,7 @@ class Registry:
         with Session(self.engine) as session:
             for start in range(0, len(hashes), 500):
                 rows = session.execute(
-                    select(RunRow.spec_hash, RunRow.status).where(RunRow.spec_hash.in_(hashes[start:start + 500]))
+                    select(RunRow.spec_hash, RunRow.status).where(RunRow.spec_hash.in_(hashes[start : start + 500]))
                 )
                 out.update({h: s for h, s in rows})
         return out
@@ -180,7 +190,8 @@ class Registry:
                 # Take over only the exact claim we saw (optimistic concurrency).
                 condition = (RunRow.status == "running") & (RunRow.worker == run.worker)
             result = session.execute(
-                update(RunRow).where(RunRow.id == run.id, condition)
+                update(RunRow)
+                .where(RunRow.id == run.id, condition)
                 .values(status="running", worker=worker, heartbeat_at=now(), started_at=now(), error=None)
             )
             session.commit()
@@ -213,13 +224,28 @@ class Registry:
             session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
             session.commit()
 
-    def finish(self, run_id: int, status: str, *, summary: dict | None = None, error: str | None = None,
-               diverged_round: int | None = None, wall_seconds: float | None = None) -> None:
+    def finish(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        summary: dict | None = None,
+        error: str | None = None,
+        diverged_round: int | None = None,
+        wall_seconds: float | None = None,
+    ) -> None:
         with Session(self.engine) as session:
             session.execute(
-                update(RunRow).where(RunRow.id == run_id).values(
-                    status=status, summary=summary or {}, error=error, diverged_round=diverged_round,
-                    finished_at=now(), wall_seconds=wall_seconds, heartbeat_at=now(),
+                update(RunRow)
+                .where(RunRow.id == run_id)
+                .values(
+                    status=status,
+                    summary=summary or {},
+                    error=error,
+                    diverged_round=diverged_round,
+                    finished_at=now(),
+                    wall_seconds=wall_seconds,
+                    heartbeat_at=now(),
                 )
             )
             session.commit()
@@ -237,8 +263,9 @@ class Registry:
             session.expunge(run)
             return run
 
-    def runs(self, paper: str | None = None, status: str | None = None,
-             spec_hashes: Iterable[str] | None = None) -> list[RunRow]:
+    def runs(
+        self, paper: str | None = None, status: str | None = None, spec_hashes: Iterable[str] | None = None
+    ) -> list[RunRow]:
         query = select(RunRow).order_by(RunRow.id)
         if paper:
             query = query.where(RunRow.paper == paper)
@@ -249,7 +276,7 @@ class Registry:
                 hashes = list(spec_hashes)
                 rows = []
                 for start in range(0, len(hashes), 500):
-                    rows += session.scalars(query.where(RunRow.spec_hash.in_(hashes[start:start + 500]))).all()
+                    rows += session.scalars(query.where(RunRow.spec_hash.in_(hashes[start : start + 500]))).all()
             else:
                 rows = session.scalars(query).all()
             for row in rows:
@@ -262,7 +289,9 @@ class Registry:
         with Session(self.engine) as session:
             for start in range(0, len(ids), 500):
                 rows = session.scalars(
-                    select(RoundRow).where(RoundRow.run_id.in_(ids[start:start + 500])).order_by(RoundRow.run_id, RoundRow.round)
+                    select(RoundRow)
+                    .where(RoundRow.run_id.in_(ids[start : start + 500]))
+                    .order_by(RoundRow.run_id, RoundRow.round)
                 ).all()
                 for row in rows:
                     session.expunge(row)
@@ -275,7 +304,7 @@ class Registry:
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=60000")   # first, so that switching to WAL waits for other writers
+    cursor.execute("PRAGMA busy_timeout=60000")  # first, so that switching to WAL waits for other writers
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()

@@ -23,7 +23,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-_ADVISORY_LOCK_KEY = 0x66656462   # "fedb": one lock id for every fedbench registry migration on a PostgreSQL server
+_ADVISORY_LOCK_KEY = 0x66656462  # "fedb": one lock id for every fedbench registry migration on a PostgreSQL server
 
 
 def _config(checkpoint_dir: Path | None = None) -> Config:
@@ -65,7 +65,7 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
         if MigrationContext.configure(connection).get_current_revision() == head_revision():
-            return   # another worker migrated it while we waited for the lock
+            return  # another worker migrated it while we waited for the lock
         config = _config(checkpoint_dir)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

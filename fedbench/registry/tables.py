@@ -39,7 +39,7 @@ class RunRow(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     wall_seconds: Mapped[float | None] = mapped_column(Float)
     summary: Mapped[dict] = mapped_column(JSON, default=dict)
-    provenance: Mapped[dict] = mapped_column(JSON, default=dict)   # versions, git, device, host, data
+    provenance: Mapped[dict] = mapped_column(JSON, default=dict)  # versions, git, device, host, data
 
 
 class RoundRow(Base):
@@ -57,10 +57,10 @@ class RoundRow(Base):
     personal_weighted_mean: Mapped[float | None] = mapped_column(Float)
     personal_std: Mapped[float | None] = mapped_column(Float)
     personal_per_client: Mapped[list | None] = mapped_column(JSON)
-    personal_val_mean: Mapped[float | None] = mapped_column(Float)          # mean over clients (LG-Mix model selection)
+    personal_val_mean: Mapped[float | None] = mapped_column(Float)  # mean over clients (LG-Mix model selection)
     personal_val_per_client: Mapped[list | None] = mapped_column(JSON)
-    personal_metrics: Mapped[dict | None] = mapped_column(JSON)             # {metric: per-client values} (AUC, Dice, ...)
-    finetune_mean: Mapped[float | None] = mapped_column(Float)              # fine-tune then evaluate (last round only)
+    personal_metrics: Mapped[dict | None] = mapped_column(JSON)  # {metric: per-client values} (AUC, Dice, ...)
+    finetune_mean: Mapped[float | None] = mapped_column(Float)  # fine-tune then evaluate (last round only)
     finetune_weighted_mean: Mapped[float | None] = mapped_column(Float)
     finetune_std: Mapped[float | None] = mapped_column(Float)
     finetune_per_client: Mapped[list | None] = mapped_column(JSON)

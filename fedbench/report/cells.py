@@ -17,21 +17,21 @@ class Cell:
     row: str
     column: str
     labels: dict[str, str]
-    expected: int                      # seeds the recipe asks for
-    n: int = 0                         # finished runs found
-    values: list[float | None] = field(default_factory=list)   # per seed (None: target not reached)
+    expected: int  # seeds the recipe asks for
+    n: int = 0  # finished runs found
+    values: list[float | None] = field(default_factory=list)  # per seed (None: target not reached)
     seeds: list[int] = field(default_factory=list)
     mean: float | None = None
     std: float | None = None
-    not_reached: int = 0               # rounds_to_target: seeds that never reached the target
-    rounds_limit: int | None = None    # for ">R" display
+    not_reached: int = 0  # rounds_to_target: seeds that never reached the target
+    rounds_limit: int | None = None  # for ">R" display
     diverged: int = 0
     published: float | str | None = None
     published_std: float | None = None
-    synthetic_available: int = 0       # synthetic runs exist for a real-data report
-    ratio: float | None = None         # mean ÷ the reference cell's mean (view.ratio_to)
+    synthetic_available: int = 0  # synthetic runs exist for a real-data report
+    ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
     published_ratio: float | None = None
-    static: bool = False               # an analytic value, not a summary of runs
+    static: bool = False  # an analytic value, not a summary of runs
 
     @property
     def partial(self) -> bool:
@@ -45,11 +45,24 @@ class Cell:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "row": self.row, "column": self.column, "labels": self.labels, "n": self.n, "expected": self.expected,
-            "mean": self.mean, "std": self.std, "values": self.values, "seeds": self.seeds,
-            "not_reached": self.not_reached, "diverged": self.diverged, "published": self.published,
-            "published_std": self.published_std, "difference": self.difference, "partial": self.partial,
-            "ratio": self.ratio, "published_ratio": self.published_ratio, "static": self.static,
+            "row": self.row,
+            "column": self.column,
+            "labels": self.labels,
+            "n": self.n,
+            "expected": self.expected,
+            "mean": self.mean,
+            "std": self.std,
+            "values": self.values,
+            "seeds": self.seeds,
+            "not_reached": self.not_reached,
+            "diverged": self.diverged,
+            "published": self.published,
+            "published_std": self.published_std,
+            "difference": self.difference,
+            "partial": self.partial,
+            "ratio": self.ratio,
+            "published_ratio": self.published_ratio,
+            "static": self.static,
         }
 
 
@@ -71,9 +84,19 @@ class Table:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "paper": self.paper, "recipe": self.recipe, "table": self.view.name, "title": self.title,
-            "caption": self.view.caption, "figure": self.view.figure, "metric": self.view.metric,
-            "target": self.view.target, "summary": self.view.summary, "unit": self.unit, "scale": self.scale,
-            "synthetic": self.synthetic, "rows": self.rows, "columns": self.columns,
+            "paper": self.paper,
+            "recipe": self.recipe,
+            "table": self.view.name,
+            "title": self.title,
+            "caption": self.view.caption,
+            "figure": self.view.figure,
+            "metric": self.view.metric,
+            "target": self.view.target,
+            "summary": self.view.summary,
+            "unit": self.unit,
+            "scale": self.scale,
+            "synthetic": self.synthetic,
+            "rows": self.rows,
+            "columns": self.columns,
             "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
         }

@@ -17,12 +17,17 @@ from fedbench.report.table import build_table, planned_for_view
 Curve = list[tuple[int, float]]
 
 
-def curve_series(recipe: Recipe, view: TableView, registry: Registry, scale: str = "full",
-                 synthetic: bool = False) -> dict[str, dict[str, list[Curve]]]:
+def curve_series(
+    recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
+) -> dict[str, dict[str, list[Curve]]]:
     """What the curve plots of a view draw: {figure: {line: [one curve per seed]}}, values in the unit the
     view's table shows (×100 for a fraction metric when ``percent``), read through the metric catalogue."""
     planned = planned_for_view(recipe, view, scale, synthetic)
-    runs = {r.spec_hash: r for r in registry.runs(spec_hashes=[p.spec_hash for p in planned]) if r.status in ("done", "diverged")}
+    runs = {
+        r.spec_hash: r
+        for r in registry.runs(spec_hashes=[p.spec_hash for p in planned])
+        if r.status in ("done", "diverged")
+    }
     curves = registry.curves([r.id for r in runs.values()])
     factor = display_factor(view.metric, view.percent)
     by_row: dict[str, dict[str, list[Curve]]] = {}
@@ -33,16 +38,23 @@ def curve_series(recipe: Recipe, view: TableView, registry: Registry, scale: str
         # metric itself, e.g. the mean over clients)
         row = " / ".join(p.labels[k] for k in view.rows if k in p.labels)
         column = " / ".join(p.labels[k] for k in view.columns if k in p.labels)
-        if view.plot_by == "columns":   # one figure per column value, a line per row value
+        if view.plot_by == "columns":  # one figure per column value, a line per row value
             row, column = column, row
         curve = [(r, v * factor) for r, v in metric_curve(curves[runs[p.spec_hash].id], view.metric)]
-        if curve:   # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
+        if curve:  # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
             by_row.setdefault(row, {}).setdefault(column, []).append(curve)
     return by_row
 
 
-def plot_table(recipe: Recipe, view: TableView, registry: Registry, out_dir: Path, scale: str = "full",
-               synthetic: bool = False, smoothing: float = 0.0) -> list[Path]:
+def plot_table(
+    recipe: Recipe,
+    view: TableView,
+    registry: Registry,
+    out_dir: Path,
+    scale: str = "full",
+    synthetic: bool = False,
+    smoothing: float = 0.0,
+) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")

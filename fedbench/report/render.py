@@ -38,17 +38,19 @@ def ours_text(cell: Cell, figure: str) -> str:
         return f"{cell.mean:.4g}" if cell.mean is not None else "–"
     if cell.n == 0:
         return "—"
-    if cell.mean is None:   # rounds_to_target never reached by any seed
-        text = {"rounds_to_target": f">{cell.rounds_limit}",
-                "gflops_to_target": f"not reached in {cell.rounds_limit} rounds",
-                "total_bytes_to_target": f"not reached in {cell.rounds_limit} rounds"}.get(figure, "–")
+    if cell.mean is None:  # rounds_to_target never reached by any seed
+        text = {
+            "rounds_to_target": f">{cell.rounds_limit}",
+            "gflops_to_target": f"not reached in {cell.rounds_limit} rounds",
+            "total_bytes_to_target": f"not reached in {cell.rounds_limit} rounds",
+        }.get(figure, "–")
     else:
         text = _num(cell.mean, figure)
         if cell.std is not None:
             text += f" ± {_num(cell.std, figure)}"
         if cell.not_reached and figure in _TO_TARGET:
             text += f" ({cell.not_reached} >{cell.rounds_limit})"
-        elif cell.not_reached:   # e.g. no value at the round: the run diverged before it (†)
+        elif cell.not_reached:  # e.g. no value at the round: the run diverged before it (†)
             text += f" ({cell.not_reached} of {cell.n} missing)"
     text += f" (n={cell.n})"
     if cell.partial:
@@ -79,7 +81,9 @@ def diff_text(cell: Cell, figure: str) -> str:
 def notes(table: Table) -> list[str]:
     out = []
     if table.view.kind != "runs":
-        return ([table.view.caption] if table.view.caption else []) + ["analytic: computed from the models' measured costs, no runs."]
+        return ([table.view.caption] if table.view.caption else []) + [
+            "analytic: computed from the models' measured costs, no runs."
+        ]
     if table.synthetic:
         out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
     if table.scale != "full":
@@ -107,11 +111,18 @@ def notes(table: Table) -> list[str]:
 def figure_name(view) -> str:
     unit = display_unit(view.metric, view.percent)
     target = f"{view.target:g}{'' if unit in ('', '%') else ' '}{unit}" if view.target is not None else "target"
-    return {"best": "best", "final": "final", "last_k_mean": f"mean of last {view.k} evaluations",
-            "best_round": "round of best", "rounds_to_target": f"rounds to {target}",
-            "total_bytes_to_target": f"bytes communicated to {target}", "wall_seconds": "wall seconds",
-            "gflops_to_target": f"GFLOPs to {target}", "value_at_round": f"at round {view.at_round}" if view.at_round else "at the row's round",
-            "val_selected": "at the best mean-validation round"}[view.figure]
+    return {
+        "best": "best",
+        "final": "final",
+        "last_k_mean": f"mean of last {view.k} evaluations",
+        "best_round": "round of best",
+        "rounds_to_target": f"rounds to {target}",
+        "total_bytes_to_target": f"bytes communicated to {target}",
+        "wall_seconds": "wall seconds",
+        "gflops_to_target": f"GFLOPs to {target}",
+        "value_at_round": f"at round {view.at_round}" if view.at_round else "at the row's round",
+        "val_selected": "at the best mean-validation round",
+    }[view.figure]
 
 
 def column_names(table: Table) -> list[str]:
@@ -175,6 +186,7 @@ def to_markdown(table: Table) -> str:
         lines += [table.view.caption, ""]
     lines.append("| " + " | ".join([row_header(table), *column_names(table)]) + " |")
     lines.append("|" + "---|" * (len(table.columns) + 1))
+
     def escape(text: str) -> str:
         return text.replace("|", "\\|")
 
@@ -187,8 +199,19 @@ def to_markdown(table: Table) -> str:
 
 
 def _latex_escape(text: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                 ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("†", r"$^\dagger$"), (">", r"$>$"), ("—", "--"), ("–", "--")):
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+        ("±", r"$\pm$"),
+        ("Δ", r"$\Delta$"),
+        ("†", r"$^\dagger$"),
+        (">", r"$>$"),
+        ("—", "--"),
+        ("–", "--"),
+    ):
         text = text.replace(a, b)
     return text
 
@@ -196,9 +219,15 @@ def _latex_escape(text: str) -> str:
 def to_latex(table: Table) -> str:
     figure = table.view.figure
     spec = "l" + "r" * len(table.columns)
-    lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{_latex_escape(_header(table))}}}",
-             f"\\begin{{tabular}}{{{spec}}}", r"\toprule",
-             " & ".join(_latex_escape(x) for x in [row_header(table), *column_names(table)]) + r" \\", r"\midrule"]
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        f"\\caption{{{_latex_escape(_header(table))}}}",
+        f"\\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(_latex_escape(x) for x in [row_header(table), *column_names(table)]) + r" \\",
+        r"\midrule",
+    ]
     for row in table.rows:
         cells = [_latex_escape(_flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
         lines.append(" & ".join([_latex_escape(row), *cells]) + r" \\")
@@ -209,16 +238,51 @@ def to_latex(table: Table) -> str:
 def to_csv(table: Table) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["paper", "recipe", "table", "row", "column", "n", "expected", "mean", "std", "values",
-                     "published", "difference", "partial", "diverged", "synthetic", "scale"])
+    writer.writerow(
+        [
+            "paper",
+            "recipe",
+            "table",
+            "row",
+            "column",
+            "n",
+            "expected",
+            "mean",
+            "std",
+            "values",
+            "published",
+            "difference",
+            "partial",
+            "diverged",
+            "synthetic",
+            "scale",
+        ]
+    )
     for row in table.rows:
         for column in table.columns:
             cell = table.cells.get((row, column))
             if cell is None:
                 continue
-            writer.writerow([table.paper, table.recipe, table.view.name, row, column, cell.n, cell.expected,
-                             cell.mean, cell.std, json.dumps(cell.values), cell.published, cell.difference,
-                             cell.partial, cell.diverged, table.synthetic, table.scale])
+            writer.writerow(
+                [
+                    table.paper,
+                    table.recipe,
+                    table.view.name,
+                    row,
+                    column,
+                    cell.n,
+                    cell.expected,
+                    cell.mean,
+                    cell.std,
+                    json.dumps(cell.values),
+                    cell.published,
+                    cell.difference,
+                    cell.partial,
+                    cell.diverged,
+                    table.synthetic,
+                    table.scale,
+                ]
+            )
     return buffer.getvalue()
 
 
@@ -228,8 +292,13 @@ def to_html(table: Table) -> str:
     out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
     out.append("</tr></thead><tbody>")
     for row in table.rows:
-        out.append("<tr><th>" + html.escape(row) + "</th>" + "".join(
-            f"<td>{html.escape(_flat_cell(table.cells.get((row, c)), figure))}</td>" for c in table.columns) + "</tr>")
+        out.append(
+            "<tr><th>"
+            + html.escape(row)
+            + "</th>"
+            + "".join(f"<td>{html.escape(_flat_cell(table.cells.get((row, c)), figure))}</td>" for c in table.columns)
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     out += ["<ul>", *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
     return "\n".join(out) + "\n"
@@ -247,7 +316,10 @@ def render(tables: list[Table], fmt: str) -> Any:
     joiner = {"markdown": to_markdown, "latex": to_latex, "html": to_html}[fmt]
     body = "\n".join(joiner(t) for t in tables)
     if fmt == "html":
-        body = ("<!doctype html><html><head><meta charset='utf-8'><title>fedbench report</title>"
-                "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}</style></head><body>\n"
-                + body + "</body></html>\n")
+        body = (
+            "<!doctype html><html><head><meta charset='utf-8'><title>fedbench report</title>"
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}</style></head><body>\n"
+            + body
+            + "</body></html>\n"
+        )
     return body

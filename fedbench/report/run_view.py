@@ -26,10 +26,22 @@ def run_json(row: Any, curve: Sequence[Any] | None = None) -> dict[str, Any]:
     """A run (``RunRow``) as ``fedbench runs --json`` prints it; with ``curve`` (its ``RoundRow``s) as
     ``fedbench show --json`` prints it."""
     data = {
-        "id": row.id, "spec_hash": row.spec_hash, "paper": row.paper, "recipe": row.recipe, "labels": row.labels,
-        "status": row.status, "seed": row.seed, "scale": row.scale, "synthetic": row.synthetic,
-        "rounds_done": row.rounds_done, "diverged_round": row.diverged_round, "error": row.error,
-        "wall_seconds": row.wall_seconds, "summary": row.summary, "spec": row.spec, "provenance": row.provenance,
+        "id": row.id,
+        "spec_hash": row.spec_hash,
+        "paper": row.paper,
+        "recipe": row.recipe,
+        "labels": row.labels,
+        "status": row.status,
+        "seed": row.seed,
+        "scale": row.scale,
+        "synthetic": row.synthetic,
+        "rounds_done": row.rounds_done,
+        "diverged_round": row.diverged_round,
+        "error": row.error,
+        "wall_seconds": row.wall_seconds,
+        "summary": row.summary,
+        "spec": row.spec,
+        "provenance": row.provenance,
         "started_at": row.started_at.isoformat() if row.started_at else None,
         "finished_at": row.finished_at.isoformat() if row.finished_at else None,
     }
@@ -45,7 +57,9 @@ def run_details(registry: Any, run: str | int) -> dict[str, Any]:
     return run_json(row, registry.curve(row.id))
 
 
-def run_list(registry_url: str | None, paper: str | None = None, status: str | None = None) -> list[dict[str, Any]] | None:
+def run_list(
+    registry_url: str | None, paper: str | None = None, status: str | None = None
+) -> list[dict[str, Any]] | None:
     """What ``fedbench runs`` lists: the registry's runs (of one paper / in one status) as ``run_json`` objects;
     None when there is no registry at ``registry_url`` (it is not created)."""
     from fedbench.registry.api import Registry
@@ -76,6 +90,8 @@ def curve_table(curve: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[s
     def text(value: Any, digits: int = 4) -> str:
         return "–" if value is None else f"{value:.{digits}f}"
 
-    rows = [[str(entry["round"]), *(text(entry.get(name)) for name in names), text(entry.get("wall_seconds"), 2)]
-            for entry in curve]
+    rows = [
+        [str(entry["round"]), *(text(entry.get(name)) for name in names), text(entry.get("wall_seconds"), 2)]
+        for entry in curve
+    ]
     return headers, rows

@@ -27,8 +27,11 @@ def _card(row, setting=None):
 def _model_values(row) -> dict[str, float]:
     card = _card(row)
     # FedTrip counts communication as fp32 parameters in MiB, and "MFLOPs" as forward MACs (thop).
-    return {"Communication (MB)": card["update_bytes"] / 2**20, "Params (M)": card["params"] / 1e6,
-            "MFLOPs": card["macs_forward"] / 1e6}
+    return {
+        "Communication (MB)": card["update_bytes"] / 2**20,
+        "Params (M)": card["params"] / 1e6,
+        "MFLOPs": card["macs_forward"] / 1e6,
+    }
 
 
 def _overhead_values(row, setting: dict) -> dict[str, float]:
@@ -41,8 +44,14 @@ def _overhead_values(row, setting: dict) -> dict[str, float]:
     steps = local_steps_per_round(samples, batch, local_epochs=int(setting.get("local_epochs", 1)))
     forward = card["macs_forward"]
     algorithm = build_algorithm(row.algorithm, row.algorithm_params)
-    flops = algorithm.attach_flops_per_round(steps=steps, samples=samples, batch_size=batch, num_params=card["params"],
-                                             forward_flops=forward, backward_flops=card["flops_train"] / 2 - forward)
+    flops = algorithm.attach_flops_per_round(
+        steps=steps,
+        samples=samples,
+        batch_size=batch,
+        num_params=card["params"],
+        forward_flops=forward,
+        backward_flops=card["flops_train"] / 2 - forward,
+    )
     floats = algorithm.extra_upload_floats(card["params"]) + algorithm.extra_download_floats(card["params"])
     return {OVERHEAD_COLUMNS[0]: flops / 1e6, OVERHEAD_COLUMNS[1]: floats * 4 / 2**20}
 
@@ -53,8 +62,18 @@ def build_static_table(recipe: Recipe, view: TableView) -> Table:
     for row in view.static_rows:
         values = _model_values(row) if view.kind == "models" else _overhead_values(row, view.setting)
         for column in columns:
-            cell = Cell(row=row.label, column=column, labels={"row": row.label}, expected=1, n=1,
-                        mean=values[column], values=[values[column]], static=True)
+            cell = Cell(
+                row=row.label,
+                column=column,
+                labels={"row": row.label},
+                expected=1,
+                n=1,
+                mean=values[column],
+                values=[values[column]],
+                static=True,
+            )
             cell.published = view.published_value(row.label, column)
             cells[(row.label, column)] = cell
-    return Table(recipe.name, recipe.paper, view, "full", False, [r.label for r in view.static_rows], columns, cells, "")
+    return Table(
+        recipe.name, recipe.paper, view, "full", False, [r.label for r in view.static_rows], columns, cells, ""
+    )

@@ -42,18 +42,30 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
 
     meta = dataset_meta(spec.dataset)
     card = model_card(spec.model, num_classes=meta.num_classes, input_shape=list(meta.input_shape), **spec.model_params)
-    samples = float(np.mean(client_sizes)) if client_sizes else float(spec.partition_params.get("samples_per_client", 0))
-    steps = spec_steps_per_round(spec, int(samples))   # the engine's formula (drop_last, step budgets)
+    samples = (
+        float(np.mean(client_sizes)) if client_sizes else float(spec.partition_params.get("samples_per_client", 0))
+    )
+    steps = spec_steps_per_round(spec, int(samples))  # the engine's formula (drop_last, step budgets)
     processed = steps * spec.batch_size if spec.local_steps else samples * spec.local_epochs
     forward = card["macs_forward"]
     attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
-        steps=steps, samples=int(samples), batch_size=spec.batch_size, num_params=card["params"],
-        forward_flops=forward, backward_flops=card["flops_train"] / 2 - forward)
+        steps=steps,
+        samples=int(samples),
+        batch_size=spec.batch_size,
+        num_params=card["params"],
+        forward_flops=forward,
+        backward_flops=card["flops_train"] / 2 - forward,
+    )
     return processed * forward + attach
 
 
-def figure_of(view: TableView, curve: list[tuple[int, float]], rows: list | None = None,
-              cost: float | None = None, target: float | None = None) -> float | None:
+def figure_of(
+    view: TableView,
+    curve: list[tuple[int, float]],
+    rows: list | None = None,
+    cost: float | None = None,
+    target: float | None = None,
+) -> float | None:
     factor = _scale_factor(view)
     target = view.target if target is None else target
     scaled = [(r, v * factor) for r, v in curve]
@@ -88,7 +100,7 @@ def figure_of(view: TableView, curve: list[tuple[int, float]], rows: list | None
         return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= rounds))
     if view.figure == "wall_seconds":
         return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
-    if view.figure == "val_selected":   # LG-Mix: the value at the round with the best mean validation accuracy
+    if view.figure == "val_selected":  # LG-Mix: the value at the round with the best mean validation accuracy
         return metrics.value_at_best(scaled, metric_curve(rows or [], VALIDATION_METRIC))
     raise ValueError(view.figure)
 
@@ -108,8 +120,11 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
     """Expand the "round" pseudo-axis of value_at_round tables: one entry per round of ``at_rounds``."""
     if "round" not in view.rows + view.columns:
         return planned
-    return [replace(p, labels={**p.labels, "round": str(r)}, extra={**p.extra, "at_round": r})
-            for p in planned for r in view.at_rounds]
+    return [
+        replace(p, labels={**p.labels, "round": str(r)}, extra={**p.extra, "at_round": r})
+        for p in planned
+        for r in view.at_rounds
+    ]
 
 
 def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False) -> list[PlannedRun]:
@@ -118,15 +133,23 @@ def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synth
     return [p for p in planned if all(p.labels.get(k) == v for k, v in view.where.items())]
 
 
-def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str = "full",
-                synthetic: bool = False) -> Table:
+def build_table(
+    recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
+) -> Table:
     if view.kind != "runs":
         return build_static_table(recipe, view)
     planned = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, synthetic)))
-    other = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, not synthetic))) \
-        if not synthetic else []
+    other = (
+        _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, not synthetic)))
+        if not synthetic
+        else []
+    )
     found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
-    finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")]
+    finished = [
+        found[p.spec_hash]
+        for p in planned
+        if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")
+    ]
     curves = registry.curves([row.id for row in finished])
 
     rows, columns = [], []
@@ -143,12 +166,17 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
     for (r, c), members in groups.items():
         cell_cost, example_rows = None, None
         cell_target = view.target_by.get(r, view.target_by.get(c, view.target))
-        cell = Cell(row=r, column=c, labels={k: members[0].labels[k] for k in view.rows + view.columns},
-                    expected=len(members))
+        cell = Cell(
+            row=r, column=c, labels={k: members[0].labels[k] for k in view.rows + view.columns}, expected=len(members)
+        )
         cell.published = view.published_value(r, c)
         cell.published_std = view.published_value(r, c, std=True)
         seed_curves = []
-        cell_view = view.model_copy(update={"at_round": members[0].extra["at_round"]}) if "at_round" in members[0].extra else view
+        cell_view = (
+            view.model_copy(update={"at_round": members[0].extra["at_round"]})
+            if "at_round" in members[0].extra
+            else view
+        )
         for p in members:
             run = found.get(p.spec_hash)
             if run is None or run.status not in ("done", "diverged"):
@@ -168,8 +196,12 @@ def build_table(recipe: Recipe, view: TableView, registry: Registry, scale: str 
             seed_curves.append(curve)
             example_rows = round_rows
         for p in other:
-            if _key(p.labels, view.rows) == r and _key(p.labels, view.columns) == c and p.spec_hash in found \
-                    and found[p.spec_hash].status == "done":
+            if (
+                _key(p.labels, view.rows) == r
+                and _key(p.labels, view.columns) == c
+                and p.spec_hash in found
+                and found[p.spec_hash].status == "done"
+            ):
                 cell.synthetic_available += 1
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
         cells[(r, c)] = cell
@@ -191,8 +223,14 @@ def _ratios(view: TableView, rows: list[str], columns: list[str], cells: dict[tu
             cell.published_ratio = float(cell.published) / float(ref.published)
 
 
-def _summarise(cell: Cell, view: TableView, seed_curves: list[list[tuple[int, float]]], cost: float | None = None,
-               target: float | None = None, example_rows: list | None = None) -> None:
+def _summarise(
+    cell: Cell,
+    view: TableView,
+    seed_curves: list[list[tuple[int, float]]],
+    cost: float | None = None,
+    target: float | None = None,
+    example_rows: list | None = None,
+) -> None:
     if not cell.n:
         return
     cell.not_reached = sum(v is None for v in cell.values)
@@ -207,4 +245,4 @@ def _summarise(cell: Cell, view: TableView, seed_curves: list[list[tuple[int, fl
     reached = [v for v in cell.values if v is not None]
     if reached:
         cell.mean = float(np.mean(reached))
-        cell.std = float(np.std(reached)) if len(reached) > 1 else None   # population std, as np.std
+        cell.std = float(np.std(reached)) if len(reached) > 1 else None  # population std, as np.std

@@ -21,7 +21,8 @@ depends_on = None
 def _tables(metadata: sa.MetaData) -> list[sa.Table]:
     # Written out as in 0.1.0 (not imported from fedbench.registry.tables, which moves on with later revisions).
     runs = sa.Table(
-        "runs", metadata,
+        "runs",
+        metadata,
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
         sa.Column("spec_hash", sa.String(32), nullable=False, unique=True, index=True),
         sa.Column("spec", sa.JSON, nullable=False),
@@ -48,11 +49,21 @@ def _tables(metadata: sa.MetaData) -> list[sa.Table]:
         sa.Column("provenance", sa.JSON, nullable=False),
     )
     rounds = sa.Table(
-        "rounds", metadata,
+        "rounds",
+        metadata,
         sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
         sa.Column("round", sa.Integer, primary_key=True),
-        *(sa.Column(name, sa.Float) for name in ("test_acc", "test_loss", "train_loss", "personal_mean",
-                                                  "personal_weighted_mean", "personal_std")),
+        *(
+            sa.Column(name, sa.Float)
+            for name in (
+                "test_acc",
+                "test_loss",
+                "train_loss",
+                "personal_mean",
+                "personal_weighted_mean",
+                "personal_std",
+            )
+        ),
         sa.Column("personal_per_client", sa.JSON),
         sa.Column("personal_val_mean", sa.Float),
         sa.Column("personal_val_per_client", sa.JSON),
@@ -76,7 +87,7 @@ def upgrade() -> None:
             continue
         present = {c["name"] for c in inspector.get_columns(table.name)}
         for column in table.columns:
-            if column.name not in present:   # columns added during 0.1 development are all nullable
+            if column.name not in present:  # columns added during 0.1 development are all nullable
                 op.add_column(table.name, sa.Column(column.name, column.type, nullable=True))
 
 

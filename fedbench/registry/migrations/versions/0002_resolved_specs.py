@@ -56,7 +56,7 @@ def _move_checkpoint(directory: Path | None, old: str, new: str) -> None:
 
     from fedbench.engine.checkpoint import save_checkpoint
 
-    payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=False)   # our own file
+    payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=False)  # our own file
     payload["spec_hash"] = new
     save_checkpoint(directory / f"{new}.pt", payload)
     (directory / f"{old}.pt").unlink()
@@ -70,8 +70,14 @@ def upgrade() -> None:
     defaults = json.loads(DEFAULTS_V0_1_0.read_text())
     checkpoints = context.config.attributes.get("checkpoint_dir")
     connection = op.get_bind()
-    runs = sa.table("runs", sa.column("id", sa.Integer), sa.column("spec_hash", sa.String), sa.column("spec", sa.JSON),
-                    sa.column("status", sa.String), sa.column("rounds_done", sa.Integer))
+    runs = sa.table(
+        "runs",
+        sa.column("id", sa.Integer),
+        sa.column("spec_hash", sa.String),
+        sa.column("spec", sa.JSON),
+        sa.column("status", sa.String),
+        sa.column("rounds_done", sa.Integer),
+    )
     rounds = sa.table("rounds", sa.column("run_id", sa.Integer))
     groups: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
     for row in connection.execute(sa.select(runs)).all():
