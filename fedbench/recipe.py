@@ -90,6 +90,9 @@ class TableView(_Strict):
     # published[row key][column key], or published[row key] when the table has no column axes
     published: dict[str, dict[str, float | str] | float | str] = {}
     published_std: dict[str, dict[str, float] | float] = {}
+    # Rows the paper quotes from other papers (no runs, e.g. FedImpro Table 10's FedDyn/CCVR rows): shown with their
+    # published value only.  Each needs a `published` entry; with them the rows follow the order of `published`.
+    published_only: list[str] = []
     # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
     # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
     clients: list[str] = []
@@ -274,6 +277,13 @@ def _check_cell_labels(recipe: Recipe, view: TableView, where: Path | None) -> N
     """Published values, ``ratio_to`` and ``target_by`` name rows and columns; a name that is not one is a
     typo that would silently drop a number from the report."""
     rows, columns = _cell_labels(recipe, view, view.rows), _cell_labels(recipe, view, view.columns)
+    for row in view.published_only:
+        if row not in view.published:
+            raise RecipeError(f"{where}: tables '{view.name}': published_only row {row!r} has no published value")
+        if rows is not None and row in rows:
+            raise RecipeError(f"{where}: tables '{view.name}': published_only row {row!r} is a row of runs")
+    if rows is not None:
+        rows |= set(view.published_only)
     either = None if rows is None or columns is None else sorted(rows | columns)
     named = [(f"target_by.{label!r}", label) for label in view.target_by]
     if view.ratio_to is not None:

@@ -32,6 +32,7 @@ class Cell:
     ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
     published_ratio: float | None = None
     static: bool = False  # an analytic value, not a summary of runs
+    published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
 
     @property
     def partial(self) -> bool:
@@ -63,6 +64,7 @@ class Cell:
             "ratio": self.ratio,
             "published_ratio": self.published_ratio,
             "static": self.static,
+            "published_only": self.published_only,
         }
 
 

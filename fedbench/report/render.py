@@ -36,6 +36,8 @@ _TO_TARGET = ("rounds_to_target", "gflops_to_target", "total_bytes_to_target")
 def ours_text(cell: Cell, figure: str) -> str:
     if cell.static:
         return f"{cell.mean:.4g}" if cell.mean is not None else "–"
+    if cell.published_only:
+        return "quoted"
     if cell.n == 0:
         return "—"
     if cell.mean is None:  # rounds_to_target never reached by any seed
@@ -93,8 +95,10 @@ def notes(table: Table) -> list[str]:
         out.append("* partial: fewer finished seeds than the recipe asks for.")
     if any(c.diverged for c in cells):
         out.append("† at least one seed diverged (its curve up to divergence is used).")
-    if any(c.n == 0 for c in cells):
+    if any(c.n == 0 and not c.published_only for c in cells):
         out.append("— no finished run yet.")
+    if any(c.published_only for c in cells):
+        out.append("quoted: a result the paper quotes from another paper; not run here, paper value only.")
     if any(c.n == 0 and c.synthetic_available for c in cells):
         out.append("Synthetic-data runs exist for empty cells: add --synthetic to see them.")
     view = table.view

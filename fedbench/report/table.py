@@ -205,10 +205,27 @@ def build_table(
                 cell.synthetic_available += 1
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
         cells[(r, c)] = cell
+    if view.published_only:
+        columns = columns or ([] if view.columns else [""])  # a single-column view whose runs were all filtered out
+        rows = _with_published_only(view, rows, columns, cells)
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
     unit = display_unit(view.metric, view.percent) if view.figure in METRIC_VALUED_FIGURES else ""
     return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit)
+
+
+def _with_published_only(
+    view: TableView, rows: list[str], columns: list[str], cells: dict[tuple[str, str], Cell]
+) -> list[str]:
+    """Add the rows the paper quotes from other papers (published value, no run) and order all rows as
+    ``published`` lists them (rows without a published value last, in run order)."""
+    for r in view.published_only:
+        for c in columns:
+            cell = Cell(row=r, column=c, labels={}, expected=0, published_only=True)
+            cell.published = view.published_value(r, c)
+            cells[(r, c)] = cell
+    order = {r: i for i, r in enumerate(view.published)}
+    return sorted(rows + list(view.published_only), key=lambda r: order.get(r, len(order)))
 
 
 def _ratios(view: TableView, rows: list[str], columns: list[str], cells: dict[tuple[str, str], Cell]) -> None:
