@@ -57,7 +57,7 @@ reproduce-all: $(INSTALL_STAMP)
 # Data each paper needs (`fedbench datasets info NAME` says where files go):
 #   fedtrip   MNIST, FMNIST, EMNIST, CIFAR-10
 #   fedtr     CIFAR-10, PAMAP2, COVID-19 (curated CXR), OrganA/C/S-MNIST
-#   fedimpro  CIFAR-10, FMNIST, SVHN, CIFAR-100 (ResNet runs want a GPU)
+#   fedimpro  CIFAR-10, FMNIST, SVHN, CIFAR-100, FEMNIST (TFF h5) (ResNet runs want a GPU)
 #   lgmix     Digits5, Office-Caltech10, DomainNet, Camelyon17, retinal fundus sites (GPU advised)
 #   feddrplus CIFAR-10, CIFAR-100 (VGG11/MobileNet, 320 rounds: GPU advised)
 SCALE ?= full

@@ -83,3 +83,7 @@ class ListSink:
 @pytest.fixture
 def sink() -> ListSink:
     return ListSink()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: whole-recipe or multi-process runs (deselect with -m 'not slow')")
