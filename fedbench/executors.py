@@ -14,8 +14,9 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -27,7 +28,7 @@ from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
-Event = dict[str, Any]   # {"kind": "start"|"round"|"end", ...}
+Event = dict[str, Any]  # {"kind": "start"|"round"|"end", ...}
 # How long `fedbench run` waits for a worker to exit once all runs are done or it was told to stop: a deadline
 # for a stuck worker only (recording a run waits up to 60 s for another process's registry lock), then it is killed.
 WORKER_STOP_SECONDS = 180.0
@@ -42,7 +43,7 @@ class ExecutionOptions:
     # Intra-op CPU threads per run. Fixed (not derived from --jobs) because floating-point reductions
     # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
     threads: int = 1
-    verify: bool = True          # --no-verify skips checksums; provenance records data.verified=false
+    verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
 
 
 def resolve_device(name: str) -> torch.device:
@@ -61,7 +62,7 @@ def deterministic_cuda() -> None:
     """Same spec, same curve on a GPU too (a resumed run must finish with the numbers of an uninterrupted
     one): cuDNN and cuBLAS are asked for their deterministic algorithms and cuDNN's autotuner is off.
     An operation with no deterministic CUDA kernel warns instead of failing."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")   # read when cuBLAS creates its handle
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS creates its handle
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
 
@@ -86,9 +87,19 @@ def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: b
     seen: set[str] = set()
     for item in planned:
         spec = item.spec
-        key = repr((spec.dataset, sorted(spec.dataset_params.items()), spec.synthetic, spec.partition,
-                    sorted(spec.partition_params.items()), spec.num_clients, spec.seed, spec.client_test,
-                    sorted(spec.client_test_params.items())))
+        key = repr(
+            (
+                spec.dataset,
+                sorted(spec.dataset_params.items()),
+                spec.synthetic,
+                spec.partition,
+                sorted(spec.partition_params.items()),
+                spec.num_clients,
+                spec.seed,
+                spec.client_test,
+                sorted(spec.client_test_params.items()),
+            )
+        )
         if key in seen:
             continue
         seen.add(key)
@@ -98,21 +109,42 @@ def preflight(planned: list[PlannedRun], data_root: str | None = None, verify: b
             client_test_sets(spec, arrays, parts)
 
 
-def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions,
-                emit: Callable[[Event], None]) -> str:
+def execute_one(
+    registry: Registry, planned: PlannedRun, run_id: int, options: ExecutionOptions, emit: Callable[[Event], None]
+) -> str:
     """Train one claimed run and record its outcome. Returns the final status."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
     registry.set_provenance(run_id, provenance(device))
-    emit({"kind": "start", "spec_hash": spec.spec_hash, "labels": planned.labels, "seed": spec.seed, "rounds": spec.rounds})
+    emit(
+        {
+            "kind": "start",
+            "spec_hash": spec.spec_hash,
+            "labels": planned.labels,
+            "seed": spec.seed,
+            "rounds": spec.rounds,
+        }
+    )
     began = time.perf_counter()
     checkpoint = registry.checkpoint_path(spec.spec_hash)
     try:
         result = run_engine(
-            spec, _RegistrySink(registry, run_id), device=device, checkpoint_path=checkpoint,
-            data_root=options.data_root, eval_batch_size=options.eval_batch_size, verify=options.verify,
-            on_round=lambda r: emit({"kind": "round", "spec_hash": spec.spec_hash, "round": r.round,
-                                     "test_acc": r.test_acc, "seconds": r.wall_seconds}),
+            spec,
+            _RegistrySink(registry, run_id),
+            device=device,
+            checkpoint_path=checkpoint,
+            data_root=options.data_root,
+            eval_batch_size=options.eval_batch_size,
+            verify=options.verify,
+            on_round=lambda r: emit(
+                {
+                    "kind": "round",
+                    "spec_hash": spec.spec_hash,
+                    "round": r.round,
+                    "test_acc": r.test_acc,
+                    "seconds": r.wall_seconds,
+                }
+            ),
         )
     except KeyboardInterrupt:
         registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
@@ -129,12 +161,17 @@ def execute_one(registry: Registry, planned: PlannedRun, run_id: int, options: E
     registry.set_provenance(run_id, info)
     curve = [(r.round, r.test_acc) for r in registry.curve(run_id) if r.test_acc is not None]
     registry.finish(
-        run_id, result.status, summary=summarize(curve, planned.targets), error=result.message,
-        diverged_round=result.diverged_round, wall_seconds=time.perf_counter() - began,
+        run_id,
+        result.status,
+        summary=summarize(curve, planned.targets),
+        error=result.message,
+        diverged_round=result.diverged_round,
+        wall_seconds=time.perf_counter() - began,
     )
     checkpoint.unlink(missing_ok=True)
-    emit({"kind": "end", "spec_hash": spec.spec_hash, "status": result.status,
-          "final": curve[-1][1] if curve else None})
+    emit(
+        {"kind": "end", "spec_hash": spec.spec_hash, "status": result.status, "final": curve[-1][1] if curve else None}
+    )
     return result.status
 
 
@@ -173,10 +210,11 @@ def _stop_when_orphaned(parent_pid: int) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _worker_main(planned: list[PlannedRun], options: ExecutionOptions, events: "mp.Queue[Event]",
-                 parent_pid: int) -> None:
+def _worker_main(
+    planned: list[PlannedRun], options: ExecutionOptions, events: mp.Queue[Event], parent_pid: int
+) -> None:
     signal.signal(signal.SIGTERM, _stop_worker)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:   # inherited ignored (started in the background): stays so
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # inherited ignored (started in the background): stays so
         signal.signal(signal.SIGINT, _stop_worker)
     threading.Thread(target=_stop_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
@@ -200,12 +238,15 @@ def execute(planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emi
             signal.signal(signal.SIGTERM, previous)
 
 
-def _execute_in_workers(planned: list[PlannedRun], options: ExecutionOptions, jobs: int,
-                        emit: Callable[[Event], None]) -> None:
+def _execute_in_workers(
+    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]
+) -> None:
     context = mp.get_context("spawn")
-    events: "mp.Queue[Event]" = context.Queue()
-    workers = [context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
-               for _ in range(jobs)]
+    events: mp.Queue[Event] = context.Queue()
+    workers = [
+        context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
+        for _ in range(jobs)
+    ]
     for worker in workers:
         worker.start()
     running = len(workers)
@@ -232,6 +273,6 @@ def _execute_in_workers(planned: list[PlannedRun], options: ExecutionOptions, jo
     finally:
         for worker in workers:
             worker.join(timeout=WORKER_STOP_SECONDS)
-            if worker.is_alive():   # stuck: its claim is taken over once its pid is gone
+            if worker.is_alive():  # stuck: its claim is taken over once its pid is gone
                 worker.kill()
                 worker.join()

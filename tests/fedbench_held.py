@@ -23,16 +23,16 @@ def _hold_after(rounds: int) -> None:
     log_round = executors._RegistrySink.log_round
 
     def log_round_then_hold(self, record) -> None:
-        if record.round == rounds + 1:   # round `rounds` is in the registry and in the checkpoint
+        if record.round == rounds + 1:  # round `rounds` is in the registry and in the checkpoint
             os.write(2, f"{MARKER} run={self.run_id} pid={os.getpid()}\n".encode())
             while True:
-                time.sleep(3600)         # a signal's handler raises out of the sleep
+                time.sleep(3600)  # a signal's handler raises out of the sleep
         log_round(self, record)
 
     executors._RegistrySink.log_round = log_round_then_hold
 
 
-if __name__ in ("__main__", "__mp_main__"):   # run as the script, or imported by a worker it started
+if __name__ in ("__main__", "__mp_main__"):  # run as the script, or imported by a worker it started
     _hold_after(int(os.environ["FEDBENCH_TEST_HOLD_AFTER"]))
 
 if __name__ == "__main__":

@@ -9,10 +9,19 @@ import torch
 import torch.nn.functional as F
 
 from algorithm_fixtures import (
-    LINEAR, MLP, LinearModel, Sink, client_context, fresh_server, initial_model, initial_params, make_spec,
-    named_slices, train,
+    LINEAR,
+    MLP,
+    LinearModel,
+    Sink,
+    client_context,
+    fresh_server,
+    head_mlp,  # noqa: F401  (a fixture, used through usefixtures)
+    initial_model,
+    initial_params,
+    make_spec,
+    named_slices,
+    train,
 )
-from algorithm_fixtures import head_mlp  # noqa: F401  (a fixture, used through usefixtures)
 from conftest import F64_ATOL
 from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
 from fedbench.algorithms import regularizers as reg
@@ -22,8 +31,19 @@ from fedbench.data.store import TensorData
 from fedbench.engine.context import ServerState, SpareModels
 from fedbench.errors import ConfigError
 
-BASELINES = ("scaffold", "feddyn", "moon", "fedntd", "fednova", "slowmo", "fedexp", "fedbabu", "spherefed",
-             "fedetf", "dot_regression")
+BASELINES = (
+    "scaffold",
+    "feddyn",
+    "moon",
+    "fedntd",
+    "fednova",
+    "slowmo",
+    "fedexp",
+    "fedbabu",
+    "spherefed",
+    "fedetf",
+    "dot_regression",
+)
 
 
 # ------------------------------------------------------------------------------------------- registry
@@ -33,11 +53,16 @@ def test_every_baseline_is_registered_and_accepts_regularizers():
         params = validate_algorithm_params(name, {"regularizers": [{"name": "kd", "weight": 0.1, "tau": 2}]})
         (kd,) = params.regularizers
         assert (kd.name, kd.weight, kd.tau, kd.mode) == ("kd", 0.1, 2.0, "convex")
-    assert validate_algorithm_params("fedavg", {"regularizers": [{"name": "prox", "weight": 1}]}).regularizers[0].mode == "add"
+    assert (
+        validate_algorithm_params("fedavg", {"regularizers": [{"name": "prox", "weight": 1}]}).regularizers[0].mode
+        == "add"
+    )
     with pytest.raises(ConfigError, match="regularizers"):
         validate_algorithm_params("moon", {"regularizers": [{"name": "kdd", "weight": 0.1}]})
     with pytest.raises(ConfigError, match="sum to more than 1"):
-        validate_algorithm_params("fedavg", {"regularizers": [{"name": "kd", "weight": 0.6}, {"name": "fd", "weight": 0.6}]})
+        validate_algorithm_params(
+            "fedavg", {"regularizers": [{"name": "kd", "weight": 0.6}, {"name": "fd", "weight": 0.6}]}
+        )
     with pytest.raises(ConfigError, match="weight"):
         validate_algorithm_params("fedavg", {"regularizers": [{"name": "ld"}]})
     with pytest.raises(ConfigError, match="alpha"):
@@ -55,7 +80,7 @@ def test_weighted_average_of_identical_vectors_is_exact():
 # ------------------------------------------------------------------------------------------- SCAFFOLD
 def softmax_regression_grad(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
     """∇ of the mean cross-entropy of softmax regression, by hand, in the flat order (weight, bias)."""
-    weight, bias = w[: classes * x.shape[1]].view(classes, -1), w[classes * x.shape[1]:]
+    weight, bias = w[: classes * x.shape[1]].view(classes, -1), w[classes * x.shape[1] :]
     residual = torch.softmax(x @ weight.T + bias, dim=1) - F.one_hot(y, classes).to(w.dtype)
     return torch.cat([(residual.T @ x / len(y)).flatten(), residual.mean(0)])
 
@@ -68,15 +93,22 @@ def test_scaffold_control_variates_follow_option_two_by_hand():
     data = TensorData(x, y, x, y)
     clients = [torch.arange(0, 6), torch.arange(6, 12)]
     # N = 3 clients, 2 sampled: the server's c moves by |S|/N · mean Δc_i. Full-batch steps.
-    spec = make_spec("scaffold", model=LINEAR, num_clients=3, clients_per_round=2, local_steps=steps,
-                     batch_size=6, optimizer={"lr": lr})
+    spec = make_spec(
+        "scaffold",
+        model=LINEAR,
+        num_clients=3,
+        clients_per_round=2,
+        local_steps=steps,
+        batch_size=6,
+        optimizer={"lr": lr},
+    )
     algorithm = build_algorithm("scaffold", {})
     model = LinearModel(classes, (dim,))
     server = fresh_server(model)
     algorithm.init_server(server)
     states = [{}, {}]
 
-    w = server.params.clone()                      # the hand computation
+    w = server.params.clone()  # the hand computation
     c, c_i = torch.zeros_like(w), [torch.zeros_like(w), torch.zeros_like(w)]
     for round_index in (1, 2):
         updates = []
@@ -88,19 +120,19 @@ def test_scaffold_control_variates_follow_option_two_by_hand():
         trained, deltas = [], []
         for k, indices in enumerate(clients):
             y_k = w.clone()
-            for _ in range(steps):    # y ← y − η (g(y) − c_i + c)
+            for _ in range(steps):  # y ← y − η (g(y) − c_i + c)
                 y_k = y_k - lr * (softmax_regression_grad(y_k, x[indices], y[indices], classes) - c_i[k] + c)
-            new_c = c_i[k] - c + (w - y_k) / (steps * lr)        # option II
+            new_c = c_i[k] - c + (w - y_k) / (steps * lr)  # option II
             deltas.append(new_c - c_i[k])
             c_i[k] = new_c
             trained.append(y_k)
-        w = (trained[0] + trained[1]) / 2                        # equal n_k
+        w = (trained[0] + trained[1]) / 2  # equal n_k
         c = c + (2 / 3) * (deltas[0] + deltas[1]) / 2
         for k in range(2):
             assert torch.allclose(states[k]["control"], c_i[k], rtol=0, atol=F64_ATOL), (round_index, k)
         assert torch.allclose(server.state["control"], c, rtol=0, atol=F64_ATOL)
         assert torch.allclose(server.params, w, rtol=0, atol=F64_ATOL)
-    assert c.abs().max() > 1e-2          # the controls are not trivially zero
+    assert c.abs().max() > 1e-2  # the controls are not trivially zero
 
 
 def test_momentum_aware_step_count_is_the_heavy_ball_displacement():
@@ -108,7 +140,7 @@ def test_momentum_aware_step_count_is_the_heavy_ball_displacement():
         for steps in (1, 4, 17):
             w = torch.zeros(1, dtype=torch.float64, requires_grad=True)
             optimizer = torch.optim.SGD([w], lr=0.1, momentum=momentum)
-            for _ in range(steps):       # constant gradient 1
+            for _ in range(steps):  # constant gradient 1
                 optimizer.zero_grad()
                 w.sum().backward()
                 optimizer.step()
@@ -130,8 +162,10 @@ def test_fednova_normalised_averaging_by_hand():
     torch.manual_seed(1)
     w = torch.randn(50)
     sizes, steps, momentum = [10, 30, 60], [2, 5, 9], 0.9
-    updates = [ClientUpdate(k, w + torch.randn(50), {}, n, tau, 0.0, {"a": normalizing_factor(tau, momentum)})
-               for k, (n, tau) in enumerate(zip(sizes, steps))]
+    updates = [
+        ClientUpdate(k, w + torch.randn(50), {}, n, tau, 0.0, {"a": normalizing_factor(tau, momentum)})
+        for k, (n, tau) in enumerate(zip(sizes, steps))
+    ]
     server = ServerState(w.clone(), {})
     build_algorithm("fednova", {}).aggregate(server, updates, 1)
     p = torch.tensor(sizes, dtype=torch.float64) / sum(sizes)
@@ -140,7 +174,7 @@ def test_fednova_normalised_averaging_by_hand():
     expected = w - tau_eff * sum(p[k] * (w - updates[k].params) / a[k] for k in range(3))
     assert torch.allclose(server.params, expected, rtol=0, atol=F64_ATOL)
     fedavg = weighted_average([u.params for u in updates], p)
-    assert not torch.allclose(server.params, fedavg, atol=1e-3)   # unequal steps: not FedAvg
+    assert not torch.allclose(server.params, fedavg, atol=1e-3)  # unequal steps: not FedAvg
 
 
 # ------------------------------------------------------------------------------------------- FedDyn
@@ -157,7 +191,7 @@ def test_feddyn_with_vanishing_alpha_trains_clients_as_fedavg(tmp_path):
     assert torch.allclose(feddyn["server"]["params"], averaged + (2 / 4) * (averaged - w0), rtol=0, atol=F64_ATOL)
     assert torch.allclose(feddyn["server"]["state"]["h"] / alpha, -(2 / 4) * (averaged - w0), rtol=0, atol=F64_ATOL)
     sampled = [k for k, state in feddyn["client_states"].items() if "linear" in state]
-    assert len(sampled) == 2    # g_k = −α(θ_k − θ^0) is kept for the sampled clients only
+    assert len(sampled) == 2  # g_k = −α(θ_k − θ^0) is kept for the sampled clients only
     assert all(state["linear"].abs().max() < 1e-8 for state in feddyn["client_states"].values() if state)
 
 
@@ -190,7 +224,9 @@ def test_moon_with_zero_mu_equals_fedavg_and_keeps_the_previous_model(tmp_path):
     assert torch.equal(moon_ckpt["server"]["params"], avg_ckpt["server"]["params"])
     assert [r.test_acc for r in moon.records] == [r.test_acc for r in fedavg.records]
     states = moon_ckpt["client_states"]
-    assert len(states) == 4 and all(s["previous_params"].shape == avg_ckpt["server"]["params"].shape for s in states.values())
+    assert len(states) == 4 and all(
+        s["previous_params"].shape == avg_ckpt["server"]["params"].shape for s in states.values()
+    )
     # the server holds w^0 for clients that never trained
     assert torch.equal(moon_ckpt["server"]["state"]["initial_params"], initial_params(make_spec("moon")))
     _, _, strong = train(make_spec("moon", {"mu": 5.0}, rounds=2), tmp_path, "s.pt")
@@ -200,7 +236,7 @@ def test_moon_with_zero_mu_equals_fedavg_and_keeps_the_previous_model(tmp_path):
 # ------------------------------------------------------------------------------------------- FedNTD
 def ntd_by_hand(student, teacher, y, tau):
     total = 0.0
-    for b in range(len(y)):       # per sample on purpose: an independent reference
+    for b in range(len(y)):  # per sample on purpose: an independent reference
         keep = [c for c in range(student.shape[1]) if c != y[b]]
         p_t = torch.softmax(teacher[b, keep] / tau, 0)
         log_p_s = torch.log_softmax(student[b, keep] / tau, 0)
@@ -217,16 +253,16 @@ def test_fedntd_loss_ignores_the_true_class_logit_of_the_teacher():
 
     def loss_with(teacher_logits):
         ctx = type("Ctx", (), {"task": "classification"})()
-        ctx.scratch = {"teacher_batch": (x, teacher_logits, None)}     # the per-batch teacher cache
+        ctx.scratch = {"teacher_batch": (x, teacher_logits, None)}  # the per-batch teacher cache
         return algorithm.loss(ctx, x, y, student)
 
     expected = F.cross_entropy(student, y) + 0.7 * ntd_by_hand(student, teacher, y, 2.0)
     assert float(loss_with(teacher)) == pytest.approx(float(expected), rel=0, abs=F64_ATOL)
     moved = teacher.clone()
-    moved[torch.arange(6), y] += torch.randn(6) * 10          # only the teacher's true-class logits
-    assert torch.equal(loss_with(moved), loss_with(teacher))     # those logits are dropped: the same arithmetic
+    moved[torch.arange(6), y] += torch.randn(6) * 10  # only the teacher's true-class logits
+    assert torch.equal(loss_with(moved), loss_with(teacher))  # those logits are dropped: the same arithmetic
     other = teacher.clone()
-    other[torch.arange(6), (y + 1) % 3] += 3.0                 # a not-true logit does matter
+    other[torch.arange(6), (y + 1) % 3] += 3.0  # a not-true logit does matter
     assert not torch.allclose(loss_with(other), loss_with(teacher), atol=1e-4)
 
 
@@ -266,10 +302,12 @@ def test_fedexp_server_step_is_at_least_one_in_the_original_rule():
     for trial in range(40):
         clients = 2 + trial % 4
         w = torch.randn(30)
-        spread = [0.0, 0.01, 1.0, 10.0][trial % 4]     # identical updates … nearly orthogonal ones
+        spread = [0.0, 0.01, 1.0, 10.0][trial % 4]  # identical updates … nearly orthogonal ones
         common = torch.randn(30)
-        updates = [ClientUpdate(k, w + common + spread * torch.randn(30), {}, int(torch.randint(5, 50, ())), 2, 0.0)
-                   for k in range(clients)]
+        updates = [
+            ClientUpdate(k, w + common + spread * torch.randn(30), {}, int(torch.randint(5, 50, ())), 2, 0.0)
+            for k in range(clients)
+        ]
         server = ServerState(w.clone(), {})
         algorithm.aggregate(server, updates, 1)
         p = torch.tensor([u.num_samples for u in updates], dtype=torch.float64)
@@ -281,9 +319,9 @@ def test_fedexp_server_step_is_at_least_one_in_the_original_rule():
         assert eta >= 1.0 and eta == pytest.approx(max(1.0, float(ratio)), rel=0, abs=F64_ATOL)
         assert torch.allclose(server.params, w + eta * mean_delta, rtol=0, atol=F64_ATOL)
         if spread == 0.0:
-            assert eta == 1.0          # identical updates: ratio ½, no extrapolation
+            assert eta == 1.0  # identical updates: ratio ½, no extrapolation
         if spread == 10.0:
-            assert eta > 1.5           # disagreeing clients: extrapolate
+            assert eta > 1.5  # disagreeing clients: extrapolate
         code_server = ServerState(w.clone(), {})
         code_variant.aggregate(code_server, updates, 1)
         assert float(code_server.state["server_lr"]) <= 1.0
@@ -298,8 +336,9 @@ def head_and_body(spec, flat):
 
 
 def test_fedbabu_head_never_changes_while_the_body_trains(tmp_path):
-    spec = make_spec("fedbabu", rounds=3, clients_per_round=2,
-                     optimizer={"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-2})
+    spec = make_spec(
+        "fedbabu", rounds=3, clients_per_round=2, optimizer={"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-2}
+    )
     _, sink, ckpt = train(spec, tmp_path)
     head0, body0 = head_and_body(spec, initial_params(spec))
     head, body = head_and_body(spec, ckpt["server"]["params"])
@@ -310,29 +349,38 @@ def test_fedbabu_head_never_changes_while_the_body_trains(tmp_path):
 
 
 @pytest.mark.usefixtures("head_mlp", "float64")
-@pytest.mark.parametrize("algorithm,classifier,lr,frozen", [
-    ("spherefed", "orthonormal", 1.0, ["classifier.weight"]),
-    ("dot_regression", "etf", 1.0, ["classifier.weight"]),
-    ("fedetf", "fedetf", 0.5, ["classifier.etf.weight"]),
-])
+@pytest.mark.parametrize(
+    "algorithm,classifier,lr,frozen",
+    [
+        ("spherefed", "orthonormal", 1.0, ["classifier.weight"]),
+        ("dot_regression", "etf", 1.0, ["classifier.weight"]),
+        ("fedetf", "fedetf", 0.5, ["classifier.etf.weight"]),
+    ],
+)
 def test_fixed_classifier_rows_stay_fixed(tmp_path, algorithm, classifier, lr, frozen):
-    spec = make_spec(algorithm, model=MLP, model_params={"classifier": classifier}, rounds=3,
-                     optimizer={"lr": lr, "momentum": 0.9, "weight_decay": 1e-3})
+    spec = make_spec(
+        algorithm,
+        model=MLP,
+        model_params={"classifier": classifier},
+        rounds=3,
+        optimizer={"lr": lr, "momentum": 0.9, "weight_decay": 1e-3},
+    )
     _, sink, ckpt = train(spec, tmp_path)
     head0, _ = head_and_body(spec, initial_params(spec))
     head, _ = head_and_body(spec, ckpt["server"]["params"])
     assert sorted(n for n in head if torch.equal(head[n], head0[n])) == frozen
     rows = head[frozen[0]].view(head[frozen[0]].shape[0], -1)
     assert torch.allclose(rows.norm(dim=1), torch.ones(len(rows)), rtol=0, atol=F64_ATOL)
-    if algorithm == "fedetf":       # the projection and the temperature are trained
+    if algorithm == "fedetf":  # the projection and the temperature are trained
         assert not torch.equal(head["classifier.projection.weight"], head0["classifier.projection.weight"])
         assert not torch.equal(head["classifier.temperature"], head0["classifier.temperature"])
     assert sink.records[-1].test_acc > 0.3
 
 
 @pytest.mark.usefixtures("head_mlp")
-@pytest.mark.parametrize("algorithm,classifier", [("spherefed", "linear"), ("dot_regression", "orthonormal"),
-                                                  ("fedetf", "etf")])
+@pytest.mark.parametrize(
+    "algorithm,classifier", [("spherefed", "linear"), ("dot_regression", "orthonormal"), ("fedetf", "etf")]
+)
 def test_fixed_classifier_methods_name_the_model_setting_they_need(tmp_path, algorithm, classifier):
     spec = make_spec(algorithm, model=MLP, model_params={"classifier": classifier}, rounds=1)
     wanted = {"spherefed": "orthonormal", "dot_regression": "etf", "fedetf": "fedetf"}[algorithm]
@@ -346,10 +394,11 @@ def test_fedetf_balanced_softmax_uses_local_class_counts():
     logits = torch.randn(4, 3)
     y = torch.tensor([0, 0, 1, 1])
     ctx = type("Ctx", (), {})()
-    ctx.scratch = {"log_prior": torch.tensor([3.0, 1.0, 0.0]).log()}     # class 2 absent locally
-    by_hand = -torch.log(torch.stack([
-        3 * logits[b, 0].exp() if y[b] == 0 else logits[b, 1].exp() for b in range(4)
-    ]) / (3 * logits[:, 0].exp() + logits[:, 1].exp())).mean()
+    ctx.scratch = {"log_prior": torch.tensor([3.0, 1.0, 0.0]).log()}  # class 2 absent locally
+    by_hand = -torch.log(
+        torch.stack([3 * logits[b, 0].exp() if y[b] == 0 else logits[b, 1].exp() for b in range(4)])
+        / (3 * logits[:, 0].exp() + logits[:, 1].exp())
+    ).mean()
     assert float(algorithm.loss(ctx, None, y, logits)) == pytest.approx(float(by_hand), rel=0, abs=F64_ATOL)
 
 
@@ -362,12 +411,24 @@ def test_regularizer_terms():
         assert float(term(z, z)) == 0.0 and float(term(z, z_g)) > 0
     assert float(reg.logit_matching(z, z_g)) == pytest.approx(float(((z - z_g) ** 2).sum() / 20), rel=0, abs=F64_ATOL)
     assert float(reg.distillation(z, z, 3.0)) == pytest.approx(0.0, abs=F64_ATOL)
-    kd = sum(float((torch.softmax(z_g[b] / 3, 0) * (torch.log_softmax(z_g[b] / 3, 0) - torch.log_softmax(z[b] / 3, 0))).sum())
-             for b in range(5)) * 9 / 5
+    kd = (
+        sum(
+            float(
+                (
+                    torch.softmax(z_g[b] / 3, 0) * (torch.log_softmax(z_g[b] / 3, 0) - torch.log_softmax(z[b] / 3, 0))
+                ).sum()
+            )
+            for b in range(5)
+        )
+        * 9
+        / 5
+    )
     assert float(reg.distillation(z, z_g, 3.0)) == pytest.approx(kd, rel=0, abs=F64_ATOL)
-    assert float(reg.not_true_distillation(z, z_g, y, 2.0)) == pytest.approx(ntd_by_hand(z, z_g, y, 2.0), rel=0, abs=F64_ATOL)
+    assert float(reg.not_true_distillation(z, z_g, y, 2.0)) == pytest.approx(
+        ntd_by_hand(z, z_g, y, 2.0), rel=0, abs=F64_ATOL
+    )
     shifted = z.clone()
-    shifted[torch.arange(5), y] -= 7.0          # the student's true-class logit does not enter NTD either
+    shifted[torch.arange(5), y] -= 7.0  # the student's true-class logit does not enter NTD either
     assert torch.equal(reg.not_true_distillation(shifted, z_g, y, 2.0), reg.not_true_distillation(z, z_g, y, 2.0))
 
 
@@ -375,8 +436,13 @@ def test_regularizer_terms():
 def test_objective_combines_regularizers_convex_or_added():
     torch.manual_seed(7)
     x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
-    params = {"regularizers": [{"name": "ld", "weight": 0.2}, {"name": "prox", "weight": 0.5},
-                               {"name": "fd", "weight": 0.1, "combine": "add"}]}
+    params = {
+        "regularizers": [
+            {"name": "ld", "weight": 0.2},
+            {"name": "prox", "weight": 0.5},
+            {"name": "fd", "weight": 0.1, "combine": "add"},
+        ]
+    }
     algorithm = build_algorithm("fedavg", params)
     spec = make_spec("fedavg", params, model=LINEAR, optimizer={"lr": 0.1})
     model = LinearModel(3, (4,))
@@ -384,22 +450,41 @@ def test_objective_combines_regularizers_convex_or_added():
     ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(8), {})
     with torch.no_grad():
         for p in model.parameters():
-            p.add_(0.3 * torch.randn_like(p))          # move away from the teacher θ_g
+            p.add_(0.3 * torch.randn_like(p))  # move away from the teacher θ_g
         logits = algorithm.forward(ctx, x)
         teacher = ctx.global_model()
         prox = 0.5 * sum(((p - g) ** 2).sum() for p, g in zip(model.parameters(), teacher.parameters()))
-        expected = (0.8 * F.cross_entropy(logits, y) + 0.2 * F.mse_loss(logits, teacher(x))
-                    + 0.5 * prox + 0.1 * F.mse_loss(x, x))   # the linear model's features are its inputs
+        expected = (
+            0.8 * F.cross_entropy(logits, y)
+            + 0.2 * F.mse_loss(logits, teacher(x))
+            + 0.5 * prox
+            + 0.1 * F.mse_loss(x, x)
+        )  # the linear model's features are its inputs
         assert float(algorithm.objective(ctx, x, y, logits)) == pytest.approx(float(expected), rel=0, abs=F64_ATOL)
 
 
 @pytest.mark.usefixtures("head_mlp")
-@pytest.mark.parametrize("base,name", [("fedavg", "prox"), ("fedavg", "kd"), ("fedavg", "ntd"), ("fedavg", "ld"),
-                                       ("fedavg", "fd"), ("dot_regression", "fd"), ("scaffold", "kd")])
+@pytest.mark.parametrize(
+    "base,name",
+    [
+        ("fedavg", "prox"),
+        ("fedavg", "kd"),
+        ("fedavg", "ntd"),
+        ("fedavg", "ld"),
+        ("fedavg", "fd"),
+        ("dot_regression", "fd"),
+        ("scaffold", "kd"),
+    ],
+)
 def test_regularizer_with_weight_zero_equals_its_base_method(tmp_path, base, name):
     model_params = {"classifier": "etf" if base == "dot_regression" else "linear"}
-    setup = dict(rounds=2, clients_per_round=2, model=MLP, model_params=model_params,
-                 optimizer={"lr": 1.0 if base == "dot_regression" else 0.05, "momentum": 0.5})
+    setup = dict(
+        rounds=2,
+        clients_per_round=2,
+        model=MLP,
+        model_params=model_params,
+        optimizer={"lr": 1.0 if base == "dot_regression" else 0.05, "momentum": 0.5},
+    )
     _, plain_sink, plain = train(make_spec(base, **setup), tmp_path, "plain.pt")
     zero = {"regularizers": [{"name": name, "weight": 0.0}]}
     _, zero_sink, zeroed = train(make_spec(base, zero, **setup), tmp_path, "zero.pt")
@@ -411,8 +496,9 @@ def test_regularizer_with_weight_zero_equals_its_base_method(tmp_path, base, nam
 
 
 # ------------------------------------------------------------------------------------------- resume
-@pytest.mark.parametrize("algorithm,params", [("scaffold", {}), ("feddyn", {"alpha": 0.1}), ("moon", {"mu": 1.0}),
-                                              ("slowmo", {"beta": 0.9})])
+@pytest.mark.parametrize(
+    "algorithm,params", [("scaffold", {}), ("feddyn", {"alpha": 0.1}), ("moon", {"mu": 1.0}), ("slowmo", {"beta": 0.9})]
+)
 def test_stateful_methods_resume_after_interrupt_exactly(tmp_path, algorithm, params):
     spec = make_spec(algorithm, params, rounds=4, num_clients=5, clients_per_round=3)
     _, straight, whole = train(spec, tmp_path, "whole.pt")
@@ -430,8 +516,9 @@ def test_stateful_methods_resume_after_interrupt_exactly(tmp_path, algorithm, pa
         for key, value in state.items():
             if isinstance(value, torch.Tensor):
                 assert torch.equal(split["client_states"][client][key], value), (client, key)
-    assert [(r.round, r.test_acc, r.train_loss) for r in sink.records] == \
-        [(r.round, r.test_acc, r.train_loss) for r in straight.records]
+    assert [(r.round, r.test_acc, r.train_loss) for r in sink.records] == [
+        (r.round, r.test_acc, r.train_loss) for r in straight.records
+    ]
 
 
 def test_spare_frozen_models_are_shared_not_copied_per_client(tmp_path):

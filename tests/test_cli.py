@@ -34,7 +34,9 @@ def test_run_rerun_force_and_report(write_recipe, registry_url):
     assert again.exit_code == 0
     assert "2 of 2 runs already done" in again.output
 
-    forced = invoke("run", recipe, "--scale", "smoke", "--registry", registry_url, "--force", "--only", "algorithm=fedavg")
+    forced = invoke(
+        "run", recipe, "--scale", "smoke", "--registry", registry_url, "--force", "--only", "algorithm=fedavg"
+    )
     assert forced.exit_code == 0 and "re-running 1" in forced.output
 
     listed = invoke("runs", "--registry", registry_url, "--json")
@@ -62,18 +64,26 @@ def test_run_rerun_force_and_report(write_recipe, registry_url):
     for fmt in ("rich", "markdown", "latex", "csv", "html"):
         out = invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", fmt)
         assert out.exit_code == 0 and "fedavg" in out.output, fmt
-    markdown = invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "markdown")
+    markdown = invoke(
+        "report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "markdown"
+    )
     assert "paper 50.00" in markdown.output and "scale 'smoke'" in markdown.output
 
 
 def test_partial_cells_are_marked(write_recipe, registry_url):
     recipe = write_recipe()
-    assert invoke("run", recipe, "--seeds", "0", "--set", "rounds=1", "--only", "algorithm=fedavg",
-                  "--registry", registry_url).exit_code == 0
+    assert (
+        invoke(
+            "run", recipe, "--seeds", "0", "--set", "rounds=1", "--only", "algorithm=fedavg", "--registry", registry_url
+        ).exit_code
+        == 0
+    )
     # --set changed the specs, so the recipe's own runs are still missing
     out = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json")
     assert all(c["n"] == 0 for c in json.loads(out.stdout)["tables"][0]["cells"])
-    assert invoke("run", recipe, "--seeds", "0", "--only", "algorithm=fedavg", "--registry", registry_url).exit_code == 0
+    assert (
+        invoke("run", recipe, "--seeds", "0", "--only", "algorithm=fedavg", "--registry", registry_url).exit_code == 0
+    )
     cells = json.loads(invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json").stdout)
     fedavg = [c for c in cells["tables"][0]["cells"] if c["row"] == "fedavg"][0]
     assert fedavg["n"] == 1 and fedavg["expected"] == 2 and fedavg["partial"]
@@ -86,19 +96,35 @@ def test_synthetic_runs_are_labelled_and_kept_apart(write_recipe, registry_url):
     assert invoke("run", recipe, "--scale", "smoke", "--synthetic", "--registry", registry_url).exit_code == 0
     runs = json.loads(invoke("runs", "--registry", registry_url, "--json").stdout)
     assert all(r["synthetic"] for r in runs)
-    real = json.loads(invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json").stdout)
+    real = json.loads(
+        invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json").stdout
+    )
     assert all(c["n"] == 0 for c in real["tables"][0]["cells"])
-    synthetic = invoke("report", "--recipe", recipe, "--scale", "smoke", "--synthetic", "--registry", registry_url, "--format", "markdown")
+    synthetic = invoke(
+        "report",
+        "--recipe",
+        recipe,
+        "--scale",
+        "smoke",
+        "--synthetic",
+        "--registry",
+        registry_url,
+        "--format",
+        "markdown",
+    )
     assert "SYNTHETIC" in synthetic.output and "(n=1)" in synthetic.output
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda t: t.replace("rounds = 3", "roundz = 3"), "unknown setup key 'roundz'"),
-    (lambda t: t.replace("rounds = 3", 'rounds = "x"'), "rounds"),
-    (lambda t: t.replace('"fedprox"]', '"fedprox", "fedavgg"]'), "did you mean fedavg"),
-    (lambda t: t.replace("alpha = 0.5", "alpha = -1"), "alpha must be > 0"),
-    (lambda t: t.replace("targets = [50]", 'targets = ["high"]'), "targets = ['high']: expected a list"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("rounds = 3", "roundz = 3"), "unknown setup key 'roundz'"),
+        (lambda t: t.replace("rounds = 3", 'rounds = "x"'), "rounds"),
+        (lambda t: t.replace('"fedprox"]', '"fedprox", "fedavgg"]'), "did you mean fedavg"),
+        (lambda t: t.replace("alpha = 0.5", "alpha = -1"), "alpha must be > 0"),
+        (lambda t: t.replace("targets = [50]", 'targets = ["high"]'), "targets = ['high']: expected a list"),
+    ],
+)
 def test_bad_recipe_exits_2_with_one_line_and_no_registry(write_recipe, registry_url, edit, message):
     from conftest import TINY_RECIPE
 
@@ -150,11 +176,23 @@ def test_parallel_workers_share_the_work_without_duplicates(write_recipe, regist
 @pytest.mark.slow
 def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, registry_url, tmp_path):
     recipe = write_recipe()
-    command = [sys.executable, "-m", "fedbench.cli", "run", str(recipe), "--set", "rounds=2", "--registry", registry_url]
+    command = [
+        sys.executable,
+        "-m",
+        "fedbench.cli",
+        "run",
+        str(recipe),
+        "--set",
+        "rounds=2",
+        "--registry",
+        registry_url,
+    ]
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    if "PYTHONPATH" in os.environ:   # the fedbench under test, where it is not the installed one (a git worktree)
+    if "PYTHONPATH" in os.environ:  # the fedbench under test, where it is not the installed one (a git worktree)
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    procs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
     outputs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outputs
     from fedbench.registry import Registry
@@ -162,7 +200,7 @@ def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, regist
     registry = Registry(registry_url)
     rows = registry.runs()
     assert len(rows) == 4 and all(r.status == "done" for r in rows)
-    for row in rows:   # each run trained once: one curve, rounds 1..2 exactly once
+    for row in rows:  # each run trained once: one curve, rounds 1..2 exactly once
         assert [r.round for r in registry.curve(row.id)] == [1, 2]
 
 
@@ -173,11 +211,11 @@ def test_claim_is_exclusive(registry_url, write_recipe):
     planned = expand(load_recipe(write_recipe()))
     registry = Registry(registry_url)
     registry.ensure_runs([p.registry_entry() for p in planned])
-    registry.ensure_runs([p.registry_entry() for p in planned])   # idempotent
+    registry.ensure_runs([p.registry_entry() for p in planned])  # idempotent
     assert len(registry.runs()) == 4
     first = registry.claim(planned[0].spec_hash, worker="otherhost:1")
     assert first is not None
-    assert registry.claim(planned[0].spec_hash, worker="thishost:2") is None   # held by a live worker elsewhere
+    assert registry.claim(planned[0].spec_hash, worker="thishost:2") is None  # held by a live worker elsewhere
 
 
 @pytest.mark.slow
@@ -191,8 +229,12 @@ def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
         url = f"sqlite:///{tmp_path / f'jobs{jobs}.db'}"
         assert invoke("run", recipe, "--scale", "smoke", "--jobs", jobs, "--registry", url).exit_code == 0
         registry = Registry(url)
-        curves.append({r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
-                       for r in registry.runs()})
+        curves.append(
+            {
+                r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
+                for r in registry.runs()
+            }
+        )
     assert curves[0] == curves[1] and len(curves[0]) == 2
 
 
@@ -220,5 +262,5 @@ def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
     for args in (["--plots", str(blocker / "plots")], ["--out", str(tmp_path), "--format", "markdown"]):
         result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry_url, *args])
         assert result.exit_code == 2, result.output
-        assert ("cannot" in result.stderr or "is a folder" in result.stderr)
+        assert "cannot" in result.stderr or "is a folder" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1

@@ -98,8 +98,15 @@ def test_model_card_matches_published_macs():
     # CNN: the spec's 422,944 counts conv bias (thop); the flop counter does not: 422,944 − 6·28² − 16·10² − 120.
     assert model_card("fedtrip_cnn")["macs_forward"] == 422_944 - (6 * 28 * 28 + 16 * 10 * 10 + 120)
     # AlexNet: the spec's 145.92 M MACs without conv bias (Table III prints 145.93 MFLOPs).
-    macs = (30 * 30 * 64 * 3 * 49 + 14 * 14 * 192 * 64 * 25 + 6 * 6 * 384 * 192 * 9 + 6 * 6 * 256 * 384 * 9
-            + 6 * 6 * 256 * 256 * 9 + 256 * 1024 + 1024 * 10)
+    macs = (
+        30 * 30 * 64 * 3 * 49
+        + 14 * 14 * 192 * 64 * 25
+        + 6 * 6 * 384 * 192 * 9
+        + 6 * 6 * 256 * 384 * 9
+        + 6 * 6 * 256 * 256 * 9
+        + 256 * 1024
+        + 1024 * 10
+    )
     assert model_card("alexnet_cifar")["macs_forward"] == macs == 145_922_816
 
 
@@ -111,7 +118,10 @@ def test_model_card_overrides_and_cache():
     etf = model_card("vgg11", classifier="etf")
     assert etf["model_params"] == {"classifier": "etf"}
     assert etf["trainable_params"] == etf["params"] - 10 * 512
-    assert model_card("resnet18", input_shape="1x28x28", num_classes=62)["params"] == model_card("resnet18_femnist")["params"]
+    assert (
+        model_card("resnet18", input_shape="1x28x28", num_classes=62)["params"]
+        == model_card("resnet18_femnist")["params"]
+    )
 
 
 def test_model_card_does_not_consume_the_global_rng():

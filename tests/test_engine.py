@@ -14,9 +14,18 @@ from fedbench.engine.loop import init_model, prepare_data
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
-BASE = dict(dataset="digits", model="digits_mlp", model_params={"hidden": 32}, partition="dirichlet",
-            partition_params={"alpha": 0.5, "min_size": 5}, num_clients=5, clients_per_round=3, rounds=3,
-            batch_size=32, optimizer={"lr": 0.1, "momentum": 0.5})
+BASE = dict(
+    dataset="digits",
+    model="digits_mlp",
+    model_params={"hidden": 32},
+    partition="dirichlet",
+    partition_params={"alpha": 0.5, "min_size": 5},
+    num_clients=5,
+    clients_per_round=3,
+    rounds=3,
+    batch_size=32,
+    optimizer={"lr": 0.1, "momentum": 0.5},
+)
 
 
 def final_params(spec, tmp_path, sink, **kwargs):
@@ -41,8 +50,17 @@ def test_fedprox_with_mu_zero_reproduces_fedavg_exactly(tmp_path, sink):
 
 
 def test_one_client_fedavg_equals_plain_sgd(tmp_path, sink):
-    spec = RunSpec(**{**BASE, "partition": "iid", "partition_params": {}, "num_clients": 1, "clients_per_round": 1,
-                      "optimizer": {"lr": 0.1}, "algorithm": "fedavg"})
+    spec = RunSpec(
+        **{
+            **BASE,
+            "partition": "iid",
+            "partition_params": {},
+            "num_clients": 1,
+            "clients_per_round": 1,
+            "optimizer": {"lr": 0.1},
+            "algorithm": "fedavg",
+        }
+    )
     _, checkpoint = final_params(spec, tmp_path, sink)
 
     # The same thing written as centralised mini-batch SGD on the client's data: the same operations in the
@@ -55,7 +73,7 @@ def test_one_client_fedavg_equals_plain_sgd(tmp_path, sink):
         generator = torch_generator(spec.seed, "client", round_index, 0)
         order = indices[torch.randperm(len(indices), generator=generator)]
         for start in range(0, len(order), spec.batch_size):
-            batch = order[start: start + spec.batch_size]
+            batch = order[start : start + spec.batch_size]
             loss = F.cross_entropy(model(data.tensors.train_x[batch]), data.tensors.train_y[batch])
             optimizer.zero_grad()
             loss.backward()
@@ -76,12 +94,13 @@ def test_interrupted_run_resumes_with_identical_results(tmp_path):
     first = run(spec, resumed, checkpoint_path=path, stop_after_round=2)
     assert first.status == "interrupted" and [r.round for r in resumed.records] == [1, 2]
     resumed.log_round(type(resumed.records[0])(round=3, train_loss=9.9, wall_seconds=0, bytes_up=0, bytes_down=0))
-    second = run(spec, resumed, checkpoint_path=path)   # the stray round 3 is truncated and redone
+    second = run(spec, resumed, checkpoint_path=path)  # the stray round 3 is truncated and redone
     assert second.status == "done" and second.info["resumed_from"] == 2
     final = load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
     assert torch.equal(final["server"]["params"], reference["server"]["params"])
-    assert [(r.round, r.test_acc, r.train_loss) for r in resumed.records] == \
-        [(r.round, r.test_acc, r.train_loss) for r in straight.records]
+    assert [(r.round, r.test_acc, r.train_loss) for r in resumed.records] == [
+        (r.round, r.test_acc, r.train_loss) for r in straight.records
+    ]
 
 
 def test_divergence_ends_the_run_with_status_and_round(sink):
@@ -111,7 +130,6 @@ def test_same_spec_is_bit_identical(tmp_path):
 
 
 def test_personal_evaluation_of_fedavg_is_global_model_on_client_splits(sink):
-    from fedbench.engine.evaluation import evaluate
 
     spec = RunSpec(algorithm="fedavg", **{**BASE, "eval_mode": "both", "client_test_fraction": 0.25, "rounds": 1})
     run(spec, sink)

@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import ValidationError
 from torch import nn
-from conftest import F64_ATOL
 from typer.testing import CliRunner
 
 from algorithm_fixtures import (  # noqa: F401  (head_mlp is a fixture)
@@ -26,6 +25,7 @@ from algorithm_fixtures import (  # noqa: F401  (head_mlp is a fixture)
     make_spec,
     train,
 )
+from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
@@ -70,10 +70,10 @@ def test_local_dr_objective_is_dot_regressions_and_differs_from_ce():
     ref_loss, ref = _objective_and_gradient("dot_regression", {}, spec, model, x, y)
     ce_loss, ce = _objective_and_gradient("local", {}, spec, model, x, y)
     fedavg_loss, fedavg = _objective_and_gradient("fedavg", {}, spec, model, x, y)
-    assert torch.equal(dr_loss, ref_loss) and torch.equal(dr, ref)        # exactly Dot-Regression's objective
+    assert torch.equal(dr_loss, ref_loss) and torch.equal(dr, ref)  # exactly Dot-Regression's objective
     assert torch.equal(ce_loss, fedavg_loss) and torch.equal(ce, fedavg)  # the default is still plain CE
     assert not torch.allclose(dr, ce, atol=1e-4)
-    with torch.no_grad():                                                 # ½·mean (cos(f, v_y) − 1)²
+    with torch.no_grad():  # ½·mean (cos(f, v_y) − 1)²
         cosine = F.cosine_similarity(model.features(x), model.classifier.weight[y], dim=1)
     assert dr_loss.item() == pytest.approx(0.5 * ((cosine - 1) ** 2).mean().item(), rel=0, abs=F64_ATOL)
 
@@ -97,22 +97,30 @@ def test_dot_regression_loss_has_the_analytic_feature_gradient():
 
 @pytest.mark.usefixtures("head_mlp")
 def test_local_dr_trains_personal_models_through_the_frozen_etf(tmp_path):
-    common = {"model": MLP, "model_params": {"classifier": "etf"}, "rounds": 2, "eval_mode": "personal",
-              "client_test_fraction": 0.2, "optimizer": {"lr": 1.0, "momentum": 0.5}}
+    common = {
+        "model": MLP,
+        "model_params": {"classifier": "etf"},
+        "rounds": 2,
+        "eval_mode": "personal",
+        "client_test_fraction": 0.2,
+        "optimizer": {"lr": 1.0, "momentum": 0.5},
+    }
     dr_spec, ce_spec = make_spec("local", {"loss": "dr"}, **common), make_spec("local", {}, **common)
     assert dr_spec.spec_hash != ce_spec.spec_hash and ce_spec.algorithm_params == {}
     _, dr_sink, dr_ckpt = train(dr_spec, tmp_path, "dr.pt")
     _, _, ce_ckpt = train(ce_spec, tmp_path, "ce.pt")
     w0 = initial_params(dr_spec)
-    assert torch.equal(dr_ckpt["server"]["params"], w0)                   # nothing is shared
+    assert torch.equal(dr_ckpt["server"]["params"], w0)  # nothing is shared
     model = initial_model(dr_spec)
     etf = slice(*_param_range(model, "classifier.weight"))
     personal = [s["personal_params"] for s in dr_ckpt["client_states"].values()]
-    assert len(personal) == 4 and all(torch.equal(p[etf], w0[etf]) for p in personal)   # the ETF stays frozen
+    assert len(personal) == 4 and all(torch.equal(p[etf], w0[etf]) for p in personal)  # the ETF stays frozen
     assert all(not torch.equal(p, w0) for p in personal)
-    assert any(not torch.equal(dr_ckpt["client_states"][k]["personal_params"], ce_ckpt["client_states"][k]["personal_params"])
-               for k in range(4))
-    assert dr_sink.records[-1].personal_mean > 0.3                       # it learns (10 classes)
+    assert any(
+        not torch.equal(dr_ckpt["client_states"][k]["personal_params"], ce_ckpt["client_states"][k]["personal_params"])
+        for k in range(4)
+    )
+    assert dr_sink.records[-1].personal_mean > 0.3  # it learns (10 classes)
 
 
 def _param_range(model: nn.Module, name: str) -> tuple[int, int]:
@@ -126,9 +134,20 @@ def _param_range(model: nn.Module, name: str) -> tuple[int, int]:
 
 @pytest.mark.usefixtures("head_mlp")
 def test_local_dr_needs_the_etf_head_and_a_known_loss(tmp_path):
-    with pytest.raises(ConfigError, match=r"algorithm_params.loss = 'dr' needs a fixed etf classifier.*classifier = 'etf'"):
-        train(make_spec("local", {"loss": "dr"}, model=MLP, model_params={"classifier": "linear"},
-                        eval_mode="personal", client_test_fraction=0.2), tmp_path)
+    with pytest.raises(
+        ConfigError, match=r"algorithm_params.loss = 'dr' needs a fixed etf classifier.*classifier = 'etf'"
+    ):
+        train(
+            make_spec(
+                "local",
+                {"loss": "dr"},
+                model=MLP,
+                model_params={"classifier": "linear"},
+                eval_mode="personal",
+                client_test_fraction=0.2,
+            ),
+            tmp_path,
+        )
     with pytest.raises(ConfigError, match=r"algorithm 'local': algorithm_params.loss: Input should be 'ce' or 'dr'"):
         validate_algorithm_params("local", {"loss": "dr_plus"})
 
@@ -143,18 +162,27 @@ def finetuned(spec: RunSpec, start_shift: float = 0.0):
     model = init_model(spec, data.num_classes, data.input_shape, device)
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad) for p in model.parameters()])
     server = fresh_server(model)
-    if start_shift:   # a start model other than w^0 (the frozen classifier kept)
-        server.params[~frozen] += start_shift * torch.randn(int((~frozen).sum()), generator=torch.Generator().manual_seed(3))
+    if start_shift:  # a start model other than w^0 (the frozen classifier kept)
+        server.params[~frozen] += start_shift * torch.randn(
+            int((~frozen).sum()), generator=torch.Generator().manual_seed(3)
+        )
     record = RoundRecord(round=spec.rounds, train_loss=0.0, wall_seconds=0.0, bytes_up=0, bytes_down=0)
-    personal.finetune_evaluation(spec, algorithm, model, server, None, {}, data, record, device, 1000,
-                                 SpareModels(model), frozen)
+    personal.finetune_evaluation(
+        spec, algorithm, model, server, None, {}, data, record, device, 1000, SpareModels(model), frozen
+    )
     return record.finetune_per_client, nn.utils.parameters_to_vector(model.parameters()).detach().clone()
 
 
 def ft_spec(algorithm_params: dict, loss: str, model_params: dict | None = None, **finetune) -> RunSpec:
-    return make_spec("dot_regression", algorithm_params, model=MLP, model_params=model_params or {"classifier": "etf"},
-                     eval_mode="both", client_test_fraction=0.2,
-                     finetune={"epochs": 2, "lr": 0.5, "loss": loss, "start": "final", **finetune})
+    return make_spec(
+        "dot_regression",
+        algorithm_params,
+        model=MLP,
+        model_params=model_params or {"classifier": "etf"},
+        eval_mode="both",
+        client_test_fraction=0.2,
+        finetune={"epochs": 2, "lr": 0.5, "loss": loss, "start": "final", **finetune},
+    )
 
 
 @pytest.mark.usefixtures("head_mlp")
@@ -189,7 +217,7 @@ def test_dr_plus_fine_tuning_is_0_9_dr_plus_0_1_feature_distillation_to_the_star
     with torch.no_grad():
         for name, p in model.named_parameters():
             if p.requires_grad:
-                p.add_(0.2 * torch.randn_like(p))                          # move the student off the start model
+                p.add_(0.2 * torch.randn_like(p))  # move the student off the start model
         logits = trainer.forward(ctx, x)
         teacher = ctx.global_model()
         expected = 0.9 * dot_regression_loss(logits, y) + 0.1 * F.mse_loss(model.features(x), teacher.features(x))
@@ -202,7 +230,7 @@ def test_ce_and_method_fine_tuning_keep_their_old_behaviour_bit_for_bit(monkeypa
     spec = ft_spec(FEDDR_PLUS, loss)
     new = finetuned(spec, 0.1)
 
-    def old_trainer(spec, algorithm):   # personal.finetune_evaluation's trainer before finetune.loss had dr / dr_plus
+    def old_trainer(spec, algorithm):  # personal.finetune_evaluation's trainer before finetune.loss had dr / dr_plus
         return algorithm if spec.finetune.loss == "method" else Algorithm(NoParams())
 
     monkeypatch.setattr(personal, "finetune_trainer", old_trainer)
@@ -213,8 +241,14 @@ def test_ce_and_method_fine_tuning_keep_their_old_behaviour_bit_for_bit(monkeypa
 @pytest.mark.usefixtures("head_mlp")
 @pytest.mark.parametrize("loss", ["dr", "dr_plus"])
 def test_fine_tuning_with_a_dr_loss_needs_the_etf_head_and_fails_before_round_one(loss):
-    spec = make_spec("fedavg", model=MLP, model_params={"classifier": "linear"}, eval_mode="both",
-                     client_test_fraction=0.2, finetune={"loss": loss, "epochs": 1})
+    spec = make_spec(
+        "fedavg",
+        model=MLP,
+        model_params={"classifier": "linear"},
+        eval_mode="both",
+        client_test_fraction=0.2,
+        finetune={"loss": loss, "epochs": 1},
+    )
     sink = Sink()
     with pytest.raises(ConfigError, match=rf"finetune.loss = '{loss}' needs a fixed etf classifier"):
         run(spec, sink)
@@ -244,17 +278,22 @@ def test_existing_feddrplus_runs_keep_their_spec_hash():
 def test_table3_local_dr_row():
     recipe = load_recipe(RECIPES / "feddrplus_table3.toml")
     runs = expand(recipe)
-    assert len(runs) == 72                                                # 12 methods × 6 settings
+    assert len(runs) == 72  # 12 methods × 6 settings
     rows = cells(runs, algorithm="Local only (DR)")
-    assert sorted(p.labels["setting"] for p in rows) == sorted(COLUMNS)   # personalised protocol only
+    assert sorted(p.labels["setting"] for p in rows) == sorted(COLUMNS)  # personalised protocol only
     assert {p.labels["protocol"] for p in rows} == {"personalised"}
     spec = cells(rows, setting="α=0.1")[0].spec
-    assert (spec.algorithm, spec.algorithm_params, spec.model_params) == ("local", {"loss": "dr"}, {"classifier": "etf"})
+    assert (spec.algorithm, spec.algorithm_params, spec.model_params) == (
+        "local",
+        {"loss": "dr"},
+        {"classifier": "etf"},
+    )
     assert (spec.rounds, spec.clients_per_round, spec.local_steps, spec.eval_mode) == (160, 100, 10, "personal")
     assert (spec.optimizer.lr, spec.optimizer.momentum, spec.lr_schedule.milestones) == (5.0, 0.9, (81, 121))
     ce_etf = cells(runs, algorithm="Local only (CE+ETF)", setting="α=0.1")[0].spec
-    assert spec.model_dump(exclude={"algorithm_params", "model_params", "optimizer"}) == \
-        ce_etf.model_dump(exclude={"algorithm_params", "model_params", "optimizer"})
+    assert spec.model_dump(exclude={"algorithm_params", "model_params", "optimizer"}) == ce_etf.model_dump(
+        exclude={"algorithm_params", "model_params", "optimizer"}
+    )
     published = [60.68, 44.61, 20.98, 58.56, 46.72, 30.88]
     view = recipe.table("personalised")
     assert [view.published_value("Local only (DR)", c) for c in COLUMNS] == published
@@ -265,12 +304,16 @@ def test_table3_local_dr_row():
 def test_table8_crossed_fine_tuning_rows(tmp_path):
     recipe = load_recipe(RECIPES / "feddrplus_table8.toml")
     runs = expand(recipe)
-    assert len(runs) == 24                                                # 2 methods × 2 FT losses × 6 settings
+    assert len(runs) == 24  # 2 methods × 2 FT losses × 6 settings
     losses = {(p.labels["algorithm"], p.labels["ft_loss"]): p.spec.finetune.loss for p in runs}
-    assert losses == {("Dot-Regression", "own"): "method", ("Dot-Regression", "L_Dr+"): "dr_plus",
-                      ("FedDr+", "own"): "method", ("FedDr+", "L_DR"): "dr"}
+    assert losses == {
+        ("Dot-Regression", "own"): "method",
+        ("Dot-Regression", "L_Dr+"): "dr_plus",
+        ("FedDr+", "own"): "method",
+        ("FedDr+", "L_DR"): "dr",
+    }
     for algorithm, crossed in (("Dot-Regression", "L_Dr+"), ("FedDr+", "L_DR")):
-        for setting in COLUMNS:   # the same GFL training, only the fine-tuning loss differs
+        for setting in COLUMNS:  # the same GFL training, only the fine-tuning loss differs
             own = cells(runs, algorithm=algorithm, ft_loss="own", setting=setting)[0].spec
             other = cells(runs, algorithm=algorithm, ft_loss=crossed, setting=setting)[0].spec
             assert own.model_dump(exclude={"finetune"}) == other.model_dump(exclude={"finetune"})
@@ -283,14 +326,16 @@ def test_table8_crossed_fine_tuning_rows(tmp_path):
     registry = Registry(f"sqlite:///{tmp_path / 'r.db'}")
     finetuned = build_table(recipe, recipe.table("finetuned"), registry)
     assert finetuned.rows == ["Dot-Regression / own", "Dot-Regression / L_Dr+", "FedDr+ / own", "FedDr+ / L_DR"]
-    published = {"Dot-Regression / own": [80.84, 74.18, 56.84, 72.02, 66.96, 60.34],
-                 "Dot-Regression / L_Dr+": [80.82, 73.73, 56.69, 71.85, 66.59, 59.87],
-                 "FedDr+ / own": [84.10, 75.42, 56.76, 78.55, 74.75, 62.16],
-                 "FedDr+ / L_DR": [84.23, 75.73, 56.90, 78.65, 74.86, 62.47]}
+    published = {
+        "Dot-Regression / own": [80.84, 74.18, 56.84, 72.02, 66.96, 60.34],
+        "Dot-Regression / L_Dr+": [80.82, 73.73, 56.69, 71.85, 66.59, 59.87],
+        "FedDr+ / own": [84.10, 75.42, 56.76, 78.55, 74.75, 62.16],
+        "FedDr+ / L_DR": [84.23, 75.73, 56.90, 78.65, 74.86, 62.47],
+    }
     for row, values in published.items():
         assert [finetuned.cells[(row, c)].published for c in COLUMNS] == values
         assert all(finetuned.cells[(row, c)].expected == 1 for c in COLUMNS)
-    for name in ("gfl", "gfl_clients"):   # the GFL rows: one run per cell, the own-loss one
+    for name in ("gfl", "gfl_clients"):  # the GFL rows: one run per cell, the own-loss one
         gfl = build_table(recipe, recipe.table(name), registry)
         assert gfl.rows == ["Dot-Regression", "FedDr+"]
         assert all(cell.expected == 1 for cell in gfl.cells.values())
@@ -316,8 +361,11 @@ optimizer = {{ lr = 1.0, momentum = 0.5 }}
 client_test_fraction = 0.2
 """
 
-LOCAL_RECIPE = """name = "local_dr"
-""" + SETUP + """eval_mode = "personal"
+LOCAL_RECIPE = (
+    """name = "local_dr"
+"""
+    + SETUP
+    + """eval_mode = "personal"
 
 [matrix]
 algorithm = [{ label = "Local only (DR)", algorithm = "local", algorithm_params = { loss = "dr" } }]
@@ -332,9 +380,13 @@ metric = "personal_mean"
 [tables.published]
 "Local only (DR)" = 60.68
 """
+)
 
-CROSSED_RECIPE = """name = "crossed_ft"
-""" + SETUP + """eval_mode = "both"
+CROSSED_RECIPE = (
+    """name = "crossed_ft"
+"""
+    + SETUP
+    + """eval_mode = "both"
 finetune = { epochs = 1, lr = 0.5, loss = "method", start = "best" }
 
 [matrix]
@@ -362,6 +414,7 @@ metric = "finetune_mean"
 "Dot-Regression / L_Dr+" = 80.82
 "FedDr+ / L_DR" = 84.23
 """
+)
 
 
 @pytest.mark.usefixtures("head_mlp")
@@ -378,17 +431,25 @@ def test_cli_runs_and_reports_the_new_rows(tmp_path, write_recipe):
         cells_by_row.update({c["row"]: c for c in json.loads(result.output)["tables"][0]["cells"]})
     runs = Registry(url).runs(paper="tests")
     assert len(runs) == 5 and all(r.status == "done" for r in runs), [(r.labels, r.error) for r in runs]
-    assert set(cells_by_row) == {"Local only (DR)", "Dot-Regression / own", "Dot-Regression / L_Dr+", "FedDr+ / own",
-                                 "FedDr+ / L_DR"}
+    assert set(cells_by_row) == {
+        "Local only (DR)",
+        "Dot-Regression / own",
+        "Dot-Regression / L_Dr+",
+        "FedDr+ / own",
+        "FedDr+ / L_DR",
+    }
     assert all(c["n"] == 1 and c["mean"] is not None for c in cells_by_row.values())
     assert cells_by_row["Local only (DR)"]["published"] == 60.68 and cells_by_row["FedDr+ / L_DR"]["published"] == 84.23
 
 
 @pytest.mark.usefixtures("head_mlp")
-@pytest.mark.parametrize("recipe_text,assignment,key", [
-    (CROSSED_RECIPE, "finetune.loss=l_dr", "finetune.loss"),
-    (LOCAL_RECIPE, "algorithm_params.loss=mse", "algorithm_params.loss"),
-])
+@pytest.mark.parametrize(
+    "recipe_text,assignment,key",
+    [
+        (CROSSED_RECIPE, "finetune.loss=l_dr", "finetune.loss"),
+        (LOCAL_RECIPE, "algorithm_params.loss=mse", "algorithm_params.loss"),
+    ],
+)
 def test_cli_rejects_bad_values_with_one_line_naming_the_key(write_recipe, tmp_path, recipe_text, assignment, key):
     recipe = write_recipe(recipe_text, "bad.toml")
     url = f"sqlite:///{tmp_path / 'bad.db'}"

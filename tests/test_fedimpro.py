@@ -11,7 +11,6 @@ import torch.nn.functional as F
 from typer.testing import CliRunner
 
 from conftest import F64_ATOL
-
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientUpdate
 from fedbench.cli import app
@@ -24,9 +23,18 @@ from fedbench.recipe import expand, load_recipe
 from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-BASE = {"dataset": "digits", "model": "digits_cnn", "model_params": {"width": 8, "hidden": 32},
-        "partition": "dirichlet", "partition_params": {"alpha": 0.5, "min_size": 5}, "num_clients": 4,
-        "clients_per_round": 2, "rounds": 3, "batch_size": 32, "optimizer": {"lr": 0.05, "momentum": 0.9}}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_cnn",
+    "model_params": {"width": 8, "hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 5},
+    "num_clients": 4,
+    "clients_per_round": 2,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.05, "momentum": 0.9},
+}
 SHAPE = (1, 8, 8)
 
 
@@ -40,8 +48,12 @@ def bound(params: dict, split: str = "pool", seed: int = 0):
     """A FedImpro instance bound to a digits CNN, with its server state."""
     torch.manual_seed(seed)
     model = build_model("digits_cnn", 10, SHAPE, width=4, hidden=16)
-    spec = RunSpec(algorithm="fedimpro", algorithm_params={"split": split, **params}, seed=seed, **{
-        k: v for k, v in BASE.items() if k not in ("model_params",)})
+    spec = RunSpec(
+        algorithm="fedimpro",
+        algorithm_params={"split": split, **params},
+        seed=seed,
+        **{k: v for k, v in BASE.items() if k not in ("model_params",)},
+    )
     algorithm = build_algorithm("fedimpro", spec.algorithm_params)
     algorithm.bind_model(spec, model, SHAPE, 10)
     server = ServerState(params=torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone(), buffers={})
@@ -53,10 +65,20 @@ def context(algorithm, model, spec, server, round_index=1, client_id=0):
     from fedbench.data.store import TensorData
 
     empty = torch.zeros(0)
-    ctx = ClientContext(spec=spec, client_id=client_id, round_index=round_index, model=model, server=server,
-                        payload=algorithm.payload(server, round_index), state={},
-                        data=TensorData(empty, empty, empty, empty), indices=torch.arange(0),
-                        generator=torch.Generator(), device=torch.device("cpu"), lr=0.1)
+    ctx = ClientContext(
+        spec=spec,
+        client_id=client_id,
+        round_index=round_index,
+        model=model,
+        server=server,
+        payload=algorithm.payload(server, round_index),
+        state={},
+        data=TensorData(empty, empty, empty, empty),
+        indices=torch.arange(0),
+        generator=torch.Generator(),
+        device=torch.device("cpu"),
+        lr=0.1,
+    )
     algorithm.begin_local(ctx)
     return ctx
 
@@ -66,11 +88,14 @@ def test_feature_weight_zero_equals_fedavg(tmp_path, sink):
 
     _, a = final(RunSpec(algorithm="fedavg", **BASE), tmp_path, sink)
     _, b = final(RunSpec(algorithm="fedimpro", algorithm_params={"feature_weight": 0.0}, **BASE), tmp_path, ListSink())
-    _, c = final(RunSpec(algorithm="fedimpro", algorithm_params={"feature_weight_sched": "constant"}, **BASE),
-                 tmp_path, ListSink())
+    _, c = final(
+        RunSpec(algorithm="fedimpro", algorithm_params={"feature_weight_sched": "constant"}, **BASE),
+        tmp_path,
+        ListSink(),
+    )
     assert torch.equal(a["server"]["params"], b["server"]["params"])
     assert not torch.equal(a["server"]["params"], c["server"]["params"])
-    assert b["server"]["state"]["mu"].shape == (10, 8 * 2 * 4 * 4)   # C × D, D = 2·width·4·4 at "pool"
+    assert b["server"]["state"]["mu"].shape == (10, 8 * 2 * 4 * 4)  # C × D, D = 2·width·4·4 at "pool"
 
 
 @pytest.mark.usefixtures("float64")
@@ -80,14 +105,14 @@ def test_local_statistics_follow_eq6_per_class():
     algorithm, model, spec, server = bound({"stat_weight": "beta", "beta_m": 0.0, "sigma0": 0.3})
     ctx = context(algorithm, model, spec, server)
     h = torch.randn(9, algorithm.feature_dim) * 0.2 + 1.0
-    y = torch.tensor([0, 0, 0, 3, 3, 5, 0, 3, 3])        # class 5 once, classes 1, 2, 4, 6-9 absent
+    y = torch.tensor([0, 0, 0, 3, 3, 5, 0, 3, 3])  # class 5 once, classes 1, 2, 4, 6-9 absent
     algorithm.update_statistics(ctx, h, y)
     mu, sigma = ctx.scratch["mu"], ctx.scratch["sigma"]
     for c in (0, 3):
         assert torch.allclose(mu[c], h[y == c].mean(0), rtol=0, atol=F64_ATOL)
         assert torch.allclose(sigma[c], h[y == c].std(0).clamp(max=0.3), rtol=0, atol=F64_ATOL)
     assert torch.allclose(mu[5], h[y == 5][0], rtol=0, atol=F64_ATOL)
-    assert torch.equal(sigma[5], server.state["sigma"][5])             # std of one sample is undefined
+    assert torch.equal(sigma[5], server.state["sigma"][5])  # std of one sample is undefined
     for c in (1, 2, 4, 6, 7, 8, 9):
         assert torch.equal(mu[c], server.state["mu"][c]) and torch.equal(sigma[c], server.state["sigma"][c])
     assert (sigma <= 0.3).all() and (sigma[0] == 0.3).any() and (sigma[0] < 0.3).any()
@@ -127,7 +152,7 @@ def test_sampled_features_have_the_class_moments():
     server.state["sigma"] = torch.rand(10, 128) * 0.1
     ctx = context(algorithm, model, spec, server)
     features, labels = algorithm.sample_features(ctx, 32)
-    assert labels.tolist() == list(range(10)) * 4                  # class-balanced, C·(⌊B/C⌋+1) ([code])
+    assert labels.tolist() == list(range(10)) * 4  # class-balanced, C·(⌊B/C⌋+1) ([code])
     assert features.shape == (40, 8, 4, 4)
     features, labels = algorithm.sample_features(ctx, 20_000)
     flat = features.flatten(1)
@@ -144,18 +169,23 @@ def test_synthetic_term_trains_only_the_high_part():
     ctx = context(algorithm, model, spec, server)
     x = torch.randn(6, *SHAPE)
     logits = algorithm.forward(ctx, x)
-    assert logits.shape == (6, 10) and torch.allclose(logits, model(x), rtol=0, atol=F64_ATOL)   # real part = forward(x)
+    assert logits.shape == (6, 10) and torch.allclose(logits, model(x), rtol=0, atol=F64_ATOL)  # real part = forward(x)
     F.cross_entropy(ctx.scratch["fake_logits"], ctx.scratch["fake_labels"]).backward()
     low = [p for name, p in model.named_parameters() if name.startswith(("encoder.0.", "encoder.2."))]
     high = [p for name, p in model.named_parameters() if not name.startswith(("encoder.0.", "encoder.2."))]
-    assert all(p.grad is None or not p.grad.any() for p in low) and all(p.grad is not None and p.grad.abs().sum() > 0 for p in high)
+    assert all(p.grad is None or not p.grad.any() for p in low) and all(
+        p.grad is not None and p.grad.abs().sum() > 0 for p in high
+    )
 
 
 def test_feature_weight_schedule():
     gradual = build_algorithm("fedimpro", {})
-    assert [gradual.feature_weight(e) for e in (0, 250, 1000)] == [0.0, 0.5, 2.0]   # [code] uncapped e/500
+    assert [gradual.feature_weight(e) for e in (0, 250, 1000)] == [0.0, 0.5, 2.0]  # [code] uncapped e/500
     assert build_algorithm("fedimpro", {"feature_weight_sched": "capped"}).feature_weight(1000) == 1.0
-    assert build_algorithm("fedimpro", {"feature_weight_sched": "constant", "feature_weight": 0.5}).feature_weight(7) == 0.5
+    assert (
+        build_algorithm("fedimpro", {"feature_weight_sched": "constant", "feature_weight": 0.5}).feature_weight(7)
+        == 0.5
+    )
 
 
 def test_privacy_noise_only_on_the_upload():
@@ -165,8 +195,8 @@ def test_privacy_noise_only_on_the_upload():
     algorithm.end_local(ctx, update)
     noise = update.extra["mu"] - ctx.scratch["mu"]
     assert 0.045 < noise.std().item() < 0.055 and abs(noise.mean().item()) < 0.005
-    assert (update.extra["sigma"] >= 0).all()                       # σ + ε clamped at 0 (spec §8 #9)
-    assert torch.equal(ctx.scratch["mu"], server.state["mu"])       # the local estimate itself is clean
+    assert (update.extra["sigma"] >= 0).all()  # σ + ε clamped at 0 (spec §8 #9)
+    assert torch.equal(ctx.scratch["mu"], server.state["mu"])  # the local estimate itself is clean
     assert torch.equal(update.params, server.params)
 
 
@@ -190,8 +220,10 @@ def test_resume_gives_the_same_curve(tmp_path, sink):
     assert run(spec, resumed, checkpoint_path=path, stop_after_round=1).status == "interrupted"
     run(spec, resumed, checkpoint_path=path)
     assert [r.test_acc for r in resumed.records] == [r.test_acc for r in sink.records]
-    assert torch.equal(load_checkpoint(path, spec.spec_hash, torch.device("cpu"))["server"]["state"]["mu"],
-                       whole["server"]["state"]["mu"])
+    assert torch.equal(
+        load_checkpoint(path, spec.spec_hash, torch.device("cpu"))["server"]["state"]["mu"],
+        whole["server"]["state"]["mu"],
+    )
 
 
 def test_unknown_split_is_a_config_error():
@@ -203,8 +235,8 @@ def test_resnet18_split_shapes_and_upload_size():
     algorithm = build_algorithm("fedimpro", {})
     model = build_model("resnet18", 10, (3, 32, 32))
     algorithm.bind_model(RunSpec(algorithm="fedimpro", dataset="cifar10", model="resnet18"), model, (3, 32, 32), 10)
-    assert algorithm.split == "layer2" and algorithm.feature_shape == (128, 16, 16)   # spec §1.3: D = 32,768
-    assert algorithm.extra_upload_floats(0) == 2 * 10 * 32_768                        # spec §1.11
+    assert algorithm.split == "layer2" and algorithm.feature_shape == (128, 16, 16)  # spec §1.3: D = 32,768
+    assert algorithm.extra_upload_floats(0) == 2 * 10 * 32_768  # spec §1.11
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedimpro_*.toml")))
@@ -218,7 +250,7 @@ def test_table1_recipe_matches_the_paper_setting():
     runs = expand(load_recipe(RECIPES / "fedimpro_table1.toml"))
     assert len(runs) == 4 * 4 * 6 * 3
     by = {(r.labels["dataset"], r.labels["setting"], r.labels["algorithm"]): r.spec for r in runs if r.spec.seed == 0}
-    assert by[("FMNIST", "a=0.05 E=1 M=10", "scaffold")].optimizer.lr == 0.001           # Table 5
+    assert by[("FMNIST", "a=0.05 E=1 M=10", "scaffold")].optimizer.lr == 0.001  # Table 5
     assert by[("SVHN", "a=0.1 E=5 M=10", "fedprox")].optimizer.lr == 0.01
     assert by[("SVHN", "a=0.1 E=5 M=10", "fedimpro")].optimizer.lr == 0.1
     assert by[("CIFAR-100", "a=0.1 E=1 M=100", "scaffold")].optimizer.lr == 0.1
@@ -227,13 +259,15 @@ def test_table1_recipe_matches_the_paper_setting():
     s4 = by[("CIFAR-100", "a=0.1 E=1 M=100", "fedavg")]
     assert (s4.model, s4.rounds, s4.num_clients, s4.clients_per_round) == ("resnet50", 1000, 100, 10)
     assert by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset_params == {"image_size": 32, "normalize": False}
-    assert all(s.optimizer.momentum == 0 and s.optimizer.weight_decay == 1e-4 and s.batch_size == 128
-               for s in by.values())
+    assert all(
+        s.optimizer.momentum == 0 and s.optimizer.weight_decay == 1e-4 and s.batch_size == 128 for s in by.values()
+    )
 
 
 def test_cli_run_improves_accuracy(tmp_path):
     recipe = tmp_path / "fedimpro_digits.toml"
-    recipe.write_text(textwrap.dedent("""
+    recipe.write_text(
+        textwrap.dedent("""
         paper = "fedimpro"
         name = "fedimpro_digits_test"
         [setup]
@@ -249,7 +283,8 @@ def test_cli_run_improves_accuracy(tmp_path):
         rounds = 4
         batch_size = 32
         optimizer = { lr = 0.05, momentum = 0.9 }
-    """))
+    """)
+    )
     runner = CliRunner()
     registry = f"sqlite:///{tmp_path / 'r.db'}"
     result = runner.invoke(app, ["run", str(recipe), "--registry", registry])

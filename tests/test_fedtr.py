@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import F64_ATOL
 from typer.testing import CliRunner
 
+from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientUpdate
 from fedbench.cli import app
@@ -19,9 +19,18 @@ from fedbench.recipe import expand, load_recipe
 from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 16}, "partition": "dirichlet",
-        "partition_params": {"alpha": 0.5, "min_size": 5}, "num_clients": 4, "clients_per_round": 4, "rounds": 3,
-        "batch_size": 32, "optimizer": {"lr": 0.05}}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 16},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 5},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.05},
+}
 
 
 def final(spec, tmp_path):
@@ -35,8 +44,12 @@ def final(spec, tmp_path):
 @pytest.mark.parametrize("drift_update", ["feddc", "grad"])
 def test_no_centroid_and_no_drift_term_is_fedavg(tmp_path, drift_update):
     fedavg = final(RunSpec(algorithm="fedavg", **BASE), tmp_path)
-    off = final(RunSpec(algorithm="fedtr", algorithm_params={"lambda_r": 0.0, "alpha_g": 0.0,
-                                                             "drift_update": drift_update}, **BASE), tmp_path)
+    off = final(
+        RunSpec(
+            algorithm="fedtr", algorithm_params={"lambda_r": 0.0, "alpha_g": 0.0, "drift_update": drift_update}, **BASE
+        ),
+        tmp_path,
+    )
     on = final(RunSpec(algorithm="fedtr", algorithm_params={"drift_update": drift_update}, **BASE), tmp_path)
     assert torch.equal(fedavg["server"]["params"], off["server"]["params"])
     assert not torch.equal(fedavg["server"]["params"], on["server"]["params"])
@@ -62,12 +75,30 @@ class TinyNet(torch.nn.Module):
 def _context(model, server, state, payload, x, y, round_index=2, lr=0.1):
     from fedbench.data.store import TensorData
 
-    spec = RunSpec(algorithm="fedtr", dataset="digits", model="digits_mlp", num_clients=2, clients_per_round=2, local_steps=1,
-                   batch_size=len(y), optimizer={"lr": lr})
-    return ClientContext(spec=spec, client_id=0, round_index=round_index, model=model, server=server,
-                         payload=payload, state=state, data=TensorData(x, y, x[:0], y[:0]),
-                         indices=torch.arange(len(y)), generator=torch.Generator().manual_seed(0),
-                         device=torch.device("cpu"), lr=lr)
+    spec = RunSpec(
+        algorithm="fedtr",
+        dataset="digits",
+        model="digits_mlp",
+        num_clients=2,
+        clients_per_round=2,
+        local_steps=1,
+        batch_size=len(y),
+        optimizer={"lr": lr},
+    )
+    return ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=round_index,
+        model=model,
+        server=server,
+        payload=payload,
+        state=state,
+        data=TensorData(x, y, x[:0], y[:0]),
+        indices=torch.arange(len(y)),
+        generator=torch.Generator().manual_seed(0),
+        device=torch.device("cpu"),
+        lr=lr,
+    )
 
 
 def _vector(model):
@@ -83,7 +114,7 @@ FLOAT32_ROUNDING = torch.finfo(torch.float32).eps / 2
 def test_centroids_are_per_class_mean_features_and_eq9_weights_by_counts():
     torch.manual_seed(0)
     model = TinyNet()
-    x, y = torch.randn(10, 3), torch.tensor([0, 0, 1, 1, 1, 0, 1, 0, 0, 1])   # class 2 absent
+    x, y = torch.randn(10, 3), torch.tensor([0, 0, 1, 1, 1, 0, 1, 0, 0, 1])  # class 2 absent
     server = ServerState(params=_vector(model), buffers={})
     algorithm = build_algorithm("fedtr", {"alpha_g": 0.0})
     update = algorithm.local_train(_context(model, server, {}, {}, x, y, round_index=1))
@@ -94,13 +125,21 @@ def test_centroids_are_per_class_mean_features_and_eq9_weights_by_counts():
     assert torch.allclose(update.extra["centroids"][:2].double(), expected, rtol=FLOAT32_ROUNDING, atol=F64_ATOL)
     assert update.extra["class_counts"].tolist() == [5, 5, 0]
     # Eq. 9 with a second client holding classes 1 and 2
-    other = ClientUpdate(1, update.params, {}, 3, 1, 0.0, extra={
-        "centroids": torch.ones(3, 4), "class_counts": torch.tensor([0.0, 15.0, 3.0], dtype=torch.float64)})
+    other = ClientUpdate(
+        1,
+        update.params,
+        {},
+        3,
+        1,
+        0.0,
+        extra={"centroids": torch.ones(3, 4), "class_counts": torch.tensor([0.0, 15.0, 3.0], dtype=torch.float64)},
+    )
     algorithm.aggregate(server, [update, other], 1)
     centroids, defined = server.state["centroids"], server.state["centroid_defined"]
     assert torch.allclose(centroids[0].double(), expected[0], rtol=FLOAT32_ROUNDING, atol=F64_ATOL)
-    assert torch.allclose(centroids[1].double(), (5 * expected[1] + 15 * torch.ones(4)) / 20, rtol=2 * FLOAT32_ROUNDING,
-                          atol=F64_ATOL)
+    assert torch.allclose(
+        centroids[1].double(), (5 * expected[1] + 15 * torch.ones(4)) / 20, rtol=2 * FLOAT32_ROUNDING, atol=F64_ATOL
+    )
     assert defined.tolist() == [True, True, True]
 
 
@@ -115,12 +154,12 @@ def test_round_one_has_no_centroid_term_and_missing_classes_are_masked():
     ctx = _context(model, server, {}, {}, x, y)
     logits = algorithm.forward(ctx, x)
     ce = torch.nn.functional.cross_entropy(logits, y)
-    assert torch.equal(algorithm.loss(ctx, x, y, logits), ce)                   # round 1: L_R = 0
+    assert torch.equal(algorithm.loss(ctx, x, y, logits), ce)  # round 1: L_R = 0
     centroids = torch.randn(3, 4)
     payload = {"centroids": centroids, "centroid_defined": torch.tensor([True, False, True])}
     ctx = _context(model, server, {}, payload, x, y)
     logits = algorithm.forward(ctx, x)
-    z, keep = ctx.scratch["features"], torch.tensor([0, 2, 3])                 # class 1 masked out
+    z, keep = ctx.scratch["features"], torch.tensor([0, 2, 3])  # class 1 masked out
     expected = ce + ((z[keep] - centroids[y[keep]]) ** 2).mean()
     assert torch.allclose(algorithm.loss(ctx, x, y, logits), expected, rtol=0, atol=F64_ATOL)
 
@@ -157,12 +196,12 @@ def test_drift_update_follows_the_formula(drift_update):
         d1 = d0 - lr * alpha * (d0 + w1 - w_global)
     assert torch.allclose(_vector(model), w1, rtol=0, atol=F64_ATOL)
     assert torch.allclose(state["drift"], d1, rtol=0, atol=F64_ATOL)
-    assert torch.allclose(update.params, w1 + d1, rtol=0, atol=F64_ATOL)   # the upload is w_i⁺ + d_i⁺
+    assert torch.allclose(update.params, w1 + d1, rtol=0, atol=F64_ATOL)  # the upload is w_i⁺ + d_i⁺
 
 
 def test_adaptive_alpha_scales_by_mean_size_over_client_size():
     model = TinyNet()
-    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])   # |D| = 6, N = 2: mean n = 3
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])  # |D| = 6, N = 2: mean n = 3
     server = ServerState(params=_vector(model), buffers={})
     algorithm = build_algorithm("fedtr", {"alpha_g": 0.01, "adaptive_alpha": True})
     ctx = _context(model, server, {}, {}, x, y)

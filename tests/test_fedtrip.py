@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import F64_ATOL
 from typer.testing import CliRunner
 
+from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
 from fedbench.cli import app
 from fedbench.engine import run
@@ -21,9 +21,18 @@ from fedbench.report.table import cost_per_round_flops
 from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
-BASE = dict(dataset="digits", model="digits_mlp", model_params={"hidden": 16}, partition="dirichlet",
-            partition_params={"alpha": 0.5, "min_size": 5}, num_clients=5, clients_per_round=2, rounds=4,
-            batch_size=32, optimizer={"lr": 0.05, "momentum": 0.9})
+BASE = dict(
+    dataset="digits",
+    model="digits_mlp",
+    model_params={"hidden": 16},
+    partition="dirichlet",
+    partition_params={"alpha": 0.5, "min_size": 5},
+    num_clients=5,
+    clients_per_round=2,
+    rounds=4,
+    batch_size=32,
+    optimizer={"lr": 0.05, "momentum": 0.9},
+)
 
 
 def final(spec, tmp_path, sink):
@@ -46,10 +55,20 @@ def _context(model, server, state, round_index, spec):
     from fedbench.data.store import TensorData
 
     empty = torch.zeros(0)
-    return ClientContext(spec=spec, client_id=0, round_index=round_index, model=model, server=server,
-                         payload={"initial_params": server.state["initial_params"]}, state=state,
-                         data=TensorData(empty, empty, empty, empty), indices=torch.arange(0),
-                         generator=torch.Generator(), device=torch.device("cpu"), lr=0.1)
+    return ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=round_index,
+        model=model,
+        server=server,
+        payload={"initial_params": server.state["initial_params"]},
+        state=state,
+        data=TensorData(empty, empty, empty, empty),
+        indices=torch.arange(0),
+        generator=torch.Generator(),
+        device=torch.device("cpu"),
+        lr=0.1,
+    )
 
 
 @pytest.mark.usefixtures("float64")
@@ -63,7 +82,7 @@ def test_regulariser_gradient_is_the_closed_form():
     algorithm.init_server(server)
     historical = w0 - 0.5
     state = {"historical": historical, "last_round": torch.tensor(2)}
-    ctx = _context(model, server, state, round_index=6, spec=spec)   # gap 4 → ξ = 1/4
+    ctx = _context(model, server, state, round_index=6, spec=spec)  # gap 4 → ξ = 1/4
     algorithm.begin_local(ctx)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)
@@ -82,7 +101,7 @@ def test_xi_follows_participation_gaps():
     algorithm.init_server(server)
     state: dict = {}
     seen = []
-    for round_index in (3, 4, 9):    # first participation at round 3: ξ = 1/3 with w_hist = w^0
+    for round_index in (3, 4, 9):  # first participation at round 3: ξ = 1/3 with w_hist = w^0
         ctx = _context(model, server, state, round_index, spec)
         algorithm.begin_local(ctx)
         seen.append(ctx.scratch["xi"])
@@ -95,17 +114,24 @@ def test_xi_follows_participation_gaps():
 
 def test_paper_rounds_to_target_counts_rounds_at_or_below_target():
     curve = [(1, 50.0), (2, 91.0), (3, 89.0), (4, 95.0)]
-    assert rounds_to_target(curve, 90, "count_not_above") == 2      # rounds 1 and 3
+    assert rounds_to_target(curve, 90, "count_not_above") == 2  # rounds 1 and 3
     assert rounds_to_target(curve, 90, "first_reach") == 2
     assert rounds_to_target(curve, 99, "count_not_above") is None
-    assert rounds_to_target([(1, 80.0), (2, 95.0)], 90, "count_not_above") == 1   # first above − 1
+    assert rounds_to_target([(1, 80.0), (2, 95.0)], 90, "count_not_above") == 1  # first above − 1
 
 
 def test_table_v_cost_formula_reproduces_the_paper_for_the_mlp():
     """The MLP's measured forward MACs equal the paper's (79,400), so our per-round cost times the
     paper's rounds must reproduce Table V's MLP-MNIST cells (FedTrip 28 rounds → 1.441 GFLOPs)."""
-    spec = RunSpec(algorithm="fedtrip", algorithm_params={"mu": 1.0}, dataset="mnist", model="mlp",
-                   partition="samples_per_client", partition_params={"samples_per_client": 600}, batch_size=50)
+    spec = RunSpec(
+        algorithm="fedtrip",
+        algorithm_params={"mu": 1.0},
+        dataset="mnist",
+        model="mlp",
+        partition="samples_per_client",
+        partition_params={"samples_per_client": 600},
+        batch_size=50,
+    )
     assert 28 * cost_per_round_flops(spec, [600] * 10) / 1e9 == pytest.approx(1.441, abs=5e-4)
     fedavg = spec.model_copy(update={"algorithm": "fedavg", "algorithm_params": {}})
     assert 49 * cost_per_round_flops(fedavg, [600] * 10) / 1e9 == pytest.approx(2.334, abs=5e-4)
@@ -143,14 +169,28 @@ def test_smoke_run_and_report_with_ratios(tmp_path):
     result = runner.invoke(app, ["run", str(recipe), *args, "--only", "algorithm=fedtrip"])
     assert result.exit_code == 0, result.output
     assert runner.invoke(app, ["run", str(recipe), *args, "--only", "algorithm=fedavg"]).exit_code == 0
-    report = runner.invoke(app, ["report", "--recipe", str(recipe), "--scale", "smoke", "--synthetic",
-                                 "--registry", registry, "--format", "json"])
+    report = runner.invoke(
+        app,
+        [
+            "report",
+            "--recipe",
+            str(recipe),
+            "--scale",
+            "smoke",
+            "--synthetic",
+            "--registry",
+            registry,
+            "--format",
+            "json",
+        ],
+    )
     cells = {(c["row"], c["column"]): c for c in json.loads(report.stdout)["tables"][0]["cells"]}
     fedtrip = cells[("fedtrip", "MNIST Dir-0.5 (90%)")]
     assert fedtrip["n"] == 1 and fedtrip["published"] == 19
     assert cells[("fedavg", "MNIST Dir-0.5 (90%)")]["published"] == "1.74×"
-    static = runner.invoke(app, ["report", "--recipe", str(RECIPES / "fedtrip_costs.toml"), "--format", "json",
-                                 "--registry", registry])
+    static = runner.invoke(
+        app, ["report", "--recipe", str(RECIPES / "fedtrip_costs.toml"), "--format", "json", "--registry", registry]
+    )
     assert static.exit_code == 0, static.output
 
 
@@ -160,13 +200,17 @@ def test_moon_pre_activation_representation_matches_fedtrips_code():
     from fedbench.models import build_model
 
     torch.manual_seed(0)
-    for name, shape, width in (("mlp", (1, 28, 28), 100), ("fedtrip_cnn", (1, 28, 28), 84), ("alexnet_cifar", (3, 32, 32), 1024)):
+    for name, shape, width in (
+        ("mlp", (1, 28, 28), 100),
+        ("fedtrip_cnn", (1, 28, 28), 84),
+        ("alexnet_cifar", (3, 32, 32), 1024),
+    ):
         model = build_model(name, 10, shape).eval()
         x = torch.randn(3, *shape)
         z = pre_activation(model, x)
         assert z.shape == (3, width)
-        assert torch.equal(torch.relu(z), model.features(x))   # the same layers: the same arithmetic
-        assert (z < 0).any()   # really before the activation
+        assert torch.equal(torch.relu(z), model.features(x))  # the same layers: the same arithmetic
+        assert (z < 0).any()  # really before the activation
 
 
 def test_moon_pre_activation_runs(sink):
@@ -191,9 +235,41 @@ def test_plots_of_every_fedtrip_table_render(tmp_path):
     runner = CliRunner()
     registry = f"sqlite:///{tmp_path / 'r.db'}"
     recipe = RECIPES / "fedtrip_table7.toml"
-    assert runner.invoke(app, ["run", str(recipe), "--scale", "smoke", "--synthetic", "--only", "algorithm=fedavg",
-                               "--registry", registry]).exit_code == 0
-    result = runner.invoke(app, ["report", "--paper", "fedtrip", "--recipes-dir", str(RECIPES), "--scale", "smoke",
-                                 "--synthetic", "--registry", registry, "--format", "csv", "--plots", str(tmp_path / "plots")])
+    assert (
+        runner.invoke(
+            app,
+            [
+                "run",
+                str(recipe),
+                "--scale",
+                "smoke",
+                "--synthetic",
+                "--only",
+                "algorithm=fedavg",
+                "--registry",
+                registry,
+            ],
+        ).exit_code
+        == 0
+    )
+    result = runner.invoke(
+        app,
+        [
+            "report",
+            "--paper",
+            "fedtrip",
+            "--recipes-dir",
+            str(RECIPES),
+            "--scale",
+            "smoke",
+            "--synthetic",
+            "--registry",
+            registry,
+            "--format",
+            "csv",
+            "--plots",
+            str(tmp_path / "plots"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert any(p.name.startswith("fedtrip_table7_accuracy") for p in (tmp_path / "plots").iterdir())

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
+from fedbench_held import MARKER
 from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry
-from fedbench_held import MARKER
 
 RECIPE = """
 paper = "killtest"
@@ -63,8 +63,14 @@ class HeldFedbench:
 
     def __init__(self, args: list[str], hold: int):
         env = {**os.environ, "OMP_NUM_THREADS": "1", "FEDBENCH_TEST_HOLD_AFTER": str(hold)}
-        self.process = subprocess.Popen([sys.executable, str(HELD), *args], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, str(HELD), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
         self.output: list[str] = []
         self.held_pids: list[int] = []
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -88,7 +94,9 @@ class HeldFedbench:
         deadline, held = time.monotonic() + DEADLINE, []
         while len(held) < runs:
             line = self._next_line(deadline, f"hold of {runs} runs")
-            assert line is not None, f"fedbench ended (exit {self.process.wait()}) before {runs} runs held:\n{self.stderr}"
+            assert line is not None, (
+                f"fedbench ended (exit {self.process.wait()}) before {runs} runs held:\n{self.stderr}"
+            )
             if line.startswith(MARKER):
                 held.append(line.strip())
                 self.held_pids.append(int(line.split("pid=")[1]))
@@ -111,10 +119,10 @@ class HeldFedbench:
             self.process.kill()
         self.process.wait()
         for pid in self.held_pids:
-            try:   # still one of ours (not a recycled pid): it has the hold variable in its environment
+            try:  # still one of ours (not a recycled pid): it has the hold variable in its environment
                 if b"FEDBENCH_TEST_HOLD_AFTER=" in Path(f"/proc/{pid}/environ").read_bytes():
                     os.kill(pid, signal.SIGKILL)
-            except OSError:   # gone already, or no /proc
+            except OSError:  # gone already, or no /proc
                 pass
 
 
@@ -127,7 +135,7 @@ def held_fedbench():
         return started[-1]
 
     yield start
-    for child in started:   # a failed test leaves no process behind
+    for child in started:  # a failed test leaves no process behind
         child.kill()
 
 
@@ -141,18 +149,21 @@ def test_sigkill_then_rerun_resumes_with_identical_curve(tmp_path, held_fedbench
     child.process.send_signal(signal.SIGKILL)
     child.process.wait()
     (interrupted,) = Registry(killed).runs()
-    assert interrupted.status == "running" and interrupted.rounds_done == 3   # the dead worker's claim
+    assert interrupted.status == "running" and interrupted.rounds_done == 3  # the dead worker's claim
 
     result = CliRunner().invoke(app, ["run", str(recipe), "--registry", killed])
     assert result.exit_code == 0, result.output
     (resumed,) = Registry(killed).runs()
-    assert resumed.provenance["data"]["resumed_from"] == 3   # it did not start over
+    assert resumed.provenance["data"]["resumed_from"] == 3  # it did not start over
 
     straight = f"sqlite:///{tmp_path / 'straight.db'}"
     assert CliRunner().invoke(app, ["run", str(recipe), "--registry", straight]).exit_code == 0
     assert curve(killed) == curve(straight)
     runs = json.loads(CliRunner().invoke(app, ["runs", "--registry", killed, "--json"]).stdout)
-    assert runs[0]["summary"] == json.loads(CliRunner().invoke(app, ["runs", "--registry", straight, "--json"]).stdout)[0]["summary"]
+    assert (
+        runs[0]["summary"]
+        == json.loads(CliRunner().invoke(app, ["runs", "--registry", straight, "--json"]).stdout)[0]["summary"]
+    )
 
 
 # Two seeds, two workers: each worker trains one run and holds after round 2 of 6.
@@ -170,7 +181,7 @@ def test_sigterm_to_a_multi_worker_run_stops_its_workers_and_rerun_resumes(tmp_p
     child.wait_until_held(runs=2)
     child.process.send_signal(signal.SIGTERM)
     assert child.process.wait(timeout=DEADLINE) == 130, child.stderr
-    child.wait_until_all_exited()   # the parent waited for its workers: none outlives it
+    child.wait_until_all_exited()  # the parent waited for its workers: none outlives it
     runs = Registry(url).runs()
     assert [(r.status, r.rounds_done) for r in runs] == [("interrupted", 2)] * 2, [(r.status, r.error) for r in runs]
 
@@ -200,11 +211,21 @@ def test_a_registry_deleted_while_open_elsewhere_gets_a_clear_error(tmp_path):
     """Deleting a registry file that another process still holds leaves its -wal/-shm behind, and
     SQLite only says "disk I/O error" for a new registry there: the error names the files and the cause."""
     database = tmp_path / "fedbench.db"
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma journal_mode=wal'); "
-        "c.execute('create table t(a)'); c.execute('insert into t values (1)'); c.commit(); "
-        "print('ready', flush=True); sys.stdin.read()"), str(database)],   # holds it until killed
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('pragma journal_mode=wal'); "
+                "c.execute('create table t(a)'); c.execute('insert into t values (1)'); c.commit(); "
+                "print('ready', flush=True); sys.stdin.read()"
+            ),
+            str(database),
+        ],  # holds it until killed
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         database.unlink()

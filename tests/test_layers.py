@@ -10,16 +10,22 @@ tolerance could only be tuned to one CPU's kernels.)"""
 import pytest
 import torch
 import torch.nn.functional as F
-
 from torch import nn
 
 from fedbench.models import build_model
 from fedbench.models.layers import Conv2d, MaxPool2d
 
 
-@pytest.mark.parametrize("kernel, stride, shape", [
-    (2, None, (3, 6, 28, 28)), (3, 2, (2, 4, 30, 30)), ((1, 2), 2, (2, 16, 1, 192)), (2, 2, (2, 3, 7, 9)), (3, 2, (1, 2, 14, 14)),
-])
+@pytest.mark.parametrize(
+    "kernel, stride, shape",
+    [
+        (2, None, (3, 6, 28, 28)),
+        (3, 2, (2, 4, 30, 30)),
+        ((1, 2), 2, (2, 16, 1, 192)),
+        (2, 2, (2, 3, 7, 9)),
+        (3, 2, (1, 2, 14, 14)),
+    ],
+)
 def test_fast_path_equals_max_pool(kernel, stride, shape):
     x = torch.randn(*shape)
     pool = MaxPool2d(kernel, stride)
@@ -36,12 +42,15 @@ def test_training_uses_pytorchs_kernel_and_gradient():
     assert torch.equal(x.grad, reference.grad)
 
 
-@pytest.mark.parametrize("in_ch, out_ch, kernel, padding, size, bias, input_grad", [
-    (1, 6, 5, 2, (28, 28), True, False),    # LeNet C1: input is data, weight gradient only
-    (6, 16, 5, 0, (14, 14), True, True),    # C3
-    (16, 120, 5, 0, (5, 5), True, True),    # C5: kernel covers the input, a matrix product
-    (3, 4, (3, 5), (1, 2), (9, 10), False, True),
-])
+@pytest.mark.parametrize(
+    "in_ch, out_ch, kernel, padding, size, bias, input_grad",
+    [
+        (1, 6, 5, 2, (28, 28), True, False),  # LeNet C1: input is data, weight gradient only
+        (6, 16, 5, 0, (14, 14), True, True),  # C3
+        (16, 120, 5, 0, (5, 5), True, True),  # C5: kernel covers the input, a matrix product
+        (3, 4, (3, 5), (1, 2), (9, 10), False, True),
+    ],
+)
 @pytest.mark.usefixtures("float64")
 def test_conv2d_matches_pytorch_values_and_gradients(in_ch, out_ch, kernel, padding, size, bias, input_grad):
     torch.manual_seed(0)
@@ -73,9 +82,19 @@ def test_lenet_pooling_before_relu_is_the_papers_network():
     torch.manual_seed(0)
     model = build_model("fedtrip_cnn", 10, (1, 28, 28))
     reference = nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 120, 5), nn.ReLU(), nn.Flatten(), nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+        nn.Conv2d(1, 6, 5, padding=2),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 120, 5),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(120, 84),
+        nn.ReLU(),
+        nn.Linear(84, 10),
+    )
     ours = [m for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     theirs = [m for m in reference.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
     for mine, paper in zip(ours, theirs, strict=True):

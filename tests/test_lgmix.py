@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import F64_ATOL, ListSink
 from typer.testing import CliRunner
 
+from conftest import F64_ATOL, ListSink
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
 from fedbench.cli import app
@@ -23,12 +23,31 @@ from fedbench.spec import RunSpec
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 DEVICE = torch.device("cpu")
-BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 32}, "partition": "dirichlet",
-        "partition_params": {"alpha": 0.5, "min_size": 20}, "num_clients": 4, "clients_per_round": 4, "rounds": 3,
-        "batch_size": 32, "optimizer": {"lr": 0.1}, "eval_mode": "both", "client_test_fraction": 0.2}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
 # BatchNorm buffers are mixed too: LG-Mix's Digits model on the 8×8 digits, a few steps.
-BN = {**BASE, "model": "fedbn_digit_cnn", "model_params": {}, "num_clients": 3, "clients_per_round": 3,
-      "local_steps": 2, "batch_size": 16, "rounds": 2}
+BN = {
+    **BASE,
+    "model": "fedbn_digit_cnn",
+    "model_params": {},
+    "num_clients": 3,
+    "clients_per_round": 3,
+    "local_steps": 2,
+    "batch_size": 16,
+    "rounds": 2,
+}
 
 
 def train(tmp_path, algorithm, params=None, stop_after_round=None, **overrides):
@@ -50,7 +69,9 @@ def personal(state):
 # LG-Mix computes u + Δw_c and w_c + λΔw_c − (1 − λ)u + (1 − λ)u', equal to FedAvg's and local training's
 # weights only in exact arithmetic: compared in float64 (conftest.F64_ATOL).
 @pytest.mark.usefixtures("float64")
-@pytest.mark.parametrize("setting", [pytest.param(BASE, id="mlp"), pytest.param(BN, id="batchnorm", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "setting", [pytest.param(BASE, id="mlp"), pytest.param(BN, id="batchnorm", marks=pytest.mark.slow)]
+)
 def test_lambda_zero_is_fedavg(tmp_path, setting):
     """λ = 0: every personal model is the global model and the global model follows FedAvg."""
     _, fedavg = train(tmp_path, "fedavg", **setting)
@@ -70,7 +91,7 @@ def test_lambda_one_is_local_training(tmp_path):
     _, lgmix = train(tmp_path, "lgmix", {"fixed_lambda": 1.0})
     for client, state in lgmix["client_states"].items():
         assert torch.allclose(personal(state), local["client_states"][client]["personal_params"], rtol=0, atol=F64_ATOL)
-    assert not torch.allclose(lgmix["server"]["params"], local["server"]["params"])   # u still learns
+    assert not torch.allclose(lgmix["server"]["params"], local["server"]["params"])  # u still learns
 
 
 class Scripted:
@@ -89,27 +110,33 @@ def test_history_averaging_and_the_mixing_rule_match_the_formulas():
     for history in (True, False):
         scripted = Scripted(raw, history=history)
         state: dict = {}
-        w = torch.randn(6)                   # w_c(0)
-        u = torch.randn(6)                   # u(0)
+        w = torch.randn(6)  # w_c(0)
+        u = torch.randn(6)  # u(0)
         for t, lam_raw in enumerate(raw):
-            delta = torch.randn(6)           # Δw_c(t)
+            delta = torch.randn(6)  # Δw_c(t)
             server = SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)})
-            ctx = SimpleNamespace(state=state, global_params=server.params, global_buffers=server.buffers,
-                                  scratch={"start_params": w.clone(), "start_buffers": {"bn.mean": w[:2].clone(),
-                                                                                        "bn.n": torch.tensor(0)}})
+            ctx = SimpleNamespace(
+                state=state,
+                global_params=server.params,
+                global_buffers=server.buffers,
+                scratch={
+                    "start_params": w.clone(),
+                    "start_buffers": {"bn.mean": w[:2].clone(), "bn.n": torch.tensor(0)},
+                },
+            )
             update = SimpleNamespace(params=w + delta, buffers={"bn.mean": w[:2] + delta[:2], "bn.n": torch.tensor(2)})
             scripted.algorithm.end_local(ctx, update)
-            expected = float(np.mean(raw[: t + 1])) if history else lam_raw   # [code]: mean incl. round t
+            expected = float(np.mean(raw[: t + 1])) if history else lam_raw  # [code]: mean incl. round t
             assert float(state["lambda"]) == pytest.approx(expected)
-            assert torch.allclose(update.params, u + delta, rtol=0, atol=F64_ATOL)   # upload u(t) + Δw_c
+            assert torch.allclose(update.params, u + delta, rtol=0, atol=F64_ATOL)  # upload u(t) + Δw_c
             delta_u = torch.randn(6)
-            u = u + delta_u                                                    # the server's u(t+1)
+            u = u + delta_u  # the server's u(t+1)
             ctx.global_params, ctx.global_buffers = u, {"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)}
             scripted.algorithm.complete_mix(ctx)
-            w_next = w + expected * delta + (1 - expected) * delta_u         # LG-Mix Eq. 2
+            w_next = w + expected * delta + (1 - expected) * delta_u  # LG-Mix Eq. 2
             assert torch.allclose(state["personal_params"], w_next, rtol=0, atol=F64_ATOL)
             assert torch.allclose(state["personal_buffers"]["bn.mean"], w_next[:2], rtol=0, atol=F64_ATOL)
-            assert int(state["personal_buffers"]["bn.n"]) == 2                 # the client's own count
+            assert int(state["personal_buffers"]["bn.n"]) == 2  # the client's own count
             w = state["personal_params"]
 
 
@@ -118,12 +145,12 @@ def test_gram_traces_equal_the_closed_forms():
     torch.manual_seed(1)
     h = torch.relu(torch.randn(40, 8)).double()
     moments = None
-    for chunk in h.split(16):                               # accumulated batch by batch
+    for chunk in h.split(16):  # accumulated batch by batch
         moments = feature_moments(chunk.float(), moments)
     n = len(h)
-    assert gram_trace(moments, center=False, drop_smallest=False) == pytest.approx(float((h ** 2).sum()) / n)
+    assert gram_trace(moments, center=False, drop_smallest=False) == pytest.approx(float((h**2).sum()) / n)
     centered = h - h.mean(0)
-    assert gram_trace(moments, center=True, drop_smallest=False) == pytest.approx(float((centered ** 2).sum()) / n)
+    assert gram_trace(moments, center=True, drop_smallest=False) == pytest.approx(float((centered**2).sum()) / n)
     eigenvalues = np.linalg.eigvalsh((centered.T @ centered / n).numpy())
     assert gram_trace(moments) == pytest.approx(eigenvalues.sum() - eigenvalues.min())
     spatial = feature_moments(torch.ones(2, 3, 4, 4), None)  # feature maps are average-pooled

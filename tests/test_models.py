@@ -7,9 +7,9 @@ import math
 
 import pytest
 import torch
-from conftest import F64_ATOL
 from torch import nn
 
+from conftest import F64_ATOL
 from fedbench.errors import ConfigError
 from fedbench.models import MODELS, build_model
 from fedbench.models.heads import orthonormal_rows, simplex_etf
@@ -53,6 +53,7 @@ def models():
 
 # -- layer arithmetic ------------------------------------------------------------------------------------
 
+
 def conv(cin: int, cout: int, k: int | tuple[int, int], bias: bool = True, groups: int = 1) -> int:
     kh, kw = (k, k) if isinstance(k, int) else k
     return cout * (cin // groups) * kh * kw + (cout if bias else 0)
@@ -74,8 +75,15 @@ def basic_block(cin: int, cout: int, stride: int) -> int:
 def bottleneck(cin: int, planes: int, stride: int) -> int:
     out = 4 * planes
     shortcut = conv(cin, out, 1, False) + bn(out) if stride != 1 or cin != out else 0
-    return (conv(cin, planes, 1, False) + bn(planes) + conv(planes, planes, 3, False) + bn(planes)
-            + conv(planes, out, 1, False) + bn(out) + shortcut)
+    return (
+        conv(cin, planes, 1, False)
+        + bn(planes)
+        + conv(planes, planes, 3, False)
+        + bn(planes)
+        + conv(planes, out, 1, False)
+        + bn(out)
+        + shortcut
+    )
 
 
 def resnet(stem: int, block, blocks: list[int], expansion: int, num_classes: int) -> int:
@@ -128,9 +136,20 @@ def vgg11_body() -> int:
 
 def pepx(cin: int, cout: int) -> int:
     low, mid = cout // 2, 3 * cout // 4
-    return (conv(cin, low, 1, False) + bn(low) + conv(low, mid, 1, False) + bn(mid)
-            + conv(mid, mid, 3, False, groups=mid) + bn(mid) + conv(mid, low, 1, False) + bn(low)
-            + conv(low, cout, 1, False) + bn(cout) + conv(cin, cout, 1, False) + bn(cout))
+    return (
+        conv(cin, low, 1, False)
+        + bn(low)
+        + conv(low, mid, 1, False)
+        + bn(mid)
+        + conv(mid, mid, 3, False, groups=mid)
+        + bn(mid)
+        + conv(mid, low, 1, False)
+        + bn(low)
+        + conv(low, cout, 1, False)
+        + bn(cout)
+        + conv(cin, cout, 1, False)
+        + bn(cout)
+    )
 
 
 EXPECTED_PARAMS = {
@@ -143,18 +162,47 @@ EXPECTED_PARAMS = {
     # FedTR spec §2.5 prints 99,466 (matches).
     "pamap2_net": conv(27, 16, (1, 9)) + bn(16) + conv(16, 32, (1, 9)) + bn(32) + linear(1408, 64) + linear(64, 10),
     # FedTR spec §2.5: "about 57M parameters" (matches: 57,038,916 with 4 classes).
-    "alexnet_bn": (conv(3, 64, 11) + bn(64) + conv(64, 192, 5) + bn(192) + conv(192, 384, 3) + bn(384)
-                   + conv(384, 256, 3) + bn(256) + conv(256, 256, 3) + bn(256)
-                   + linear(9216, 4096) + bn(4096) + linear(4096, 4096) + bn(4096) + linear(4096, 4)),
-    "covidnet_small": (conv(3, 32, 7, False) + bn(32) + pepx(32, 64) + pepx(64, 128) + pepx(128, 256)
-                       + pepx(256, 256) + linear(256, 256) + linear(256, 4)),
+    "alexnet_bn": (
+        conv(3, 64, 11)
+        + bn(64)
+        + conv(64, 192, 5)
+        + bn(192)
+        + conv(192, 384, 3)
+        + bn(384)
+        + conv(384, 256, 3)
+        + bn(256)
+        + conv(256, 256, 3)
+        + bn(256)
+        + linear(9216, 4096)
+        + bn(4096)
+        + linear(4096, 4096)
+        + bn(4096)
+        + linear(4096, 4)
+    ),
+    "covidnet_small": (
+        conv(3, 32, 7, False)
+        + bn(32)
+        + pepx(32, 64)
+        + pepx(64, 128)
+        + pepx(128, 256)
+        + pepx(256, 256)
+        + linear(256, 256)
+        + linear(256, 4)
+    ),
     # FedTrip spec §2.6 prints 79,510 (matches). Paper Table III says "0.8 M": a 10× typo, its 0.3 MB agrees with us.
     "mlp": linear(784, 100) + linear(100, 10),
     # FedTrip spec prints 61,706 (matches). Paper Table III "0.62 M" is 10× too large; its 0.24 MB agrees with us.
     "fedtrip_cnn": conv(1, 6, 5) + conv(6, 16, 5) + conv(16, 120, 5) + linear(120, 84) + linear(84, 10),
     # FedTrip spec prints 2,729,290; paper Table III "2.72 M" and 10.42 MB (matches to its rounding).
-    "alexnet_cifar": (conv(3, 64, 7) + conv(64, 192, 5) + conv(192, 384, 3) + conv(384, 256, 3) + conv(256, 256, 3)
-                      + linear(256, 1024) + linear(1024, 10)),
+    "alexnet_cifar": (
+        conv(3, 64, 7)
+        + conv(64, 192, 5)
+        + conv(192, 384, 3)
+        + conv(384, 256, 3)
+        + conv(256, 256, 3)
+        + linear(256, 1024)
+        + linear(1024, 10)
+    ),
     # FedDr+ prints no count.
     "vgg11": vgg11_body() + linear(512, 10),
     "mobilenet": mobilenet(100),
@@ -163,10 +211,30 @@ EXPECTED_PARAMS = {
     "resnet18_femnist": resnet(conv(1, 64, 3, False), basic_block, [2, 2, 2, 2], 1, 62),
     # FedImpro spec §2.6: "≈23.7M" for CIFAR-100 (matches: 23,705,252).
     "resnet50": resnet(conv(3, 64, 3, False), bottleneck, [3, 4, 6, 3], 4, 100),
-    "vgg9": (conv(3, 32, 3) + conv(32, 64, 3) + conv(64, 128, 3) + conv(128, 128, 3) + conv(128, 256, 3)
-             + conv(256, 256, 3) + linear(4096, 512) + linear(512, 512) + linear(512, 10)),
-    "fedbn_digit_cnn": (conv(3, 64, 5) + bn(64) + conv(64, 64, 5) + bn(64) + conv(64, 128, 5) + bn(128)
-                        + linear(6272, 2048) + bn(2048) + linear(2048, 512) + bn(512) + linear(512, 10)),
+    "vgg9": (
+        conv(3, 32, 3)
+        + conv(32, 64, 3)
+        + conv(64, 128, 3)
+        + conv(128, 128, 3)
+        + conv(128, 256, 3)
+        + conv(256, 256, 3)
+        + linear(4096, 512)
+        + linear(512, 512)
+        + linear(512, 10)
+    ),
+    "fedbn_digit_cnn": (
+        conv(3, 64, 5)
+        + bn(64)
+        + conv(64, 64, 5)
+        + bn(64)
+        + conv(64, 128, 5)
+        + bn(128)
+        + linear(6272, 2048)
+        + bn(2048)
+        + linear(2048, 512)
+        + bn(512)
+        + linear(512, 10)
+    ),
     # torchvision resnet18 has 11,689,512 with 1000 classes; 10 classes: −507,870.
     "resnet18_imagenet": resnet(conv(3, 64, 7, False), basic_block, [2, 2, 2, 2], 1, 10),
     # torchvision densenet121 has 7,978,856 with 1000 classes; 2 classes: −1,022,950.
@@ -205,6 +273,7 @@ def test_emnist_cnn_count():
 
 # -- shapes and composition --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_output_shape_and_head_of_features_is_forward(name, models):
     model = models(name)
@@ -241,6 +310,7 @@ def test_models_follow_input_shape():
 
 # -- parameter groups ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_head_body_batchnorm_names_partition(name):
     model = build_meta(name)
@@ -258,10 +328,23 @@ def test_head_body_batchnorm_names_partition(name):
     assert len(bn_params) == 2 * len(model.batchnorm_module_names())  # every BN here is affine
 
 
-@pytest.mark.parametrize("name,count", [
-    ("lenet5", 2), ("pamap2_net", 2), ("fedbn_digit_cnn", 5), ("alexnet_bn", 7), ("mobilenet", 27),
-    ("resnet18", 20), ("resnet50", 53), ("vgg11", 0), ("vgg9", 0), ("mlp", 0), ("alexnet_cifar", 0), ("unet", 18),
-])
+@pytest.mark.parametrize(
+    "name,count",
+    [
+        ("lenet5", 2),
+        ("pamap2_net", 2),
+        ("fedbn_digit_cnn", 5),
+        ("alexnet_bn", 7),
+        ("mobilenet", 27),
+        ("resnet18", 20),
+        ("resnet50", 53),
+        ("vgg11", 0),
+        ("vgg9", 0),
+        ("mlp", 0),
+        ("alexnet_cifar", 0),
+        ("unet", 18),
+    ],
+)
 def test_batchnorm_module_counts(name, count):
     assert len(build_meta(name).batchnorm_module_names()) == count
 
@@ -273,6 +356,7 @@ def test_mobilenet_batchnorm_keeps_no_running_stats():
 
 
 # -- deterministic init --------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_init_is_deterministic_under_manual_seed(name, models):
@@ -287,6 +371,7 @@ def test_init_is_deterministic_under_manual_seed(name, models):
 
 # -- frozen classifiers (FedDr+) ------------------------------------------------------------------------
 
+
 # The frozen classifiers' geometry (unit rows, cosines −1/(C−1), orthonormality) is exact in exact arithmetic;
 # their QR runs in the default dtype, so these tests build them in float64 (``float64`` fixture) and check it to
 # within F64_ATOL. A float32 QR's error depends on the CPU's LAPACK kernels.
@@ -295,7 +380,9 @@ def assert_simplex_etf(w: torch.Tensor, num_classes: int) -> None:
     torch.testing.assert_close(w.norm(dim=1), torch.ones(num_classes), atol=F64_ATOL, rtol=0)
     gram = w @ w.T
     off_diagonal = gram[~torch.eye(num_classes, dtype=torch.bool)]
-    torch.testing.assert_close(off_diagonal, torch.full_like(off_diagonal, -1 / (num_classes - 1)), atol=F64_ATOL, rtol=0)
+    torch.testing.assert_close(
+        off_diagonal, torch.full_like(off_diagonal, -1 / (num_classes - 1)), atol=F64_ATOL, rtol=0
+    )
     torch.testing.assert_close(w.sum(dim=0), torch.zeros(w.shape[1]), atol=F64_ATOL, rtol=0)
 
 
@@ -402,9 +489,16 @@ def test_etf_is_the_same_for_the_same_seed():
 
 # -- named split points (FedImpro) ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("split,shape", [
-    ("layer1", (64, 32, 32)), ("layer2", (128, 16, 16)), ("layer3", (256, 8, 8)), ("layer4", (512, 1, 1)),
-])
+
+@pytest.mark.parametrize(
+    "split,shape",
+    [
+        ("layer1", (64, 32, 32)),
+        ("layer2", (128, 16, 16)),
+        ("layer3", (256, 8, 8)),
+        ("layer4", (512, 1, 1)),
+    ],
+)
 def test_resnet18_split_points(split, shape, models):
     # FedImpro spec §1.3: after the 5th/9th/13th/17th conv; flattened D = 65,536 / 32,768 / 16,384 / 512.
     model = models("resnet18")
@@ -443,6 +537,7 @@ def test_unknown_split_point_is_a_config_error():
 
 
 # -- configuration errors --------------------------------------------------------------------------------
+
 
 def test_bad_model_params_are_config_errors():
     with pytest.raises(ConfigError, match="init"):

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import F64_ATOL, ListSink
 
+from conftest import F64_ATOL, ListSink
 from fedbench import metrics
 from fedbench.engine import run
 from fedbench.engine.checkpoint import load_checkpoint
@@ -19,12 +19,30 @@ from fedbench.engine.loop import init_model, prepare_data
 from fedbench.spec import RunSpec
 
 DEVICE = torch.device("cpu")
-BASE = {"dataset": "digits", "model": "digits_mlp", "model_params": {"hidden": 32}, "partition": "dirichlet",
-        "partition_params": {"alpha": 0.5, "min_size": 20}, "num_clients": 4, "clients_per_round": 4, "rounds": 2,
-        "batch_size": 32, "optimizer": {"lr": 0.1}, "eval_mode": "both", "client_test_fraction": 0.2}
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 2,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
 # FedBN needs BatchNorm: LG-Mix's Digits model (fine on 1×8×8 input), a few steps only.
-BN = {**BASE, "model": "fedbn_digit_cnn", "model_params": {}, "num_clients": 3, "clients_per_round": 3,
-      "local_steps": 2, "batch_size": 16}
+BN = {
+    **BASE,
+    "model": "fedbn_digit_cnn",
+    "model_params": {},
+    "num_clients": 3,
+    "clients_per_round": 3,
+    "local_steps": 2,
+    "batch_size": 16,
+}
 
 
 def train(tmp_path, sink=None, **overrides):
@@ -72,13 +90,13 @@ def test_fedbn_keeps_batchnorm_local_and_never_averages_it(tmp_path):
 def test_ditto_with_huge_lambda_pins_personal_models_to_the_global_one(tmp_path):
     common = {"algorithm": "ditto", "rounds": 2, "local_epochs": 3, "optimizer": {"lr": 0.05}}
     _, _, one_round = train(tmp_path, **{**common, "rounds": 1})
-    received = one_round["server"]["params"]   # w^1, the global model clients receive in round 2
+    received = one_round["server"]["params"]  # w^1, the global model clients receive in round 2
 
     def drift(lam):
         _, _, ckpt = train(tmp_path, **common, algorithm_params={"lam": lam})
         return max(float((ckpt["client_states"][k]["personal_params"] - received).norm()) for k in range(4))
 
-    free, pinned = drift(0.0), drift(1 / 0.05)   # η·λ = 1: each step resets v to w^t − η∇F
+    free, pinned = drift(0.0), drift(1 / 0.05)  # η·λ = 1: each step resets v to w^t − η∇F
     assert pinned < 0.1 * free
     # λ = 0 is local training of the personal model: it moves far from w^t
     assert free > 1.0
@@ -89,8 +107,8 @@ def test_fedrep_shares_the_body_and_keeps_heads_distinct(tmp_path):
     data, model, w0 = initial_weights(spec)
     head = flat_mask(model, model.head_parameter_names())
     server, states = ckpt["server"], ckpt["client_states"]
-    assert torch.equal(server["params"][head], w0[head])            # heads are never averaged
-    assert not torch.equal(server["params"][~head], w0[~head])      # the body is trained and shared
+    assert torch.equal(server["params"][head], w0[head])  # heads are never averaged
+    assert not torch.equal(server["params"][~head], w0[~head])  # the body is trained and shared
     heads = [states[k]["local_params"] for k in range(4)]
     assert all(not torch.equal(heads[0], h) for h in heads[1:])
     # Personalised accuracy of each client = (shared body, own head) on its test split, computed here.
@@ -108,7 +126,7 @@ def test_fedrep_phases_train_only_their_part(tmp_path):
     spec, _, ckpt = train(tmp_path, algorithm="fedrep", rounds=1, algorithm_params={"head_epochs": 2, "body_epochs": 0})
     _, model, w0 = initial_weights(spec)
     head = flat_mask(model, model.head_parameter_names())
-    assert torch.equal(ckpt["server"]["params"], w0)                # body frozen in the head phase, head kept local
+    assert torch.equal(ckpt["server"]["params"], w0)  # body frozen in the head phase, head kept local
     assert not torch.equal(ckpt["client_states"][0]["local_params"], w0[head])
 
 
@@ -125,7 +143,7 @@ def test_apfl_alpha_stays_in_unit_interval(tmp_path):
     _, _, ckpt = train(tmp_path, algorithm="apfl", rounds=3, algorithm_params={"alpha_lr": 50.0})
     alphas = [float(ckpt["client_states"][k]["alpha"]) for k in range(4)]
     assert all(0.0 <= a <= 1.0 for a in alphas)
-    assert any(a in (0.0, 1.0) for a in alphas)          # the step is large enough to hit the clip
+    assert any(a in (0.0, 1.0) for a in alphas)  # the step is large enough to hit the clip
     _, _, fixed = train(tmp_path, algorithm="apfl", algorithm_params={"adaptive_alpha": False, "alpha": 0.3})
     assert all(float(fixed["client_states"][k]["alpha"]) == pytest.approx(0.3) for k in range(4))
 
@@ -159,8 +177,9 @@ def test_finetune_with_zero_epochs_equals_global_evaluation(tmp_path):
 
 
 def test_finetune_head_only_and_best_start(tmp_path):
-    _, records, ckpt = train(tmp_path, algorithm="fedbabu", rounds=3,
-                             finetune={"epochs": 2, "lr": 0.05, "part": "head", "start": "best"})
+    _, records, ckpt = train(
+        tmp_path, algorithm="fedbabu", rounds=3, finetune={"epochs": 2, "lr": 0.05, "part": "head", "start": "best"}
+    )
     last = records[-1]
     assert len(last.finetune_per_client) == 4 and 0 <= last.finetune_mean <= 1
     assert ckpt["finetune_start"]["round"] == max(records, key=lambda r: (r.test_acc, -r.round)).round
@@ -172,7 +191,11 @@ def test_validation_split_is_recorded_and_disjoint(tmp_path):
     spec, records, _ = train(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
     data = prepare_data(spec, DEVICE)
     for k in range(4):
-        parts = [set(data.client_train[k].tolist()), set(data.client_val[k].tolist()), set(data.client_test[k].tolist())]
+        parts = [
+            set(data.client_train[k].tolist()),
+            set(data.client_val[k].tolist()),
+            set(data.client_test[k].tolist()),
+        ]
         assert all(parts) and not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
     # adding a validation split keeps the test split
     plain = prepare_data(RunSpec(**{**BASE, "algorithm": "fedavg"}), DEVICE)
@@ -187,7 +210,7 @@ def test_validation_selected_figure_picks_the_best_validation_round():
     rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]
     curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
     view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
-    assert figure_of(view, curve, rows) == pytest.approx(80.0)   # round 2: first best validation, not best test
+    assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
     assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
 
 
@@ -199,7 +222,9 @@ def test_extra_metrics_match_scikit_learn(tmp_path):
     probs = rng.random((50, 2))
     probs /= probs.sum(1, keepdims=True)
     assert metrics.auc(labels, probs) == pytest.approx(roc_auc_score(labels, probs[:, 1]))
-    assert metrics.balanced_accuracy(labels, probs.argmax(1)) == pytest.approx(balanced_accuracy_score(labels, probs.argmax(1)))
+    assert metrics.balanced_accuracy(labels, probs.argmax(1)) == pytest.approx(
+        balanced_accuracy_score(labels, probs.argmax(1))
+    )
     assert metrics.auc(np.zeros(5, int), probs[:5]) is None
     _, records, _ = train(tmp_path, algorithm="fedavg", rounds=1, eval_metrics=["auc", "balanced_accuracy"])
     extra = records[-1].personal_metrics
@@ -208,14 +233,14 @@ def test_extra_metrics_match_scikit_learn(tmp_path):
 
 def test_segmentation_metrics_on_known_masks():
     truth = np.zeros((1, 1, 8, 8), bool)
-    truth[0, 0, 2:6, 2:6] = True                  # 16 pixels
+    truth[0, 0, 2:6, 2:6] = True  # 16 pixels
     pred = np.zeros_like(truth)
-    pred[0, 0, 2:6, 2:4] = True                   # 8 of them
+    pred[0, 0, 2:6, 2:4] = True  # 8 of them
     assert metrics.dice(pred, truth) == pytest.approx(2 * 8 / 24)
     assert metrics.iou(pred, truth) == pytest.approx(8 / 16)
     assert metrics.dice(truth, truth) == metrics.iou(truth, truth) == 1.0
     assert metrics.hausdorff(truth, truth) == 0.0
-    assert metrics.hausdorff(pred, truth, percentile=100) == pytest.approx(2.0)   # the far column is 2 px away
+    assert metrics.hausdorff(pred, truth, percentile=100) == pytest.approx(2.0)  # the far column is 2 px away
     assert metrics.hausdorff(np.zeros_like(truth), truth) == 1000.0
 
 
@@ -297,14 +322,16 @@ def test_cli_runs_every_personal_method_and_reports_per_client(tmp_path, write_r
     assert sorted(r.labels["algorithm"] for r in runs) == sorted(METHODS + ["fedavg"])
     assert all(r.status == "done" for r in runs), [(r.labels, r.error) for r in runs]
 
-    result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", url, "--format", "json", "--table", "clients"])
+    result = runner.invoke(
+        app, ["report", "--recipe", str(recipe), "--registry", url, "--format", "json", "--table", "clients"]
+    )
     assert result.exit_code == 0, result.output
     table = json.loads(result.output)["tables"][0]
     assert table["columns"] == ["A", "B", "C", "Avg."]
     cells = {(c["row"], c["column"]): c["mean"] for c in table["cells"]}
     fedavg = next(r for r in runs if r.labels["algorithm"] == "fedavg")
     curve = registry.curve(fedavg.id)
-    chosen = max(curve, key=lambda x: (x.personal_val_mean, -x.round))     # first round with the best validation
+    chosen = max(curve, key=lambda x: (x.personal_val_mean, -x.round))  # first round with the best validation
     assert cells[("fedavg", "Avg.")] == pytest.approx(100 * chosen.personal_mean)
     assert cells[("fedavg", "B")] == pytest.approx(100 * chosen.personal_per_client[1])
     assert curve[-1].finetune_mean is not None

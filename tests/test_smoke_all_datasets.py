@@ -18,7 +18,8 @@ def test_synthetic_smoke_run_over_every_dataset(tmp_path):
     segmentation = [n for n in DATASETS.names() if dataset_meta(n).task == "segmentation"]
     items = ", ".join(f'"{name}"' for name in classification + segmentation)
     overrides = "".join(
-        f'\n[overrides.dataset.{name}]\nmodel = "unet"\nmodel_params = {{ init_features = 4 }}\n' for name in segmentation
+        f'\n[overrides.dataset.{name}]\nmodel = "unet"\nmodel_params = {{ init_features = 4 }}\n'
+        for name in segmentation
     )
     recipe = tmp_path / "every_dataset.toml"
     recipe.write_text(f"""
