@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint test benchmark reproduce-all clean
+.PHONY: install install-dev quickstart lint test test-fast benchmark reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ lint: $(DEV_STAMP)
 
 test: lint
 	$(BIN)/python -m pytest tests
+
+# The inner loop: every test but those marked slow (subprocess runs, multi-second trainings).
+test-fast: $(DEV_STAMP)
+	$(BIN)/python -m pytest tests -m "not slow"
 
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py

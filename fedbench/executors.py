@@ -31,6 +31,9 @@ from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
 Event = dict[str, Any]  # {"kind": "start"|"round"|"end", ...}
+# How long `fedbench run` waits for a worker to exit once all runs are done or it was told to stop: a deadline
+# for a stuck worker only (recording a run waits up to 60 s for another process's registry lock), then it is killed.
+WORKER_STOP_SECONDS = 180.0
 
 
 @dataclass
@@ -205,18 +208,31 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _stop_worker(signum, frame) -> None:
+    """A worker's SIGTERM (and SIGINT) handler: the first signal interrupts the run in progress, which is then
+    recorded as interrupted; later ones are ignored, so that they cannot cut that recording short (Ctrl-C
+    reaches the workers and their parent, and the parent then sends SIGTERM too)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def _stop_when_orphaned(parent_pid: int) -> None:
     """A worker whose `fedbench run` died (even by SIGKILL) stops at once, as if interrupted, rather than
-    training on unobserved and unstoppable from the terminal."""
+    training on unobserved and unstoppable from the terminal. It signals itself SIGTERM, which the worker
+    handles: a self-sent SIGINT does nothing in a process that inherited SIGINT ignored (one started in the
+    background by a non-interactive shell, as many CI runners do)."""
     while os.getppid() == parent_pid:
         time.sleep(1.0)
-    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _worker_main(
     planned: list[PlannedRun], options: ExecutionOptions, events: mp.Queue[Event], parent_pid: int
 ) -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, _stop_worker)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # inherited ignored (started in the background): stays so
+        signal.signal(signal.SIGINT, _stop_worker)
     threading.Thread(target=_stop_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         work_through(planned, options, events.put)
@@ -271,9 +287,17 @@ def _execute_in_workers(
                 running -= 1
             else:
                 emit(event)
-    finally:
-        for worker in workers:  # interrupted (Ctrl-C reaches the workers too, SIGTERM does not): stop them
-            worker.join(timeout=5)
+    except BaseException:
+        # Interrupted (Ctrl-C, or SIGTERM through `_interrupt`): every worker is told to stop now; they record
+        # their runs as interrupted. Waiting for them to notice by themselves would let them train on, and finish
+        # runs, for as long as the wait lasted.
+        for worker in workers:
             if worker.is_alive():
                 worker.terminate()
-                worker.join(timeout=30)
+        raise
+    finally:
+        for worker in workers:
+            worker.join(timeout=WORKER_STOP_SECONDS)
+            if worker.is_alive():  # stuck: its claim is taken over once its pid is gone
+                worker.kill()
+                worker.join()

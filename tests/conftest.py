@@ -8,7 +8,40 @@ from pathlib import Path
 import pytest
 import torch
 
+from fedbench.data.store import TensorData
+
 torch.set_num_threads(1)
+
+# Two computations that agree in exact arithmetic but not operation for operation (another summation order or
+# SIMD kernel, an algebraically equal update rule, a few SGD steps that amplify a rounding difference) are
+# compared in float64 (the ``float64`` fixture) to within F64_ATOL, never in float32 with a tolerance that
+# happens to pass on one CPU. Where it comes from: float64 rounds by at most 1.1e-16 (relative) per operation,
+# and the short trainings of these tests amplify a rounding difference by at most ~1e4 (in float32 the same
+# runs differ by up to 4e-4 ≈ 1e4 × float32's 6e-8 with AVX-512 kernels), so two float64 paths agree to ~1e-12
+# at worst; measured with PyTorch's default, AVX2 and AVX-512 kernels, they agree to 2e-15. A genuine
+# difference is far larger: LG-Mix with λ = 1e-7 instead of 0 already moves the weights by 4e-8.
+F64_ATOL = 1e-9
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """Run the test in float64: models and tensors it builds follow the default dtype, set to float64, and
+    so do the data tensors the engine prepares (the data set's float32 values, exactly representable)."""
+    from_arrays = TensorData.from_arrays.__func__
+
+    def float64_arrays(cls, arrays, device):
+        data = from_arrays(cls, arrays, device)
+        for name in ("train_x", "train_y", "test_x", "test_y", "fill"):
+            value = getattr(data, name)
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                setattr(data, name, value.to(torch.float64))
+        return data
+
+    monkeypatch.setattr(TensorData, "from_arrays", classmethod(float64_arrays))
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 @pytest.fixture
@@ -84,6 +117,3 @@ class ListSink:
 def sink() -> ListSink:
     return ListSink()
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: whole-recipe or multi-process runs (deselect with -m 'not slow')")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -162,6 +163,7 @@ def test_catalogues(registry_url):
         assert "Example" in help_text, command
 
 
+@pytest.mark.slow
 def test_parallel_workers_share_the_work_without_duplicates(write_recipe, registry_url):
     result = invoke("run", write_recipe(), "--jobs", "2", "--set", "rounds=2", "--registry", registry_url)
     assert result.exit_code == 0, result.output
@@ -171,6 +173,7 @@ def test_parallel_workers_share_the_work_without_duplicates(write_recipe, regist
     assert len(workers) == 4
 
 
+@pytest.mark.slow
 def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, registry_url, tmp_path):
     recipe = write_recipe()
     command = [
@@ -185,6 +188,8 @@ def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, regist
         registry_url,
     ]
     env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # the fedbench under test, where it is not the installed one (a git worktree)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     procs = [
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
     ]
@@ -213,6 +218,7 @@ def test_claim_is_exclusive(registry_url, write_recipe):
     assert registry.claim(planned[0].spec_hash, worker="thishost:2") is None  # held by a live worker elsewhere
 
 
+@pytest.mark.slow
 def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
     """Same spec, --jobs 1 vs --jobs 2: bit-identical curves (threads per run are fixed)."""
     from fedbench.registry import Registry

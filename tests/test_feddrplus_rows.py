@@ -25,6 +25,7 @@ from algorithm_fixtures import (  # noqa: F401  (head_mlp is a fixture)
     make_spec,
     train,
 )
+from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
@@ -61,7 +62,7 @@ def _objective_and_gradient(name: str, params: dict, spec, model, x, y):
     return loss.detach(), torch.cat([g.flatten() for g in grads])
 
 
-@pytest.mark.usefixtures("head_mlp")
+@pytest.mark.usefixtures("head_mlp", "float64")
 def test_local_dr_objective_is_dot_regressions_and_differs_from_ce():
     torch.manual_seed(0)
     x, y = torch.randn(16, 1, 8, 8), torch.randint(0, 10, (16,))
@@ -76,7 +77,7 @@ def test_local_dr_objective_is_dot_regressions_and_differs_from_ce():
     assert not torch.allclose(dr, ce, atol=1e-4)
     with torch.no_grad():  # ½·mean (cos(f, v_y) − 1)²
         cosine = F.cosine_similarity(model.features(x), model.classifier.weight[y], dim=1)
-    assert dr_loss.item() == pytest.approx(0.5 * ((cosine - 1) ** 2).mean().item(), rel=1e-5)
+    assert dr_loss.item() == pytest.approx(0.5 * ((cosine - 1) ** 2).mean().item(), rel=0, abs=F64_ATOL)
 
 
 @pytest.mark.usefixtures("head_mlp")
@@ -210,7 +211,7 @@ def test_finetune_loss_named_explicitly_equals_the_methods_own_and_changes_the_r
     assert not torch.equal(finetuned(ft_spec({}, "ce"), 0.1)[1], dr_gfl_dr[1])
 
 
-@pytest.mark.usefixtures("head_mlp")
+@pytest.mark.usefixtures("head_mlp", "float64")
 def test_dr_plus_fine_tuning_is_0_9_dr_plus_0_1_feature_distillation_to_the_start_model():
     spec = ft_spec({}, "dr_plus")
     trainer = personal.finetune_trainer(spec, build_algorithm("fedavg", {}))
@@ -227,7 +228,7 @@ def test_dr_plus_fine_tuning_is_0_9_dr_plus_0_1_feature_distillation_to_the_star
         logits = trainer.forward(ctx, x)
         teacher = ctx.global_model()
         expected = 0.9 * dot_regression_loss(logits, y) + 0.1 * F.mse_loss(model.features(x), teacher.features(x))
-        assert trainer.objective(ctx, x, y, logits).item() == pytest.approx(expected.item(), rel=1e-6)
+        assert trainer.objective(ctx, x, y, logits).item() == pytest.approx(expected.item(), rel=0, abs=F64_ATOL)
 
 
 @pytest.mark.usefixtures("head_mlp")

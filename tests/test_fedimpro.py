@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 
+from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientUpdate
 from fedbench.cli import app
@@ -98,6 +99,7 @@ def test_feature_weight_zero_equals_fedavg(tmp_path, sink):
     assert b["server"]["state"]["mu"].shape == (10, 8 * 2 * 4 * 4)  # C × D, D = 2·width·4·4 at "pool"
 
 
+@pytest.mark.usefixtures("float64")
 def test_local_statistics_follow_eq6_per_class():
     """β_m = 0 (the [code] rule at layer2): a class's estimate is replaced by the batch's class mean and
     unbiased std; classes absent keep the global value, single-sample classes keep their σ; σ ≤ σ0."""
@@ -108,15 +110,16 @@ def test_local_statistics_follow_eq6_per_class():
     algorithm.update_statistics(ctx, h, y)
     mu, sigma = ctx.scratch["mu"], ctx.scratch["sigma"]
     for c in (0, 3):
-        assert torch.allclose(mu[c], h[y == c].mean(0), atol=1e-6)
-        assert torch.allclose(sigma[c], h[y == c].std(0).clamp(max=0.3), atol=1e-6)
-    assert torch.allclose(mu[5], h[y == 5][0])
+        assert torch.allclose(mu[c], h[y == c].mean(0), rtol=0, atol=F64_ATOL)
+        assert torch.allclose(sigma[c], h[y == c].std(0).clamp(max=0.3), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(mu[5], h[y == 5][0], rtol=0, atol=F64_ATOL)
     assert torch.equal(sigma[5], server.state["sigma"][5])  # std of one sample is undefined
     for c in (1, 2, 4, 6, 7, 8, 9):
         assert torch.equal(mu[c], server.state["mu"][c]) and torch.equal(sigma[c], server.state["sigma"][c])
     assert (sigma <= 0.3).all() and (sigma[0] == 0.3).any() and (sigma[0] < 0.3).any()
 
 
+@pytest.mark.usefixtures("float64")
 def test_code_statistics_weight_is_min_one_d_over_5000():
     """[code] w = min(1, D/5000) (spec §1.4): D = 2·4·4·4 = 128 at pool for width 4 → w = 0.0256."""
     algorithm, model, spec, server = bound({})
@@ -125,9 +128,10 @@ def test_code_statistics_weight_is_min_one_d_over_5000():
     h, y = torch.randn(4, 128), torch.tensor([2, 2, 2, 2])
     algorithm.update_statistics(ctx, h, y)
     w = 128 / 5000
-    assert torch.allclose(ctx.scratch["mu"][2], (1 - w) * server.state["mu"][2] + w * h.mean(0), atol=1e-6)
+    assert torch.allclose(ctx.scratch["mu"][2], (1 - w) * server.state["mu"][2] + w * h.mean(0), rtol=0, atol=F64_ATOL)
 
 
+@pytest.mark.usefixtures("float64")
 def test_server_aggregates_uniform_mean_with_momentum():
     """FedImpro Eq. 7: μ_g ← β_g μ_g + (1 − β_g)·mean_i μ_i (uniform over the sampled clients, [code])."""
     algorithm, _, _, server = bound({"beta_g": 0.25})
@@ -139,9 +143,9 @@ def test_server_aggregates_uniform_mean_with_momentum():
     algorithm.aggregate(server, updates, 1)
     for key in ("mu", "sigma"):
         mean = sum(u.extra[key] for u in updates) / 3
-        assert torch.allclose(server.state[key], 0.25 * previous[key] + 0.75 * mean, atol=1e-6)
+        assert torch.allclose(server.state[key], 0.25 * previous[key] + 0.75 * mean, rtol=0, atol=F64_ATOL)
     # the weights themselves are FedAvg's sample-weighted mean
-    assert torch.allclose(server.params, updates[0].params + (0.3 * 1 + 0.6 * 2), atol=1e-5)
+    assert torch.allclose(server.params, updates[0].params + (0.3 * 1 + 0.6 * 2), rtol=0, atol=F64_ATOL)
 
 
 def test_sampled_features_have_the_class_moments():
@@ -159,13 +163,14 @@ def test_sampled_features_have_the_class_moments():
         assert torch.allclose(rows.std(0), server.state["sigma"][c], atol=0.01)
 
 
+@pytest.mark.usefixtures("float64")
 def test_synthetic_term_trains_only_the_high_part():
     """App. B: ĥ is a sampled tensor, so the synthetic loss sends no gradient into θ_low."""
     algorithm, model, spec, server = bound({"feature_weight_sched": "constant"})
     ctx = context(algorithm, model, spec, server)
     x = torch.randn(6, *SHAPE)
     logits = algorithm.forward(ctx, x)
-    assert logits.shape == (6, 10) and torch.allclose(logits, model(x), atol=1e-6)  # real part = forward(x)
+    assert logits.shape == (6, 10) and torch.allclose(logits, model(x), rtol=0, atol=F64_ATOL)  # real part = forward(x)
     F.cross_entropy(ctx.scratch["fake_logits"], ctx.scratch["fake_labels"]).backward()
     low = [p for name, p in model.named_parameters() if name.startswith(("encoder.0.", "encoder.2."))]
     high = [p for name, p in model.named_parameters() if not name.startswith(("encoder.0.", "encoder.2."))]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ListSink
+from conftest import F64_ATOL, ListSink
 from fedbench import metrics
 from fedbench.data.federated import prepare_data
 from fedbench.engine import run
@@ -231,11 +231,13 @@ def test_local_training_never_shares(tmp_path):
     assert not torch.equal(ckpt["client_states"][0]["personal_params"], ckpt["client_states"][1]["personal_params"])
 
 
+@pytest.mark.usefixtures("float64")
 def test_l2sgd_full_pull_each_round_restarts_from_the_average(tmp_path):
-    # θ = ηλ/p = 1 on every round (p = 1): each round starts from x̄, so the uploads are FedAvg's.
+    # θ = ηλ/p = 1 on every round (p = 1): each round starts from x − (x − x̄) = x̄ (in exact arithmetic), so the
+    # uploads are FedAvg's.
     _, _, fedavg = train(tmp_path, algorithm="fedavg", rounds=3)
     _, _, l2sgd = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 10.0, "p": 1.0})
-    assert torch.allclose(fedavg["server"]["params"], l2sgd["server"]["params"], atol=1e-6)
+    assert torch.allclose(fedavg["server"]["params"], l2sgd["server"]["params"], rtol=0, atol=F64_ATOL)
     _, _, local = train(tmp_path, algorithm="local", rounds=3)
     _, _, apart = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 0.0})
     assert torch.equal(local["client_states"][2]["personal_params"], apart["client_states"][2]["personal_params"])

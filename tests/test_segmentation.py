@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import F64_ATOL
 from fedbench import metrics
 from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData
@@ -52,15 +53,16 @@ def test_dice_loss_is_zero_for_a_perfect_prediction_and_near_one_for_the_opposit
 
 def test_evaluate_reports_dice_equal_to_the_metric_on_the_same_predictions():
     torch.manual_seed(0)
-    model = build_model("unet", 2, (3, 16, 16), init_features=2).eval()
-    x, y = torch.randn(7, 3, 16, 16), random_masks((7, 2, 16, 16), seed=1)
+    # float64: evaluate's batches of 3 and the one batch of 7 below sum in other orders (conftest.F64_ATOL)
+    model = build_model("unet", 2, (3, 16, 16), init_features=2).double().eval()
+    x, y = torch.randn(7, 3, 16, 16).double(), random_masks((7, 2, 16, 16), seed=1).double()
     dice, loss = evaluate(model, x, y, batch_size=3, task="segmentation")  # three batches
     with torch.no_grad():
         logits = model(x)
     pred = (torch.sigmoid(logits) > 0.5).numpy()
     assert 0 < pred.mean() < 1, "a non-trivial prediction"
     assert dice == pytest.approx(metrics.dice(pred, y.numpy() > 0), rel=1e-12)
-    assert loss == pytest.approx(float(soft_dice_loss(logits, y).mean()), rel=1e-5)
+    assert loss == pytest.approx(float(soft_dice_loss(logits, y).mean()), rel=0, abs=F64_ATOL)
     # a per-pixel output caps the evaluation batch (64 images of 256×256)
     assert eval_batch_size(1000, torch.empty(1, 3, 256, 256), "segmentation") == 64
     assert eval_batch_size(1000, torch.empty(1, 3, 256, 256)) == 1000
@@ -151,6 +153,7 @@ metric = "personal_mean"
 """
 
 
+@pytest.mark.slow
 def test_synthetic_segmentation_run_through_the_cli_records_dice(tmp_path, write_recipe):
     from typer.testing import CliRunner
 

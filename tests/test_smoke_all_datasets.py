@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.data import DATASETS, dataset_meta
 
 
+@pytest.mark.slow
 def test_synthetic_smoke_run_over_every_dataset(tmp_path):
     classification = [n for n in DATASETS.names() if dataset_meta(n).task == "classification"]
     segmentation = [n for n in DATASETS.names() if dataset_meta(n).task == "segmentation"]
