@@ -116,4 +116,3 @@ class ListSink:
 @pytest.fixture
 def sink() -> ListSink:
     return ListSink()
-
