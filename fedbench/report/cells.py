@@ -30,7 +30,8 @@ class Cell:
     published_std: float | None = None
     synthetic_available: int = 0  # synthetic runs exist for a real-data report
     ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
-    published_ratio: float | None = None
+    published_ratio: float | None = None  # the paper's ratio, recomputed from its published values
+    printed_ratio: float | None = None  # the ratio the paper printed (view.published_ratio), where recorded
     static: bool = False  # an analytic value, not a summary of runs
 
     @property
@@ -62,6 +63,7 @@ class Cell:
             "partial": self.partial,
             "ratio": self.ratio,
             "published_ratio": self.published_ratio,
+            "printed_ratio": self.printed_ratio,
             "static": self.static,
         }
 
@@ -77,6 +79,7 @@ class Table:
     columns: list[str]
     cells: dict[tuple[str, str], Cell]
     unit: str
+    notes: list[str] = field(default_factory=list)  # what an analytic table's builder has to say about it
 
     @property
     def title(self) -> str:
@@ -99,4 +102,5 @@ class Table:
             "rows": self.rows,
             "columns": self.columns,
             "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
+            "notes": self.notes,
         }
