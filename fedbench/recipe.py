@@ -36,6 +36,7 @@ FIGURES = (
     "gflops_to_target",
     "value_at_round",
     "wall_seconds",
+    "seconds_per_round",
     "val_selected",
 )
 
@@ -67,8 +68,9 @@ class TableView(_Strict):
     caption: str = ""
     # runs: cells from the registry.  models: parameter/communication/FLOP statistics of `static_rows`
     # (e.g. FedTrip Table III).  overheads: per-round attaching computation and extra communication of
-    # each method of `static_rows` in the `setting` (FedTrip Table VIII).
-    kind: Literal["runs", "models", "overheads"] = "runs"
+    # each method of `static_rows` in the `setting` (FedTrip Table VIII).  partition: each row's per-client class
+    # counts, from the partition its runs train on (the first seed's partition stream), no training (FedTR Fig. 2).
+    kind: Literal["runs", "models", "overheads", "partition"] = "runs"
     static_rows: list[StaticRow] = []
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
     rows: list[str] = []
@@ -93,6 +95,9 @@ class TableView(_Strict):
     # Rows the paper quotes from other papers (no runs, e.g. FedImpro Table 10's FedDyn/CCVR rows): shown with their
     # published value only.  Each needs a `published` entry; with them the rows follow the order of `published`.
     published_only: list[str] = []
+    # The ratio to the ratio_to cell the paper printed, where the recipe records it: the report recomputes the
+    # paper's ratio from its published values and shows the printed one where the two differ (FedTrip Table IV).
+    published_ratio: dict[str, dict[str, float] | float] = {}
     # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
     # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
     clients: list[str] = []
@@ -101,6 +106,10 @@ class TableView(_Strict):
 
     def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
         entry = (self.published_std if std else self.published).get(row)
+        return entry.get(column) if isinstance(entry, dict) else entry
+
+    def printed_ratio(self, row: str, column: str) -> float | None:
+        entry = self.published_ratio.get(row)
         return entry.get(column) if isinstance(entry, dict) else entry
 
     @field_validator("rows", "columns", mode="before")
@@ -233,12 +242,19 @@ def _check_structure(recipe: Recipe) -> None:
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
     axes = set(recipe.matrix)
     for view in recipe.tables:
-        if view.kind != "runs":
+        if view.kind in ("models", "overheads"):
             if not view.static_rows:
                 raise RecipeError(f"{where}: tables '{view.name}': kind {view.kind!r} needs static_rows")
             continue
         if not view.rows:
             raise RecipeError(f"{where}: tables '{view.name}': rows must name at least one matrix axis")
+        if view.kind == "partition" and (view.columns or not recipe.setup):
+            raise RecipeError(
+                f"{where}: tables '{view.name}': a partition view draws one panel per row of the recipe's runs: "
+                "it needs a setup and takes no columns"
+            )
+        if view.published_ratio and view.ratio_to is None:
+            raise RecipeError(f"{where}: tables '{view.name}': published_ratio needs ratio_to (the reference cell)")
         if view.figure == "value_at_round" and view.at_round is None and not view.at_rounds:
             raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round or at_rounds")
         for key in view.rows + view.columns:
@@ -293,7 +309,11 @@ def _check_cell_labels(recipe: Recipe, view: TableView, where: Path | None) -> N
             raise RecipeError(
                 f"{where}: tables '{view.name}': {key}: {value!r} is not a row or column ({', '.join(either)})"
             )
-    for name, published in (("published", view.published), ("published_std", view.published_std)):
+    for name, published in (
+        ("published", view.published),
+        ("published_std", view.published_std),
+        ("published_ratio", view.published_ratio),
+    ):
         for row, entry in published.items():
             if rows is not None and row not in rows:
                 raise RecipeError(
@@ -388,11 +408,15 @@ def expand(
     overrides: dict[str, Any] | None = None,
     synthetic: bool = False,
     check: bool = True,
+    untrained: bool = False,
 ) -> list[PlannedRun]:
     """Compile the recipe into runs: one per matrix combination × seed. ``only`` keeps the runs whose
-    label for each key is one of the values given for it (several values of one key: either)."""
+    label for each key is one of the values given for it (several values of one key: either). A recipe whose
+    views all need no training (partitions) has nothing to train: its cells compile only with ``untrained``."""
     if not recipe.setup and not recipe.matrix:
         return []  # analytic tables only
+    if not untrained and recipe.tables and all(view.kind != "runs" for view in recipe.tables):
+        return []  # e.g. FedTrip Fig. 4: partitions drawn from the cells' specs, no runs
     if scale not in recipe.scale_names():
         raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
     profile = dict(recipe.scale.get(scale, {}))

@@ -167,3 +167,58 @@ def test_table3_and_table8_pfl_protocols_and_shared_runs():
     table3 = {p.spec_hash for p in runs}
     assert all(p.spec_hash in table3 for p in cell(runs8, algorithm="FedDr+", ft_loss="own"))
     assert recipe8.table("gfl_clients").published_value("FedDr+", "α=0.1") == 45.83
+
+
+def test_table9_is_a_view_of_table2s_cifar100_s10_runs():
+    from types import SimpleNamespace
+
+    from fedbench.report.table import figure_of, planned_for_view
+
+    recipe, runs = compiled("feddrplus_table2.toml")
+    view = recipe.table("time")
+    shown = planned_for_view(recipe, view)
+    assert {p.spec_hash for p in shown} == {p.spec_hash for p in cell(runs, dataset="CIFAR-100", setting="s=10")}
+    assert len(shown) == 8 * 3
+    assert view.published_value("s=10", "FedDr+") == 24.4 and view.published_value("s=10", "FedExP") == 20.3
+    rounds = [SimpleNamespace(round=r, wall_seconds=s) for r, s in ((1, 30.0), (2, 20.0), (3, 22.0))]
+    assert figure_of(view, [], rounds) == pytest.approx(24.0)  # every round: training and evaluation
+
+
+def test_fig6_default_points_are_table2_runs():
+    table2 = {p.spec_hash: p.labels for p in compiled("feddrplus_table2.toml")[1] if p.spec.seed == 0}
+    table1 = {p.spec_hash: p.labels for p in compiled("feddrplus_table1.toml")[1]}
+    for name, axis, default, count in (
+        ("feddrplus_fig6a.toml", "sampling_ratio", "0.1", 40),
+        ("feddrplus_fig6b.toml", "local_epochs", "3", 40),
+        ("feddrplus_fig6c.toml", "beta", "0.9", 14),
+    ):
+        recipe, runs = compiled(name)
+        assert len(runs) == count and recipe.table("accuracy").published == {}  # Fig. 6 prints no numbers
+        shared = {p.labels[axis] for p in runs if p.spec_hash in table2}
+        assert shared == {default}, name
+        for p in cell(runs, **{axis: default}):
+            assert table2[p.spec_hash]["setting"] == p.labels["setting"]
+            assert table2[p.spec_hash]["algorithm"] == p.labels.get("algorithm", "FedDr+")
+    # β = 1 is Dot-Regression: Table 1's baseline runs
+    for p in cell(compiled("feddrplus_fig6c.toml")[1], beta="1"):
+        assert table1[p.spec_hash]["algorithm"] == "Dot-Regression" and table1[p.spec_hash]["regularizer"] == "Baseline"
+    beta0 = cell(compiled("feddrplus_fig6c.toml")[1], beta="0", setting="s=10")[0].spec
+    assert [(r["name"], r["weight"]) for r in beta0.algorithm_params["regularizers"]] == [("fd", 1.0)]
+
+
+def test_fig6_sweeps_clients_per_round_and_local_epochs():
+    ratios = {p.labels["sampling_ratio"]: p.spec.clients_per_round for p in compiled("feddrplus_fig6a.toml")[1]}
+    assert ratios == {"0.05": 5, "0.1": 10, "0.2": 20, "0.3": 30, "0.5": 50}
+    epochs = compiled("feddrplus_fig6b.toml")[1]
+    lda = {p.labels["local_epochs"]: p.spec.local_steps for p in cell(epochs, setting="α=0.1")}
+    assert lda == {"1": 10, "3": 30, "5": 50, "10": 100, "15": 150}  # the [code]'s 10·E fixed steps
+    shards = {(p.labels["local_epochs"], p.spec.local_epochs, p.spec.local_steps) for p in cell(epochs, setting="s=10")}
+    assert shards == {("1", 1, None), ("3", 3, None), ("5", 5, None), ("10", 10, None), ("15", 15, None)}
+    smoke = expand(load_recipe(RECIPES / "feddrplus_fig6a.toml"), scale="smoke", synthetic=True)
+    assert {(p.labels["sampling_ratio"], p.spec.clients_per_round, p.spec.num_clients) for p in smoke} == {
+        ("0.05", 1, 20),
+        ("0.1", 2, 20),
+        ("0.2", 4, 20),
+        ("0.3", 6, 20),
+        ("0.5", 10, 20),
+    }

@@ -198,6 +198,24 @@ def test_spec_hash_is_stable_and_canonical():
             lambda t: t.replace('figure = "best"', 'figure = "best"\nratio_to = "fedavgg"'),
             "ratio_to: 'fedavgg' is not a row or column",
         ),
+        # a printed ratio under a row the table does not have, or with no reference cell to be a ratio to
+        (
+            lambda t: t.replace(
+                'figure = "best"', 'figure = "best"\nratio_to = "fedavg"\npublished_ratio = { fedproxx = 1.2 }'
+            ),
+            "published_ratio.'fedproxx' is not a row",
+        ),
+        (
+            lambda t: t.replace('figure = "best"', 'figure = "best"\npublished_ratio = { fedprox = 1.2 }'),
+            "published_ratio needs ratio_to",
+        ),
+        # a partition view draws one panel per row: columns would be silently ignored
+        (
+            lambda t: (
+                t + '\n[[tables]]\nname = "p"\nkind = "partition"\nrows = ["algorithm"]\ncolumns = ["algorithm"]\n'
+            ),
+            "takes no columns",
+        ),
     ],
 )
 def test_labels_a_recipe_names_must_exist(write_recipe, edit, message):

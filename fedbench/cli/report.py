@@ -84,6 +84,6 @@ def report(
             console.print(item)
     else:
         sys.stdout.write(rendered)
-    if plots and store:
+    if plots:
         for path in write_plots(recipes, store, plots, scale=scale, table=table, synthetic=synthetic):
             console.print(f"wrote {path}")

@@ -30,7 +30,8 @@ class Cell:
     published_std: float | None = None
     synthetic_available: int = 0  # synthetic runs exist for a real-data report
     ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
-    published_ratio: float | None = None
+    published_ratio: float | None = None  # the paper's ratio, recomputed from its published values
+    printed_ratio: float | None = None  # the ratio the paper printed (view.published_ratio), where recorded
     static: bool = False  # an analytic value, not a summary of runs
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
 
@@ -63,6 +64,7 @@ class Cell:
             "partial": self.partial,
             "ratio": self.ratio,
             "published_ratio": self.published_ratio,
+            "printed_ratio": self.printed_ratio,
             "static": self.static,
             "published_only": self.published_only,
         }
@@ -79,6 +81,7 @@ class Table:
     columns: list[str]
     cells: dict[tuple[str, str], Cell]
     unit: str
+    notes: list[str] = field(default_factory=list)  # what an analytic table's builder has to say about it
 
     @property
     def title(self) -> str:
@@ -101,4 +104,5 @@ class Table:
             "rows": self.rows,
             "columns": self.columns,
             "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
+            "notes": self.notes,
         }

@@ -74,7 +74,7 @@ def build_tables(
 
 def write_plots(
     recipes: Iterable[Recipe],
-    store: Registry,
+    store: Registry | None,
     folder: Path,
     *,
     scale: str = "full",
@@ -82,14 +82,15 @@ def write_plots(
     synthetic: bool = False,
 ) -> Iterator[Path]:
     """Write accuracy-vs-round PNGs of every table view (or only ``table``) into ``folder``; yields each path
-    as it is written."""
+    as it is written. Without a registry only the views that need no runs draw (partitions)."""
     from fedbench.report.plots import plot_table
 
+    source: Any = store if store is not None else EmptyRegistry()
     for recipe in recipes:
         if scale not in recipe.scale_names():
             continue
         for view in _views(recipe, table):
-            yield from plot_table(recipe, view, store, folder, scale=scale, synthetic=synthetic)
+            yield from plot_table(recipe, view, source, folder, scale=scale, synthetic=synthetic)
 
 
 __all__ = ["report_recipes", "build_tables", "write_plots", "EmptyRegistry"]

@@ -1,5 +1,6 @@
 """Accuracy-vs-round plots (matplotlib): one figure per table row, a line per column, mean ± std
-band over seeds; optional EMA smoothing (FedTrip Fig. 5 convention)."""
+band over seeds; optional EMA smoothing (FedTrip Fig. 5 convention). Box plots of a figure over seeds
+(FedTrip Fig. 6), and per-client label distributions of a partition view (FedTR Fig. 2)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,11 @@ def plot_table(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    if view.kind != "runs" or view.plot == "none":
+    if view.plot == "none":
+        return []
+    if view.kind == "partition":
+        return _partition_plots(recipe, view, out_dir, scale, synthetic, plt)
+    if view.kind != "runs":
         return []
     if view.plot == "box":
         return _box_plots(recipe, view, registry, out_dir, scale, synthetic, plt)
@@ -115,4 +120,38 @@ def _box_plots(recipe, view, registry, out_dir: Path, scale: str, synthetic: boo
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.tick_params(axis="x", rotation=30)
         written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}_box"))
+    return written
+
+
+def draw_partition(ax, counts: np.ndarray, max_area: float = 300.0):
+    """Client × class scatter of a partition's counts (clients, classes), marker area ∝ count (FedTR Fig. 2);
+    empty (client, class) pairs are not drawn. Returns the scatter's collection."""
+    from matplotlib.ticker import MaxNLocator
+
+    clients, classes = np.nonzero(counts)
+    sizes = counts[clients, classes] / max(int(counts.max()), 1) * max_area
+    collection = ax.scatter(clients, classes, s=sizes, alpha=0.6, edgecolors="none")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("client")
+    ax.set_ylabel("class")
+    ax.set_xlim(-1, counts.shape[0])
+    ax.set_ylim(-1, counts.shape[1])
+    return collection
+
+
+def _partition_plots(recipe, view, out_dir: Path, scale: str, synthetic: bool, plt) -> list[Path]:
+    from fedbench.report.static import partition_panels
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for row, panel in partition_panels(recipe, view, scale, synthetic).items():
+        if panel.counts is None:  # the data set is not available (the table says so)
+            continue
+        fig, ax = plt.subplots(figsize=(max(4, 0.3 * panel.counts.shape[0] + 2), 4))
+        draw_partition(ax, panel.counts)
+        ax.set_title(
+            f"{recipe.name} · {view.name} · {row} (seed {panel.run.spec.seed})" + (" [synthetic]" if synthetic else "")
+        )
+        written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}"))
     return written

@@ -72,7 +72,20 @@ def paper_text(cell: Cell, figure: str) -> str:
         text += f" ± {_num(cell.published_std, figure)}"
     if cell.published_ratio is not None:
         text += f" [{cell.published_ratio:.2f}×]"
+    text += printed_ratio_text(cell)
     return text
+
+
+# A printed ratio within this of the one recomputed from the paper's own values is its rounding, not a misprint.
+RATIO_ROUNDING = 0.01
+
+
+def printed_ratio_text(cell: Cell) -> str:
+    """The ratio the paper printed, where it differs from the one recomputed from its values (FedTrip Table IV)."""
+    printed, recomputed = cell.printed_ratio, cell.published_ratio
+    if printed is None or (recomputed is not None and abs(printed - recomputed) < RATIO_ROUNDING):
+        return ""
+    return f" (printed {printed:g}×)"
 
 
 def diff_text(cell: Cell, figure: str) -> str:
@@ -83,9 +96,9 @@ def diff_text(cell: Cell, figure: str) -> str:
 def notes(table: Table) -> list[str]:
     out = []
     if table.view.kind != "runs":
-        return ([table.view.caption] if table.view.caption else []) + [
-            "analytic: computed from the models' measured costs, no runs."
-        ]
+        return ([table.view.caption] if table.view.caption else []) + (
+            table.notes or ["analytic: computed from the models' measured costs, no runs."]
+        )
     if table.synthetic:
         out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
     if table.scale != "full":
@@ -107,6 +120,8 @@ def notes(table: Table) -> list[str]:
     out.append(f"cell: {figure_name(view)} {view.metric}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
     if view.ratio_to:
         out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
+    if view.published_ratio:
+        out.append("the paper's [r×] is recomputed from its values; (printed r×) where the paper printed another.")
     if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
         out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
     return out
@@ -123,6 +138,7 @@ def figure_name(view) -> str:
         "rounds_to_target": f"rounds to {target}",
         "total_bytes_to_target": f"bytes communicated to {target}",
         "wall_seconds": "wall seconds",
+        "seconds_per_round": "seconds per round",
         "gflops_to_target": f"GFLOPs to {target}",
         "value_at_round": f"at round {view.at_round}" if view.at_round else "at the row's round",
         "val_selected": "at the best mean-validation round",

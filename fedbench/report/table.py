@@ -100,6 +100,8 @@ def figure_of(
         return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= rounds))
     if view.figure == "wall_seconds":
         return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
+    if view.figure == "seconds_per_round":  # FedDr+ Table 9: training and evaluation, every round of the run
+        return float(np.mean([r.wall_seconds or 0 for r in rows])) if rows else None
     if view.figure == "val_selected":  # LG-Mix: the value at the round with the best mean validation accuracy
         return metrics.value_at_best(scaled, metric_curve(rows or [], VALIDATION_METRIC))
     raise ValueError(view.figure)
@@ -137,7 +139,7 @@ def build_table(
     recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
 ) -> Table:
     if view.kind != "runs":
-        return build_static_table(recipe, view)
+        return build_static_table(recipe, view, scale, synthetic)
     planned = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, synthetic)))
     other = (
         _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, not synthetic)))
@@ -211,6 +213,8 @@ def build_table(
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
     unit = display_unit(view.metric, view.percent) if view.figure in METRIC_VALUED_FIGURES else ""
+    if view.figure in ("wall_seconds", "seconds_per_round"):
+        unit = "s"
     return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit)
 
 
@@ -238,6 +242,7 @@ def _ratios(view: TableView, rows: list[str], columns: list[str], cells: dict[tu
             cell.ratio = cell.mean / ref.mean
         if isinstance(cell.published, (int, float)) and isinstance(ref.published, (int, float)) and ref.published:
             cell.published_ratio = float(cell.published) / float(ref.published)
+        cell.printed_ratio = view.printed_ratio(r, c)
 
 
 def _summarise(
