@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from fedbench.data.federated import ArraysCache, client_test_sets, partition_clients
+from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
@@ -105,6 +105,7 @@ def preflight(
             continue
         seen.add(key)
         loaded = arrays.load(spec, data_root, verify)
+        check_test_set(spec, loaded)
         parts = partition_clients(spec, loaded)
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
