@@ -28,10 +28,19 @@ class Cell:
     diverged: int = 0
     published: float | str | None = None
     published_std: float | None = None
+    published_derived: bool = False  # the paper does not print this value: the recipe derived it (view.derived_note)
+    published_std_derived: bool = False
     synthetic_available: int = 0  # synthetic runs exist for a real-data report
     ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
     published_ratio: float | None = None
     static: bool = False  # an analytic value, not a summary of runs
+
+    def take_published(self, view: TableView) -> None:
+        """The paper's value and std of this cell of ``view``, and whether the recipe marks either as derived."""
+        self.published = view.published_value(self.row, self.column)
+        self.published_std = view.published_value(self.row, self.column, std=True)  # type: ignore[assignment]
+        self.published_derived = view.is_derived(self.row, self.column)
+        self.published_std_derived = view.is_derived(self.row, self.column, std=True)
 
     @property
     def partial(self) -> bool:
@@ -58,6 +67,8 @@ class Cell:
             "diverged": self.diverged,
             "published": self.published,
             "published_std": self.published_std,
+            "published_derived": self.published_derived,
+            "published_std_derived": self.published_std_derived,
             "difference": self.difference,
             "partial": self.partial,
             "ratio": self.ratio,
@@ -77,6 +88,7 @@ class Table:
     columns: list[str]
     cells: dict[tuple[str, str], Cell]
     unit: str
+    remarks: list[str] = field(default_factory=list)  # notes that depend on the runs found (e.g. memory measures)
 
     @property
     def title(self) -> str:
