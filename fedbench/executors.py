@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from fedbench.data.federated import ArraysCache, client_test_sets, partition_clients
+from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
-from fedbench.provenance import provenance
+from fedbench.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
@@ -108,6 +108,7 @@ def preflight(
             continue
         seen.add(key)
         loaded = arrays.load(spec, data_root, verify)
+        check_test_set(spec, loaded)
         parts = partition_clients(spec, loaded)
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
@@ -137,6 +138,8 @@ def execute_one(
     )
     began = time.perf_counter()
     checkpoint = registry.checkpoint_path(spec.spec_hash)
+    memory = PeakMemory(device)
+    memory.start()
     try:
         result = run_engine(
             spec,
@@ -168,7 +171,7 @@ def execute_one(
         registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
         emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
         return "failed"
-    info = dict(provenance(device), data=result.info)
+    info = {**provenance(device), "data": result.info, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(

@@ -49,6 +49,7 @@ class ClientMetric:
     percent: bool
     higher_is_better: bool
     meaning: str
+    binary: bool = False  # defined for two-class tasks only (None on runs with more classes)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Metric:
     per_client: str | None = None  # rounds column with one value per client (a list, or a dict of lists)
     per_client_key: str | None = None  # the key in a dict-valued per_client column (personal_metrics)
     tasks: tuple[Task, ...] = BOTH  # run tasks that record it
+    binary: bool = False  # recorded on two-class tasks only (sensitivity, specificity)
 
 
 def _by_name(*entries):
@@ -124,6 +126,32 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "balanced accuracy (mean recall over the classes in the test split)",
+    ),
+    ClientMetric(
+        "sensitivity",
+        "classification",
+        "fraction",
+        True,
+        True,
+        "sensitivity (recall of class 1, TP / (TP + FN); binary tasks only, none without positives)",
+        binary=True,
+    ),
+    ClientMetric(
+        "specificity",
+        "classification",
+        "fraction",
+        True,
+        True,
+        "specificity (TN / (TN + FP), the recall of class 0; binary tasks only, none without negatives)",
+        binary=True,
+    ),
+    ClientMetric(
+        "f1",
+        "classification",
+        "fraction",
+        True,
+        True,
+        "macro F1 (mean over the classes in the labels or predictions of the per-class F1)",
     ),
     ClientMetric(
         "dice", "segmentation", "fraction", True, True, "Dice (mean over images and channels, prediction sigmoid > 0.5)"
@@ -235,6 +263,7 @@ METRICS: dict[str, Metric] = _by_name(
             per_client="personal_metrics",
             per_client_key=m.name,
             tasks=(m.task,),
+            binary=m.binary,
         )
         for m in CLIENT_METRICS.values()
     ),

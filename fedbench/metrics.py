@@ -81,8 +81,9 @@ def value_at_best(curve: Curve, selector: Curve) -> float | None:
 
 
 # ---------------------------------------------------------------------------------- per-sample metrics
-# Beyond accuracy, for the data sets that need them: AUC and balanced accuracy (Camelyon17, LG-Mix Table 7),
-# Dice, IoU and Hausdorff distance for segmentation (retinal, LG-Mix Table 3).
+# Beyond accuracy, for the data sets that need them: AUC, balanced accuracy, sensitivity, specificity and macro F1
+# (Camelyon17 and BCI, LG-Mix Tables 7 and 10), Dice, IoU and Hausdorff distance for segmentation (retinal, LG-Mix
+# Table 3).
 
 
 def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
@@ -109,6 +110,41 @@ def balanced_accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
     with warnings.catch_warnings():  # a client's model may predict classes its test split lacks
         warnings.simplefilter("ignore", UserWarning)
         return float(balanced_accuracy_score(labels, predictions))
+
+
+def _binary(labels: np.ndarray, num_classes: int, positive: int) -> bool:
+    """A two-class task whose labels hold at least one sample of class ``positive``: where the recall of that
+    class is defined."""
+    return num_classes == 2 and bool((labels == positive).any())
+
+
+def sensitivity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float | None:
+    """Sensitivity = recall of class 1, TP / (TP + FN) (LG-Mix [code]: ``recall_score``); binary tasks only. None
+    for more classes or a test split without positives."""
+    from sklearn.metrics import recall_score
+
+    if not _binary(labels, num_classes, 1):
+        return None
+    return float(recall_score(labels, predictions, pos_label=1, average="binary", labels=[0, 1]))
+
+
+def specificity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float | None:
+    """Specificity = TN / (TN + FP), the recall of class 0 (LG-Mix [code]: tn / (tn + fp)); binary tasks only.
+    None for more classes or a test split without negatives."""
+    from sklearn.metrics import recall_score
+
+    if not _binary(labels, num_classes, 0):
+        return None
+    return float(recall_score(labels, predictions, pos_label=0, average="binary", labels=[0, 1]))
+
+
+def f1_macro(labels: np.ndarray, predictions: np.ndarray) -> float:
+    """Macro F1: the unweighted mean over classes of 2·precision·recall / (precision + recall), over the classes
+    present in the labels or the predictions (scikit-learn's ``f1_score(average="macro")``, LG-Mix [code]); a
+    class without true or predicted samples scores 0."""
+    from sklearn.metrics import f1_score
+
+    return float(f1_score(labels, predictions, average="macro", zero_division=0))
 
 
 def _overlap(pred: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,13 +1,15 @@
-"""Where and with what a run was produced."""
+"""Where and with what a run was produced, and what it cost in memory (``PeakMemory``)."""
 
 from __future__ import annotations
 
 import platform
+import re
 import socket
 import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -50,3 +52,65 @@ def provenance(device: torch.device) -> dict:
         "device": device_name(device),
         "host": socket.gethostname(),
     }
+
+
+PEAK_MEMORY = "peak_memory"  # the provenance key of a run's peak memory (``PeakMemory.result``)
+
+
+def peak_memory(provenance: dict[str, Any] | None) -> tuple[int | None, str]:
+    """(bytes, measure) of a run's recorded peak memory; (None, "n/a") where the run has none (trained before
+    fedbench recorded it, or not measurable)."""
+    entry = (provenance or {}).get(PEAK_MEMORY) or {}
+    return entry.get("bytes"), entry.get("measure", "n/a")
+
+
+class PeakMemory:
+    """The peak memory of one run, recorded in its provenance as ``peak_memory`` (LG-Mix Table 9).
+
+    CUDA: ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` at the start — the peak of the
+    tensors PyTorch allocated on the device during the run (the paper's measure), without the caching allocator's
+    reserve or the CUDA context. CPU: the growth of the process's peak resident set during the run — Linux's
+    VmHWM, reset at the start through ``/proc/self/clear_refs``, minus the resident set at the start; it counts
+    every allocation of the process (data loaded before the run is in the start value), so it is not comparable
+    with GPU numbers. Where the peak cannot be reset (not Linux, no permission) the value is None with the reason:
+    a lifetime peak would mostly measure earlier runs of the same process.
+
+    A resumed run measures the part trained after the resume.
+    """
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.start_rss: int | None = None
+        self.reason: str | None = None
+
+    def start(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            return
+        try:
+            Path("/proc/self/clear_refs").write_text("5")  # Linux ≥ 4.0: reset the peak RSS (VmHWM) to the RSS
+            self.start_rss = _status_bytes("VmRSS")
+        except (OSError, ValueError) as exc:
+            self.reason = f"the process's peak resident set cannot be reset here ({type(exc).__name__}: {exc})"
+
+    def result(self) -> dict[str, Any]:
+        """``{"bytes": int | None, "measure": ..., ["reason": ...]}``: the run's provenance entry ``PEAK_MEMORY``."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            return {"bytes": int(torch.cuda.max_memory_allocated(self.device)), "measure": "cuda_max_allocated"}
+        if self.start_rss is None:
+            return {"bytes": None, "measure": "n/a", "reason": self.reason or "not started"}
+        try:
+            peak = _status_bytes("VmHWM")
+        except (OSError, ValueError) as exc:
+            return {"bytes": None, "measure": "n/a", "reason": f"VmHWM unreadable ({exc})"}
+        return {"bytes": max(0, peak - self.start_rss), "measure": "cpu_peak_rss_growth"}
+
+
+def _status_bytes(field: str) -> int:
+    """A ``kB`` field of ``/proc/self/status`` in bytes."""
+    found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    if found is None:
+        raise ValueError(f"no {field} in /proc/self/status")
+    return int(found.group(1)) * 1024

@@ -37,8 +37,14 @@ FIGURES = (
     "value_at_round",
     "wall_seconds",
     "seconds_per_round",
+    "wall_hours",
+    "peak_memory_mb",
     "val_selected",
 )
+# Figures of a whole run rather than of a metric's curve: wall-clock time (the rounds' wall_seconds) and the peak
+# memory recorded in its provenance (LG-Mix Tables 8-9).
+RUN_FIGURES = ("wall_seconds", "wall_hours", "peak_memory_mb")
+DERIVED_MARK = "‡"  # beside a published value the paper does not print (``published_derived``)
 
 
 class _Strict(BaseModel):
@@ -98,6 +104,15 @@ class TableView(_Strict):
     # The ratio to the ratio_to cell the paper printed, where the recipe records it: the report recomputes the
     # paper's ratio from its published values and shows the printed one where the two differ (FedTrip Table IV).
     published_ratio: dict[str, dict[str, float] | float] = {}
+    # Published values (and stds) the paper does not print: reconstructed, copied from another table, ... Cells as
+    # { row = ["column", ...] }, or ["row", ...] when the view has no columns; shown with DERIVED_MARK, and
+    # `derived_note` says how they were derived (the caption line of the mark).
+    published_derived: dict[str, list[str]] | list[str] = {}
+    published_std_derived: dict[str, list[str]] | list[str] = {}
+    derived_note: str = ""
+    # A "metric" pseudo-axis: { label = "curve metric", ... }; with "metric" in rows or columns each entry shows
+    # its own metric (LG-Mix Table 7: Accuracy, AUC, Sensitivity, ...), and `metric` is not used.
+    metrics: dict[str, Literal[CURVE_METRICS]] = {}  # type: ignore[valid-type]
     # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
     # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
     clients: list[str] = []
@@ -111,6 +126,21 @@ class TableView(_Strict):
     def printed_ratio(self, row: str, column: str) -> float | None:
         entry = self.published_ratio.get(row)
         return entry.get(column) if isinstance(entry, dict) else entry
+
+    def derived_cells(self, std: bool = False) -> list[tuple[str, str | None]]:
+        """The (row, column) cells whose published value (or std) is marked derived; column None in a view
+        without columns."""
+        marked = self.published_std_derived if std else self.published_derived
+        if isinstance(marked, list):
+            return [(row, None) for row in marked]
+        return [(row, column) for row, columns in marked.items() for column in columns]
+
+    def is_derived(self, row: str, column: str, std: bool = False) -> bool:
+        return any(r == row and c in (None, column) for r, c in self.derived_cells(std))
+
+    def view_metrics(self) -> list[tuple[str | None, str]]:
+        """(label, curve metric) of each entry of the "metric" pseudo-axis; [(None, metric)] without one."""
+        return list(self.metrics.items()) if self.metrics else [(None, self.metric)]
 
     @field_validator("rows", "columns", mode="before")
     @classmethod
@@ -242,6 +272,7 @@ def _check_structure(recipe: Recipe) -> None:
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
     axes = set(recipe.matrix)
     for view in recipe.tables:
+        _check_derived(view, where)
         if view.kind in ("models", "overheads"):
             if not view.static_rows:
                 raise RecipeError(f"{where}: tables '{view.name}': kind {view.kind!r} needs static_rows")
@@ -258,10 +289,21 @@ def _check_structure(recipe: Recipe) -> None:
         if view.figure == "value_at_round" and view.at_round is None and not view.at_rounds:
             raise RecipeError(f"{where}: tables '{view.name}': figure 'value_at_round' needs at_round or at_rounds")
         for key in view.rows + view.columns:
-            if key not in axes and not (key == "client" and view.clients) and not (key == "round" and view.at_rounds):
+            if (
+                key not in axes
+                and not (key == "client" and view.clients)
+                and not (key == "round" and view.at_rounds)
+                and not (key == "metric" and view.metrics)
+            ):
                 raise RecipeError(
                     f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})"
                 )
+        if view.metrics and "metric" not in view.rows + view.columns:
+            raise RecipeError(f"{where}: tables '{view.name}': metrics needs \"metric\" in rows or columns")
+        if view.figure == "peak_memory_mb" and view.summary != "mean_std":
+            raise RecipeError(
+                f"{where}: tables '{view.name}': figure 'peak_memory_mb' is a value per run; use summary = 'mean_std'"
+            )
         if (
             view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target")
             and view.target is None
@@ -284,6 +326,8 @@ def _cell_labels(recipe: Recipe, view: TableView, keys: list[str]) -> set[str] |
             parts.append(_axis_labels(recipe, key))
         elif key == "round":
             parts.append([str(r) for r in view.at_rounds])
+        elif key == "metric":
+            parts.append(list(view.metrics))
         else:
             return None
     return {" / ".join(p) for p in itertools.product(*parts)}
@@ -326,6 +370,32 @@ def _check_cell_labels(recipe: Recipe, view: TableView, where: Path | None) -> N
                             f"{where}: tables '{view.name}': {name}.{row!r}.{column!r} is not a "
                             f"column ({', '.join(sorted(columns))})"
                         )
+
+
+def _check_derived(view: TableView, where: Path | None) -> None:
+    """A derived mark names a published value: a mark on a cell without one is a typo."""
+    has_columns = bool(view.columns) or view.kind != "runs"  # analytic tables have columns of their own
+    for std, name in ((False, "published_derived"), (True, "published_std_derived")):
+        marked = view.published_std_derived if std else view.published_derived
+        if marked and isinstance(marked, list) and has_columns:
+            raise RecipeError(
+                f"{where}: tables '{view.name}': {name} is a list of rows only in a view without columns; "
+                'here mark cells as { row = ["column", ...] }'
+            )
+        if marked and isinstance(marked, dict) and not has_columns:
+            raise RecipeError(
+                f"{where}: tables '{view.name}': the view has no columns, so {name} lists rows: [\"row\", ...]"
+            )
+        for row, column in view.derived_cells(std):
+            published = view.published_std if std else view.published
+            entry = published.get(row)
+            value = entry.get(column) if isinstance(entry, dict) and column is not None else entry
+            if value is None or isinstance(entry, dict) is (column is None):
+                cell = repr(row) if column is None else f"{row!r}.{column!r}"
+                raise RecipeError(
+                    f"{where}: tables '{view.name}': {name} marks {cell}, which has no "
+                    f"{'published_std' if std else 'published'} value"
+                )
 
 
 def _check_setup_keys(values: dict[str, Any], where_key: str, where: Path | None) -> None:

@@ -60,7 +60,7 @@ optimizer = { lr = 0.1 }
 eval_mode = "both"
 client_test_fraction = 0.3
 client_val_fraction = 0.2
-eval_metrics = ["auc", "balanced_accuracy"]
+eval_metrics = ["auc", "balanced_accuracy", "sensitivity", "specificity", "f1"]  # sensitivity, specificity: none here
 finetune = { epochs = 1, lr = 0.01, start = "best_val" }
 
 [matrix]
@@ -117,14 +117,44 @@ metric = "personal_dice"
 """
 
 
+BINARY = """
+paper = "catalogue"
+name = "binary"
+seeds = [0]
+
+[setup]
+dataset = "bci"
+model = "mlp"
+model_params = { hidden = [16] }
+partition = "natural"
+num_clients = 4
+clients_per_round = 4
+rounds = 2
+batch_size = 32
+optimizer = { lr = 0.05 }
+eval_mode = "personal"
+client_test = "natural"
+client_val_fraction = 0.2
+eval_metrics = ["sensitivity", "specificity"]
+
+[matrix]
+algorithm = ["fedavg"]
+"""
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """One real tiny run per task in one registry: {task: (recipe, synthetic, run row)}."""
+    """One real tiny run per task in one registry, and a two-class one (sensitivity, specificity):
+    {"classification" | "segmentation" | "binary": (recipe, synthetic, run row)}."""
     folder = tmp_path_factory.mktemp("catalogue")
     url = f"sqlite:///{folder / 'fedbench.db'}"
     registry = Registry(url)
     out = {}
-    for task, text, synthetic in (("classification", CLASSIFICATION, False), ("segmentation", SEGMENTATION, True)):
+    for task, text, synthetic in (
+        ("classification", CLASSIFICATION, False),
+        ("segmentation", SEGMENTATION, True),
+        ("binary", BINARY, True),
+    ):
         path = folder / f"{task}.toml"
         path.write_text(textwrap.dedent(text))
         recipe = load_recipe(path)
@@ -138,7 +168,8 @@ def runs(tmp_path_factory):
 
 
 def task_of(name: str) -> str:
-    return METRICS[name].tasks[0]
+    """The fixture's run that records ``name``."""
+    return "binary" if METRICS[name].binary else METRICS[name].tasks[0]
 
 
 # ------------------------------------------------------------------------------------------ one list of fields
@@ -185,9 +216,11 @@ def test_every_metric_is_read_from_a_real_run(runs, name):
     registry, by_task = runs
     metric = METRICS[name]
     for task, (_, _, run) in by_task.items():
+        if task == "binary" and not metric.binary:
+            continue  # the two-class run is there for the binary metrics
         rows = registry.curve(run.id)
         curve = metric_curve(rows, name)
-        if task not in metric.tasks:
+        if not (task == "binary" if metric.binary else task in metric.tasks):
             assert curve == [], f"{name} is not recorded on a {task} run"
             continue
         assert curve, f"{name} has no value in any round of the {task} run"

@@ -470,7 +470,14 @@ def assemble(
     )
 
 
-@register_dataset(BCI_META, source=BCI_SOURCE, num_groups=len(SOURCES), classes=CLASSES, present=moabb_cache_present)
+@register_dataset(
+    BCI_META,
+    source=BCI_SOURCE,
+    num_groups=len(SOURCES),
+    groups_param="sources",
+    classes=CLASSES,
+    present=moabb_cache_present,
+)
 def load_bci(
     root: Path,
     sources: Sequence[str] = SOURCES,

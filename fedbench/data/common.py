@@ -81,3 +81,22 @@ def with_normalization(
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 NONE3 = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
 HALF3 = ((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))
+
+
+def pool_train_test(arrays: DatasetArrays) -> DatasetArrays:
+    """Train and test files as one training pool (groups kept), the test set left empty: for a paper that splits
+    every client's data itself (LG-Mix's 0.6 / 0.2 / 0.2 per client, ``client_test = "split"``) rather than
+    using the package's own split."""
+    groups = None
+    if arrays.train_groups is not None and arrays.test_groups is not None:
+        groups = np.concatenate([arrays.train_groups, arrays.test_groups])
+    return replace(
+        arrays,
+        train_x=np.concatenate([arrays.train_x, arrays.test_x]),
+        train_y=np.concatenate([arrays.train_y, arrays.test_y]),
+        test_x=arrays.test_x[:0],
+        test_y=arrays.test_y[:0],
+        train_groups=groups,
+        test_groups=None if groups is None else groups[:0],
+        info={**arrays.info, "pooled_splits": True},
+    )

@@ -58,10 +58,11 @@ def arrays_key(spec: RunSpec, data_root: str | Path | None, verify: bool) -> str
 
 
 def load_arrays(spec: RunSpec, data_root: str | Path | None = None, verify: bool = True) -> DatasetArrays:
-    """The run's data set as arrays. Synthetic stand-ins depend on the dataset (and its ``image_size``) only, not on
-    the run seed, so every run of a table sees the same stand-in data, as it would a real data set."""
+    """The run's data set as arrays. Synthetic stand-ins depend on the dataset (and the parameters that shape it:
+    ``image_size``, the groups loaded, pooled splits) only, not on the run seed, so every run of a table sees the same
+    stand-in data, as it would a real data set."""
     if spec.synthetic:
-        return synthetic_dataset(spec.dataset, image_size=spec.dataset_params.get("image_size"))
+        return synthetic_dataset(spec.dataset, params=spec.dataset_params)
     return load_dataset(spec.dataset, data_root, verify=verify, **spec.dataset_params)
 
 
@@ -80,6 +81,17 @@ class ArraysCache:
             self._arrays = load_arrays(spec, data_root, verify)
             self._key = key
         return self._arrays
+
+
+def check_test_set(spec: RunSpec, arrays: DatasetArrays) -> None:
+    """A run that reads the global test set (global evaluation, client test sets drawn from it) needs one: a data
+    set loaded with its splits pooled (``pool_splits``) has none, and would score an empty set as 0."""
+    if len(arrays.test_y) == 0 and (spec.eval_mode != "personal" or spec.client_test != "split"):
+        raise ConfigError(
+            f"dataset {spec.dataset!r} has no global test set here (its splits are pooled into the training pool), "
+            f"but eval_mode = {spec.eval_mode!r} / client_test = {spec.client_test!r} read it; use "
+            "eval_mode = 'personal' with client_test = 'split' and client_test_fraction > 0"
+        )
 
 
 def partition_clients(spec: RunSpec, arrays: DatasetArrays) -> list[np.ndarray]:
@@ -130,6 +142,7 @@ def prepare_data(
     """Load (or synthesise) the data set (through ``arrays`` when given), partition the training pool, cut each
     client's test and validation splits, move everything to ``device``."""
     loaded = arrays.load(spec, data_root, verify) if arrays is not None else load_arrays(spec, data_root, verify)
+    check_test_set(spec, loaded)
     parts = partition_clients(spec, loaded)
     client_train, client_test, client_val, train_parts = [], [], [], []
     for client, part in enumerate(parts):

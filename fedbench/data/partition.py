@@ -198,22 +198,31 @@ def natural(
     num_clients: int,
     rng: np.random.Generator,
     select: str = "all",
-    clients_per_group: int = 1,
+    clients_per_group: int | list[int] = 1,
 ) -> list[np.ndarray]:
     """One natural group (subject, hospital, domain, writer, site) per client, in group-id order.
 
     ``select='largest'`` keeps only the ``num_clients`` largest groups (PFLlib's top-N FEMNIST writers).
-    ``clients_per_group=k`` splits every group IID into k clients (LG-Mix Fig. 2c [proposal])."""
+    ``clients_per_group=k`` splits every group IID into k clients (LG-Mix Fig. 2c [proposal]); a list gives each
+    group (in group-id order) its own count, e.g. [2, 2, 1, 1]: six clients from four sites (LG-Mix Retinal)."""
     if groups is None:
         raise ConfigError("partition 'natural' needs a dataset with natural groups (subject/hospital/domain/writer)")
     ids, counts = np.unique(groups, return_counts=True)
-    if clients_per_group < 1:
+    per_group = [clients_per_group] if isinstance(clients_per_group, int) else list(clients_per_group)
+    if not per_group or min(per_group) < 1:
         raise ConfigError(f"natural: clients_per_group must be ≥ 1, got {clients_per_group}")
-    wanted_groups, remainder = divmod(num_clients, clients_per_group)
-    if remainder:
-        raise ConfigError(
-            f"natural: num_clients={num_clients} is not a multiple of clients_per_group={clients_per_group}"
-        )
+    if isinstance(clients_per_group, int):
+        wanted_groups, remainder = divmod(num_clients, clients_per_group)
+        if remainder:
+            raise ConfigError(
+                f"natural: num_clients={num_clients} is not a multiple of clients_per_group={clients_per_group}"
+            )
+    else:
+        wanted_groups = len(per_group)
+        if sum(per_group) != num_clients:
+            raise ConfigError(
+                f"natural: clients_per_group={per_group} makes {sum(per_group)} clients; num_clients={num_clients}"
+            )
     if select == "largest":
         if wanted_groups > len(ids):
             raise ConfigError(f"natural: {wanted_groups} groups requested, the data has {len(ids)}")
@@ -221,6 +230,11 @@ def natural(
     elif select != "all":
         raise ConfigError(f"natural: select={select!r}; choose 'all' or 'largest'")
     elif wanted_groups != len(ids):
+        if not isinstance(clients_per_group, int):
+            raise ConfigError(
+                f"natural: the data has {len(ids)} groups, clients_per_group={per_group} gives counts for "
+                f"{len(per_group)}; give one count per group"
+            )
         raise ConfigError(
             f"natural: the data has {len(ids)} groups, so num_clients must be {len(ids) * clients_per_group} "
             f"(got {num_clients}); or use partition_params.select='largest'"
@@ -229,12 +243,13 @@ def natural(
     starts = np.searchsorted(groups[order], ids)
     ends = np.searchsorted(groups[order], ids, side="right")
     parts = []
-    for start, end in zip(starts, ends):
+    for index, (start, end) in enumerate(zip(starts, ends)):
         members = order[start:end]
-        if clients_per_group == 1:
+        k = clients_per_group if isinstance(clients_per_group, int) else per_group[index]
+        if k == 1:
             parts.append(np.sort(members))
         else:
-            parts.extend(np.sort(p) for p in np.array_split(rng.permutation(members), clients_per_group))
+            parts.extend(np.sort(p) for p in np.array_split(rng.permutation(members), k))
     return parts
 
 

@@ -9,7 +9,9 @@ same rule in scott-yjyang/HCDG dataloaders/custom_transforms.py, which reads the
 layout; jcwang123/FedLC utils/prepare_dataset.py maps it to 0/1/2 = background/rim/cup as ``2 - gray // 127``].
 Channel order disc, cup follows FedDG's npy files [code: liuquande/FedDG-ELCFS dataloaders/fundus_dataloader.py].
 LG-Mix uses six sources whose identity and order are unstated (lgmix.md §8 #13–14): ``sites`` lists the Domain
-folders to use, in client order.
+folders to use, in group (client) order. ``pool_splits = true`` pools each site's train and test folders into one
+training pool and leaves the test set empty, for LG-Mix's own 0.6 / 0.2 / 0.2 split of every client
+(``client_test = "split"``); the package's split holds out about half of Drishti-GS and 20-40 % of the others.
 
 Returns images uint8 (N, 3, S, S) and, as labels, masks uint8 (N, 2, S, S) with channel 0 = disc and
 channel 1 = cup (``meta.task == 'segmentation'``).
@@ -19,15 +21,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import NONE3
+from fedbench.data.common import NONE3, pool_train_test
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.data.images import read_images
 from fedbench.errors import DataError
+from fedbench.spec import HashNeutral
 
 RETINAL_SOURCE = Source(
     layout="retinal/Fundus/Domain<k>/{train,test}/ROIs/{image,mask}/*.png (DoFE / FedDG package)",
@@ -51,9 +55,13 @@ def masks_from_gray(mask: np.ndarray) -> np.ndarray:
     return np.concatenate([(mask <= DISC_MAX), (mask <= CUP_MAX)], axis=1).astype(np.uint8)
 
 
-@register_dataset(RETINAL_META, source=RETINAL_SOURCE, files=("Fundus",), num_groups=6)
+@register_dataset(RETINAL_META, source=RETINAL_SOURCE, files=("Fundus",), num_groups=6, groups_param="sites")
 def load_retinal(
-    root: Path, verify: bool = True, sites: tuple[str, ...] | list[str] | None = None, image_size: int = 256
+    root: Path,
+    verify: bool = True,
+    sites: tuple[str, ...] | list[str] | None = None,
+    image_size: int = 256,
+    pool_splits: Annotated[bool, HashNeutral(False)] = False,  # added later: specs without it keep their hash
 ) -> DatasetArrays:
     fundus = root / "Fundus"
     if sites is None:
@@ -90,7 +98,7 @@ def load_retinal(
     train_x, train_y, train_g = read("train")
     test_x, test_y, test_g = read("test")
     info.update(group_names=list(sites), image_size=image_size, files=["Fundus"] if len(rel) > 64 else rel)
-    return DatasetArrays(
+    arrays = DatasetArrays(
         replace(RETINAL_META, input_shape=(3, image_size, image_size)),
         train_x,
         train_y,
@@ -100,3 +108,4 @@ def load_retinal(
         test_groups=test_g,
         info=info,
     )
+    return pool_train_test(arrays) if pool_splits else arrays

@@ -7,6 +7,8 @@ the registry records ``synthetic=true`` and reports never mix such runs with rea
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from fedbench.data.base import DatasetArrays, DatasetMeta
@@ -55,19 +57,33 @@ def synthetic_like(
 
 
 def synthetic_dataset(
-    name: str, seed: int = 0, train_size: int | None = None, test_size: int | None = None, image_size: int | None = None
+    name: str,
+    seed: int = 0,
+    train_size: int | None = None,
+    test_size: int | None = None,
+    image_size: int | None = None,
+    params: dict[str, Any] | None = None,
 ) -> DatasetArrays:
     """Stand-in for a registered dataset: its shapes, classes and its natural group count (one group per
     client of the paper's set-up: domains, hospitals, subjects, writers). ``image_size`` (the loader's
-    parameter, e.g. from a recipe's ``dataset_params``) makes the images image_size × image_size, as the loader would."""
+    parameter, e.g. from a recipe's ``dataset_params``) makes the images image_size × image_size, as the loader would.
+    Of the loader's other ``params`` the stand-in follows those that shape the data as the loader would: the list
+    of groups to load (the parameter registered as ``groups_param``, e.g. retinal's ``sites``) sets the group
+    count, and ``pool_splits = true`` pools train and test into the training pool."""
     from dataclasses import replace
 
     from fedbench.data import DATASETS, dataset_meta
+    from fedbench.data.common import pool_train_test
 
+    params = params or {}
+    image_size = params.get("image_size", image_size)
     meta = dataset_meta(name)
     if image_size is not None and len(meta.input_shape) == 3:
         meta = replace(meta, input_shape=(meta.input_shape[0], int(image_size), int(image_size)))
-    num_groups = DATASETS.info(name).get("num_groups")
+    registered = DATASETS.info(name)
+    num_groups = registered.get("num_groups")
+    if params.get(registered.get("groups_param", "")) is not None:
+        num_groups = len(params[registered["groups_param"]])
     per_sample = int(np.prod(meta.input_shape))
     # at most ~50M values per split by default (a 256×256 RGB stand-in then has ~250 training images)
     train_size = train_size or max(10 * (num_groups or 1), min(2000, 50_000_000 // per_sample))
@@ -78,4 +94,4 @@ def synthetic_dataset(
         arrays.train_groups = np.arange(train_size) % num_groups
         arrays.test_groups = np.arange(test_size) % num_groups
     arrays.info["dataset"] = name
-    return arrays
+    return pool_train_test(arrays) if params.get("pool_splits") is True else arrays

@@ -7,7 +7,7 @@ segmentation the primary per-client figure is the mean Dice, as ``evaluate``'s. 
 plain and the sample-weighted mean, the std over clients and every client's value (LG-Mix's "Avg." is the
 plain mean over clients; FedDr+ Table 3 prints mean ± std over clients), the mean validation accuracy (LG-Mix
 selects the reported round by it, ``figure = "val_selected"``) and the extra per-client metrics of
-``spec.eval_metrics`` (AUC, balanced accuracy, Dice, IoU, Hausdorff).
+``spec.eval_metrics`` (AUC, balanced accuracy, sensitivity, specificity, macro F1, Dice, IoU, Hausdorff).
 
 Fine-tune then evaluate (``spec.finetune``; FedDr+'s two-step "-FT" methods): after the last round every
 client fine-tunes the start model (final or best-round global model) on its own training split and is
@@ -49,15 +49,16 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
         fns = {"dice": metrics.dice, "iou": metrics.iou, "hausdorff": metrics.hausdorff}
         return {n: fns[n](pred, labels > 0) if n in fns else None for n in names}
     probabilities = torch.softmax(logits.double(), dim=1).cpu().numpy()
-    out: dict[str, float | None] = {}
-    for name in names:
-        if name == "auc":
-            out[name] = metrics.auc(labels, probabilities) if len(labels) else None
-        elif name == "balanced_accuracy":
-            out[name] = metrics.balanced_accuracy(labels, probabilities.argmax(1)) if len(labels) else None
-        else:
-            out[name] = None  # segmentation metrics on a classification task
-    return out
+    predictions, num_classes = probabilities.argmax(1), probabilities.shape[1]
+    fns = {
+        "auc": lambda: metrics.auc(labels, probabilities),
+        "balanced_accuracy": lambda: metrics.balanced_accuracy(labels, predictions),
+        "sensitivity": lambda: metrics.sensitivity(labels, predictions, num_classes),
+        "specificity": lambda: metrics.specificity(labels, predictions, num_classes),
+        "f1": lambda: metrics.f1_macro(labels, predictions),
+    }
+    # segmentation metrics on a classification task, and any metric of an empty test split, are None
+    return {name: fns[name]() if name in fns and len(labels) else None for name in names}
 
 
 def client_scores(

@@ -3,25 +3,33 @@
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 from torch import nn
 
 from fedbench.errors import ConfigError
 from fedbench.models import register_model
 from fedbench.models.base import FedModel
+from fedbench.spec import HashNeutral
 
 
 class MLP(FedModel):
-    """Flatten → [Linear → ReLU] per hidden width (the last one is z) → Linear(classes)."""
+    """Flatten → [Linear → (BatchNorm1d →) ReLU] per hidden width (the last one is z) → Linear(classes)."""
 
-    def __init__(self, num_classes: int, input_shape: tuple[int, ...], hidden: tuple[int, ...] = (100,)):
+    def __init__(
+        self,
+        num_classes: int,
+        input_shape: tuple[int, ...],
+        hidden: tuple[int, ...] = (100,),
+        batch_norm: bool = False,
+    ):
         super().__init__()
         if not hidden:
             raise ConfigError("mlp needs at least one hidden layer (hidden = [100])")
         layers: list[nn.Module] = [nn.Flatten()]
         width = math.prod(input_shape)
         for out in hidden:
-            layers += [nn.Linear(width, out), nn.ReLU()]
+            layers += [nn.Linear(width, out), *([nn.BatchNorm1d(out)] if batch_norm else []), nn.ReLU()]
             width = out
         self.encoder = nn.Sequential(*layers)
         self.classifier = nn.Linear(width, num_classes)
@@ -36,5 +44,12 @@ class MLP(FedModel):
     description="FedTrip MLP: 784→100→ReLU→10 (MNIST/FMNIST); hidden widths configurable",
     feature="100-d, first FC after ReLU",
 )
-def mlp(num_classes: int, input_shape: tuple[int, ...], hidden: tuple[int, ...] | list[int] = (100,)) -> FedModel:
-    return MLP(num_classes, input_shape, tuple(int(h) for h in hidden))
+def mlp(
+    num_classes: int,
+    input_shape: tuple[int, ...],
+    hidden: tuple[int, ...] | list[int] = (100,),
+    batch_norm: Annotated[bool, HashNeutral(False)] = False,  # added later (LG-Mix BCI): existing specs keep their hash
+) -> FedModel:
+    """``batch_norm``: a BatchNorm1d after each hidden Linear, as the FC layers of FedBN's DigitModel (so that FedBN
+    and LG-Mix's mixed BN statistics mean something on vector inputs)."""
+    return MLP(num_classes, input_shape, tuple(int(h) for h in hidden), batch_norm)

@@ -28,12 +28,21 @@ class Cell:
     diverged: int = 0
     published: float | str | None = None
     published_std: float | None = None
+    published_derived: bool = False  # the paper does not print this value: the recipe derived it (view.derived_note)
+    published_std_derived: bool = False
     synthetic_available: int = 0  # synthetic runs exist for a real-data report
     ratio: float | None = None  # mean ÷ the reference cell's mean (view.ratio_to)
     published_ratio: float | None = None  # the paper's ratio, recomputed from its published values
     printed_ratio: float | None = None  # the ratio the paper printed (view.published_ratio), where recorded
     static: bool = False  # an analytic value, not a summary of runs
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
+
+    def take_published(self, view: TableView) -> None:
+        """The paper's value and std of this cell of ``view``, and whether the recipe marks either as derived."""
+        self.published = view.published_value(self.row, self.column)
+        self.published_std = view.published_value(self.row, self.column, std=True)  # type: ignore[assignment]
+        self.published_derived = view.is_derived(self.row, self.column)
+        self.published_std_derived = view.is_derived(self.row, self.column, std=True)
 
     @property
     def partial(self) -> bool:
@@ -60,6 +69,8 @@ class Cell:
             "diverged": self.diverged,
             "published": self.published,
             "published_std": self.published_std,
+            "published_derived": self.published_derived,
+            "published_std_derived": self.published_std_derived,
             "difference": self.difference,
             "partial": self.partial,
             "ratio": self.ratio,
@@ -81,7 +92,8 @@ class Table:
     columns: list[str]
     cells: dict[tuple[str, str], Cell]
     unit: str
-    notes: list[str] = field(default_factory=list)  # what an analytic table's builder has to say about it
+    # what the table's builder has to say about it: an analytic table's method, a measure the runs found (peak memory)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:

@@ -30,20 +30,22 @@ def curve_series(
         if r.status in ("done", "diverged")
     }
     curves = registry.curves([r.id for r in runs.values()])
-    factor = display_factor(view.metric, view.percent)
     by_row: dict[str, dict[str, list[Curve]]] = {}
     for p in planned:
         if p.spec_hash not in runs:
             continue
         # pseudo-axes of a table ("round", "client") are not run labels: a curve spans all rounds (and is the
-        # metric itself, e.g. the mean over clients)
-        row = " / ".join(p.labels[k] for k in view.rows if k in p.labels)
-        column = " / ".join(p.labels[k] for k in view.columns if k in p.labels)
-        if view.plot_by == "columns":  # one figure per column value, a line per row value
-            row, column = column, row
-        curve = [(r, v * factor) for r, v in metric_curve(curves[runs[p.spec_hash].id], view.metric)]
-        if curve:  # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
-            by_row.setdefault(row, {}).setdefault(column, []).append(curve)
+        # metric itself, e.g. the mean over clients); a "metric" axis draws each of its metrics
+        for label, metric in view.view_metrics():
+            labels = {**p.labels, "metric": label} if label is not None else p.labels
+            row = " / ".join(labels[k] for k in view.rows if k in labels)
+            column = " / ".join(labels[k] for k in view.columns if k in labels)
+            if view.plot_by == "columns":  # one figure per column value, a line per row value
+                row, column = column, row
+            factor = display_factor(metric, view.percent)
+            curve = [(r, v * factor) for r, v in metric_curve(curves[runs[p.spec_hash].id], metric)]
+            if curve:  # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
+                by_row.setdefault(row, {}).setdefault(column, []).append(curve)
     return by_row
 
 
@@ -87,7 +89,7 @@ def plot_table(
         if target is not None and view.figure in ("rounds_to_target", "gflops_to_target", "total_bytes_to_target"):
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8)
         ax.set_xlabel("round")
-        ax.set_ylabel(axis_label(view.metric, view.percent))
+        ax.set_ylabel(", ".join(dict.fromkeys(axis_label(m, view.percent) for _, m in view.view_metrics())))
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.legend(fontsize=8)
         written.append(_save(fig, plt, out_dir, f"{recipe.name}_{view.name}_{row}"))

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from fedbench.metric_catalog import display_unit
+from fedbench.recipe import DERIVED_MARK, RUN_FIGURES
 from fedbench.report.cells import Cell, Table
 
 FORMATS = ("rich", "markdown", "latex", "csv", "json", "html")
@@ -68,8 +69,10 @@ def paper_text(cell: Cell, figure: str) -> str:
     if cell.published is None:
         return ""
     text = cell.published if isinstance(cell.published, str) else _num(float(cell.published), figure)
+    if cell.published_derived:
+        text += DERIVED_MARK
     if cell.published_std is not None:
-        text += f" ± {_num(cell.published_std, figure)}"
+        text += f" ± {_num(cell.published_std, figure)}" + (DERIVED_MARK if cell.published_std_derived else "")
     if cell.published_ratio is not None:
         text += f" [{cell.published_ratio:.2f}×]"
     text += printed_ratio_text(cell)
@@ -93,11 +96,21 @@ def diff_text(cell: Cell, figure: str) -> str:
     return "" if d is None else f"{d:+.2f}" if figure not in ("best_round", "rounds_to_target") else f"{d:+.0f}"
 
 
+def derived_note(table: Table) -> list[str]:
+    """The caption line of the derived mark, where a cell of the table carries it."""
+    if not any(c.published_derived or c.published_std_derived for c in table.cells.values()):
+        return []
+    how = f": {table.view.derived_note}" if table.view.derived_note else ""
+    return [f"{DERIVED_MARK} paper value not printed in the paper; derived for this report{how}."]
+
+
 def notes(table: Table) -> list[str]:
     out = []
     if table.view.kind != "runs":
-        return ([table.view.caption] if table.view.caption else []) + (
-            table.notes or ["analytic: computed from the models' measured costs, no runs."]
+        return (
+            ([table.view.caption] if table.view.caption else [])
+            + (table.notes or ["analytic: computed from the models' measured costs, no runs."])
+            + derived_note(table)
         )
     if table.synthetic:
         out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
@@ -117,7 +130,23 @@ def notes(table: Table) -> list[str]:
     view = table.view
     agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
     published = "; paper value and Δ = ours − paper" if any(c.published is not None for c in cells) else ""
-    out.append(f"cell: {figure_name(view)} {view.metric}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
+    if view.figure in RUN_FIGURES:
+        what = ""
+    elif view.metrics:
+        what = (
+            " of each metric entry (" + ", ".join(f"{label} = {metric}" for label, metric in view.metrics.items()) + ")"
+        )
+    else:
+        what = f" {view.metric}"
+    out.append(f"cell: {figure_name(view)}{what}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
+    out += derived_note(table)
+    if view.figure == "peak_memory_mb":
+        out.append(
+            "peak memory in MB of 2^20 bytes: torch.cuda.max_memory_allocated on a GPU (fedbench keeps the whole data "
+            "set on the device, so it is included); on a CPU the growth of the process's peak resident set during "
+            "the run, not comparable with GPU figures; – where a run recorded none."
+        )
+    out += table.notes
     if view.ratio_to:
         out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
     if view.published_ratio:
@@ -139,6 +168,8 @@ def figure_name(view) -> str:
         "total_bytes_to_target": f"bytes communicated to {target}",
         "wall_seconds": "wall seconds",
         "seconds_per_round": "seconds per round",
+        "wall_hours": "wall-clock hours",
+        "peak_memory_mb": "peak memory (MB)",
         "gflops_to_target": f"GFLOPs to {target}",
         "value_at_round": f"at round {view.at_round}" if view.at_round else "at the row's round",
         "val_selected": "at the best mean-validation round",
@@ -225,9 +256,11 @@ def _latex_escape(text: str) -> str:
         ("%", r"\%"),
         ("_", r"\_"),
         ("#", r"\#"),
+        ("^", r"\^{}"),  # before the replacements below, which write ^ themselves
         ("±", r"$\pm$"),
         ("Δ", r"$\Delta$"),
         ("†", r"$^\dagger$"),
+        ("‡", r"$^\ddagger$"),
         (">", r"$>$"),
         ("—", "--"),
         ("–", "--"),
@@ -251,7 +284,9 @@ def to_latex(table: Table) -> str:
     for row in table.rows:
         cells = [_latex_escape(_flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
         lines.append(" & ".join([_latex_escape(row), *cells]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [f"\\par\\footnotesize {_latex_escape(note)}" for note in notes(table)]
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 
@@ -276,6 +311,9 @@ def to_csv(table: Table) -> str:
             "diverged",
             "synthetic",
             "scale",
+            "published_std",
+            "published_derived",
+            "published_std_derived",
         ]
     )
     for row in table.rows:
@@ -301,6 +339,9 @@ def to_csv(table: Table) -> str:
                     cell.diverged,
                     table.synthetic,
                     table.scale,
+                    cell.published_std,
+                    cell.published_derived,
+                    cell.published_std_derived,
                 ]
             )
     return buffer.getvalue()
@@ -329,7 +370,7 @@ def render(tables: list[Table], fmt: str) -> Any:
     if fmt == "rich":
         return [to_rich(t) for t in tables]
     if fmt == "json":
-        return json.dumps({"tables": [t.to_json() for t in tables]}, indent=2) + "\n"
+        return json.dumps({"tables": [{**t.to_json(), "notes": notes(t)} for t in tables]}, indent=2) + "\n"
     if fmt == "csv":
         parts = [to_csv(t) for t in tables]
         return parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:]) if parts else ""

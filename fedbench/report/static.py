@@ -183,7 +183,7 @@ def build_static_table(recipe: Recipe, view: TableView, scale: str = "full", syn
                 values=[values[column]],
                 static=True,
             )
-            cell.published = view.published_value(row.label, column)
+            cell.take_published(view)
             cells[(row.label, column)] = cell
     return Table(
         recipe.name, recipe.paper, view, "full", False, [r.label for r in view.static_rows], columns, cells, ""

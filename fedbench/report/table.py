@@ -13,6 +13,7 @@ import numpy as np
 
 from fedbench import metrics
 from fedbench.metric_catalog import METRICS, VALIDATION_METRIC, display_factor, display_unit, metric_curve
+from fedbench.provenance import peak_memory
 from fedbench.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
@@ -65,7 +66,16 @@ def figure_of(
     rows: list | None = None,
     cost: float | None = None,
     target: float | None = None,
+    run=None,
 ) -> float | None:
+    """The view's figure of one run: from its curve of the view's metric, its stored rounds (``rows``: wall time,
+    bytes), the cost of a round (``cost``: GFLOPs figures) or the run itself (``run``: its provenance)."""
+    if view.figure in ("wall_seconds", "wall_hours"):  # the rounds' wall-clock time (training and evaluation)
+        seconds = float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
+        return None if seconds is None else seconds / (3600.0 if view.figure == "wall_hours" else 1.0)
+    if view.figure == "peak_memory_mb":  # LG-Mix Table 9: MB of 2^20 bytes, as torch's allocator statistics
+        value = peak_memory(getattr(run, "provenance", None))[0]
+        return None if value is None else value / 2**20
     factor = _scale_factor(view)
     target = view.target if target is None else target
     scaled = [(r, v * factor) for r, v in curve]
@@ -98,8 +108,6 @@ def figure_of(
         if rounds is None or rows is None:
             return None
         return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= rounds))
-    if view.figure == "wall_seconds":
-        return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
     if view.figure == "seconds_per_round":  # FedDr+ Table 9: training and evaluation, every round of the run
         return float(np.mean([r.wall_seconds or 0 for r in rows])) if rows else None
     if view.figure == "val_selected":  # LG-Mix: the value at the round with the best mean validation accuracy
@@ -116,6 +124,22 @@ def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun
         for index, name in [*enumerate(view.clients), (None, "Avg.")]:
             out.append(replace(p, labels={**p.labels, "client": name}, extra={**p.extra, "client_index": index}))
     return out
+
+
+def _with_metrics(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
+    """Expand the "metric" pseudo-axis: one entry per label of ``view.metrics``, each reading its own metric."""
+    if "metric" not in view.rows + view.columns:
+        return planned
+    return [
+        replace(p, labels={**p.labels, "metric": label}, extra={**p.extra, "metric": metric})
+        for p in planned
+        for label, metric in view.metrics.items()
+    ]
+
+
+def _expanded(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
+    """The view's entries: the runs with the pseudo-axes ("client", "round", "metric") expanded."""
+    return _with_metrics(view, _with_rounds(view, _with_clients(view, planned)))
 
 
 def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
@@ -140,12 +164,8 @@ def build_table(
 ) -> Table:
     if view.kind != "runs":
         return build_static_table(recipe, view, scale, synthetic)
-    planned = _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, synthetic)))
-    other = (
-        _with_rounds(view, _with_clients(view, planned_for_view(recipe, view, scale, not synthetic)))
-        if not synthetic
-        else []
-    )
+    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic))
+    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic)) if not synthetic else []
     found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
     finished = [
         found[p.spec_hash]
@@ -165,27 +185,24 @@ def build_table(
         groups.setdefault((r, c), []).append(p)
 
     cells: dict[tuple[str, str], Cell] = {}
+    memory_measures: dict[str, int] = {}
     for (r, c), members in groups.items():
         cell_cost, example_rows = None, None
         cell_target = view.target_by.get(r, view.target_by.get(c, view.target))
         cell = Cell(
             row=r, column=c, labels={k: members[0].labels[k] for k in view.rows + view.columns}, expected=len(members)
         )
-        cell.published = view.published_value(r, c)
-        cell.published_std = view.published_value(r, c, std=True)
+        cell.take_published(view)
         seed_curves = []
-        cell_view = (
-            view.model_copy(update={"at_round": members[0].extra["at_round"]})
-            if "at_round" in members[0].extra
-            else view
-        )
+        update = {key: members[0].extra[key] for key in ("at_round", "metric") if key in members[0].extra}
+        cell_view = view.model_copy(update=update) if update else view
         for p in members:
             run = found.get(p.spec_hash)
             if run is None or run.status not in ("done", "diverged"):
                 continue
             round_rows = curves[run.id]
             client = p.extra.get("client_index")
-            curve = metric_curve(round_rows, view.metric, client)
+            curve = metric_curve(round_rows, cell_view.metric, client)
             cell.n += 1
             cell.diverged += run.status == "diverged"
             cell.rounds_limit = p.spec.rounds
@@ -194,7 +211,10 @@ def build_table(
             if view.figure == "gflops_to_target":
                 cost = cost_per_round_flops(p.spec, (run.provenance or {}).get("data", {}).get("client_sizes"))
                 cell_cost = cost
-            cell.values.append(figure_of(cell_view, curve, round_rows, cost, cell_target))
+            if view.figure == "peak_memory_mb":
+                measure = peak_memory(run.provenance)[1]
+                memory_measures[measure] = memory_measures.get(measure, 0) + 1
+            cell.values.append(figure_of(cell_view, curve, round_rows, cost, cell_target, run))
             seed_curves.append(curve)
             example_rows = round_rows
         for p in other:
@@ -212,10 +232,15 @@ def build_table(
         rows = _with_published_only(view, rows, columns, cells)
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
-    unit = display_unit(view.metric, view.percent) if view.figure in METRIC_VALUED_FIGURES else ""
+    units = {display_unit(metric, view.percent) for _, metric in view.view_metrics()}
+    unit = units.pop() if view.figure in METRIC_VALUED_FIGURES and len(units) == 1 else ""
     if view.figure in ("wall_seconds", "seconds_per_round"):
         unit = "s"
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit)
+    notes = []
+    if memory_measures:
+        found = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
+        notes.append(f"peak memory measured as: {found}.")
+    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes)
 
 
 def _with_published_only(
