@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -261,10 +262,13 @@ def test_peak_memory_on_the_cpu_sees_an_allocation():
     memory.start()
     if memory.start_rss is None:
         pytest.skip(f"peak RSS cannot be reset here: {memory.reason}")
-    block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-    block[::512] = 2.0
+    # 64 MiB of fresh anonymous pages, every page touched: resident whatever the allocator holds in reserve (a
+    # numpy array could reuse memory the suite freed earlier, and then the resident set would not grow)
+    block = mmap.mmap(-1, 64 * 2**20)
+    for offset in range(0, len(block), mmap.PAGESIZE):
+        block[offset] = 1
     result = memory.result()
-    del block
+    block.close()
     assert result["measure"] == "cpu_peak_rss_growth" and result["bytes"] >= 60 * 2**20
     again = PeakMemory(torch.device("cpu"))
     again.start()  # the peak is reset: the earlier block does not count
