@@ -141,7 +141,7 @@ def test_checkpoints_of_migrated_runs_follow_their_new_hash(tmp_path):
     registry = Registry(url)
     [run] = [r for r in registry.runs() if r.recipe == "quickstart" and r.scale == "full"]
     assert not (checkpoints / f"{old_hash}.pt").exists()
-    moved = torch.load(registry.checkpoint_path(run.spec_hash), weights_only=False)
+    moved = torch.load(registry.checkpoint_path(run.spec_hash), weights_only=True)
     assert moved["spec_hash"] == run.spec_hash and moved["round"] == 7
 
 

@@ -8,7 +8,7 @@ revision was written: resolving with today's defaults would misread a run if a d
 then with the current code for parameters added later (those keep old behaviour at their default and are
 ``HashNeutral``). Runs whose resolved specs coincide are one run: the most finished one is kept (done or
 diverged before anything else, then the most rounds, then the oldest) and the others are removed with their
-rounds. A checkpoint file named by an old hash is renamed (and its recorded hash rewritten) so an
+rounds. A checkpoint file named by an old hash is read as plain data (weights_only) and renamed, its recorded hash rewritten, so an
 interrupted run still resumes. A spec that no longer validates (a plug-in since removed) is left as it was.
 
 Revision ID: 0002
@@ -56,7 +56,10 @@ def _move_checkpoint(directory: Path | None, old: str, new: str) -> None:
 
     from fedbench.engine.checkpoint import save_checkpoint
 
-    payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=False)  # our own file
+    try:  # weights_only: a checkpoint on shared storage may come from anyone; nothing in it may run code
+        payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=True)
+    except Exception:  # not a plain-data checkpoint: left where it is; the run starts again from round 0
+        return
     payload["spec_hash"] = new
     save_checkpoint(directory / f"{new}.pt", payload)
     (directory / f"{old}.pt").unlink()
