@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import itertools
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -116,8 +117,13 @@ class TableView(_Strict):
     # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
     # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
     clients: list[str] = []
-    # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe.
-    where: dict[str, str] = {}
+    # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe; a list
+    # gives alternatives (LG-Mix Fig. 4: { algorithm = ["fedavg", "fedalt", ...] }).
+    where: dict[str, str | list[str]] = {}
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a run with these labels belongs to the view (its `where`)."""
+        return all(labels.get(key) in _alternatives(value) for key, value in self.where.items())
 
     def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
         entry = (self.published_std if std else self.published).get(row)
@@ -146,6 +152,10 @@ class TableView(_Strict):
     @classmethod
     def _listify(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+
+def _alternatives(value: str | list[str]) -> list[str]:
+    return [value] if isinstance(value, str) else value
 
 
 class Recipe(_Strict):
@@ -298,6 +308,18 @@ def _check_structure(recipe: Recipe) -> None:
                 raise RecipeError(
                     f"{where}: tables '{view.name}': {key!r} is not a matrix axis ({', '.join(sorted(axes))})"
                 )
+        for key, value in view.where.items():
+            if key not in axes:
+                raise RecipeError(
+                    f"{where}: tables '{view.name}': where.{key}: {key!r} is not a matrix axis ({', '.join(sorted(axes))})"
+                )
+            labels = _axis_labels(recipe, key)
+            for label in _alternatives(value):
+                if label not in labels:  # a filter that matches nothing is a typo that empties the view
+                    raise RecipeError(
+                        f"{where}: tables '{view.name}': where.{key} = {label!r}: no such value on axis {key!r} "
+                        f"({', '.join(labels)})"
+                    )
         if view.metrics and "metric" not in view.rows + view.columns:
             raise RecipeError(f"{where}: tables '{view.name}': metrics needs \"metric\" in rows or columns")
         if view.figure == "peak_memory_mb" and view.summary != "mean_std":

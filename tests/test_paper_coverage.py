@@ -49,15 +49,8 @@ NOT_REPRODUCED = {
         "Fig. 2": "(a) λ_c / APFL's α per round, (b) last-layer activations, (c) client scalability: the engine logs "
         "no per-client mixing weights or activations, and (c)'s client split is unspecified",
         "Fig. 3": "per-layer ‖w_c − u‖ at the end of training: not recorded",
-        "Fig. 4": "training/validation curves of the Table 1 Digits5 runs: the curves are stored, no figure view yet",
     },
     "fedimpro": {
-        **{
-            figure: "accuracy-vs-round curves of runs other recipes already train (Tables 1, 7, 8): stored, no figure "
-            "view yet"
-            for figure in ("Fig. 4", "Fig. 5", "Fig. 6", "Fig. 7", "Fig. 8", "Fig. 10")
-        },
-        "Fig. 2": "(a) Table 1's CIFAR-10 curves (stored, no view yet), (b) weight divergence per round: not recorded",
         **{figure: "layer-wise weight divergence of FedAvg: not recorded" for figure in ("Fig. 3", "Fig. 9")},
         **{
             figure: "model-inversion study (App. F.7): outside fedbench's scope"

@@ -209,6 +209,15 @@ def test_spec_hash_is_stable_and_canonical():
             lambda t: t.replace('figure = "best"', 'figure = "best"\npublished_ratio = { fedprox = 1.2 }'),
             "published_ratio needs ratio_to",
         ),
+        # a `where` filter naming an axis or a value the recipe does not have would silently empty the view
+        (
+            lambda t: t.replace('figure = "best"', 'figure = "best"\nwhere = { algorithmm = "fedavg" }'),
+            "where.algorithmm: 'algorithmm' is not a matrix axis",
+        ),
+        (
+            lambda t: t.replace('figure = "best"', 'figure = "best"\nwhere = { algorithm = ["fedavg", "fedproxx"] }'),
+            "where.algorithm = 'fedproxx': no such value on axis 'algorithm'",
+        ),
         # a partition view draws one panel per row: columns would be silently ignored
         (
             lambda t: (
@@ -223,3 +232,17 @@ def test_labels_a_recipe_names_must_exist(write_recipe, edit, message):
 
     with pytest.raises(RecipeError, match=re.escape(message)):
         load_recipe(write_recipe(edit(TINY_RECIPE)))
+
+
+def test_where_keeps_the_runs_whose_labels_match_one_of_its_values(write_recipe):
+    from conftest import TINY_RECIPE
+
+    text = TINY_RECIPE.replace('figure = "best"', 'figure = "best"\nwhere = { algorithm = ["fedprox"] }')
+    recipe = load_recipe(write_recipe(text))
+    view = recipe.tables[0]
+    selected = [p.labels["algorithm"] for p in expand(recipe) if view.selects(p.labels)]
+    assert selected and set(selected) == {"fedprox"}
+    assert view.selects({"algorithm": "fedprox"}) and not view.selects({"algorithm": "fedavg"})
+    both = view.model_copy(update={"where": {"algorithm": ["fedavg", "fedprox"]}})
+    assert both.selects({"algorithm": "fedavg"}) and both.selects({"algorithm": "fedprox"})
+    assert not both.selects({"dataset": "x"})  # a run without the label does not match

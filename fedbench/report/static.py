@@ -86,7 +86,7 @@ def partition_panels(
     planned = [
         p
         for p in expand(recipe, scale=scale, synthetic=synthetic, check=False, untrained=True)
-        if all(p.labels.get(k) == v for k, v in view.where.items())
+        if view.selects(p.labels)
     ]
     firsts: dict[str, PlannedRun] = {}
     for p in planned:

@@ -156,7 +156,7 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
 def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False) -> list[PlannedRun]:
     """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes)."""
     planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
-    return [p for p in planned if all(p.labels.get(k) == v for k, v in view.where.items())]
+    return [p for p in planned if view.selects(p.labels)]
 
 
 def build_table(
