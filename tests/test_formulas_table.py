@@ -1,0 +1,200 @@
+"""A paper table's cells from fixed curves, figure by figure (issue 19): runs registered in a real registry with
+curves written by hand, the table built by ``build_table`` and every number compared with the figure worked out
+from those curves (best, best_round, final, rounds/bytes/GFLOPs to target, value at a round, the seed mean and its
+population std, the count of diverged runs, the ``%`` unit rule, per-client cells, the published value and std)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fedbench.engine.loop import RoundRecord
+from fedbench.recipe import TableView, expand, load_recipe
+from fedbench.registry import Registry
+from fedbench.report.table import build_table, figure_of
+
+# Per (algorithm, seed): test accuracy, test loss, bytes up/down and wall seconds per round, the run's status.
+CURVES = {
+    ("fedavg", 0): dict(
+        acc=[0.5, 0.8, 0.7], loss=[1.2, 0.5, 0.6], up=[100, 100, 100], down=[10, 20, 30], secs=[1.0, 2.0, 3.0]
+    ),
+    ("fedavg", 1): dict(
+        acc=[0.6, 0.7, 0.9], loss=[1.0, 0.7, 0.3], up=[100, 100, 100], down=[10, 20, 30], secs=[2.0, 2.0, 2.0]
+    ),
+    ("fedprox", 0): dict(
+        acc=[0.4, 0.85, 0.85], loss=[1.5, 0.4, 0.4], up=[7, 7, 7], down=[1, 2, 4], secs=[4.0, 4.0, 4.0]
+    ),
+    ("fedprox", 1): dict(acc=[0.3, 0.2], loss=[2.0, 3.0], up=[7, 7], down=[1, 2], secs=[1.0, 1.0]),
+}
+STATUS = {("fedprox", 1): "diverged"}
+PER_CLIENT = [0.25, 0.75]  # two clients' personal accuracies, every round
+
+
+@pytest.fixture
+def stored(write_recipe, registry_url):
+    """The TINY_RECIPE (fedavg and fedprox, seeds 0 and 1) with the curves above in a fresh registry."""
+    recipe = load_recipe(write_recipe())
+    registry = Registry(registry_url)
+    planned = expand(recipe)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    for p in planned:
+        key = (p.spec.algorithm, p.spec.seed)
+        curve = CURVES[key]
+        run_id = registry.claim(p.spec_hash)
+        for i, acc in enumerate(curve["acc"]):
+            registry.log_round(
+                run_id,
+                RoundRecord(
+                    round=i + 1,
+                    train_loss=0.1,
+                    wall_seconds=curve["secs"][i],
+                    bytes_up=curve["up"][i],
+                    bytes_down=curve["down"][i],
+                    test_acc=acc,
+                    test_loss=curve["loss"][i],
+                    personal_mean=sum(PER_CLIENT) / 2,
+                    personal_per_client=PER_CLIENT,
+                    personal_val_mean=[0.1, 0.3, 0.2][i],
+                ),
+            )
+        registry.finish(run_id, STATUS.get(key, "done"))
+    return recipe, registry
+
+
+def table(stored, **view):
+    recipe, registry = stored
+    base = recipe.tables[0].model_dump()
+    return build_table(recipe, TableView(**{**base, **view}), registry)
+
+
+def cell(built, row: str, column: str = ""):
+    return built.cells[(row, column)]
+
+
+def population_std(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def test_best_mean_population_std_and_diverged_count(stored):
+    built = table(stored, figure="best")
+    fedavg, fedprox = cell(built, "fedavg"), cell(built, "fedprox")
+    assert fedavg.values == pytest.approx([80.0, 90.0]) and fedavg.mean == pytest.approx(85.0)
+    assert fedavg.std == pytest.approx(population_std([80.0, 90.0]))  # 5, not the sample std 7.07
+    assert (fedavg.n, fedavg.diverged, fedavg.expected, fedavg.partial) == (2, 0, 2, False)
+    # a diverged run counts as a finished seed, with its figure, and is counted as diverged
+    assert fedprox.values == pytest.approx([85.0, 30.0]) and fedprox.std == pytest.approx(27.5)
+    assert (fedprox.n, fedprox.diverged) == (2, 1)
+    assert (fedavg.seeds, fedavg.rounds_limit) == ([0, 1], 3)
+    assert built.unit == "%"
+
+
+def test_a_failed_or_running_run_is_not_a_finished_seed(stored):
+    recipe, registry = stored
+    fedavg_seed1 = next(r for r in registry.runs() if r.algorithm == "fedavg" and r.seed == 1)
+    registry.finish(fedavg_seed1.id, "failed")
+    built = table(stored, figure="best")
+    fedavg = cell(built, "fedavg")
+    assert (fedavg.n, fedavg.values, fedavg.std, fedavg.partial) == (1, pytest.approx([80.0]), None, True)
+    assert fedavg.mean == pytest.approx(80.0)
+
+
+def test_units_follow_the_figure_and_the_percent_rule(stored):
+    assert table(stored, figure="best").unit == "%"
+    fraction = table(stored, figure="best", percent=False)
+    assert fraction.unit == "" and cell(fraction, "fedavg").values == pytest.approx([0.8, 0.9])
+    assert table(stored, figure="final").unit == "%" and table(stored, figure="last_k_mean", k=2).unit == "%"
+    assert table(stored, figure="best_round").unit == ""  # a round, not an accuracy
+    assert table(stored, figure="rounds_to_target", target=75).unit == ""
+    assert table(stored, figure="wall_seconds").unit == "s" and table(stored, figure="seconds_per_round").unit == "s"
+    loss = table(stored, figure="best", metric="test_loss")
+    assert loss.unit == "" and cell(loss, "fedavg").values == pytest.approx([0.5, 0.3])  # a loss: the lowest, ×1
+
+
+def test_best_round_is_the_first_round_at_the_best_value(stored):
+    built = table(stored, figure="best_round")
+    assert cell(built, "fedavg").values == [2, 3]
+    assert cell(built, "fedprox").values == [2, 1]  # 0.85 at rounds 2 and 3: the first
+    loss = table(stored, figure="best_round", metric="test_loss")
+    assert cell(loss, "fedavg").values == [2, 3] and cell(loss, "fedprox").values == [2, 1]  # the lowest loss
+
+
+def test_final_last_k_and_value_at_round(stored):
+    assert cell(table(stored, figure="final"), "fedavg").values == pytest.approx([70.0, 90.0])
+    assert cell(table(stored, figure="last_k_mean", k=2), "fedavg").values == pytest.approx([75.0, 80.0])
+    at_two = table(stored, figure="value_at_round", at_round=2)
+    assert cell(at_two, "fedavg").values == pytest.approx([80.0, 70.0])
+    assert cell(table(stored, figure="value_at_round", at_round=3), "fedprox").values == [pytest.approx(85.0), None]
+
+
+def test_rounds_and_bytes_to_target(stored):
+    rounds = table(stored, figure="rounds_to_target", target=75)
+    assert cell(rounds, "fedavg").values == [2, 3] and cell(rounds, "fedavg").mean == pytest.approx(2.5)
+    fedprox = cell(rounds, "fedprox")
+    assert fedprox.values == [2, None] and fedprox.not_reached == 1 and fedprox.mean == 2  # the mean of those reached
+    # bytes: Σ over rounds 1..R of (up + down) of that run
+    total = table(stored, figure="total_bytes_to_target", target=75)
+    assert cell(total, "fedavg").values == [(100 + 10) + (100 + 20), (100 + 10) + (100 + 20) + (100 + 30)]
+    assert cell(total, "fedprox").values == [(7 + 1) + (7 + 2), None]
+    exact = table(stored, figure="rounds_to_target", target=80)  # reached at exactly the target
+    assert cell(exact, "fedavg").values == [2, 3]
+    per_row = table(stored, figure="rounds_to_target", target=75, target_by={"fedprox": 84})
+    assert cell(per_row, "fedprox").values == [2, None] and cell(per_row, "fedavg").values == [2, 3]
+    per_row = table(stored, figure="rounds_to_target", target=75, target_by={"fedprox": 86})
+    assert cell(per_row, "fedprox").values == [None, None] and cell(per_row, "fedprox").not_reached == 2
+
+
+def test_mean_curve_summary_takes_the_figure_of_the_seed_mean_curve(stored):
+    built = table(stored, figure="rounds_to_target", target=75, summary="mean_curve")
+    # fedavg's mean curve: 55, 75, 80 → reaches 75 at round 2; per seed the rounds were 2 and 3
+    assert cell(built, "fedavg").mean == 2 and cell(built, "fedavg").std is None
+    best = table(stored, figure="best", summary="mean_curve")
+    assert cell(best, "fedavg").mean == pytest.approx(80.0)
+    assert cell(best, "fedprox").mean == pytest.approx(52.5)  # rounds 1–2, common to both seeds: 35, 52.5
+    counted = table(stored, figure="rounds_to_target", target=56, summary="mean_curve", target_rule="count_not_above")
+    assert cell(counted, "fedavg").mean == 1  # 55 ≤ 56 once before exceeding it
+
+
+def test_wall_time_figures(stored):
+    assert cell(table(stored, figure="wall_seconds"), "fedavg").values == pytest.approx([6.0, 6.0])
+    assert cell(table(stored, figure="wall_hours"), "fedprox").values == pytest.approx([12 / 3600, 2 / 3600])
+    assert cell(table(stored, figure="seconds_per_round"), "fedavg").values == pytest.approx([2.0, 2.0])
+
+
+def test_published_value_std_and_ratios(stored):
+    built = table(stored, figure="best", published={"fedavg": 50.0, "fedprox": 60.0}, published_std={"fedavg": 1.5})
+    fedavg, fedprox = cell(built, "fedavg"), cell(built, "fedprox")
+    assert (fedavg.published, fedavg.published_std, fedprox.published_std) == (50.0, 1.5, None)
+    assert fedavg.difference == pytest.approx(85.0 - 50.0)
+    ratios = table(stored, figure="best", published={"fedavg": 50.0, "fedprox": 60.0}, ratio_to="fedavg")
+    assert cell(ratios, "fedprox").ratio == pytest.approx(57.5 / 85.0)
+    assert cell(ratios, "fedprox").published_ratio == pytest.approx(60.0 / 50.0)
+    assert cell(ratios, "fedavg").ratio == pytest.approx(1.0)
+
+
+def test_per_client_cells_and_the_client_index_bound(stored):
+    """Clients A, B, C named, two stored per round: A and B get their own values, C (beyond the stored list)
+    none, and "Avg." the mean over clients."""
+    built = table(stored, figure="final", metric="personal_mean", columns=["client"], clients=["A", "B", "C"])
+    assert built.columns == ["A", "B", "C", "Avg."]
+    assert cell(built, "fedavg", "A").values == pytest.approx([25.0, 25.0])
+    assert cell(built, "fedavg", "B").values == pytest.approx([75.0, 75.0])
+    assert cell(built, "fedavg", "C").values == [None, None] and cell(built, "fedavg", "C").mean is None
+    assert cell(built, "fedavg", "Avg.").values == pytest.approx([50.0, 50.0])
+
+
+def test_figures_of_one_curve():
+    curve = [(1, 0.2), (2, 0.6), (3, 0.5), (4, 0.9)]
+    view = TableView(name="v", rows=["algorithm"], figure="gflops_to_target", target=55)
+    assert figure_of(view, curve, cost=2.5e9) == pytest.approx(2 * 2.5)  # rounds to 55 % × GFLOPs per round
+    assert figure_of(view, curve, cost=None) is None
+    assert figure_of(view.model_copy(update={"target": 95}), curve, cost=2.5e9) is None
+
+    class Row:
+        def __init__(self, round_index, val):
+            self.round, self.personal_val_mean = round_index, val
+
+    rows = [Row(1, 0.1), Row(2, 0.3), Row(3, 0.7), Row(4, 0.7)]
+    selected = TableView(name="v", rows=["algorithm"], figure="val_selected")
+    assert figure_of(selected, curve, rows) == pytest.approx(50.0)  # the test value at the first best-val round
