@@ -559,3 +559,44 @@ def test_cost_per_round_is_forward_flops_of_the_samples_plus_the_attaching_opera
             attach *= card["macs_forward"]
         cost = cost_per_round_flops(spec, [500, 700])  # mean 600
         assert cost == pytest.approx(processed * card["macs_forward"] + attach, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- defaults and bounds
+@pytest.mark.parametrize(
+    "name, defaults",
+    [
+        ("fedprox", {"mu": 0.01}),  # FedProx paper's smallest grid value; recipes set theirs
+        ("scaffold", {"server_lr": 1.0, "control_update": "paper", "momentum_corrected_steps": True}),
+        ("fedtrip", {"mu": 0.4, "xi_rule": "inverse_gap", "epoch_scaled": False}),  # FedTrip spec §1.3, §1.5
+        ("fednova", {"normalize_buffers": True}),
+        ("feddyn", {"alpha": 0.01}),
+        ("moon", {"mu": 1.0, "tau": 0.5, "representation": "features"}),  # FedTrip [paper] μ = 1, τ = 0.5
+        ("slowmo", {"beta": 0.9, "slow_lr": 1.0}),  # FedTrip [code] server_momentum
+    ],
+)
+def test_method_defaults_are_the_documented_ones(name, defaults):
+    params = build_algorithm(name, {}).params
+    assert {key: getattr(params, key) for key in defaults} == defaults
+
+
+@pytest.mark.parametrize(
+    "name, accepted, rejected",
+    [
+        ("fedprox", {"mu": 0.0}, {"mu": -1e-9}),
+        ("scaffold", {"server_lr": 1e-9}, {"server_lr": 0.0}),
+        ("fedtrip", {"mu": 0.0}, {"mu": -1e-9}),
+        ("feddyn", {"alpha": 1e-9}, {"alpha": 0.0}),
+        ("moon", {"mu": 0.0, "tau": 1e-9}, {"tau": 0.0}),
+        ("moon", {"mu": 0.0}, {"mu": -1e-9}),
+        ("slowmo", {"beta": 0.0, "slow_lr": 1e-9}, {"beta": 1.0}),
+        ("slowmo", {"beta": 0.999}, {"beta": -1e-9}),
+        ("slowmo", {"slow_lr": 1e-9}, {"slow_lr": 0.0}),
+    ],
+)
+def test_method_parameter_bounds(name, accepted, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    validate_algorithm_params(name, accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params(name, rejected)
