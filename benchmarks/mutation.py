@@ -250,7 +250,9 @@ def run_module(
             (
                 e
                 for e in equivalents
-                if e["module"] == module and e["line"].strip() == mutant.original and e["mutant"].strip() == mutant.mutated
+                if e["module"] == module
+                and e["line"].strip() == mutant.original
+                and e["mutant"].strip() == mutant.mutated
             ),
             None,
         )
@@ -384,7 +386,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
 
     if not args.changed_since:  # the per-module record is of whole-module runs only
-        import mutmut  # noqa: F401  (its version goes into the record)
         from importlib.metadata import version
 
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -410,4 +411,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
