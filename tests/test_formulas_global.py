@@ -600,3 +600,45 @@ def test_method_parameter_bounds(name, accepted, rejected):
     validate_algorithm_params(name, accepted)
     with pytest.raises(ConfigError, match=next(iter(rejected))):
         validate_algorithm_params(name, rejected)
+
+
+# ------------------------------------------------------------------------------------------- catalogue
+def algorithm_names(node) -> set[str]:
+    """Every algorithm a recipe's runs name: the values of each ``algorithm`` key, at any depth (but not in a
+    combination's ``match``, which names axis labels)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "match":
+                continue
+            if key == "algorithm":
+                values = value if isinstance(value, list) else [value]
+                found |= {v for v in values if isinstance(v, str)}
+                found |= set().union(*(algorithm_names(v) for v in values if isinstance(v, dict)))
+            else:
+                found |= algorithm_names(value)
+    elif isinstance(node, list):
+        found |= set().union(*(algorithm_names(v) for v in node))
+    return found
+
+
+def test_every_method_a_paper_trains_is_listed_under_that_paper():
+    """``fedbench algorithms`` lists each method with the papers whose recipes train it (the catalogue's
+    ``papers``): a method missing there is missing from the paper's listing."""
+    import tomllib
+    from pathlib import Path
+
+    from fedbench.algorithms import ALGORITHMS
+
+    missing = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "recipes").glob("*.toml")):
+        recipe = tomllib.loads(path.read_text())
+        if recipe["paper"] == "quickstart":
+            continue
+        runs = {key: recipe.get(key, {}) for key in ("setup", "matrix", "overrides", "combination")}
+        missing += [
+            (path.name, name)
+            for name in sorted(algorithm_names(runs))
+            if recipe["paper"] not in ALGORITHMS.info(name)["papers"]
+        ]
+    assert missing == []
