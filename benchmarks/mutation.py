@@ -54,7 +54,23 @@ EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.toml"
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 TARGET_SCORE = 85.0  # % of non-equivalent mutants killed, per module (issue 19)
 # Imported before forking, so that every mutant's process starts with them loaded; never fedbench itself.
-PRELOAD = ("torch", "numpy", "scipy", "sklearn", "pydantic", "sqlalchemy", "alembic", "typer", "rich", "filelock")
+PRELOAD = (
+    "torch",
+    "torchvision.models",  # imports torch._dynamo: seconds per process otherwise
+    "numpy",
+    "scipy.stats",
+    "sklearn.metrics",
+    "pydantic",
+    "sqlalchemy.orm",
+    "alembic.command",
+    "typer.testing",
+    "rich.table",
+    "filelock",
+    "matplotlib",
+    "PIL.Image",
+    "hypothesis",
+    "pytest",
+)
 
 
 class MutationError(Exception):
@@ -362,8 +378,15 @@ def main(argv: list[str] | None = None) -> int:
         print("mutation: no function of the targets changed" if args.changed_since else "mutation: no mutants")
         return 0
 
+    import importlib
+
     for name in PRELOAD:  # loaded once here, shared by every forked mutant process
-        __import__(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional one (hypothesis): the children import what they need
+            pass
+    # `kill` of a run cleans up like Ctrl-C: the sandbox goes, the worktree was never touched
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     sandbox = Sandbox()
     results: dict[str, dict] = {}
     try:
