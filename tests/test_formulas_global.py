@@ -29,6 +29,7 @@ from algorithm_fixtures import (  # noqa: F401  (linear_model: a fixture, used t
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.base import weighted_average
 from fedbench.data.store import TensorData
 from fedbench.engine.context import ClientUpdate, ServerState, load_weights
 
@@ -198,6 +199,38 @@ def test_scaffold_two_rounds_by_hand(options):
         assert close(server.params, w), round_index
         assert close(algorithm.payload(server, round_index + 1)["control"], c), round_index
     assert c.abs().max() > 1e-2  # the controls are not trivially zero
+
+
+@pytest.mark.parametrize("eta_g", [1.0, 2.0])
+def test_scaffold_server_step_and_buffers(eta_g):
+    """Alg. 1 line 16 on fixed updates: x + η_g(Σ p_i y_i − x); with η_g = 1 exactly the weighted average (bit for
+    bit in float32, so the default reproduces plain averaging); buffers are sample-weighted averages."""
+    algorithm = build_algorithm("scaffold", {"server_lr": eta_g})
+    spec = make_spec("scaffold", {"server_lr": eta_g}, model=LINEAR)
+    algorithm.bind_model(spec, LinearModel(CLASSES, (DIM,)), (DIM,), CLASSES)
+    generator = torch.Generator().manual_seed(11)
+    x = torch.randn(40, generator=generator, dtype=torch.float32)
+    server = ServerState(x.clone(), {"bn.running_var": torch.tensor([1.0, 2.0])})
+    algorithm.init_server(server)
+    updates = [
+        ClientUpdate(
+            k,
+            x + torch.randn(40, generator=generator, dtype=torch.float32),
+            {"bn.running_var": torch.tensor([3.0, 0.0]) * (k + 1)},
+            n,
+            2,
+            0.0,
+            {"control_delta": torch.zeros(40, dtype=torch.float32)},
+        )
+        for k, n in enumerate((10, 30))
+    ]
+    algorithm.aggregate(server, updates, 1)
+    averaged = 0.25 * updates[0].params + 0.75 * updates[1].params
+    assert torch.allclose(server.params, x + eta_g * (averaged - x), rtol=0, atol=1e-5)
+    if eta_g == 1.0:  # FedAvg's own average, to the bit (not x + 1·(ȳ − x), which rounds differently)
+        fedavg = weighted_average([u.params for u in updates], torch.tensor([0.25, 0.75], dtype=torch.float64))
+        assert torch.equal(server.params, fedavg)
+    assert torch.allclose(server.buffers["bn.running_var"], torch.tensor([0.25 * 3 + 0.75 * 6, 0.0]))
 
 
 def test_scaffold_with_adam_divides_by_the_step_count():
