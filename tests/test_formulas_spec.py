@@ -481,3 +481,53 @@ def test_every_recipe_rule_accepts_a_valid_recipe_and_rejects_the_invalid_one(
     expand(load_recipe(write_recipe(accepted(TINY_RECIPE), "ok.toml")))
     with pytest.raises(RecipeError, match=re.escape(message)):
         expand(load_recipe(write_recipe(rejected(TINY_RECIPE), "bad.toml")))
+
+
+# ------------------------------------------------------------------------------------------- documented values
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"optimizer": {"name": "sgd", "nesterov": True, "momentum": 0.9}},
+        {"optimizer": {"name": "adam", "betas": (0.5, 0.9)}},
+        {"lr_schedule": {"name": "constant"}},
+        {"lr_schedule": {"name": "step", "milestones": [2], "gamma": 0.5}},
+        {"lr_schedule": {"name": "exponential", "gamma": 0.9}},
+        {"eval_mode": "global"},
+        {"eval_mode": "personal", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test": "split", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"cap_per_class": 3}},
+        {"eval_mode": "both", "client_test": "natural"},
+        *(
+            {"client_test_fraction": 0.2, "eval_mode": "both", "client_val_fraction": 0.1, "finetune": finetune}
+            for finetune in (
+                {"optimizer": "sgd", "part": "full", "loss": "ce", "start": "final"},
+                {"optimizer": "adam", "part": "head", "loss": "method", "start": "best"},
+                {"part": "body", "loss": "dr", "start": "best_val"},
+                {"loss": "dr_plus"},
+            )
+        ),
+        {"augmentation": {"crop_padding": 4, "horizontal_flip": True, "affine": {"degrees": 10.0}, "cutout": 8}},
+    ],
+)
+def test_every_documented_option_value_is_accepted_as_written(setup):
+    def holds(dumped: dict, given: dict) -> None:
+        for key, value in given.items():
+            if isinstance(value, dict):
+                holds(dumped[key], value)
+            else:
+                assert dumped[key] == (list(value) if isinstance(value, (tuple, list)) else value), key
+
+    holds(RunSpec(**{**BASE, **setup}).model_dump(mode="json"), setup)
+
+
+def test_canonical_json_normalises_numbers_and_sorts_keys():
+    from fedbench.spec import HashNeutral, canonical_json
+
+    data = {"s": "x", "b": True, "n": None, "f": 0.1, "i": 2.0, "l": (1.0, 2.5), "d": {3: 4.0}, "z": 1e-1}
+    assert canonical_json(data) == '{"b":true,"d":{"3":4},"f":0.1,"i":2,"l":[1,2.5],"n":null,"s":"x","z":0.1}'
+    # integral floats become ints while exactly representable (below 2^53), stay floats beyond
+    assert canonical_json({"a": 2.0**53 - 1, "b": 1000.0}) == '{"a":9007199254740991,"b":1000}'
+    assert canonical_json({"a": 2.0**53}) == '{"a":9007199254740992.0}'
+    assert canonical_json({"a": False, "b": 0}) == '{"a":false,"b":0}'  # a bool is not the number 0
+    assert repr(HashNeutral(0)) == "HashNeutral(0)" and repr(HashNeutral("split")) == "HashNeutral('split')"
