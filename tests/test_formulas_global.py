@@ -370,6 +370,28 @@ def test_fednova_normalises_unequal_local_steps_by_hand(momentum):
     assert not torch.allclose(server.params, p[0] * trained[0] + p[1] * trained[1], atol=1e-4)
 
 
+def test_fednova_under_adam_normalises_by_the_step_counts():
+    """Without SGD momentum (Adam) a_i = τ_i: the updates y_i the clients return are combined as
+    w − τ_eff Σ p_i (w − y_i)/τ_i with τ_eff = Σ p_i τ_i."""
+    x, y, data = problem(9, samples=12)
+    clients, taus = [torch.arange(0, 6), torch.arange(6, 12)], (1, 3)
+    algorithm = build_algorithm("fednova", {})
+    specs = [
+        make_spec("fednova", model=LINEAR, local_steps=tau, batch_size=64, optimizer={"name": "adam", "lr": 0.01})
+        for tau in taus
+    ]
+    model, server = server_and_model(algorithm, specs[0])
+    w = server.params.clone()
+    updates = [
+        algorithm.local_train(client_context(algorithm, specs[k], model, server, data, clients[k], {}, k))
+        for k in range(2)
+    ]
+    algorithm.aggregate(server, updates, 1)
+    tau_eff = 0.5 * taus[0] + 0.5 * taus[1]
+    expected = w - tau_eff * sum(0.5 * (w - u.params) / tau for u, tau in zip(updates, taus))
+    assert close(server.params, expected)
+
+
 @pytest.mark.parametrize("normalize_buffers", [True, False])
 def test_fednova_buffers_are_normalised_or_averaged(normalize_buffers):
     w = torch.zeros(3)
