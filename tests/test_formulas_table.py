@@ -198,3 +198,65 @@ def test_figures_of_one_curve():
     rows = [Row(1, 0.1), Row(2, 0.3), Row(3, 0.7), Row(4, 0.7)]
     selected = TableView(name="v", rows=["algorithm"], figure="val_selected")
     assert figure_of(selected, curve, rows) == pytest.approx(50.0)  # the test value at the first best-val round
+
+
+def test_gflops_to_target_uses_each_runs_client_sizes(stored):
+    """Rounds to the target × one client's round: n̄·E·FP + the method's attaching FLOPs (FedTrip §4), with n̄ the
+    mean of the run's recorded client sizes. digits_mlp with 32 hidden units: FP = 64·32 + 32·10 MACs,
+    |w| = 64·32 + 32 + 32·10 + 10; batch 64, so K = ⌈40/64⌉ = 1 step."""
+    recipe, registry = stored
+    for run in registry.runs():
+        registry.set_provenance(run.id, {"data": {"client_sizes": [30, 50]}})
+    built = table(stored, figure="gflops_to_target", target=75)
+    macs, params = 64 * 32 + 32 * 10, 64 * 32 + 32 + 32 * 10 + 10
+    per_round = {"fedavg": 40 * macs, "fedprox": 40 * macs + 2 * 1 * params}
+    assert cell(built, "fedavg").values == pytest.approx([2 * per_round["fedavg"] / 1e9, 3 * per_round["fedavg"] / 1e9])
+    assert cell(built, "fedprox").values == [pytest.approx(2 * per_round["fedprox"] / 1e9), None]
+
+
+def test_peak_memory_figure_and_its_note(stored):
+    recipe, registry = stored
+    for i, run in enumerate(registry.runs()):
+        registry.set_provenance(run.id, {"peak_memory": {"bytes": (i + 1) * 2**20, "measure": "cpu_rss"}})
+    built = table(stored, figure="peak_memory_mb")
+    assert sorted(v for c in built.cells.values() for v in c.values) == [1.0, 2.0, 3.0, 4.0]
+    assert built.notes == ["peak memory measured as: cpu_rss (4 runs)."]
+    assert table(stored, figure="best").notes == []
+
+
+def test_synthetic_runs_are_counted_beside_a_real_data_cell(stored):
+    recipe, registry = stored
+    synthetic = expand(recipe, synthetic=True)
+    registry.ensure_runs([p.registry_entry() for p in synthetic])
+    for p in synthetic:
+        run_id = registry.claim(p.spec_hash)
+        registry.finish(run_id, "done" if p.spec.algorithm == "fedavg" else "failed")
+    built = table(stored, figure="best")
+    assert cell(built, "fedavg").synthetic_available == 2 and cell(built, "fedprox").synthetic_available == 0
+    assert cell(built, "fedavg").values == pytest.approx([80.0, 90.0])  # the real runs, not the synthetic ones
+
+
+def test_the_metric_and_round_pseudo_axes(stored):
+    both = table(stored, figure="final", columns=["metric"], metrics={"Acc": "test_acc", "Loss": "test_loss"})
+    assert both.columns == ["Acc", "Loss"]
+    assert cell(both, "fedavg", "Acc").values == pytest.approx([70.0, 90.0])
+    assert cell(both, "fedavg", "Loss").values == pytest.approx([0.6, 0.3])  # a loss is not ×100
+    assert both.unit == ""  # % and a plain loss: no common unit
+    same = table(stored, figure="final", columns=["metric"], metrics={"Acc": "test_acc", "Personal": "personal_mean"})
+    assert same.unit == "%"
+    rounds = table(stored, figure="value_at_round", columns=["round"], at_rounds=[1, 3])
+    assert rounds.columns == ["1", "3"]
+    assert cell(rounds, "fedavg", "1").values == pytest.approx([50.0, 60.0])
+    assert cell(rounds, "fedprox", "3").values == [pytest.approx(85.0), None]
+
+
+def test_where_and_published_only_rows(stored):
+    only = table(stored, figure="best", where={"algorithm": "fedprox"})
+    assert only.rows == ["fedprox"] and list(only.cells) == [("fedprox", "")]
+    quoted = table(
+        stored, figure="best", published={"FedX": 70.0, "fedavg": 50.0}, published_only=["FedX"], published_std={}
+    )
+    assert quoted.rows == ["FedX", "fedavg", "fedprox"]  # in the order of `published`, runs without a value last
+    fedx = cell(quoted, "FedX")
+    assert (fedx.published_only, fedx.published, fedx.n, fedx.expected, fedx.mean) == (True, 70.0, 0, 0, None)
+    assert cell(quoted, "fedavg").expected == 2 and not cell(quoted, "fedavg").published_only
