@@ -352,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: every module of the targets)")
     parser.add_argument("--changed-since", metavar="BASE", help="mutate only the functions changed since git BASE")
+    parser.add_argument(
+        "--functions", nargs="+", metavar="NAME", help="mutate only these functions (qualified: Class.method)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON results (merged: other modules' entries stay)")
     parser.add_argument("--fail-under", type=float, default=None, help="exit 1 if a module scores below this (%%)")
     parser.add_argument("--quiet", action="store_true", help="no line per mutant")
@@ -370,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
             lines = touched_lines(module, args.changed_since) if args.changed_since else None
             if lines is not None and not lines:
                 continue
-            plan[module] = (tests_for(module, mapping), mutants_of(module, lines))
+            mutants = mutants_of(module, lines)
+            if args.functions:
+                mutants = [m for m in mutants if m.function in args.functions]
+            plan[module] = (tests_for(module, mapping), mutants)
     except (MutationError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
         print(f"mutation: {exc}", file=sys.stderr)
         return 2
@@ -419,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         for module, r in results.items():
-            record["modules"][module] = {**r, **stamp}
+            scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
+            record["modules"][module] = {**scope, **r, **stamp}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
         print(f"written to {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
