@@ -282,6 +282,8 @@ FEDTRIP_OPTIONS = [
     {"mu": 0.6, "epoch_scaled": True, "xi_rule": "gap"},
     {"mu": 0.6, "epoch_scaled": False, "xi_rule": "const"},
     {"mu": 0.0, "epoch_scaled": False, "xi_rule": "inverse_gap"},
+    {"mu": 1.0, "epoch_scaled": False, "xi_rule": "inverse_gap"},  # the MLP experiments' μ (spec §1.5)
+    {"mu": 2.0, "epoch_scaled": True, "xi_rule": "inverse_gap"},  # μ/E = 1
 ]
 
 
@@ -329,6 +331,31 @@ def test_fedtrip_three_rounds_by_hand(options):
         sizes = torch.tensor([float(len(clients[k])) for k in chosen])
         w = sum((n / sizes.sum()) * t for n, t in zip(sizes, trained))
         assert close(server.params, w), round_index
+
+
+@pytest.mark.parametrize("epochs, local_steps", [(1, None), (0, 3)])
+def test_fedtrip_epoch_scaling_leaves_one_epoch_and_step_budgets_unscaled(epochs, local_steps):
+    """μ/E with E = 1 is μ; a step budget with local_epochs = 0 divides by max(1, E) = 1, not by 0."""
+    mu, lr = 0.8, 0.1
+    x, y, data = problem(10)
+    params = {"mu": mu, "epoch_scaled": True}
+    spec = make_spec(
+        "fedtrip", params, model=LINEAR, local_epochs=epochs, local_steps=local_steps, batch_size=64,
+        optimizer={"lr": lr},
+    )  # fmt: skip
+    algorithm = build_algorithm("fedtrip", params)
+    model, server = server_and_model(algorithm, spec)
+    w = server.params.clone()
+    server.params = w + 0.3  # another global model than w^0, the never-selected client's history
+    update = algorithm.local_train(
+        client_context(algorithm, spec, model, server, data, torch.arange(len(y)), {}, 0, 2)
+    )  # round 2, first participation: gap 2, ξ = 1/2, w_hist = w^0
+    w_t = server.params
+
+    def grad(v):
+        return ce_grad(v, x, y) + mu * (v - w_t) - mu * 0.5 * (v - w)
+
+    assert close(update.params, heavy_ball(w_t, grad, local_steps or epochs, lr))
 
 
 def test_fedtrip_costs_follow_table_viii():
