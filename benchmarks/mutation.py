@@ -100,12 +100,13 @@ def tests_for(module: str, mapping: list[tuple[list[str], list[str]]]) -> list[s
 
 def load_equivalents() -> list[dict[str, str]]:
     """Entries {module, line, mutant, reason}: ``line`` the original source line, ``mutant`` the mutated line (both
-    stripped of indentation, as the JSON's survivors show them)."""
+    stripped of indentation, as the JSON's survivors show them; "" where the mutant deletes the line)."""
     if not EQUIVALENTS.exists():
         return []
     entries = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", [])
     for i, entry in enumerate(entries):
-        missing = [key for key in ("module", "line", "mutant", "reason") if not str(entry.get(key, "")).strip()]
+        missing = [key for key in ("module", "line", "reason") if not str(entry.get(key, "")).strip()]
+        missing += [] if isinstance(entry.get("mutant"), str) else ["mutant"]
         if missing:
             raise MutationError(f"{EQUIVALENTS.relative_to(ROOT)}: equivalent[{i}] lacks {', '.join(missing)}")
     return entries
