@@ -260,3 +260,36 @@ def test_where_and_published_only_rows(stored):
     fedx = cell(quoted, "FedX")
     assert (fedx.published_only, fedx.published, fedx.n, fedx.expected, fedx.mean) == (True, 70.0, 0, 0, None)
     assert cell(quoted, "fedavg").expected == 2 and not cell(quoted, "fedavg").published_only
+
+
+class Row:
+    """A stored round with only some of its fields recorded (None: not recorded, as in runs of older versions)."""
+
+    def __init__(self, round_index, wall_seconds=None, bytes_up=None, bytes_down=None):
+        self.round, self.wall_seconds, self.bytes_up, self.bytes_down = round_index, wall_seconds, bytes_up, bytes_down
+
+
+def test_unrecorded_times_and_bytes_count_as_zero():
+    curve = [(1, 0.5), (2, 0.9)]
+    rows = [Row(1, wall_seconds=3.0, bytes_up=10), Row(2, bytes_down=5)]
+    view = TableView(name="v", rows=["algorithm"])
+    assert figure_of(view.model_copy(update={"figure": "wall_seconds"}), curve, rows) == 3.0
+    assert figure_of(view.model_copy(update={"figure": "wall_hours"}), curve, rows) == pytest.approx(3.0 / 3600)
+    assert figure_of(view.model_copy(update={"figure": "seconds_per_round"}), curve, rows) == pytest.approx(1.5)
+    to_target = view.model_copy(update={"figure": "total_bytes_to_target", "target": 80})
+    assert figure_of(to_target, curve, rows) == 15.0
+    assert figure_of(to_target, curve, None) is None  # no stored rounds: no figure
+    for figure in ("wall_seconds", "seconds_per_round"):
+        assert figure_of(view.model_copy(update={"figure": figure}), curve, []) is None
+
+
+def test_a_loss_target_is_reached_at_or_below_it():
+    """For a lower-is-better metric "reaching" a target means falling to it: the first round at or below it."""
+    loss = [(1, 1.2), (2, 0.6), (3, 0.5), (4, 0.7)]
+    view = TableView(name="v", rows=["algorithm"], metric="test_loss", figure="rounds_to_target", target=0.6)
+    assert figure_of(view, loss) == 2
+    assert figure_of(view.model_copy(update={"target": 0.55}), loss) == 3
+    assert figure_of(view.model_copy(update={"target": 0.4}), loss) is None
+    assert figure_of(view.model_copy(update={"figure": "best"}), loss) == pytest.approx(0.5)
+    assert figure_of(view.model_copy(update={"figure": "best_round"}), loss) == 3
+    assert figure_of(view.model_copy(update={"figure": "final"}), loss) == pytest.approx(0.7)
