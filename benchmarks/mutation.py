@@ -180,6 +180,18 @@ def mutants_of(module: str, lines: set[int] | None = None) -> list[Mutant]:
 
 # ------------------------------------------------------------------------------------------- running
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+RUNNING: set[int] = set()  # the forked mutant process (its process group), killed with the run
+
+
+def _terminate(signum, frame) -> None:
+    """`kill` of a run cleans up like Ctrl-C: the mutant's tests stop, the sandbox goes (the worktree was never
+    touched)."""
+    for pid in list(RUNNING):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(143)
 
 
 class Sandbox:
@@ -219,6 +231,7 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 return "timeout", time.monotonic() - began
             return ("passed" if code == 0 else "failed"), time.monotonic() - began
+        RUNNING.add(pid)
         if pid == 0:  # the child: run the tests against the sandbox's fedbench, quietly
             code = 3
             try:
@@ -240,6 +253,7 @@ class Sandbox:
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
+                RUNNING.discard(pid)
                 code = os.waitstatus_to_exitcode(status)
                 return ("passed" if code == 0 else "failed"), time.monotonic() - began
             if time.monotonic() > deadline:
@@ -248,6 +262,7 @@ class Sandbox:
                 except ProcessLookupError:
                     pass
                 os.waitpid(pid, 0)
+                RUNNING.discard(pid)
                 return "timeout", time.monotonic() - began
             time.sleep(0.02)
 
@@ -392,8 +407,7 @@ def main(argv: list[str] | None = None) -> int:
             importlib.import_module(name)
         except ImportError:  # an optional one (hypothesis): the children import what they need
             pass
-    # `kill` of a run cleans up like Ctrl-C: the sandbox goes, the worktree was never touched
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
+    signal.signal(signal.SIGTERM, _terminate)
     sandbox = Sandbox()
     results: dict[str, dict] = {}
     try:
