@@ -126,6 +126,15 @@ SPEC_RULES = [
         "client_test='class_matched' has no parameter 'disjont'; known: disjoint, cap_per_class",
     ),
     (
+        {
+            "eval_mode": "both",
+            "client_test": "class_matched",
+            "client_test_params": {"disjoint": True, "cap_per_class": 2},
+        },
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"disjont": True, "cap": 2}},
+        "client_test='class_matched' has no parameter 'cap', 'disjont'; known: disjoint, cap_per_class",
+    ),
+    (
         {"eval_mode": "both", "client_test_fraction": 0.2},
         {"eval_mode": "both", "client_test_fraction": 0.2, "client_test_params": {"disjoint": True}},
         "client_test='split' has no parameter 'disjoint'",
