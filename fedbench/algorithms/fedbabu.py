@@ -15,7 +15,7 @@ from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm
 
 
-@register_algorithm("fedbabu", papers=("feddrplus",))
+@register_algorithm("fedbabu", papers=("feddrplus", "lgmix"))
 class FedBABU(Algorithm):
     """Body-only training and aggregation; the randomly initialised head stays fixed."""
 

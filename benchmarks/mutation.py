@@ -1,0 +1,458 @@
+"""Mutation testing of fedbench's methods and plumbing: `make mutation`, `make mutation-changed`.
+
+Every mutant is one of mutmut's single-point changes (its operators: a comparison, an arithmetic operator, a number,
+a string, a keyword, an argument…), applied to one module of ``TARGETS``; the mutant then runs the tests that
+``tests/mutation_map.toml`` names for that module (``-m "not slow" -x``). A mutant the tests fail on is *killed*; one
+they pass is a *survivor*, unless ``tests/mutation_equivalents.toml`` lists it as equivalent (it cannot change any
+behaviour) with a reason. Score per module = (killed + timed out) / (mutants − equivalents).
+
+The mutants run in a private copy of the worktree (the worktree itself is never modified), in processes forked from
+this one after it imported the heavy dependencies (torch, pydantic, SQLAlchemy…) but not fedbench, so a mutant costs
+the time of its tests only. No wall-clock figure decides an outcome on a busy machine: a mutant that runs past its
+time limit (10 × the module's baseline, at least 60 s) is run again with a limit 5 times longer before it counts as
+a timeout.
+
+    python benchmarks/mutation.py                       # every module of TARGETS (hours)
+    python benchmarks/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
+    python benchmarks/mutation.py --changed-since main  # only the functions a change touched (CI)
+
+Results: a killed/total table per module on stdout and ``benchmarks/results/mutation.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import fnmatch
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGETS = (
+    "fedbench/algorithms",
+    "fedbench/engine",
+    "fedbench/registry",
+    "fedbench/spec.py",
+    "fedbench/recipe.py",
+    "fedbench/report/table.py",
+    "fedbench/cost.py",
+)
+MAP = ROOT / "tests" / "mutation_map.toml"
+EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.toml"
+RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
+TARGET_SCORE = 85.0  # % of non-equivalent mutants killed, per module (issue 19)
+# Imported before forking, so that every mutant's process starts with them loaded; never fedbench itself.
+PRELOAD = (
+    "torch",
+    "torchvision.models",  # imports torch._dynamo: seconds per process otherwise
+    "numpy",
+    "scipy.stats",
+    "sklearn.metrics",
+    "pydantic",
+    "sqlalchemy.orm",
+    "alembic.command",
+    "typer.testing",
+    "rich.table",
+    "filelock",
+    "matplotlib",
+    "PIL.Image",
+    "hypothesis",
+    "pytest",
+)
+
+
+class MutationError(Exception):
+    """A configuration problem of the mutation run (the map, the equivalents file, a failing baseline)."""
+
+
+# ------------------------------------------------------------------------------------------- configuration
+def target_files() -> list[str]:
+    files = []
+    for target in TARGETS:
+        path = ROOT / target
+        files += [str(p.relative_to(ROOT)) for p in sorted(path.glob("*.py"))] if path.is_dir() else [target]
+    return files
+
+
+def load_map() -> list[tuple[list[str], list[str]]]:
+    entries = tomllib.loads(MAP.read_text())["module"]
+    return [(entry["modules"], entry["tests"]) for entry in entries]
+
+
+def tests_for(module: str, mapping: list[tuple[list[str], list[str]]]) -> list[str]:
+    for patterns, tests in mapping:
+        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
+            return tests
+    raise MutationError(f"{MAP.relative_to(ROOT)}: no entry for {module}; add one naming the tests that exercise it")
+
+
+def load_equivalents() -> list[dict[str, str]]:
+    """Entries {module, line, mutant, reason}: ``line`` the original source line, ``mutant`` the mutated line (both
+    stripped of indentation, as the JSON's survivors show them; "" where the mutant deletes the line)."""
+    if not EQUIVALENTS.exists():
+        return []
+    entries = tomllib.loads(EQUIVALENTS.read_text()).get("equivalent", [])
+    for i, entry in enumerate(entries):
+        missing = [key for key in ("module", "line", "reason") if not str(entry.get(key, "")).strip()]
+        missing += [] if isinstance(entry.get("mutant"), str) else ["mutant"]
+        if missing:
+            raise MutationError(f"{EQUIVALENTS.relative_to(ROOT)}: equivalent[{i}] lacks {', '.join(missing)}")
+    return entries
+
+
+# ------------------------------------------------------------------------------------------- mutants
+@dataclass
+class Mutant:
+    module: str
+    function: str
+    line_number: int  # 1-based
+    original: str
+    mutated: str
+    status: str = "pending"  # killed | timeout | survived | equivalent
+    seconds: float = 0.0
+    reason: str = ""  # an equivalent's reason
+    source: str = field(default="", repr=False)  # the whole mutated module
+
+
+def function_spans(source: str) -> list[tuple[str, int, int]]:
+    """(qualified name, first line, last line) of every function, decorators included."""
+    spans: list[tuple[str, int, int]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                spans.append((name, first, child.end_lineno or child.lineno))
+                visit(child, f"{name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(ast.parse(source), "")
+    return spans
+
+
+def function_at(spans: list[tuple[str, int, int]], line: int) -> str:
+    inside = [(end - first, name) for name, first, end in spans if first <= line <= end]
+    return min(inside)[1] if inside else "<module>"
+
+
+def changed_lines(before: str, after: str) -> tuple[str, str]:
+    old, new = before.splitlines(), after.splitlines()
+    removed, added = [], []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += old[i1:i2]
+            added += new[j1:j2]
+    return " ⏎ ".join(s.strip() for s in removed), " ⏎ ".join(s.strip() for s in added)
+
+
+def mutants_of(module: str, lines: set[int] | None = None) -> list[Mutant]:
+    """mutmut's mutants of ``module`` (only those on ``lines``, 1-based, when given)."""
+    import mutmut
+
+    source = (ROOT / module).read_text()
+    spans = function_spans(source)
+    out = []
+    for mutation_id in mutmut.list_mutations(mutmut.Context(source=source, filename=module)):
+        line = mutation_id.line_number + 1
+        if lines is not None and line not in lines:
+            continue
+        mutated, count = mutmut.mutate(mutmut.Context(source=source, filename=module, mutation_id=mutation_id))
+        if not count or mutated == source:
+            continue
+        original, changed = changed_lines(source, mutated)
+        out.append(Mutant(module, function_at(spans, line), line, original, changed, source=mutated))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- running
+IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+RUNNING: set[int] = set()  # the forked mutant process (its process group), killed with the run
+
+
+def _terminate(signum, frame) -> None:
+    """`kill` of a run cleans up like Ctrl-C: the mutant's tests stop, the sandbox goes (the worktree was never
+    touched)."""
+    for pid in list(RUNNING):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    sys.exit(143)
+
+
+class Sandbox:
+    """A private copy of the worktree in which one module at a time is replaced by a mutant."""
+
+    def __init__(self):
+        self.directory = Path(tempfile.mkdtemp(prefix="fedbench-mutation-"))
+        for name in ("fedbench", "tests", "recipes", "docs"):
+            if (ROOT / name).exists():
+                shutil.copytree(ROOT / name, self.directory / name, ignore=IGNORE)
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(ROOT / name, self.directory / name)
+
+    def run(self, module: str, source: str | None, tests: list[str], limit: float) -> tuple[str, float]:
+        """Run ``tests`` with ``module`` replaced by ``source`` (None: the original): (outcome, seconds), outcome
+        "passed", "failed" or "timeout"."""
+        path = self.directory / module
+        original = path.read_text()
+        if source is not None:
+            path.write_text(source)
+        try:
+            return self._pytest(tests, limit)
+        finally:
+            path.write_text(original)
+
+    def _pytest(self, tests: list[str], limit: float) -> tuple[str, float]:
+        args = ["-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", "--timeout", str(int(limit) + 30), *tests]
+        began = time.monotonic()
+        pid = os.fork() if hasattr(os, "fork") else None
+        if pid is None:  # no fork (not POSIX): a fresh interpreter per mutant
+            command = [sys.executable, "-B", "-m", "pytest", *args]
+            env = {**os.environ, "PYTHONPATH": str(self.directory), "PYTHONDONTWRITEBYTECODE": "1"}
+            try:
+                code = subprocess.run(
+                    command, cwd=self.directory, env=env, capture_output=True, timeout=limit
+                ).returncode
+            except subprocess.TimeoutExpired:
+                return "timeout", time.monotonic() - began
+            return ("passed" if code == 0 else "failed"), time.monotonic() - began
+        RUNNING.add(pid)
+        if pid == 0:  # the child: run the tests against the sandbox's fedbench, quietly
+            code = 3
+            try:
+                os.setpgid(0, 0)
+                sys.dont_write_bytecode = True
+                os.chdir(self.directory)
+                sys.path.insert(0, str(self.directory))
+                os.environ["PYTHONPATH"] = str(self.directory)
+                os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 1)
+                os.dup2(devnull, 2)
+                import pytest
+
+                code = int(pytest.main(args))
+            finally:
+                os._exit(code)
+        deadline = began + limit
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                RUNNING.discard(pid)
+                code = os.waitstatus_to_exitcode(status)
+                return ("passed" if code == 0 else "failed"), time.monotonic() - began
+            if time.monotonic() > deadline:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                RUNNING.discard(pid)
+                return "timeout", time.monotonic() - began
+            time.sleep(0.02)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def run_module(
+    sandbox: Sandbox, module: str, tests: list[str], mutants: list[Mutant], equivalents: list[dict], log
+) -> dict:
+    outcome, baseline = sandbox.run(module, None, tests, limit=1800)
+    if outcome != "passed":
+        raise MutationError(f"{module}: its tests ({' '.join(tests)}) do not pass unmutated: {outcome}")
+    limit = max(60.0, 10 * baseline)
+    for i, mutant in enumerate(mutants, 1):
+        match = next(
+            (
+                e
+                for e in equivalents
+                if e["module"] == module
+                and e["line"].strip() == mutant.original
+                and e["mutant"].strip() == mutant.mutated
+            ),
+            None,
+        )
+        outcome, mutant.seconds = sandbox.run(module, mutant.source, tests, limit)
+        if outcome == "timeout":  # a busy machine is no reason to call a mutant killed: once more, with 5× the time
+            outcome, mutant.seconds = sandbox.run(module, mutant.source, tests, 5 * limit)
+        if outcome == "passed" and match is not None:
+            mutant.status, mutant.reason = "equivalent", match["reason"]
+        else:
+            mutant.status = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[outcome]
+        log(f"  [{i}/{len(mutants)}] {mutant.status:<10} {module}:{mutant.line_number} {mutant.mutated[:90]}")
+    counted = [m for m in mutants if m.status != "equivalent"]
+    detected = sum(m.status in ("killed", "timeout") for m in counted)
+    used = {(e["line"].strip(), e["mutant"].strip()) for e in equivalents if e["module"] == module}
+    matched = {(m.original, m.mutated) for m in mutants if m.status == "equivalent"}
+    return {
+        "tests": tests,
+        "baseline_seconds": round(baseline, 1),
+        "mutants": len(mutants),
+        "killed": sum(m.status == "killed" for m in mutants),
+        "timeout": sum(m.status == "timeout" for m in mutants),
+        "survived": sum(m.status == "survived" for m in mutants),
+        "equivalent": len(mutants) - len(counted),
+        "score": round(100.0 * detected / len(counted), 1) if counted else 100.0,
+        "survivors": [
+            {"function": m.function, "line_number": m.line_number, "line": m.original, "mutant": m.mutated}
+            for m in mutants
+            if m.status == "survived"
+        ],
+        "equivalents": [
+            {"function": m.function, "line": m.original, "mutant": m.mutated, "reason": m.reason}
+            for m in mutants
+            if m.status == "equivalent"
+        ],
+        # listed as equivalent, yet no mutant of this run matched (or its tests failed it): fix the file
+        "unmatched_equivalents": sorted(" → ".join(pair) for pair in used - matched) if len(mutants) else [],
+    }
+
+
+# ------------------------------------------------------------------------------------------- changed functions
+HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
+
+
+def touched_lines(module: str, base: str) -> set[int]:
+    """Every line of each function that ``git diff BASE`` (working tree included) touches in ``module``, plus the
+    touched lines outside functions."""
+    diff = subprocess.run(
+        ["git", "diff", "-U0", base, "--", module], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    changed: set[int] = set()
+    for start, count in HUNK.findall(diff):
+        first, length = int(start), int(count) if count else 1
+        changed |= set(range(first, first + length)) if length else {first}
+    if not changed:
+        return set()
+    spans = function_spans((ROOT / module).read_text())
+    lines = set(changed)
+    for _, first, end in spans:
+        if any(first <= line <= end for line in changed):
+            lines |= set(range(first, end + 1))
+    return lines
+
+
+# ------------------------------------------------------------------------------------------- report
+def table(results: dict[str, dict]) -> str:
+    lines = [f"{'module':<38} {'killed':>7} {'timeout':>7} {'survived':>8} {'equiv.':>6} {'total':>6} {'score':>7}"]
+    for module, r in results.items():
+        lines.append(
+            f"{module:<38} {r['killed']:>7} {r['timeout']:>7} {r['survived']:>8} {r['equivalent']:>6} "
+            f"{r['mutants']:>6} {r['score']:>6.1f}%"
+        )
+    return "\n".join(lines)
+
+
+def git_commit() -> str:
+    result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help="modules to mutate (default: every module of the targets)")
+    parser.add_argument("--changed-since", metavar="BASE", help="mutate only the functions changed since git BASE")
+    parser.add_argument(
+        "--functions", nargs="+", metavar="NAME", help="mutate only these functions (qualified: Class.method)"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="JSON results (merged: other modules' entries stay)")
+    parser.add_argument("--fail-under", type=float, default=None, help="exit 1 if a module scores below this (%%)")
+    parser.add_argument("--quiet", action="store_true", help="no line per mutant")
+    args = parser.parse_args(argv)
+    log = (lambda _: None) if args.quiet else (lambda line: print(line, flush=True))
+
+    try:
+        mapping, equivalents = load_map(), load_equivalents()
+        known = target_files()
+        modules = args.modules or known
+        unknown = [m for m in modules if m not in known]
+        if unknown:
+            raise MutationError(f"not a mutation target: {', '.join(unknown)} (targets: {', '.join(TARGETS)})")
+        plan = {}
+        for module in modules:
+            lines = touched_lines(module, args.changed_since) if args.changed_since else None
+            if lines is not None and not lines:
+                continue
+            mutants = mutants_of(module, lines)
+            if args.functions:
+                mutants = [m for m in mutants if m.function in args.functions]
+            plan[module] = (tests_for(module, mapping), mutants)
+    except (MutationError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
+        print(f"mutation: {exc}", file=sys.stderr)
+        return 2
+    if not any(mutants for _, mutants in plan.values()):
+        print("mutation: no function of the targets changed" if args.changed_since else "mutation: no mutants")
+        return 0
+
+    import importlib
+
+    for name in PRELOAD:  # loaded once here, shared by every forked mutant process
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional one (hypothesis): the children import what they need
+            pass
+    signal.signal(signal.SIGTERM, _terminate)
+    sandbox = Sandbox()
+    results: dict[str, dict] = {}
+    try:
+        for module, (tests, mutants) in plan.items():
+            if not mutants:
+                continue
+            log(f"{module}: {len(mutants)} mutants, tests {' '.join(tests)}")
+            results[module] = run_module(sandbox, module, tests, mutants, equivalents, log)
+    except MutationError as exc:
+        print(f"mutation: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        sandbox.remove()
+
+    print(table(results))
+    for module, r in results.items():
+        for survivor in r["survivors"]:
+            print(f"survived: {module}:{survivor['line_number']} ({survivor['function']}): {survivor['mutant']}")
+        for entry in r["unmatched_equivalents"]:
+            print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
+
+    if not args.changed_since:  # the per-module record is of whole-module runs only
+        from importlib.metadata import version
+
+        previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+        record = {
+            "tool": f"mutmut {version('mutmut')} mutation operators, run by benchmarks/mutation.py",
+            "target_score": TARGET_SCORE,
+            "modules": {**previous.get("modules", {})},
+        }
+        stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        for module, r in results.items():
+            scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
+            record["modules"][module] = {**scope, **r, **stamp}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        print(f"written to {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+
+    failing = (
+        [m for m, r in results.items() if r["survived"]]
+        if args.changed_since
+        else [m for m, r in results.items() if args.fail_under is not None and r["score"] < args.fail_under]
+    )
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

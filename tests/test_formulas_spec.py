@@ -1,0 +1,567 @@
+"""The client learning-rate schedules at several rounds, and every rule of ``RunSpec`` and of a recipe's
+structure that rejects an invalid combination: one accepted and one rejected case per rule, the accepted one
+as close to the boundary as the rule allows (issue 19)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fedbench.data.federated import prepare_data
+from fedbench.engine import run
+from fedbench.engine.loop import init_model
+from fedbench.errors import RecipeError
+from fedbench.recipe import expand, load_recipe
+from fedbench.seeding import torch_generator
+from fedbench.spec import RunSpec, ScheduleSpec
+
+BASE = dict(
+    algorithm="fedavg",
+    dataset="digits",
+    model="digits_mlp",
+    model_params={"hidden": 8},
+    partition="iid",
+    num_clients=4,
+    clients_per_round=2,
+    rounds=2,
+    batch_size=64,
+)
+
+
+# ------------------------------------------------------------------------------------------- LR schedules
+@pytest.mark.parametrize(
+    "schedule, factors",
+    [
+        ({}, {1: 1.0, 2: 1.0, 9: 1.0}),
+        ({"name": "constant", "gamma": 0.5}, {1: 1.0, 7: 1.0}),  # constant ignores gamma
+        # lr · γ^(r − 1): round 1 trains at lr itself
+        ({"name": "exponential", "gamma": 0.5}, {1: 1.0, 2: 0.5, 3: 0.25, 6: 0.5**5}),
+        ({"name": "exponential", "gamma": 0.99}, {1: 1.0, 101: 0.99**100}),
+        # lr · γ^(number of milestones ≤ r): the decay applies from the milestone round on
+        ({"name": "step", "milestones": [3, 5], "gamma": 0.1}, {1: 1.0, 2: 1.0, 3: 0.1, 4: 0.1, 5: 0.1**2, 9: 0.1**2}),
+        ({"name": "step", "milestones": [2], "gamma": 0.5}, {1: 1.0, 2: 0.5, 100: 0.5}),
+        ({"name": "step", "milestones": [], "gamma": 0.5}, {1: 1.0, 50: 1.0}),
+    ],
+)
+def test_schedule_factor_at_several_rounds(schedule, factors):
+    spec = ScheduleSpec(**schedule)
+    for round_index, factor in factors.items():
+        assert spec.factor(round_index) == pytest.approx(factor, rel=1e-12), round_index
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    [{"name": "exponential", "gamma": 0.5}, {"name": "step", "milestones": [2], "gamma": 0.2}],
+)
+def test_the_engine_trains_round_t_at_the_scheduled_lr(tmp_path, sink, schedule):
+    """One client holding all the data: the run equals mini-batch SGD whose lr is set to lr·factor(t) in
+    round t (written out by hand: γ^(t−1), or γ once round t reaches the milestone)."""
+    spec = RunSpec(
+        **{**BASE, "num_clients": 1, "clients_per_round": 1, "rounds": 3, "optimizer": {"lr": 0.2}},
+        lr_schedule=schedule,
+    )
+    path = tmp_path / "run.pt"
+    run(spec, sink, checkpoint_path=path)
+    trained = torch.load(path, weights_only=False)["server"]["params"]
+
+    data = prepare_data(spec, torch.device("cpu"))
+    model = init_model(spec, data.num_classes, data.input_shape, torch.device("cpu"))
+    indices = data.client_train[0]
+    for round_index in (1, 2, 3):
+        if schedule["name"] == "exponential":
+            lr = 0.2 * 0.5 ** (round_index - 1)
+        else:
+            lr = 0.2 * (0.2 if round_index >= 2 else 1.0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        order = indices[torch.randperm(len(indices), generator=torch_generator(spec.seed, "client", round_index, 0))]
+        for start in range(0, len(order), spec.batch_size):
+            batch = order[start : start + spec.batch_size]
+            loss = F.cross_entropy(model(data.tensors.train_x[batch]), data.tensors.train_y[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    assert torch.equal(trained, torch.nn.utils.parameters_to_vector(model.parameters()).detach())
+
+
+# ------------------------------------------------------------------------------------------- RunSpec rules
+FINETUNE_NEEDS_TESTS = (
+    "finetune needs client_test_fraction > 0 or client_test = 'class_matched' / 'natural' "
+    "(clients are evaluated on their own test sets)"
+)
+BEST_VAL_NEEDS = "finetune.start = 'best_val' needs client_val_fraction > 0 and eval_mode 'personal' or 'both'"
+# (accepted setup, rejected setup, the rejection): each rule at its boundary. The rejection is the whole one-line
+# message a user reads, or (for a field's bound) the name of the field the error points at.
+SPEC_RULES = [
+    (
+        {"num_clients": 4, "clients_per_round": 4},
+        {"num_clients": 4, "clients_per_round": 5},
+        "clients_per_round=5 exceeds num_clients=4",
+    ),
+    (
+        {"eval_mode": "personal", "client_test_fraction": 0.01},
+        {"eval_mode": "personal", "client_test_fraction": 0.0},
+        "eval_mode='personal' needs client_test_fraction > 0 (or client_test = 'class_matched' / 'natural')",
+    ),
+    (
+        {"eval_mode": "global"},
+        {"eval_mode": "both"},
+        "eval_mode='both' needs client_test_fraction > 0 (or client_test = 'class_matched' / 'natural')",
+    ),
+    (
+        {"eval_mode": "both", "client_test": "class_matched"},
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_fraction": 0.1},
+        "client_test='class_matched' draws client test sets from the global test set; set client_test_fraction = 0",
+    ),
+    (
+        {"eval_mode": "both", "client_test": "natural"},
+        {"eval_mode": "both", "client_test": "natural", "client_test_fraction": 0.1},
+        "client_test='natural' draws client test sets from the global test set; set client_test_fraction = 0",
+    ),
+    (
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"disjoint": True}},
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"disjont": True}},
+        "client_test='class_matched' has no parameter 'disjont'; known: disjoint, cap_per_class",
+    ),
+    (
+        {
+            "eval_mode": "both",
+            "client_test": "class_matched",
+            "client_test_params": {"disjoint": True, "cap_per_class": 2},
+        },
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"disjont": True, "cap": 2}},
+        "client_test='class_matched' has no parameter 'cap', 'disjont'; known: disjoint, cap_per_class",
+    ),
+    (
+        {"eval_mode": "both", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test_fraction": 0.2, "client_test_params": {"disjoint": True}},
+        "client_test='split' has no parameter 'disjoint'",
+    ),
+    (
+        {"client_test_fraction": 0.5, "client_val_fraction": 0.4},
+        {"client_test_fraction": 0.5, "client_val_fraction": 0.5},
+        "client_test_fraction + client_val_fraction must stay below 1",
+    ),
+    (
+        {"client_test_fraction": 0.0, "client_val_fraction": 0.75},
+        {"client_test_fraction": 0.25, "client_val_fraction": 0.75},
+        "client_test_fraction + client_val_fraction must stay below 1",
+    ),
+    (
+        {"finetune": {"start": "final"}, "client_test_fraction": 0.2},
+        {"finetune": {"start": "final"}},
+        FINETUNE_NEEDS_TESTS,
+    ),
+    (
+        {"finetune": {"start": "final"}, "client_test": "natural"},
+        {"finetune": {"start": "final"}, "client_test": "split"},
+        FINETUNE_NEEDS_TESTS,
+    ),
+    (
+        {"finetune": {"start": "best"}, "client_test_fraction": 0.2, "eval_mode": "both"},
+        {"finetune": {"start": "best"}, "client_test_fraction": 0.2, "eval_mode": "personal"},
+        "finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'",
+    ),
+    (
+        {"finetune": {"start": "final"}, "client_test_fraction": 0.2, "eval_mode": "personal"},
+        {"finetune": {"start": "best"}, "client_test_fraction": 0.2, "eval_mode": "personal"},
+        "finetune.start = 'best' selects on global test accuracy; use eval_mode 'global' or 'both'",
+    ),
+    (
+        {
+            "finetune": {"start": "best_val"},
+            "client_test_fraction": 0.2,
+            "client_val_fraction": 0.1,
+            "eval_mode": "personal",
+        },
+        {
+            "finetune": {"start": "best_val"},
+            "client_test_fraction": 0.2,
+            "client_val_fraction": 0.0,
+            "eval_mode": "personal",
+        },
+        BEST_VAL_NEEDS,
+    ),
+    (
+        {
+            "finetune": {"start": "best_val"},
+            "client_test_fraction": 0.2,
+            "client_val_fraction": 0.1,
+            "eval_mode": "both",
+        },
+        {
+            "finetune": {"start": "best_val"},
+            "client_test_fraction": 0.2,
+            "client_val_fraction": 0.1,
+            "eval_mode": "global",
+        },
+        BEST_VAL_NEEDS,
+    ),
+    (
+        {"eval_metrics": ["auc"], "eval_mode": "personal", "client_test_fraction": 0.2},
+        {"eval_metrics": ["auc"], "eval_mode": "global"},
+        "eval_metrics are computed per client: use eval_mode 'personal' or 'both'",
+    ),
+    # field bounds: the last accepted value beside the first rejected one
+    ({"num_clients": 1, "clients_per_round": 1}, {"num_clients": 0, "clients_per_round": 1}, ("field", "num_clients")),
+    ({"clients_per_round": 1}, {"clients_per_round": 0}, ("field", "clients_per_round")),
+    ({"rounds": 1}, {"rounds": 0}, ("field", "rounds")),
+    ({"local_epochs": 0}, {"local_epochs": -1}, ("field", "local_epochs")),
+    ({"local_steps": 1}, {"local_steps": 0}, ("field", "local_steps")),
+    ({"batch_size": 1}, {"batch_size": 0}, ("field", "batch_size")),
+    ({"optimizer": {"lr": 1e-12}}, {"optimizer": {"lr": 0.0}}, ("field", "lr")),
+    ({"optimizer": {"momentum": 0.0}}, {"optimizer": {"momentum": -0.1}}, ("field", "momentum")),
+    ({"optimizer": {"momentum": 0.999}}, {"optimizer": {"momentum": 1.0}}, ("field", "momentum")),
+    ({"optimizer": {"weight_decay": 0.0}}, {"optimizer": {"weight_decay": -1e-4}}, ("field", "weight_decay")),
+    ({"lr_schedule": {"gamma": 1e-9}}, {"lr_schedule": {"gamma": 0.0}}, ("field", "gamma")),
+    ({"clip_grad_norm": 1e-9}, {"clip_grad_norm": 0.0}, ("field", "clip_grad_norm")),
+    ({"eval_every": 1}, {"eval_every": 0}, ("field", "eval_every")),
+    ({"client_val_fraction": 0.0}, {"client_val_fraction": -0.1}, ("field", "client_val_fraction")),
+    ({"client_test_fraction": 0.99}, {"client_test_fraction": 1.0}, ("field", "client_test_fraction")),
+    ({"augmentation": {"crop_padding": 0}}, {"augmentation": {"crop_padding": -1}}, ("field", "crop_padding")),
+    ({"augmentation": {"cutout": 0}}, {"augmentation": {"cutout": -1}}, ("field", "cutout")),
+    ({"augmentation": {"cutout": 2}}, {"augmentation": {"cutout": 2.0}}, ("field", "cutout")),  # strict: no silent cast
+    (
+        {"augmentation": {"affine": {"degrees": 0.0}}},
+        {"augmentation": {"affine": {"degrees": -1.0}}},
+        ("field", "degrees"),
+    ),
+    (
+        {"finetune": {"epochs": 0}, "client_test_fraction": 0.2},
+        {"finetune": {"epochs": -1}, "client_test_fraction": 0.2},
+        ("field", "epochs"),
+    ),
+    (
+        {"finetune": {"lr": 1e-9}, "client_test_fraction": 0.2},
+        {"finetune": {"lr": 0.0}, "client_test_fraction": 0.2},
+        ("field", "lr"),
+    ),
+    (
+        {"finetune": {"momentum": 0.0}, "client_test_fraction": 0.2},
+        {"finetune": {"momentum": 1.0}, "client_test_fraction": 0.2},
+        ("field", "momentum"),
+    ),
+    (
+        {"finetune": {"weight_decay": 0.0}, "client_test_fraction": 0.2},
+        {"finetune": {"weight_decay": -1.0}, "client_test_fraction": 0.2},
+        ("field", "weight_decay"),
+    ),
+    (
+        {"finetune": {"batch_size": 1}, "client_test_fraction": 0.2},
+        {"finetune": {"batch_size": 0}, "client_test_fraction": 0.2},
+        ("field", "batch_size"),
+    ),
+]
+
+
+@pytest.mark.parametrize("accepted, rejected, message", SPEC_RULES)
+def test_every_spec_rule_accepts_its_boundary_and_rejects_past_it(accepted, rejected, message):
+    from pydantic import ValidationError
+
+    RunSpec(**{**BASE, **accepted})
+    with pytest.raises(ValidationError) as raised:
+        RunSpec(**{**BASE, **rejected})
+    errors = raised.value.errors()
+    if isinstance(message, tuple):  # a field's bound: the error points at that field
+        assert [e["loc"][-1] for e in errors] == [message[1]], errors
+    else:
+        assert [e["msg"] for e in errors] == [f"Value error, {message}"]
+
+
+def test_finetune_optimizer_spec_carries_the_finetune_settings():
+    spec = RunSpec(
+        **BASE,
+        client_test_fraction=0.2,
+        finetune={"optimizer": "adam", "lr": 0.003, "momentum": 0.5, "weight_decay": 0.01},
+    )
+    optimizer = spec.finetune.optimizer_spec()
+    assert (optimizer.name, optimizer.lr, optimizer.momentum, optimizer.weight_decay) == ("adam", 0.003, 0.5, 0.01)
+
+
+def test_spec_defaults_are_the_documented_ones():
+    """Defaults change every hash that relies on them: RunSpec's and its sections' documented values."""
+    spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp")
+    assert (spec.num_clients, spec.clients_per_round, spec.rounds, spec.local_epochs, spec.batch_size) == (
+        10,
+        10,
+        10,
+        1,
+        32,
+    )
+    assert (spec.partition, spec.local_steps, spec.eval_every, spec.eval_mode, spec.seed) == (
+        "iid",
+        None,
+        1,
+        "global",
+        0,
+    )
+    opt = spec.optimizer
+    assert (opt.name, opt.lr, opt.momentum, opt.weight_decay, opt.nesterov, opt.betas) == (
+        "sgd",
+        0.01,
+        0.0,
+        0.0,
+        False,
+        (0.9, 0.999),
+    )
+    assert (spec.lr_schedule.name, spec.lr_schedule.milestones, spec.lr_schedule.gamma) == ("constant", (), 1.0)
+    finetune = RunSpec(**BASE, client_test_fraction=0.2, finetune={}).finetune
+    assert (finetune.epochs, finetune.optimizer, finetune.lr, finetune.momentum, finetune.part) == (
+        5,
+        "sgd",
+        1e-3,
+        0.9,
+        "full",
+    )
+    assert (finetune.loss, finetune.start, finetune.batch_size, finetune.weight_decay) == ("ce", "best", None, 0.0)
+
+
+# ------------------------------------------------------------------------------------------- recipe rules
+TABLE = '\n[[tables]]\nname = "t2"\nrows = ["algorithm"]\n'
+
+# (accepted edit, rejected edit, message) of TINY_RECIPE (tests/conftest.py): each structural rule of a recipe.
+RECIPE_RULES = [
+    (
+        lambda t: t.replace("rounds = 3", "rounds = 3\ntargets = [40]").replace("targets = [50]", ""),
+        lambda t: t.replace("rounds = 3", "roundz = 3"),
+        "unknown setup key 'roundz'",
+    ),
+    (
+        lambda t: t,
+        lambda t: t.replace('algorithm = ["fedavg", "fedprox"]', "algorithm = []"),
+        "matrix.algorithm is empty",
+    ),
+    (
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimizer = { lr = 0.1 } }, { label = "b", optimizer = { lr = 0.2 } }]',
+        ),
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimizer = { lr = 0.1 } }, { label = "a", optimizer = { lr = 0.2 } }]',
+        ),
+        "matrix.lr has duplicate labels",
+    ),
+    (
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimizer = { lr = 0.1 } }]',
+        ),
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ optimizer = { lr = 0.1 } }]',
+        ),
+        "every table item needs a 'label'",
+    ),
+    (
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimizer = { lr = 0.1 } }]',
+        ),
+        lambda t: t.replace('algorithm = ["fedavg", "fedprox"]', 'algorithm = ["fedavg", "fedprox"]\nlr = [0.1]'),
+        "'lr' is not a setup key",
+    ),
+    (
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimizer = { lr = 0.1 } }]',
+        ),
+        lambda t: t.replace(
+            'algorithm = ["fedavg", "fedprox"]',
+            'algorithm = ["fedavg", "fedprox"]\nlr = [{ label = "a", optimiser = { lr = 0.1 } }]',
+        ),
+        "unknown key matrix.lr[a].'optimiser'",
+    ),
+    (
+        lambda t: t,
+        lambda t: t.replace("[overrides.algorithm.fedprox]", "[overrides.optimizer.fedprox]"),
+        "overrides.optimizer: 'optimizer' is not a matrix axis",
+    ),
+    (
+        lambda t: t,
+        lambda t: t.replace("[overrides.algorithm.fedprox]", "[overrides.algorithm.fedprx]"),
+        "overrides.algorithm.fedprx: no such value",
+    ),
+    (
+        lambda t: t,
+        lambda t: t.replace("algorithm_params = { mu = 0.01 }", "algorithm_parms = { mu = 0.01 }"),
+        "unknown key overrides.algorithm.fedprox.'algorithm_parms'",
+    ),
+    (
+        lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedprox", scale = "smoke" }\nset = { rounds = 5 }\n',
+        lambda t: t + '\n[[combination]]\nmatch = { optimizer = "x" }\nset = { rounds = 5 }\n',
+        "combination[0].match.optimizer: 'optimizer' is not a matrix axis",
+    ),
+    (
+        lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedprox" }\nset = { rounds = 5 }\n',
+        lambda t: t + '\n[[combination]]\nmatch = { algorithm = "fedprox" }\nset = { roundz = 5 }\n',
+        "unknown key combination[0].set.'roundz'",
+    ),
+    (
+        lambda t: t,
+        lambda t: t.replace("rounds = 2\nseeds = [0]", "roundz = 2\nseeds = [0]"),
+        "unknown key scale.smoke.'roundz'",
+    ),
+    (
+        lambda t: t + '\n[[tables]]\nname = "m"\nkind = "models"\nstatic_rows = [{ label = "mlp", model = "mlp" }]\n',
+        lambda t: t + '\n[[tables]]\nname = "m"\nkind = "models"\n',
+        "kind 'models' needs static_rows",
+    ),
+    (lambda t: t + TABLE, lambda t: t + '\n[[tables]]\nname = "t2"\n', "rows must name at least one matrix axis"),
+    (
+        lambda t: t + TABLE + 'figure = "value_at_round"\nat_round = 2\n',
+        lambda t: t + TABLE + 'figure = "value_at_round"\n',
+        "figure 'value_at_round' needs at_round or at_rounds",
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "value_at_round"\nat_rounds = [1, 2]\ncolumns = ["round"]\n',
+        lambda t: t + TABLE + 'figure = "value_at_round"\nat_round = 2\ncolumns = ["round"]\n',
+        "'round' is not a matrix axis",
+    ),
+    (
+        lambda t: t + TABLE + 'clients = ["A", "B"]\ncolumns = ["client"]\nmetric = "personal_mean"\n',
+        lambda t: t + TABLE + 'columns = ["client"]\nmetric = "personal_mean"\n',
+        "'client' is not a matrix axis",
+    ),
+    (
+        lambda t: t + TABLE + 'metrics = { Acc = "test_acc" }\ncolumns = ["metric"]\n',
+        lambda t: t + TABLE + 'metrics = { Acc = "test_acc" }\n',
+        'metrics needs "metric" in rows or columns',
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "peak_memory_mb"\n',
+        lambda t: t + TABLE + 'figure = "peak_memory_mb"\nsummary = "mean_curve"\n',
+        "figure 'peak_memory_mb' is a value per run",
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "rounds_to_target"\ntarget = 0.5\n',
+        lambda t: t + TABLE + 'figure = "rounds_to_target"\n',
+        "figure 'rounds_to_target' needs a target",
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "total_bytes_to_target"\ntarget_by = { fedavg = 0.5 }\n',
+        lambda t: t + TABLE + 'figure = "total_bytes_to_target"\n',
+        "figure 'total_bytes_to_target' needs a target",
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "gflops_to_target"\ntarget = 0.5\n',
+        lambda t: t + TABLE + 'figure = "gflops_to_target"\n',
+        "figure 'gflops_to_target' needs a target",
+    ),
+    (
+        lambda t: t + TABLE + 'figure = "rounds_to_target"\ntarget_by = { fedprox = 0.5 }\n',
+        lambda t: t + TABLE + 'figure = "rounds_to_target"\ntarget_by = { fedprx = 0.5 }\n',
+        "target_by.'fedprx': 'fedprx' is not a row or column",
+    ),
+    (
+        lambda t: t + TABLE + 'published_only = ["FedX"]\npublished = { FedX = 1.0 }\n',
+        lambda t: t + TABLE + 'published_only = ["FedX"]\n',
+        "published_only row 'FedX' has no published value",
+    ),
+    (
+        lambda t: t + TABLE + 'published_only = ["FedX"]\npublished = { FedX = 1.0 }\n',
+        lambda t: t + TABLE + 'published_only = ["fedavg"]\npublished = { fedavg = 1.0 }\n',
+        "published_only row 'fedavg' is a row of runs",
+    ),
+    (
+        lambda t: t + TABLE + 'columns = ["algorithm"]\npublished = { fedavg = { fedavg = 1.0 } }\n',
+        lambda t: t + TABLE + 'columns = ["algorithm"]\npublished = { fedavg = { fedavgg = 1.0 } }\n',
+        "published.'fedavg'.'fedavgg' is not a column",
+    ),
+    (
+        lambda t: t + TABLE + "published_std = { fedavg = 1.0 }\n",
+        lambda t: t + TABLE + "published_std = { fedavgg = 1.0 }\n",
+        "published_std.'fedavgg' is not a row",
+    ),
+    (
+        lambda t: t + TABLE + 'published = { fedavg = 1.0 }\npublished_derived = ["fedavg"]\n',
+        lambda t: t + TABLE + 'published = { fedavg = 1.0 }\npublished_derived = ["fedprox"]\n',
+        "published_derived marks 'fedprox', which has no published value",
+    ),
+    (
+        lambda t: t + TABLE + 'published_std = { fedavg = 1.0 }\npublished_std_derived = ["fedavg"]\n',
+        lambda t: t + TABLE + 'published = { fedavg = 1.0 }\npublished_std_derived = ["fedavg"]\n',
+        "published_std_derived marks 'fedavg', which has no published_std value",
+    ),
+    (
+        lambda t: (
+            t
+            + TABLE
+            + 'columns = ["algorithm"]\npublished = { fedavg = { fedprox = 1.0 } }\npublished_derived = { fedavg = ["fedprox"] }\n'
+        ),
+        lambda t: (
+            t
+            + TABLE
+            + 'columns = ["algorithm"]\npublished = { fedavg = { fedprox = 1.0 } }\npublished_derived = ["fedavg"]\n'
+        ),
+        "published_derived is a list of rows only in a view without columns",
+    ),
+    (
+        lambda t: t + TABLE + 'published = { fedavg = 1.0 }\npublished_derived = ["fedavg"]\n',
+        lambda t: t + TABLE + 'published = { fedavg = 1.0 }\npublished_derived = { fedavg = ["x"] }\n',
+        "the view has no columns, so published_derived lists rows",
+    ),
+]
+
+
+@pytest.mark.parametrize("accepted, rejected, message", RECIPE_RULES)
+def test_every_recipe_rule_accepts_a_valid_recipe_and_rejects_the_invalid_one(
+    write_recipe, accepted, rejected, message
+):
+    from conftest import TINY_RECIPE
+
+    expand(load_recipe(write_recipe(accepted(TINY_RECIPE), "ok.toml")))
+    with pytest.raises(RecipeError, match=re.escape(message)):
+        expand(load_recipe(write_recipe(rejected(TINY_RECIPE), "bad.toml")))
+
+
+# ------------------------------------------------------------------------------------------- documented values
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"optimizer": {"name": "sgd", "nesterov": True, "momentum": 0.9}},
+        {"optimizer": {"name": "adam", "betas": (0.5, 0.9)}},
+        {"lr_schedule": {"name": "constant"}},
+        {"lr_schedule": {"name": "step", "milestones": [2], "gamma": 0.5}},
+        {"lr_schedule": {"name": "exponential", "gamma": 0.9}},
+        {"eval_mode": "global"},
+        {"eval_mode": "personal", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test": "split", "client_test_fraction": 0.2},
+        {"eval_mode": "both", "client_test": "class_matched", "client_test_params": {"cap_per_class": 3}},
+        {"eval_mode": "both", "client_test": "natural"},
+        *(
+            {"client_test_fraction": 0.2, "eval_mode": "both", "client_val_fraction": 0.1, "finetune": finetune}
+            for finetune in (
+                {"optimizer": "sgd", "part": "full", "loss": "ce", "start": "final"},
+                {"optimizer": "adam", "part": "head", "loss": "method", "start": "best"},
+                {"part": "body", "loss": "dr", "start": "best_val"},
+                {"loss": "dr_plus"},
+            )
+        ),
+        {"augmentation": {"crop_padding": 4, "horizontal_flip": True, "affine": {"degrees": 10.0}, "cutout": 8}},
+    ],
+)
+def test_every_documented_option_value_is_accepted_as_written(setup):
+    def holds(dumped: dict, given: dict) -> None:
+        for key, value in given.items():
+            if isinstance(value, dict):
+                holds(dumped[key], value)
+            else:
+                assert dumped[key] == (list(value) if isinstance(value, (tuple, list)) else value), key
+
+    holds(RunSpec(**{**BASE, **setup}).model_dump(mode="json"), setup)
+
+
+def test_canonical_json_normalises_numbers_and_sorts_keys():
+    from fedbench.spec import HashNeutral, canonical_json
+
+    data = {"s": "x", "b": True, "n": None, "f": 0.1, "i": 2.0, "l": (1.0, 2.5), "d": {3: 4.0}, "z": 1e-1}
+    assert canonical_json(data) == '{"b":true,"d":{"3":4},"f":0.1,"i":2,"l":[1,2.5],"n":null,"s":"x","z":0.1}'
+    # integral floats become ints while exactly representable (below 2^53), stay floats beyond
+    assert canonical_json({"a": 2.0**53 - 1, "b": 1000.0}) == '{"a":9007199254740991,"b":1000}'
+    assert canonical_json({"a": 2.0**53}) == '{"a":9007199254740992.0}'
+    assert canonical_json({"a": False, "b": 0}) == '{"a":false,"b":0}'  # a bool is not the number 0
+    assert repr(HashNeutral(0)) == "HashNeutral(0)" and repr(HashNeutral("split")) == "HashNeutral('split')"

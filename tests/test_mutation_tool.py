@@ -1,0 +1,95 @@
+"""The mutation-testing driver (benchmarks/mutation.py): every target module has tests mapped, the equivalents file is
+well formed, mutants are attributed to the function they change, and a change since a base commit selects whole
+functions."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("mutation_driver", ROOT / "benchmarks" / "mutation.py")
+mutation = importlib.util.module_from_spec(spec)
+sys.modules["mutation_driver"] = mutation
+spec.loader.exec_module(mutation)
+
+SOURCE = """
+X = 1
+
+
+class A:
+    def f(self):
+        return 1
+
+    @staticmethod
+    def g(y):
+        def inner():
+            return y
+        return inner
+
+
+def h():
+    return 2
+"""
+
+
+def test_every_target_module_has_existing_tests_mapped():
+    mapping = mutation.load_map()
+    for module in mutation.target_files():
+        tests = mutation.tests_for(module, mapping)
+        assert tests, module
+        for test in tests:
+            assert (ROOT / test.split("::")[0]).is_file(), (module, test)
+    with pytest.raises(mutation.MutationError, match="no entry for fedbench/nothing.py"):
+        mutation.tests_for("fedbench/nothing.py", mapping)
+
+
+def test_equivalents_name_a_target_module_and_give_a_reason():
+    targets = set(mutation.target_files())
+    for entry in mutation.load_equivalents():
+        assert entry["module"] in targets and entry["line"] != entry["mutant"] and len(entry["reason"]) > 20
+
+
+def test_functions_and_the_function_of_a_line():
+    spans = mutation.function_spans(SOURCE)
+    assert [name for name, _, _ in spans] == ["A.f", "A.g", "A.g.inner", "h"]
+    lines = SOURCE.splitlines()
+    assert mutation.function_at(spans, lines.index("            return y") + 1) == "A.g.inner"
+    assert mutation.function_at(spans, lines.index("        return inner") + 1) == "A.g"
+    assert mutation.function_at(spans, lines.index("    @staticmethod") + 1) == "A.g"  # its decorator
+    assert mutation.function_at(spans, lines.index("X = 1") + 1) == "<module>"
+
+
+def test_changed_lines_are_the_differing_lines():
+    assert mutation.changed_lines("a\n  b = 1\nc\n", "a\n  b = 2\nc\n") == ("b = 1", "b = 2")
+    assert mutation.changed_lines("a\n@d\nc\n", "a\nc\n") == ("@d", "")
+
+
+def test_mutants_of_fedprox_include_the_sign_of_the_proximal_term():
+    pytest.importorskip("mutmut")
+    mutants = mutation.mutants_of("fedbench/algorithms/fedprox.py")
+    prox = [m for m in mutants if m.function == "FedProx.loss"]
+    assert any("(p + g) ** 2" in m.mutated for m in prox) and any("(p - g) ** 3" in m.mutated for m in prox)
+    assert all(m.original != m.mutated and m.source for m in mutants)
+
+
+def test_touched_lines_cover_the_whole_changed_function(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    module = repo / "pkg" / "m.py"
+    module.write_text(SOURCE)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    module.write_text(SOURCE.replace("return 2", "return 3"))
+    monkeypatch.setattr(mutation, "ROOT", repo)
+    lines = SOURCE.splitlines()
+    h = lines.index("def h():") + 1
+    assert mutation.touched_lines("pkg/m.py", "HEAD") == {h, h + 1}
+    module.write_text(SOURCE)
+    assert mutation.touched_lines("pkg/m.py", "HEAD") == set()
