@@ -118,6 +118,14 @@ class TableView(_Strict):
     clients: list[str] = []
     # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe.
     where: dict[str, str] = {}
+    # Every cell is compared with the cell of the same labels whose `baseline_axis` label is `baseline` (paired by
+    # seed, fedbench/report/stats.py). Unset: the label of that axis whose runs are all FedAvg, when there is one;
+    # "none": no comparison.
+    baseline: str | None = None
+    baseline_axis: str = "algorithm"
+    # A cell reproduces the paper when the published value is inside our 95 % interval, or within this much of
+    # our value (in the cell's displayed unit, e.g. 1.0 = one percentage point of accuracy).
+    tolerance: float = Field(0.0, ge=0)
 
     def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
         entry = (self.published_std if std else self.published).get(row)
@@ -311,6 +319,26 @@ def _check_structure(recipe: Recipe) -> None:
         ):
             raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
         _check_cell_labels(recipe, view, where)
+        _check_baseline(recipe, view, where)
+
+
+def _check_baseline(recipe: Recipe, view: TableView, where: Path | None) -> None:
+    """A named baseline is a label of the baseline axis, which must be a row or column key of the view."""
+    if view.baseline in (None, "none"):
+        return
+    if view.baseline_axis not in view.rows + view.columns:
+        raise RecipeError(
+            f"{where}: tables '{view.name}': baseline = {view.baseline!r} needs baseline_axis "
+            f"{view.baseline_axis!r} among rows or columns ({', '.join(view.rows + view.columns)}), "
+            'or baseline = "none"'
+        )
+    if view.baseline_axis in recipe.matrix:
+        labels = _axis_labels(recipe, view.baseline_axis)
+        if view.baseline not in labels:
+            raise RecipeError(
+                f"{where}: tables '{view.name}': baseline = {view.baseline!r} is not a label of axis "
+                f"{view.baseline_axis!r} ({', '.join(labels)})"
+            )
 
 
 def _axis_labels(recipe: Recipe, axis: str) -> list[str]:

@@ -7,7 +7,6 @@ partial cells (fewer seeds than asked), diverged runs, synthetic data and non-pa
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 from typing import Any
@@ -91,6 +90,18 @@ def printed_ratio_text(cell: Cell) -> str:
     return f" (printed {printed:g}×)"
 
 
+def baseline_mark(cell: Cell) -> str:
+    """ " ▲" / " ▼" / " ·": significantly better / worse than the baseline / neither (fedbench.report.stats)."""
+    mark = cell.comparison.mark if cell.comparison else ""
+    return f" {mark}" if mark else ""
+
+
+def verdict_mark(cell: Cell) -> str:
+    """ " ✓" reproduced, " ↑" / " ↓" ours higher / lower than the paper; nothing when not comparable."""
+    mark = cell.verdict.mark if cell.verdict else ""
+    return f" {mark}" if mark else ""
+
+
 def diff_text(cell: Cell, figure: str) -> str:
     d = cell.difference
     return "" if d is None else f"{d:+.2f}" if figure not in ("best_round", "rounds_to_target") else f"{d:+.0f}"
@@ -140,6 +151,7 @@ def notes(table: Table) -> list[str]:
         what = f" {view.metric}"
     out.append(f"cell: {figure_name(view)}{what}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
     out += derived_note(table)
+    out += statistics_notes(table)
     if view.figure == "peak_memory_mb":
         out.append(
             "peak memory in MB of 2^20 bytes: torch.cuda.max_memory_allocated on a GPU (fedbench keeps the whole data "
@@ -153,6 +165,51 @@ def notes(table: Table) -> list[str]:
         out.append("the paper's [r×] is recomputed from its values; (printed r×) where the paper printed another.")
     if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
         out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
+    return out
+
+
+def statistics_notes(table: Table) -> list[str]:
+    """What the marks of a run table mean: against the baseline, against the paper, the reproduction count."""
+    from fedbench.report.stats import CENSORED_RULE
+
+    out = []
+    comparisons = [c.comparison for c in table.cells.values() if c.comparison is not None]
+    if table.baseline is not None and comparisons:
+        out.append(
+            f"▲/▼ better/worse than {table.baseline} (paired t-test over seeds, Holm-corrected across the table, "
+            "p < 0.05); · no significant difference; no mark: fewer than two seed pairs."
+        )
+        if table.view.figure == "rounds_to_target" and any(c.censored or c.dropped for c in comparisons):
+            out.append(f"baseline test on rounds: {CENSORED_RULE}.")
+    if any(c.verdict is not None for c in table.cells.values()):
+        tolerance = f" or within {table.view.tolerance:g} of ours" if table.view.tolerance else ""
+        if not table.synthetic and table.scale == "full":
+            out.append(
+                f"✓ reproduced: the paper's value is inside our 95% t interval over seeds{tolerance}; "
+                "↑/↓ ours higher/lower than the paper."
+            )
+        out.append(reproduction_text(table))
+    return out
+
+
+def reproduction_text(table: Table) -> str:
+    from fedbench.report.stats import reproduction_line
+
+    return reproduction_line(table.reproduction(), table.synthetic, table.scale)
+
+
+def paper_summaries(tables: list[Table]) -> list[dict[str, Any]]:
+    """Per paper: the reproduction counts over all its run tables and the "k of n cells reproduced" line."""
+    from fedbench.report.stats import reproduction_counts, reproduction_line
+
+    out = []
+    for paper in dict.fromkeys(t.paper for t in tables):
+        mine = [t for t in tables if t.paper == paper and t.view.kind == "runs"]
+        counts = reproduction_counts([c.verdict for t in mine for c in t.cells.values()])
+        synthetic = any(t.synthetic for t in mine)
+        scale = next((t.scale for t in mine if t.scale != "full"), "full")
+        line = reproduction_line(counts, synthetic, scale)
+        out.append({"paper": paper, **counts, "line": f"{paper}: {line}"})
     return out
 
 
@@ -209,9 +266,9 @@ def to_rich(table: Table):
             if cell is None:
                 values.append("")
                 continue
-            text = ours_text(cell, figure)
+            text = ours_text(cell, figure) + baseline_mark(cell)
             if cell.published is not None:
-                text += f"\n[dim]paper {paper_text(cell, figure)}[/dim]"
+                text += f"\n[dim]paper {paper_text(cell, figure)}[/dim]{verdict_mark(cell)}"
                 if cell.difference is not None:
                     text += f" [dim]Δ {diff_text(cell, figure)}[/dim]"
             values.append(text)
@@ -222,11 +279,12 @@ def to_rich(table: Table):
 def _flat_cell(cell: Cell | None, figure: str) -> str:
     if cell is None:
         return ""
-    text = ours_text(cell, figure)
+    text = ours_text(cell, figure) + baseline_mark(cell)
     if cell.published is not None:
         text += f" / paper {paper_text(cell, figure)}"
         if cell.difference is not None:
             text += f" ({diff_text(cell, figure)})"
+        text += verdict_mark(cell)
     return text
 
 
@@ -264,6 +322,13 @@ def _latex_escape(text: str) -> str:
         (">", r"$>$"),
         ("—", "--"),
         ("–", "--"),
+        ("▲", r"$\blacktriangle$"),  # amssymb
+        ("▼", r"$\blacktriangledown$"),
+        ("·", r"$\cdot$"),
+        ("✓", r"$\surd$"),
+        ("↑", r"$\uparrow$"),
+        ("↓", r"$\downarrow$"),
+        ("≥", r"$\geq$"),
     ):
         text = text.replace(a, b)
     return text
@@ -314,6 +379,13 @@ def to_csv(table: Table) -> str:
             "published_std",
             "published_derived",
             "published_std_derived",
+            "baseline",
+            "baseline_difference",
+            "baseline_ci_low",
+            "baseline_ci_high",
+            "baseline_p_holm",
+            "baseline_outcome",
+            "verdict",
         ]
     )
     for row in table.rows:
@@ -321,6 +393,7 @@ def to_csv(table: Table) -> str:
             cell = table.cells.get((row, column))
             if cell is None:
                 continue
+            comparison = cell.comparison
             writer.writerow(
                 [
                     table.paper,
@@ -342,45 +415,39 @@ def to_csv(table: Table) -> str:
                     cell.published_std,
                     cell.published_derived,
                     cell.published_std_derived,
+                    comparison.baseline if comparison else None,
+                    comparison.difference if comparison else None,
+                    comparison.ci_low if comparison else None,
+                    comparison.ci_high if comparison else None,
+                    comparison.p_holm if comparison else None,
+                    comparison.outcome if comparison else None,
+                    cell.verdict.status if cell.verdict else None,
                 ]
             )
     return buffer.getvalue()
 
 
-def to_html(table: Table) -> str:
-    figure = table.view.figure
-    out = [f"<h3>{html.escape(_header(table))}</h3>", "<table>", "<thead><tr>"]
-    out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
-    out.append("</tr></thead><tbody>")
-    for row in table.rows:
-        out.append(
-            "<tr><th>"
-            + html.escape(row)
-            + "</th>"
-            + "".join(f"<td>{html.escape(_flat_cell(table.cells.get((row, c)), figure))}</td>" for c in table.columns)
-            + "</tr>"
-        )
-    out.append("</tbody></table>")
-    out += ["<ul>", *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
-    return "\n".join(out) + "\n"
-
-
 def render(tables: list[Table], fmt: str) -> Any:
-    """A string for every format except ``rich`` (a list of renderables)."""
+    """A string for every format except ``rich`` (a list of renderables). Every format but CSV ends (JSON: has
+    "papers") with each paper's reproduction summary."""
+    summaries = paper_summaries(tables)
     if fmt == "rich":
-        return [to_rich(t) for t in tables]
+        from rich.text import Text
+
+        return [to_rich(t) for t in tables] + [Text(s["line"]) for s in summaries]
     if fmt == "json":
-        return json.dumps({"tables": [{**t.to_json(), "notes": notes(t)} for t in tables]}, indent=2) + "\n"
+        document = {"papers": summaries, "tables": [{**t.to_json(), "notes": notes(t)} for t in tables]}
+        return json.dumps(document, indent=2) + "\n"
     if fmt == "csv":
         parts = [to_csv(t) for t in tables]
         return parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:]) if parts else ""
-    joiner = {"markdown": to_markdown, "latex": to_latex, "html": to_html}[fmt]
-    body = "\n".join(joiner(t) for t in tables)
     if fmt == "html":
-        body = (
-            "<!doctype html><html><head><meta charset='utf-8'><title>fedbench report</title>"
-            "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}</style></head><body>\n"
-            + body
-            + "</body></html>\n"
-        )
-    return body
+        from fedbench.report.html_page import page
+
+        return page(tables, title="fedbench report")
+    joiner = {"markdown": to_markdown, "latex": to_latex}[fmt]
+    body = "\n".join(joiner(t) for t in tables)
+    lines = [s["line"] for s in summaries]
+    if fmt == "markdown":
+        return "\n".join(f"**{line}**  " for line in lines) + "\n\n" + body
+    return body + "".join(f"% {line}\n" for line in lines)

@@ -18,6 +18,7 @@ from fedbench.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
 from fedbench.report.static import build_static_table
+from fedbench.report.stats import compare_with_baseline, verdict
 from fedbench.spec import RunSpec
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
@@ -207,6 +208,8 @@ def build_table(
             cell.diverged += run.status == "diverged"
             cell.rounds_limit = p.spec.rounds
             cell.seeds.append(p.spec.seed)
+            cell.run_ids.append(run.id)
+            cell.runs.append(run)
             cost = None
             if view.figure == "gflops_to_target":
                 cost = cost_per_round_flops(p.spec, (run.provenance or {}).get("data", {}).get("client_sizes"))
@@ -232,6 +235,11 @@ def build_table(
         rows = _with_published_only(view, rows, columns, cells)
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
+    baseline = baseline_label(view, planned)
+    if baseline is not None:
+        compare_with_baseline(view, cells, view.baseline_axis, baseline)
+    for cell in cells.values():
+        cell.verdict = verdict(cell, synthetic=synthetic, scale=scale, figure=view.figure, tolerance=view.tolerance)
     units = {display_unit(metric, view.percent) for _, metric in view.view_metrics()}
     unit = units.pop() if view.figure in METRIC_VALUED_FIGURES and len(units) == 1 else ""
     if view.figure in ("wall_seconds", "seconds_per_round"):
@@ -240,7 +248,23 @@ def build_table(
     if memory_measures:
         found = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
         notes.append(f"peak memory measured as: {found}.")
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes)
+    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline)
+
+
+def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
+    """The label of ``view.baseline_axis`` the view's cells are compared with: ``view.baseline``, or (unset) the
+    one label of that axis whose runs all train FedAvg; None without a baseline axis among the view's keys."""
+    axis = view.baseline_axis
+    if view.baseline == "none" or axis not in view.rows + view.columns:
+        return None
+    if view.baseline is not None:
+        return view.baseline
+    algorithms: dict[str, set[str]] = {}
+    for p in planned:
+        if axis in p.labels:
+            algorithms.setdefault(p.labels[axis], set()).add(p.spec.algorithm)
+    fedavg = [label for label, names in algorithms.items() if names == {"fedavg"}]
+    return fedavg[0] if len(fedavg) == 1 else None
 
 
 def _with_published_only(
