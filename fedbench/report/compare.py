@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedbench.report.cells import Cell, Table
-from fedbench.report.render import column_names, ours_text
+from fedbench.report.render import figure_name, ours_text
 from fedbench.report.stats import ALPHA, welch
 
 
@@ -114,10 +114,9 @@ def _noise_text(pair: CellPair) -> str:
 
 def rows_of(pair: TablePair) -> list[list[str]]:
     figure = pair.a.view.figure
-    name = column_names(pair.a)[0] if not pair.a.view.columns else ""
     out = []
     for cell in pair.cells:
-        label = " / ".join(x for x in (cell.row, cell.column if pair.a.view.columns else name) if x)
+        label = f"{cell.row} / {cell.column}" if pair.a.view.columns else cell.row
         difference = "" if cell.difference is None else f"{cell.difference:+.3g}"
         out.append([label, ours_text(cell.a, figure), ours_text(cell.b, figure), difference, _noise_text(cell)])
     return out
@@ -140,7 +139,12 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
     if fmt == "markdown":
         lines = [f"A = {label_a}  ", f"B = {label_b}", ""]
         for pair in pairs:
-            lines += [f"### {pair.a.title}", "", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+            lines += [
+                f"### {pair.a.title} ({figure_name(pair.a.view)})",
+                "",
+                "| " + " | ".join(HEADERS) + " |",
+                "|" + "---|" * len(HEADERS),
+            ]
             lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows_of(pair)]
             lines.append("")
         return "\n".join(lines + [summary_line(pairs), ""])
@@ -149,7 +153,7 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
 
     out: list[Any] = [Text(f"A = {label_a}\nB = {label_b}")]
     for pair in pairs:
-        table = RichTable(title=pair.a.title, show_lines=True)
+        table = RichTable(title=f"{pair.a.title} ({figure_name(pair.a.view)})", show_lines=True)
         for header in HEADERS:
             table.add_column(header, overflow="fold")
         for row in rows_of(pair):

@@ -253,7 +253,8 @@ def build_table(
 
 def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
     """The label of ``view.baseline_axis`` the view's cells are compared with: ``view.baseline``, or (unset) the
-    one label of that axis whose runs all train FedAvg; None without a baseline axis among the view's keys."""
+    label spelled "FedAvg" (any case), else the one label of that axis whose runs all train FedAvg; None without a
+    baseline axis among the view's keys or without such a label."""
     axis = view.baseline_axis
     if view.baseline == "none" or axis not in view.rows + view.columns:
         return None
@@ -263,7 +264,8 @@ def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
     for p in planned:
         if axis in p.labels:
             algorithms.setdefault(p.labels[axis], set()).add(p.spec.algorithm)
-    fedavg = [label for label, names in algorithms.items() if names == {"fedavg"}]
+    named = [label for label in algorithms if label.lower() == "fedavg"]
+    fedavg = named or [label for label, names in algorithms.items() if names == {"fedavg"}]
     return fedavg[0] if len(fedavg) == 1 else None
 
 
