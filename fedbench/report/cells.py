@@ -7,12 +7,10 @@ so neither builder imports the other's module for these types.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedbench.recipe import TableView
-
-if TYPE_CHECKING:
-    from fedbench.report.stats import Comparison, Verdict
+from fedbench.report.stats import Comparison, Verdict, reproduction_counts
 
 
 @dataclass
@@ -135,6 +133,4 @@ class Table:
 
     def reproduction(self) -> dict[str, int]:
         """{verdict: cells} of the cells with a published value (fedbench.report.stats.reproduction_counts)."""
-        from fedbench.report.stats import reproduction_counts
-
         return reproduction_counts([cell.verdict for cell in self.cells.values()])

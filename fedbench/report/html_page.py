@@ -13,91 +13,8 @@ from typing import Any
 
 from fedbench.metric_catalog import display_factor, metric_curve
 from fedbench.recipe import Recipe
-from fedbench.report.cells import Cell, Table
-from fedbench.report.render import (
-    _header,
-    baseline_mark,
-    column_names,
-    diff_text,
-    notes,
-    ours_text,
-    paper_summaries,
-    paper_text,
-    row_header,
-    verdict_mark,
-)
-
-STYLE = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;
-color:#1b1b1b;line-height:1.35}
-h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
-.summary{background:#f3f7fb;border:1px solid #c9d9ea;padding:.6em 1em;border-radius:6px}
-.scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
-td{text-align:right}th{background:#fafafa;text-align:left}
-.paper,.stat{color:#666;font-size:.85em;display:block}
-.better{color:#0a7d22}.worse{color:#b3261e}
-.reproduced{color:#0a7d22}.higher,.lower{color:#8a5a00}
-ul.notes{font-size:.85em;color:#444}
-img{max-width:100%;height:auto;display:block;margin:.5em 0}
-.plots{display:flex;flex-wrap:wrap;gap:.5em}.plots img{max-width:min(100%,36em)}
-details{margin:.2em 0}summary{cursor:pointer}
-pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:.4em;font-size:.8em;max-height:20em;
-overflow:auto}
-"""
-
-
-def _number(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}g}"
-
-
-def cell_html(cell: Cell | None, figure: str) -> str:
-    """One cell: ours with its baseline mark (and the paired difference, its 95 % CI and Holm p), the paper's
-    value with its verdict (and our 95 % interval)."""
-    if cell is None:
-        return "<td></td>"
-    outcome = cell.comparison.outcome if cell.comparison else ""
-    parts = [f'<span class="{outcome}">{html.escape(ours_text(cell, figure) + baseline_mark(cell))}</span>']
-    c = cell.comparison
-    if c is not None and c.difference is not None:
-        ci = f" [{_number(c.ci_low)}, {_number(c.ci_high)}]" if c.ci_low is not None else ""
-        p = f", p<sub>Holm</sub> = {_number(c.p_holm, 2)}" if c.p_holm is not None else ""
-        why = f" ({html.escape(c.reason)})" if c.reason else ""
-        parts.append(
-            f'<span class="stat">Δ vs {html.escape(c.baseline)} {c.difference:+.3g}{ci}{p}, {c.pairs} pairs{why}</span>'
-        )
-    if cell.published is not None:
-        verdict = cell.verdict
-        status = verdict.status if verdict else ""
-        text = f"paper {paper_text(cell, figure)}"
-        if cell.difference is not None:
-            text += f" (Δ {diff_text(cell, figure)})"
-        parts.append(f'<span class="paper {status}">{html.escape(text + verdict_mark(cell))}</span>')
-        if verdict is not None and verdict.ci_low is not None:
-            parts.append(
-                f'<span class="stat">ours 95% CI [{_number(verdict.ci_low)}, {_number(verdict.ci_high)}]: '
-                f"{html.escape(status)}</span>"
-            )
-        elif verdict is not None and verdict.reason:
-            parts.append(f'<span class="stat">{html.escape(verdict.reason)}</span>')
-    return "<td>" + "".join(parts) + "</td>"
-
-
-def table_html(table: Table) -> str:
-    figure = table.view.figure
-    out = [f"<h3>{html.escape(_header(table))}</h3>"]
-    if table.view.caption:
-        out.append(f"<p>{html.escape(table.view.caption)}</p>")
-    out += ['<div class="scroll"><table>', "<thead><tr>"]
-    out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
-    out.append("</tr></thead><tbody>")
-    for row in table.rows:
-        cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
-        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
-    out.append("</tbody></table></div>")
-    out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
-    return "\n".join(out) + "\n"
+from fedbench.report.cells import Table
+from fedbench.report.render import page
 
 
 def curve_svg(curve: Sequence[tuple[int, float]], width: int = 320, height: int = 90) -> str:
@@ -143,37 +60,15 @@ def runs_html(table: Table, curves: dict[int, list[Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
-def page(
-    tables: list[Table],
-    title: str,
-    plots: dict[int, list[tuple[str, bytes]]] | None = None,
-    curves: dict[int, list[Any]] | None = None,
-) -> str:
-    """A self-contained page: the reproduction summary, then each table (its plots as PNG bytes ``plots[i]``
-    for table ``i``, and its runs' drill-down where ``curves`` holds their stored rounds)."""
-    body = [f"<h1>{html.escape(title)}</h1>", '<div class="summary" id="summary"><ul>']
-    body += [f"<li>{html.escape(s['line'])}</li>" for s in paper_summaries(tables)]
-    body.append("</ul></div>")
-    for i, table in enumerate(tables):
-        body.append(f'<section id="table-{i}">')
-        body.append(table_html(table))
-        images = (plots or {}).get(i, [])
-        if images:
-            body.append('<div class="plots">')
-            for stem, png in images:
-                data = base64.b64encode(png).decode("ascii")
-                body.append(f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{data}">')
-            body.append("</div>")
-        if curves is not None:
-            body.append(runs_html(table, curves))
-        body.append("</section>")
-    return (
-        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
-    )
+def plots_html(images: list[tuple[str, bytes]]) -> str:
+    """PNG images embedded as base64 data URLs."""
+    if not images:
+        return ""
+    tags = [
+        f'<img alt="{html.escape(stem)}" src="data:image/png;base64,{base64.b64encode(png).decode("ascii")}">'
+        for stem, png in images
+    ]
+    return '<div class="plots">' + "".join(tags) + "</div>\n"
 
 
 def html_pages(
@@ -191,9 +86,9 @@ def html_pages(
     pages = {}
     for paper in dict.fromkeys(t.paper for t in tables):
         mine = [t for t in tables if t.paper == paper]
-        plots: dict[int, list[tuple[str, bytes]]] = {}
+        extras = {}
         for i, table in enumerate(mine):
             made = figures(by_name[table.recipe], table.view, source, scale=scale, synthetic=synthetic)
-            plots[i] = [(stem, png_bytes(fig)) for stem, fig in made]
-        pages[paper] = page(mine, title=f"fedbench report: {paper}", plots=plots, curves=curves)
+            extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(table, curves)
+        pages[paper] = page(mine, title=f"fedbench report: {paper}", extras=extras)
     return pages

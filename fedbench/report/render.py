@@ -7,6 +7,7 @@ partial cells (fewer seeds than asked), diverged runs, synthetic data and non-pa
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 from typing import Any
@@ -427,6 +428,97 @@ def to_csv(table: Table) -> str:
     return buffer.getvalue()
 
 
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;
+color:#1b1b1b;line-height:1.35}
+h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
+.summary{background:#f3f7fb;border:1px solid #c9d9ea;padding:.6em 1em;border-radius:6px}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
+td{text-align:right}th{background:#fafafa;text-align:left}
+.paper,.stat{color:#666;font-size:.85em;display:block}
+.better{color:#0a7d22}.worse{color:#b3261e}
+.reproduced{color:#0a7d22}.higher,.lower{color:#8a5a00}
+ul.notes{font-size:.85em;color:#444}
+img{max-width:100%;height:auto;display:block;margin:.5em 0}
+.plots{display:flex;flex-wrap:wrap;gap:.5em}.plots img{max-width:min(100%,36em)}
+details{margin:.2em 0}summary{cursor:pointer}
+pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:.4em;font-size:.8em;max-height:20em;
+overflow:auto}
+"""
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}g}"
+
+
+def cell_html(cell: Cell | None, figure: str) -> str:
+    """One cell: ours with its baseline mark (and the paired difference, its 95 % CI and Holm p), the paper's
+    value with its verdict (and our 95 % interval)."""
+    if cell is None:
+        return "<td></td>"
+    outcome = cell.comparison.outcome if cell.comparison else ""
+    parts = [f'<span class="{outcome}">{html.escape(ours_text(cell, figure) + baseline_mark(cell))}</span>']
+    c = cell.comparison
+    if c is not None and c.difference is not None:
+        ci = f" [{_number(c.ci_low)}, {_number(c.ci_high)}]" if c.ci_low is not None else ""
+        p = f", p<sub>Holm</sub> = {_number(c.p_holm, 2)}" if c.p_holm is not None else ""
+        why = f" ({html.escape(c.reason)})" if c.reason else ""
+        parts.append(
+            f'<span class="stat">Δ vs {html.escape(c.baseline)} {c.difference:+.3g}{ci}{p}, {c.pairs} pairs{why}</span>'
+        )
+    if cell.published is not None:
+        verdict = cell.verdict
+        status = verdict.status if verdict else ""
+        text = f"paper {paper_text(cell, figure)}"
+        if cell.difference is not None:
+            text += f" (Δ {diff_text(cell, figure)})"
+        parts.append(f'<span class="paper {status}">{html.escape(text + verdict_mark(cell))}</span>')
+        if verdict is not None and verdict.ci_low is not None:
+            parts.append(
+                f'<span class="stat">ours 95% CI [{_number(verdict.ci_low)}, {_number(verdict.ci_high)}]: '
+                f"{html.escape(status)}</span>"
+            )
+        elif verdict is not None and verdict.reason:
+            parts.append(f'<span class="stat">{html.escape(verdict.reason)}</span>')
+    return "<td>" + "".join(parts) + "</td>"
+
+
+def table_html(table: Table) -> str:
+    """A table with its marks, the baseline comparison's CI and p and the verdicts, its caption and notes."""
+    figure = table.view.figure
+    out = [f"<h3>{html.escape(_header(table))}</h3>"]
+    if table.view.caption:
+        out.append(f"<p>{html.escape(table.view.caption)}</p>")
+    out += ['<div class="scroll"><table>', "<thead><tr>"]
+    out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
+    out.append("</tr></thead><tbody>")
+    for row in table.rows:
+        cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
+        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+    out.append("</tbody></table></div>")
+    out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
+    return "\n".join(out) + "\n"
+
+
+def page(tables: list[Table], title: str, extras: dict[int, str] | None = None) -> str:
+    """A self-contained HTML page: the reproduction summary of each paper, then each table with its marks and
+    notes, followed by ``extras[i]`` (HTML: plots, run drill-down) for table ``i``."""
+    body = [f"<h1>{html.escape(title)}</h1>", '<div class="summary" id="summary"><ul>']
+    body += [f"<li>{html.escape(s['line'])}</li>" for s in paper_summaries(tables)]
+    body.append("</ul></div>")
+    for i, table in enumerate(tables):
+        body += [f'<section id="table-{i}">', table_html(table), (extras or {}).get(i, ""), "</section>"]
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
 def render(tables: list[Table], fmt: str) -> Any:
     """A string for every format except ``rich`` (a list of renderables). Every format but CSV ends (JSON: has
     "papers") with each paper's reproduction summary."""
@@ -442,8 +534,6 @@ def render(tables: list[Table], fmt: str) -> Any:
         parts = [to_csv(t) for t in tables]
         return parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:]) if parts else ""
     if fmt == "html":
-        from fedbench.report.html_page import page
-
         return page(tables, title="fedbench report")
     joiner = {"markdown": to_markdown, "latex": to_latex}[fmt]
     body = "\n".join(joiner(t) for t in tables)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -37,7 +37,6 @@ from fedbench.metric_catalog import METRICS
 
 if TYPE_CHECKING:
     from fedbench.recipe import TableView
-    from fedbench.report.cells import Cell
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
@@ -49,6 +48,25 @@ CENSORED_RULE = (
 )
 MARKS = {"better": "▲", "worse": "▼", "same": "·"}
 VERDICTS = ("reproduced", "higher", "lower", "not_comparable")
+
+
+class Cell(Protocol):
+    """What the statistics read of a report cell (fedbench.report.cells.Cell, which imports this module)."""
+
+    labels: dict[str, str]
+    expected: int
+    n: int
+    values: list[float | None]
+    seeds: list[int]
+    mean: float | None
+    rounds_limit: int | None
+    published: float | str | None
+    static: bool
+    published_only: bool
+    comparison: Comparison | None
+
+    @property
+    def partial(self) -> bool: ...
 
 
 # ------------------------------------------------------------------------------------------ formulas
