@@ -13,6 +13,7 @@ import copy
 import itertools
 import tomllib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -193,8 +194,8 @@ class PlannedRun:
     targets: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def spec_hash(self) -> str:
+    @cached_property
+    def spec_hash(self) -> str:  # computed once: hashing canonical JSON dominates a large report's time
         return self.spec.spec_hash
 
     def registry_entry(self) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def curve_svg(curve: Sequence[tuple[int, float]], width: int = 320, height: int 
     )
 
 
-def runs_html(table: Table, curves: dict[int, list[Any]]) -> str:
+def runs_html(table: Table, curves: dict[int, list[Any]], specs: dict[int, Any]) -> str:
     """The drill-down of a table: per cell, per run its spec, provenance and curve of the view's metric."""
     cells = [c for c in table.cells.values() if c.runs]
     if not cells:
@@ -52,7 +52,7 @@ def runs_html(table: Table, curves: dict[int, list[Any]]) -> str:
             out += [
                 f"<details><summary>{html.escape(title)}</summary>",
                 f"<p>{html.escape(metric)} by round</p>{curve_svg(curve)}",
-                f"<p>spec</p><pre>{html.escape(json.dumps(run.spec, indent=1, sort_keys=True))}</pre>",
+                f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
                 f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
                 "</details>",
             ]
@@ -83,12 +83,14 @@ def html_pages(
     by_name = {r.name: r for r in recipes}
     ids = [i for t in tables for c in t.cells.values() for i in c.run_ids]
     curves = store.curves(ids) if store is not None and ids else {}
+    hashes = [run.spec_hash for t in tables for c in t.cells.values() for run in c.runs]
+    specs = {run.id: run.spec for run in store.runs(spec_hashes=hashes)} if store is not None and hashes else {}
     pages = {}
     for paper in dict.fromkeys(t.paper for t in tables):
         mine = [t for t in tables if t.paper == paper]
         extras = {}
         for i, table in enumerate(mine):
             made = figures(by_name[table.recipe], table.view, source, scale=scale, synthetic=synthetic)
-            extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(table, curves)
+            extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(table, curves, specs)
         pages[paper] = page(mine, title=f"fedbench report: {paper}", extras=extras)
     return pages

@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fedbench.metric_catalog import axis_label, display_factor, metric_curve
+from fedbench.metric_catalog import axis_label, display_factor, metric_curve, metric_fields
 from fedbench.metrics import ema
 from fedbench.recipe import Recipe, TableView
 from fedbench.registry import Registry
@@ -32,10 +32,11 @@ def curve_series(
     planned = planned_for_view(recipe, view, scale, synthetic)
     runs = {
         r.spec_hash: r
-        for r in registry.runs(spec_hashes=[p.spec_hash for p in planned])
+        for r in registry.run_states(dict.fromkeys(p.spec_hash for p in planned))
         if r.status in ("done", "diverged")
     }
-    curves = registry.curves([r.id for r in runs.values()])
+    fields = [f for _, metric in view.view_metrics() for f in metric_fields(metric)]
+    curves = registry.curves([r.id for r in runs.values()], fields)
     by_row: dict[str, dict[str, list[Curve]]] = {}
     for p in planned:
         if p.spec_hash not in runs:
@@ -92,7 +93,8 @@ def figures(
         ax = fig.subplots()
         for line, seed_curves in lines.items():
             rounds = sorted(set.intersection(*(set(r for r, _ in c) for c in seed_curves)))
-            values = np.array([[dict(c)[r] for r in rounds] for c in seed_curves])
+            by_round = [dict(c) for c in seed_curves]
+            values = np.array([[d[r] for r in rounds] for d in by_round])
             if smoothing:
                 values = np.array([ema(v, smoothing) for v in values])
             ax.plot(rounds, values.mean(0), label=f"{line} (n={len(seed_curves)})")

@@ -12,7 +12,14 @@ from dataclasses import replace
 import numpy as np
 
 from fedbench import metrics
-from fedbench.metric_catalog import METRICS, VALIDATION_METRIC, display_factor, display_unit, metric_curve
+from fedbench.metric_catalog import (
+    METRICS,
+    VALIDATION_METRIC,
+    display_factor,
+    display_unit,
+    metric_curve,
+    metric_fields,
+)
 from fedbench.provenance import peak_memory
 from fedbench.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.registry import Registry
@@ -116,6 +123,22 @@ def figure_of(
     raise ValueError(view.figure)
 
 
+# The rounds fields a figure reads besides its metric's (figure_of).
+FIGURE_FIELDS = {
+    "wall_seconds": ("wall_seconds",),
+    "wall_hours": ("wall_seconds",),
+    "seconds_per_round": ("wall_seconds",),
+    "total_bytes_to_target": ("bytes_up", "bytes_down"),
+    "val_selected": metric_fields(VALIDATION_METRIC),
+}
+
+
+def round_fields(view: TableView) -> list[str]:
+    """The rounds fields the view's cells read: its metrics' and its figure's."""
+    fields = [f for _, metric in view.view_metrics() for f in metric_fields(metric)]
+    return list(dict.fromkeys([*fields, *FIGURE_FIELDS.get(view.figure, ())]))
+
+
 def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
     """Expand the "client" pseudo-axis: one entry per named client and one for "Avg." (client None)."""
     if "client" not in view.rows + view.columns:
@@ -154,26 +177,41 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
     ]
 
 
-def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False) -> list[PlannedRun]:
-    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes)."""
-    planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+def planned_for_view(
+    recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False, cache: dict | None = None
+) -> list[PlannedRun]:
+    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes). ``cache``
+    keeps a recipe's expansion for its other views (``build_tables``)."""
+    key = (id(recipe), scale, synthetic)
+    planned = cache.get(key) if cache is not None else None
+    if planned is None:
+        planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+        if cache is not None:
+            cache[key] = planned
     return [p for p in planned if all(p.labels.get(k) == v for k, v in view.where.items())]
 
 
 def build_table(
-    recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
+    recipe: Recipe,
+    view: TableView,
+    registry: Registry,
+    scale: str = "full",
+    synthetic: bool = False,
+    cache: dict | None = None,
 ) -> Table:
+    """The view's table: one query for the runs of its cells, one for their curves (``cache``: see
+    ``planned_for_view``)."""
     if view.kind != "runs":
         return build_static_table(recipe, view, scale, synthetic)
-    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic))
-    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic)) if not synthetic else []
-    found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
+    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
+    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []
+    found = {row.spec_hash: row for row in registry.run_states(dict.fromkeys(p.spec_hash for p in planned + other))}
     finished = [
         found[p.spec_hash]
         for p in planned
         if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")
     ]
-    curves = registry.curves([row.id for row in finished])
+    curves = registry.curves([row.id for row in finished], round_fields(view))
 
     rows, columns = [], []
     groups: dict[tuple[str, str], list[PlannedRun]] = {}
@@ -310,7 +348,8 @@ def _summarise(
     if view.summary == "mean_curve":
         # The figure of the seed-averaged curve (FedTrip/FedTR rounds-to-target convention).
         common = set.intersection(*(set(r for r, _ in c) for c in seed_curves)) if seed_curves else set()
-        mean_curve = [(r, float(np.mean([dict(c)[r] for c in seed_curves]))) for r in sorted(common)]
+        by_round = [dict(c) for c in seed_curves]
+        mean_curve = [(r, float(np.mean([d[r] for d in by_round]))) for r in sorted(common)]
         # bytes per round do not depend on the seed, so any seed's rows serve the mean curve
         cell.mean = figure_of(view, mean_curve, example_rows, cost=cost, target=target)
         cell.std = None
