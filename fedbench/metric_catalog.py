@@ -296,6 +296,13 @@ def _per_client(row: Any, metric: Metric) -> Sequence[float | None] | None:
     return values
 
 
+def metric_fields(name: str) -> tuple[str, ...]:
+    """The rounds fields ``metric_value`` reads for metric ``name`` (its column and its per-client source), so a
+    reader can fetch only those."""
+    metric = METRICS[name]
+    return tuple(f for f in (metric.column, metric.per_client) if f is not None)
+
+
 def metric_curve(rows: Sequence[Any], name: str, client: int | None = None) -> list[tuple[int, float]]:
     """(round, value) for every stored round that has a value of ``name``."""
     return [(row.round, v) for row in rows if (v := metric_value(row, name, client)) is not None]

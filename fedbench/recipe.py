@@ -14,6 +14,7 @@ import itertools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
@@ -120,6 +121,14 @@ class TableView(_Strict):
     # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe; a list
     # gives alternatives (LG-Mix Fig. 4: { algorithm = ["fedavg", "fedalt", ...] }).
     where: dict[str, str | list[str]] = {}
+    # Every cell is compared with the cell of the same labels whose `baseline_axis` label is `baseline` (paired by
+    # seed, fedbench/report/stats.py). Unset: the label of that axis whose runs are all FedAvg, when there is one;
+    # "none": no comparison.
+    baseline: str | None = None
+    baseline_axis: str = "algorithm"
+    # A cell reproduces the paper when the published value is inside our 95 % interval, or within this much of
+    # our value (in the cell's displayed unit, e.g. 1.0 = one percentage point of accuracy).
+    tolerance: float = Field(0.0, ge=0)
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether a run with these labels belongs to the view (its `where`)."""
@@ -195,8 +204,8 @@ class PlannedRun:
     targets: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def spec_hash(self) -> str:
+    @cached_property
+    def spec_hash(self) -> str:  # computed once: hashing canonical JSON dominates a large report's time
         return self.spec.spec_hash
 
     def registry_entry(self) -> dict[str, Any]:
@@ -333,6 +342,26 @@ def _check_structure(recipe: Recipe) -> None:
         ):
             raise RecipeError(f"{where}: tables '{view.name}': figure {view.figure!r} needs a target")
         _check_cell_labels(recipe, view, where)
+        _check_baseline(recipe, view, where)
+
+
+def _check_baseline(recipe: Recipe, view: TableView, where: Path | None) -> None:
+    """A named baseline is a label of the baseline axis, which must be a row or column key of the view."""
+    if view.baseline in (None, "none"):
+        return
+    if view.baseline_axis not in view.rows + view.columns:
+        raise RecipeError(
+            f"{where}: tables '{view.name}': baseline = {view.baseline!r} needs baseline_axis "
+            f"{view.baseline_axis!r} among rows or columns ({', '.join(view.rows + view.columns)}), "
+            'or baseline = "none"'
+        )
+    if view.baseline_axis in recipe.matrix:
+        labels = _axis_labels(recipe, view.baseline_axis)
+        if view.baseline not in labels:
+            raise RecipeError(
+                f"{where}: tables '{view.name}': baseline = {view.baseline!r} is not a label of axis "
+                f"{view.baseline_axis!r} ({', '.join(labels)})"
+            )
 
 
 def _axis_labels(recipe: Recipe, axis: str) -> list[str]:

@@ -266,7 +266,8 @@ def test_percent_metrics_render_x100_in_tables_and_plots(runs, name, percent):
     assert f"{factor * curve[-1][1]:.2f} (n=1)" in markdown
 
     series = curve_series(recipe, view, registry, synthetic=synthetic)
-    assert series == {"fedavg": {"": [[(r, factor * v) for r, v in curve]]}}
+    # one figure ("all": the view has no key besides the method axis), a line per method
+    assert series == {"all": {"fedavg": [[(r, factor * v) for r, v in curve]]}}
 
 
 def test_personal_auc_view_renders_as_table_per_client_and_plots(runs, tmp_path):

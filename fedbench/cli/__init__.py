@@ -1,6 +1,6 @@
 """fedbench command line: one thin module per command group over library calls.
 
-``run`` (``cli/run.py``), ``report`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
+``run`` (``cli/run.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
 ``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
@@ -24,6 +24,7 @@ app = typer.Typer(
 )
 app.command()(run.run)
 app.command()(report.report)
+app.command()(report.compare)
 app.command()(runs.runs)
 app.command()(runs.show)
 app.command()(catalog.algorithms)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table as RichTable
 
-from fedbench.cli.common import console, parse_assignments, print_json, user_errors
+from fedbench.cli.common import parse_assignments, print_json, print_listing, user_errors
 from fedbench.errors import FedbenchError
 
 
@@ -21,13 +20,11 @@ def algorithms(as_json: bool = typer.Option(False, "--json", help="Machine-reada
     if as_json:
         print_json(entries)
         return
-    table = RichTable(title="algorithms")
-    for column in ("name", "params (defaults)", "papers", "description"):
-        table.add_column(column)
-    for e in entries:
-        params = ", ".join(f"{k}={v}" for k, v in e["params"].items())
-        table.add_row(e["name"], params, ", ".join(e["papers"]), e["description"])
-    console.print(table)
+    rows = [
+        [e["name"], ", ".join(f"{k}={v}" for k, v in e["params"].items()), ", ".join(e["papers"]), e["description"]]
+        for e in entries
+    ]
+    print_listing("algorithms", ("name", "params (defaults)", "papers", "description"), rows)
 
 
 @user_errors
@@ -51,16 +48,16 @@ def models(
     if as_json:
         print_json(cards[0] if name else cards)
         return
-    table = RichTable(title="models")
-    for column in ("name", "params", "MFLOPs/sample (fwd)", "input", "classes", "papers"):
-        table.add_column(column)
-    for c in cards:
-        table.add_row(
+    columns = ("name", "params", "MFLOPs/sample (fwd)", "input", "classes", "papers")
+    rows = [
+        [
             c["name"],
             f"{c['params']:,}",
             f"{c['flops_forward'] / 1e6:.2f}",
             "×".join(map(str, c["input_shape"])),
             str(c["num_classes"]),
             ", ".join(c.get("papers", ())),
-        )
-    console.print(table)
+        ]
+        for c in cards
+    ]
+    print_listing("models", columns, rows)

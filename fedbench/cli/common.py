@@ -10,18 +10,52 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar, overload
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table as RichTable
+from rich.text import Text
 
 from fedbench.assignments import label_filters, parse_assignments
 from fedbench.errors import FedbenchError
 
 console = Console()
 err_console = Console(stderr=True)
+WORD_ROOM = 12  # print_listing: a table column narrower than its longest word (or 12) folds words: use blocks
+
+
+def print_listing(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A list of named entries that never cuts a value (rich ends a cut value in "…"; piped output is 80 columns
+    wide, or $COLUMNS). A table when the terminal has room for every name (the first column) on one line and for
+    the longest word of each other column (up to WORD_ROOM characters; longer values fold onto further lines);
+    else one block per entry: its name, then "column: value" lines that wrap."""
+    plain = [[Text.from_markup(value).plain for value in row] for row in rows]
+
+    def room(i: int) -> int:
+        words = [w for row in [list(columns), *plain] for w in row[i].split()]
+        longest = max((cell_len(w) for w in words), default=1)
+        return longest if i == 0 else min(longest, WORD_ROOM)
+
+    if sum(room(i) + 3 for i in range(len(columns))) + 1 <= console.width:  # 3: padding and border per column
+        table = RichTable(title=title)
+        for i, column in enumerate(columns):
+            table.add_column(column, overflow="fold", no_wrap=i == 0, min_width=room(i))
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    if title:
+        console.print(title, style="bold")
+    for row in rows:
+        console.print(row[0], style="bold", overflow="fold")
+        for column, value in zip(columns[1:], row[1:]):
+            if value:
+                console.print(f"  {column}: {value}", overflow="fold")
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -78,6 +112,7 @@ def labels_text(labels: dict[str, Any] | None) -> str:
 __all__ = [
     "console",
     "err_console",
+    "print_listing",
     "user_errors",
     "fail",
     "print_json",

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from fedbench.cli.common import console, parse_assignments, print_json, user_errors
+from fedbench.cli.common import console, parse_assignments, print_json, print_listing, user_errors
 
 PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
 INTERRUPTED = "interrupted"
@@ -28,25 +28,24 @@ app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", 
 @user_errors(interrupted=INTERRUPTED)
 def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
     """Every registered dataset: classes, input shape, natural groups, papers, and whether its files are present."""
-    from rich.table import Table
-
     from fedbench.data.catalog import list_datasets
 
     rows = list_datasets(data_dir)
     if as_json:
         print_json(rows, indent=1)
         return
-    table = Table("dataset", "classes", "shape", "groups", "used by", "present")
-    for row in rows:
-        table.add_row(
+    entries = [
+        [
             row["name"],
             str(row["classes"]),
             "×".join(map(str, row["shape"])),
             row["groups"] or "",
             ", ".join(row["used_by"]),
             "[green]yes[/green]" if row["present"] else "[dim]no[/dim]",
-        )
-    console.print(table)
+        ]
+        for row in rows
+    ]
+    print_listing(None, ("dataset", "classes", "shape", "groups", "used by", "present"), entries)
 
 
 @app.command("info")

@@ -55,10 +55,16 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("fedbench")) / "data"
 
 
+@functools.cache
+def _parameter_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of a registered plug-in function (fixed: computed once; expanding a recipe checks thousands)."""
+    return tuple(inspect.signature(fn).parameters)
+
+
 def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip: set[str], what: str) -> None:
     """Every key of ``params`` is a parameter of ``fn`` (a loader, partitioner or model) and every value fits the
     parameter's annotation (checked, not converted: the values stay as given); else ``ConfigError``."""
-    allowed = set(inspect.signature(fn).parameters) - skip
+    allowed = set(_parameter_names(fn)) - skip
     unknown = set(params) - allowed
     if unknown:
         raise ConfigError(

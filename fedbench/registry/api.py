@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, event, select, update
+from sqlalchemy import bindparam, create_engine, delete, event, select, update
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
@@ -283,22 +283,42 @@ class Registry:
                 session.expunge(row)
             return list(rows)
 
-    def curves(self, run_ids: Iterable[int]) -> dict[int, list[RoundRow]]:
+    def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
+        """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed`` and
+        ``provenance`` (what a report table reads; no ORM objects, no spec JSON to decode): one statement."""
+        runs = RunRow.__table__
+        query = select(runs.c.id, runs.c.spec_hash, runs.c.status, runs.c.seed, runs.c.provenance).where(
+            runs.c.spec_hash.in_(bindparam("hashes", expanding=True))
+        )
+        hashes = list(spec_hashes)
+        out: list[Any] = []
+        with self.engine.connect() as connection:
+            for start in range(0, len(hashes), 500):
+                out += connection.execute(query, {"hashes": hashes[start : start + 500]}).all()
+        return out
+
+    def curves(self, run_ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
+        """{run id: its stored rounds in order}. Each round is a read-only row with the ``rounds`` columns as
+        attributes (as a ``RoundRow``; only ``run_id``, ``round`` and ``fields`` when given), read without the
+        ORM: a paper's report reads hundreds of thousands."""
         ids = list(run_ids)
-        out: dict[int, list[RoundRow]] = {i: [] for i in ids}
-        with Session(self.engine) as session:
+        out: dict[int, list[Any]] = {i: [] for i in ids}
+        rounds = RoundRow.__table__
+        wanted = dict.fromkeys(["run_id", "round", *fields]) if fields is not None else None
+        columns = [rounds.c[name] for name in wanted] if wanted is not None else list(rounds.c)
+        # one statement, compiled once, for every chunk of ids (an expanding parameter)
+        query = (
+            select(*columns)
+            .where(rounds.c.run_id.in_(bindparam("ids", expanding=True)))
+            .order_by(rounds.c.run_id, rounds.c.round)
+        )
+        with self.engine.connect() as connection:
             for start in range(0, len(ids), 500):
-                rows = session.scalars(
-                    select(RoundRow)
-                    .where(RoundRow.run_id.in_(ids[start : start + 500]))
-                    .order_by(RoundRow.run_id, RoundRow.round)
-                ).all()
-                for row in rows:
-                    session.expunge(row)
+                for row in connection.execute(query, {"ids": ids[start : start + 500]}).all():
                     out[row.run_id].append(row)
         return out
 
-    def curve(self, run_id: int) -> list[RoundRow]:
+    def curve(self, run_id: int) -> list[Any]:
         return self.curves([run_id])[run_id]
 
 

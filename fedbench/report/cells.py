@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedbench.recipe import TableView
+from fedbench.report.stats import Comparison, Verdict, reproduction_counts
 
 
 @dataclass
@@ -36,6 +37,10 @@ class Cell:
     printed_ratio: float | None = None  # the ratio the paper printed (view.published_ratio), where recorded
     static: bool = False  # an analytic value, not a summary of runs
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
+    run_ids: list[int] = field(default_factory=list)  # registry ids of the runs, aligned with ``seeds``
+    runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their RunRows (HTML drill-down)
+    comparison: Comparison | None = None  # against the table's baseline cell (fedbench.report.stats)
+    verdict: Verdict | None = None  # against the paper's value
 
     def take_published(self, view: TableView) -> None:
         """The paper's value and std of this cell of ``view``, and whether the recipe marks either as derived."""
@@ -78,6 +83,9 @@ class Cell:
             "printed_ratio": self.printed_ratio,
             "static": self.static,
             "published_only": self.published_only,
+            "run_ids": self.run_ids,
+            "baseline": self.comparison.to_json() if self.comparison else None,
+            "verdict": self.verdict.to_json() if self.verdict else None,
         }
 
 
@@ -94,6 +102,7 @@ class Table:
     unit: str
     # what the table's builder has to say about it: an analytic table's method, a measure the runs found (peak memory)
     notes: list[str] = field(default_factory=list)
+    baseline: str | None = None  # the baseline axis label every cell is compared with (None: no comparison)
 
     @property
     def title(self) -> str:
@@ -117,4 +126,11 @@ class Table:
             "columns": self.columns,
             "cells": [self.cells[(r, c)].to_json() for r in self.rows for c in self.columns if (r, c) in self.cells],
             "notes": self.notes,
+            "baseline": self.baseline,
+            "baseline_axis": self.view.baseline_axis if self.baseline else None,
+            "reproduction": self.reproduction(),
         }
+
+    def reproduction(self) -> dict[str, int]:
+        """{verdict: cells} of the cells with a published value (fedbench.report.stats.reproduction_counts)."""
+        return reproduction_counts([cell.verdict for cell in self.cells.values()])

@@ -40,7 +40,10 @@ class EmptyRegistry:
     def runs(self, **_: Any) -> list[Any]:
         return []
 
-    def curves(self, ids: Iterable[int]) -> dict[int, list[Any]]:
+    def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
+        return []
+
+    def curves(self, ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
         return {}
 
 
@@ -60,11 +63,12 @@ def build_tables(
     and no table at all is an error."""
     source: Any = store if store is not None else EmptyRegistry()
     tables = []
+    expansions: dict = {}  # each recipe is expanded once for all its views
     for recipe in recipes:
         if recipe.setup and scale not in recipe.scale_names():
             continue
         for view in _views(recipe, table):
-            tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic))
+            tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic, cache=expansions))
     if not tables:
         raise FedbenchError(
             f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)"

@@ -91,6 +91,18 @@ def printed_ratio_text(cell: Cell) -> str:
     return f" (printed {printed:g}×)"
 
 
+def baseline_mark(cell: Cell) -> str:
+    """ " ▲" / " ▼" / " ·": significantly better / worse than the baseline / neither (fedbench.report.stats)."""
+    mark = cell.comparison.mark if cell.comparison else ""
+    return f" {mark}" if mark else ""
+
+
+def verdict_mark(cell: Cell) -> str:
+    """ " ✓" reproduced, " ↑" / " ↓" ours higher / lower than the paper; nothing when not comparable."""
+    mark = cell.verdict.mark if cell.verdict else ""
+    return f" {mark}" if mark else ""
+
+
 def diff_text(cell: Cell, figure: str) -> str:
     d = cell.difference
     return "" if d is None else f"{d:+.2f}" if figure not in ("best_round", "rounds_to_target") else f"{d:+.0f}"
@@ -140,6 +152,7 @@ def notes(table: Table) -> list[str]:
         what = f" {view.metric}"
     out.append(f"cell: {figure_name(view)}{what}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
     out += derived_note(table)
+    out += statistics_notes(table)
     if view.figure == "peak_memory_mb":
         out.append(
             "peak memory in MB of 2^20 bytes: torch.cuda.max_memory_allocated on a GPU (fedbench keeps the whole data "
@@ -153,6 +166,51 @@ def notes(table: Table) -> list[str]:
         out.append("the paper's [r×] is recomputed from its values; (printed r×) where the paper printed another.")
     if view.figure in ("rounds_to_target", "gflops_to_target") and view.target_rule == "count_not_above":
         out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
+    return out
+
+
+def statistics_notes(table: Table) -> list[str]:
+    """What the marks of a run table mean: against the baseline, against the paper, the reproduction count."""
+    from fedbench.report.stats import CENSORED_RULE
+
+    out = []
+    comparisons = [c.comparison for c in table.cells.values() if c.comparison is not None]
+    if table.baseline is not None and comparisons:
+        out.append(
+            f"▲/▼ better/worse than {table.baseline} (paired t-test over seeds, Holm-corrected across the table, "
+            "p < 0.05); · no significant difference; no mark: fewer than two seed pairs."
+        )
+        if table.view.figure == "rounds_to_target" and any(c.censored or c.dropped for c in comparisons):
+            out.append(f"baseline test on rounds: {CENSORED_RULE}.")
+    if any(c.verdict is not None for c in table.cells.values()):
+        tolerance = f" or within {table.view.tolerance:g} of ours" if table.view.tolerance else ""
+        if not table.synthetic and table.scale == "full":
+            out.append(
+                f"✓ reproduced: the paper's value is inside our 95% t interval over seeds{tolerance}; "
+                "↑/↓ ours higher/lower than the paper."
+            )
+        out.append(reproduction_text(table))
+    return out
+
+
+def reproduction_text(table: Table) -> str:
+    from fedbench.report.stats import reproduction_line
+
+    return reproduction_line(table.reproduction(), table.synthetic, table.scale)
+
+
+def paper_summaries(tables: list[Table]) -> list[dict[str, Any]]:
+    """Per paper: the reproduction counts over all its run tables and the "k of n cells reproduced" line."""
+    from fedbench.report.stats import reproduction_counts, reproduction_line
+
+    out = []
+    for paper in dict.fromkeys(t.paper for t in tables):
+        mine = [t for t in tables if t.paper == paper and t.view.kind == "runs"]
+        counts = reproduction_counts([c.verdict for t in mine for c in t.cells.values()])
+        synthetic = any(t.synthetic for t in mine)
+        scale = next((t.scale for t in mine if t.scale != "full"), "full")
+        line = reproduction_line(counts, synthetic, scale)
+        out.append({"paper": paper, **counts, "line": f"{paper}: {line}"})
     return out
 
 
@@ -209,9 +267,9 @@ def to_rich(table: Table):
             if cell is None:
                 values.append("")
                 continue
-            text = ours_text(cell, figure)
+            text = ours_text(cell, figure) + baseline_mark(cell)
             if cell.published is not None:
-                text += f"\n[dim]paper {paper_text(cell, figure)}[/dim]"
+                text += f"\n[dim]paper {paper_text(cell, figure)}[/dim]{verdict_mark(cell)}"
                 if cell.difference is not None:
                     text += f" [dim]Δ {diff_text(cell, figure)}[/dim]"
             values.append(text)
@@ -222,11 +280,12 @@ def to_rich(table: Table):
 def _flat_cell(cell: Cell | None, figure: str) -> str:
     if cell is None:
         return ""
-    text = ours_text(cell, figure)
+    text = ours_text(cell, figure) + baseline_mark(cell)
     if cell.published is not None:
         text += f" / paper {paper_text(cell, figure)}"
         if cell.difference is not None:
             text += f" ({diff_text(cell, figure)})"
+        text += verdict_mark(cell)
     return text
 
 
@@ -264,6 +323,13 @@ def _latex_escape(text: str) -> str:
         (">", r"$>$"),
         ("—", "--"),
         ("–", "--"),
+        ("▲", r"$\blacktriangle$"),  # amssymb
+        ("▼", r"$\blacktriangledown$"),
+        ("·", r"$\cdot$"),
+        ("✓", r"$\surd$"),
+        ("↑", r"$\uparrow$"),
+        ("↓", r"$\downarrow$"),
+        ("≥", r"$\geq$"),
     ):
         text = text.replace(a, b)
     return text
@@ -314,6 +380,13 @@ def to_csv(table: Table) -> str:
             "published_std",
             "published_derived",
             "published_std_derived",
+            "baseline",
+            "baseline_difference",
+            "baseline_ci_low",
+            "baseline_ci_high",
+            "baseline_p_holm",
+            "baseline_outcome",
+            "verdict",
         ]
     )
     for row in table.rows:
@@ -321,6 +394,7 @@ def to_csv(table: Table) -> str:
             cell = table.cells.get((row, column))
             if cell is None:
                 continue
+            comparison = cell.comparison
             writer.writerow(
                 [
                     table.paper,
@@ -342,45 +416,128 @@ def to_csv(table: Table) -> str:
                     cell.published_std,
                     cell.published_derived,
                     cell.published_std_derived,
+                    comparison.baseline if comparison else None,
+                    comparison.difference if comparison else None,
+                    comparison.ci_low if comparison else None,
+                    comparison.ci_high if comparison else None,
+                    comparison.p_holm if comparison else None,
+                    comparison.outcome if comparison else None,
+                    cell.verdict.status if cell.verdict else None,
                 ]
             )
     return buffer.getvalue()
 
 
-def to_html(table: Table) -> str:
+STYLE = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;
+color:#1b1b1b;line-height:1.35}
+h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
+.summary{background:#f3f7fb;border:1px solid #c9d9ea;padding:.6em 1em;border-radius:6px}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
+td{text-align:right}th{background:#fafafa;text-align:left}
+.paper,.stat{color:#666;font-size:.85em;display:block}
+.better{color:#0a7d22}.worse{color:#b3261e}
+.reproduced{color:#0a7d22}.higher,.lower{color:#8a5a00}
+ul.notes{font-size:.85em;color:#444}
+img{max-width:100%;height:auto;display:block;margin:.5em 0}
+.plots{display:flex;flex-wrap:wrap;gap:.5em}.plots img{max-width:min(100%,36em)}
+details{margin:.2em 0}summary{cursor:pointer}
+pre{white-space:pre-wrap;word-break:break-all;background:#f7f7f7;padding:.4em;font-size:.8em;max-height:20em;
+overflow:auto}
+"""
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}g}"
+
+
+def cell_html(cell: Cell | None, figure: str) -> str:
+    """One cell: ours with its baseline mark (and the paired difference, its 95 % CI and Holm p), the paper's
+    value with its verdict (and our 95 % interval)."""
+    if cell is None:
+        return "<td></td>"
+    outcome = cell.comparison.outcome if cell.comparison else ""
+    parts = [f'<span class="{outcome}">{html.escape(ours_text(cell, figure) + baseline_mark(cell))}</span>']
+    c = cell.comparison
+    if c is not None and c.difference is not None:
+        ci = f" [{_number(c.ci_low)}, {_number(c.ci_high)}]" if c.ci_low is not None else ""
+        p = f", p<sub>Holm</sub> = {_number(c.p_holm, 2)}" if c.p_holm is not None else ""
+        why = f" ({html.escape(c.reason)})" if c.reason else ""
+        parts.append(
+            f'<span class="stat">Δ vs {html.escape(c.baseline)} {c.difference:+.3g}{ci}{p}, {c.pairs} pairs{why}</span>'
+        )
+    if cell.published is not None:
+        verdict = cell.verdict
+        status = verdict.status if verdict else ""
+        text = f"paper {paper_text(cell, figure)}"
+        if cell.difference is not None:
+            text += f" (Δ {diff_text(cell, figure)})"
+        parts.append(f'<span class="paper {status}">{html.escape(text + verdict_mark(cell))}</span>')
+        if verdict is not None and verdict.ci_low is not None:
+            parts.append(
+                f'<span class="stat">ours 95% CI [{_number(verdict.ci_low)}, {_number(verdict.ci_high)}]: '
+                f"{html.escape(status)}</span>"
+            )
+        elif verdict is not None and verdict.reason:
+            parts.append(f'<span class="stat">{html.escape(verdict.reason)}</span>')
+    return "<td>" + "".join(parts) + "</td>"
+
+
+def table_html(table: Table) -> str:
+    """A table with its marks, the baseline comparison's CI and p and the verdicts, its caption and notes."""
     figure = table.view.figure
-    out = [f"<h3>{html.escape(_header(table))}</h3>", "<table>", "<thead><tr>"]
+    out = [f"<h3>{html.escape(_header(table))}</h3>"]
+    if table.view.caption:
+        out.append(f"<p>{html.escape(table.view.caption)}</p>")
+    out += ['<div class="scroll"><table>', "<thead><tr>"]
     out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
     out.append("</tr></thead><tbody>")
     for row in table.rows:
-        out.append(
-            "<tr><th>"
-            + html.escape(row)
-            + "</th>"
-            + "".join(f"<td>{html.escape(_flat_cell(table.cells.get((row, c)), figure))}</td>" for c in table.columns)
-            + "</tr>"
-        )
-    out.append("</tbody></table>")
-    out += ["<ul>", *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
+        cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
+        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+    out.append("</tbody></table></div>")
+    out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
     return "\n".join(out) + "\n"
 
 
+def page(tables: list[Table], title: str, extras: dict[int, str] | None = None) -> str:
+    """A self-contained HTML page: the reproduction summary of each paper, then each table with its marks and
+    notes, followed by ``extras[i]`` (HTML: plots, run drill-down) for table ``i``."""
+    body = [f"<h1>{html.escape(title)}</h1>", '<div class="summary" id="summary"><ul>']
+    body += [f"<li>{html.escape(s['line'])}</li>" for s in paper_summaries(tables)]
+    body.append("</ul></div>")
+    for i, table in enumerate(tables):
+        body += [f'<section id="table-{i}">', table_html(table), (extras or {}).get(i, ""), "</section>"]
+    return (
+        "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+
+
 def render(tables: list[Table], fmt: str) -> Any:
-    """A string for every format except ``rich`` (a list of renderables)."""
+    """A string for every format except ``rich`` (a list of renderables). Every format but CSV ends (JSON: has
+    "papers") with each paper's reproduction summary."""
+    summaries = paper_summaries(tables)
     if fmt == "rich":
-        return [to_rich(t) for t in tables]
+        from rich.text import Text
+
+        return [to_rich(t) for t in tables] + [Text(s["line"]) for s in summaries]
     if fmt == "json":
-        return json.dumps({"tables": [{**t.to_json(), "notes": notes(t)} for t in tables]}, indent=2) + "\n"
+        document = {"papers": summaries, "tables": [{**t.to_json(), "notes": notes(t)} for t in tables]}
+        return json.dumps(document, indent=2) + "\n"
     if fmt == "csv":
         parts = [to_csv(t) for t in tables]
         return parts[0] + "".join(p.split("\n", 1)[1] for p in parts[1:]) if parts else ""
-    joiner = {"markdown": to_markdown, "latex": to_latex, "html": to_html}[fmt]
-    body = "\n".join(joiner(t) for t in tables)
     if fmt == "html":
-        body = (
-            "<!doctype html><html><head><meta charset='utf-8'><title>fedbench report</title>"
-            "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px}</style></head><body>\n"
-            + body
-            + "</body></html>\n"
-        )
-    return body
+        return page(tables, title="fedbench report")
+    joiner = {"markdown": to_markdown, "latex": to_latex}[fmt]
+    body = "\n".join(joiner(t) for t in tables)
+    lines = [s["line"] for s in summaries]
+    if fmt == "markdown":
+        return "\n".join(f"**{line}**  " for line in lines) + "\n\n" + body
+    return body + "".join(f"% {line}\n" for line in lines)

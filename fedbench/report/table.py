@@ -12,12 +12,20 @@ from dataclasses import replace
 import numpy as np
 
 from fedbench import metrics
-from fedbench.metric_catalog import METRICS, VALIDATION_METRIC, display_factor, display_unit, metric_curve
+from fedbench.metric_catalog import (
+    METRICS,
+    VALIDATION_METRIC,
+    display_factor,
+    display_unit,
+    metric_curve,
+    metric_fields,
+)
 from fedbench.provenance import peak_memory
 from fedbench.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
 from fedbench.report.static import build_static_table
+from fedbench.report.stats import compare_with_baseline, verdict
 from fedbench.spec import RunSpec
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
@@ -115,6 +123,22 @@ def figure_of(
     raise ValueError(view.figure)
 
 
+# The rounds fields a figure reads besides its metric's (figure_of).
+FIGURE_FIELDS = {
+    "wall_seconds": ("wall_seconds",),
+    "wall_hours": ("wall_seconds",),
+    "seconds_per_round": ("wall_seconds",),
+    "total_bytes_to_target": ("bytes_up", "bytes_down"),
+    "val_selected": metric_fields(VALIDATION_METRIC),
+}
+
+
+def round_fields(view: TableView) -> list[str]:
+    """The rounds fields the view's cells read: its metrics' and its figure's."""
+    fields = [f for _, metric in view.view_metrics() for f in metric_fields(metric)]
+    return list(dict.fromkeys([*fields, *FIGURE_FIELDS.get(view.figure, ())]))
+
+
 def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
     """Expand the "client" pseudo-axis: one entry per named client and one for "Avg." (client None)."""
     if "client" not in view.rows + view.columns:
@@ -153,26 +177,41 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
     ]
 
 
-def planned_for_view(recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False) -> list[PlannedRun]:
-    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes)."""
-    planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+def planned_for_view(
+    recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False, cache: dict | None = None
+) -> list[PlannedRun]:
+    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes). ``cache``
+    keeps a recipe's expansion for its other views (``build_tables``)."""
+    key = (id(recipe), scale, synthetic)
+    planned = cache.get(key) if cache is not None else None
+    if planned is None:
+        planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+        if cache is not None:
+            cache[key] = planned
     return [p for p in planned if view.selects(p.labels)]
 
 
 def build_table(
-    recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
+    recipe: Recipe,
+    view: TableView,
+    registry: Registry,
+    scale: str = "full",
+    synthetic: bool = False,
+    cache: dict | None = None,
 ) -> Table:
+    """The view's table: one query for the runs of its cells, one for their curves (``cache``: see
+    ``planned_for_view``)."""
     if view.kind != "runs":
         return build_static_table(recipe, view, scale, synthetic)
-    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic))
-    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic)) if not synthetic else []
-    found = {row.spec_hash: row for row in registry.runs(spec_hashes=[p.spec_hash for p in planned + other])}
+    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
+    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []
+    found = {row.spec_hash: row for row in registry.run_states(dict.fromkeys(p.spec_hash for p in planned + other))}
     finished = [
         found[p.spec_hash]
         for p in planned
         if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")
     ]
-    curves = registry.curves([row.id for row in finished])
+    curves = registry.curves([row.id for row in finished], round_fields(view))
 
     rows, columns = [], []
     groups: dict[tuple[str, str], list[PlannedRun]] = {}
@@ -207,6 +246,8 @@ def build_table(
             cell.diverged += run.status == "diverged"
             cell.rounds_limit = p.spec.rounds
             cell.seeds.append(p.spec.seed)
+            cell.run_ids.append(run.id)
+            cell.runs.append(run)
             cost = None
             if view.figure == "gflops_to_target":
                 cost = cost_per_round_flops(p.spec, (run.provenance or {}).get("data", {}).get("client_sizes"))
@@ -232,6 +273,11 @@ def build_table(
         rows = _with_published_only(view, rows, columns, cells)
     if view.ratio_to:
         _ratios(view, rows, columns, cells)
+    baseline = baseline_label(view, planned)
+    if baseline is not None:
+        compare_with_baseline(view, cells, view.baseline_axis, baseline)
+    for cell in cells.values():
+        cell.verdict = verdict(cell, synthetic=synthetic, scale=scale, figure=view.figure, tolerance=view.tolerance)
     units = {display_unit(metric, view.percent) for _, metric in view.view_metrics()}
     unit = units.pop() if view.figure in METRIC_VALUED_FIGURES and len(units) == 1 else ""
     if view.figure in ("wall_seconds", "seconds_per_round"):
@@ -240,7 +286,25 @@ def build_table(
     if memory_measures:
         found = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
         notes.append(f"peak memory measured as: {found}.")
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes)
+    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline)
+
+
+def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
+    """The label of ``view.baseline_axis`` the view's cells are compared with: ``view.baseline``, or (unset) the
+    label spelled "FedAvg" (any case), else the one label of that axis whose runs all train FedAvg; None without a
+    baseline axis among the view's keys or without such a label."""
+    axis = view.baseline_axis
+    if view.baseline == "none" or axis not in view.rows + view.columns:
+        return None
+    if view.baseline is not None:
+        return view.baseline
+    algorithms: dict[str, set[str]] = {}
+    for p in planned:
+        if axis in p.labels:
+            algorithms.setdefault(p.labels[axis], set()).add(p.spec.algorithm)
+    named = [label for label in algorithms if label.lower() == "fedavg"]
+    fedavg = named or [label for label, names in algorithms.items() if names == {"fedavg"}]
+    return fedavg[0] if len(fedavg) == 1 else None
 
 
 def _with_published_only(
@@ -284,7 +348,8 @@ def _summarise(
     if view.summary == "mean_curve":
         # The figure of the seed-averaged curve (FedTrip/FedTR rounds-to-target convention).
         common = set.intersection(*(set(r for r, _ in c) for c in seed_curves)) if seed_curves else set()
-        mean_curve = [(r, float(np.mean([dict(c)[r] for c in seed_curves]))) for r in sorted(common)]
+        by_round = [dict(c) for c in seed_curves]
+        mean_curve = [(r, float(np.mean([d[r] for d in by_round]))) for r in sorted(common)]
         # bytes per round do not depend on the seed, so any seed's rows serve the mean curve
         cell.mean = figure_of(view, mean_curve, example_rows, cost=cost, target=target)
         cell.std = None
