@@ -69,7 +69,7 @@ class FailedRun:
 
 @dataclass(frozen=True)
 class Outcome:
-    registry_url: str
+    registry_url: str  # as shown to people: password masked
     counts: dict[str, int]  # status → number of the batch's runs, sorted by status
     failed: list[FailedRun]
 
@@ -116,7 +116,7 @@ class Batch:
         for p in failed:
             lines = (rows[p.spec_hash].error or "").strip().splitlines()
             failures.append(FailedRun(p.spec_hash, p.labels, lines[-1] if lines else ""))
-        return Outcome(self.store.url, dict(sorted(counts.items())), failures)
+        return Outcome(self.store.display_url, dict(sorted(counts.items())), failures)
 
 
 def prepare_batch(

@@ -164,12 +164,20 @@ def execute_one(
         registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
         raise
     except FedbenchError as exc:
-        registry.finish(run_id, "failed", error=str(exc))
-        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": str(exc)})
+        message = registry.scrub(str(exc))  # errors are stored and shown: never with the registry's password
+        registry.finish(run_id, "failed", error=message)
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": message})
         return "failed"
     except Exception as exc:  # a bug: keep the traceback in the registry, go on with other runs
-        registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
-        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        registry.finish(run_id, "failed", error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
+        emit(
+            {
+                "kind": "end",
+                "spec_hash": spec.spec_hash,
+                "status": "failed",
+                "error": registry.scrub(f"{type(exc).__name__}: {exc}"),
+            }
+        )
         return "failed"
     info = {**provenance(device), "data": result.info, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)

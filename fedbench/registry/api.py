@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, delete, event, select, update
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
 from fedbench.registry import schema
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.urls import display_url, scrub
 
 CLAIMABLE = ("pending", "failed", "interrupted")
 FINISHED = ("done", "diverged")
@@ -52,14 +53,9 @@ def _pid_alive(pid: int) -> bool:
 
 class Registry:
     def __init__(self, url: str | None = None):
-        self.url = url or default_registry_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError:
-            raise RegistryError(
-                f"registry URL {self.url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db "
-                "or postgresql://user@host/db"
-            ) from None
+        self.url = url or default_registry_url()  # with its password, if any: never shown (``display_url``)
+        self.display_url = display_url(self.url)
+        parsed = _parse(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         if self.is_sqlite and parsed.database not in (None, "", ":memory:"):
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +66,7 @@ class Registry:
             connect_args = {"timeout": 60} if self.is_sqlite else {}
             self.engine: Engine = create_engine(self.url, connect_args=connect_args)
         except Exception as exc:  # missing DB driver, bad URL parts
-            raise RegistryError(f"cannot open registry {self.url!r}: {exc}") from None
+            raise RegistryError(f"cannot open registry {self.display_url!r}: {self.scrub(str(exc))}") from None
         if self.is_sqlite:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         attempts = 5
@@ -78,7 +74,7 @@ class Registry:
             try:
                 schema.upgrade(self.engine, self.checkpoint_dir if self.is_sqlite else None)
                 break
-            except (OperationalError, ProgrammingError) as exc:
+            except DBAPIError as exc:  # the server's or driver's refusal (its text may quote the URL: scrubbed)
                 # Two workers opening a new registry at once: the file lock serialises them on one machine, but
                 # SQLite may still answer "database is locked" at once when a read transaction cannot become a
                 # write one (it does not wait in that case), and PostgreSQL "already exists" between servers'
@@ -87,14 +83,23 @@ class Registry:
                 if attempt < attempts - 1 and any(s in message for s in ("already exists", "duplicate", "locked")):
                     time.sleep(0.1 * (attempt + 1))
                     continue
-                reason = " ".join(str(exc.orig).split())  # drivers' messages span lines; ours is one
+                reason = self.scrub(" ".join(str(exc.orig).split()))  # drivers' messages span lines; ours is one
                 raise RegistryError(
-                    f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}"
+                    f"cannot open registry {self.display_url!r}: {reason}{self._stale_files_hint(reason)}"
                 ) from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
         return url or default_registry_url()
+
+    @classmethod
+    def shown_url(cls, url: str | None) -> str:
+        """The registry URL ``url`` resolves to, as it may be shown to a person (password masked)."""
+        return display_url(cls.resolve_url(url))
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error message, a traceback) without this registry's password."""
+        return scrub(text, self.url)
 
     def _stale_files_hint(self, reason: str) -> str:
         """SQLite says only "disk I/O error" when a registry file was deleted while a process still had it
@@ -114,12 +119,7 @@ class Registry:
     def open_existing(cls, url: str | None) -> Registry | None:
         """Open a registry for reading without creating a SQLite file that does not exist yet."""
         url = cls.resolve_url(url)
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            raise RegistryError(
-                f"registry URL {url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db"
-            ) from None
+        parsed = _parse(url)
         if (
             parsed.get_backend_name() == "sqlite"
             and parsed.database not in (None, "", ":memory:")
@@ -259,7 +259,7 @@ class Registry:
             else:
                 run = session.scalar(select(RunRow).where(RunRow.spec_hash.startswith(key)))
             if run is None:
-                raise RegistryError(f"no run {key!r} in registry {self.url}; list runs with `fedbench runs`")
+                raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
             session.expunge(run)
             return run
 
@@ -300,6 +300,16 @@ class Registry:
 
     def curve(self, run_id: int) -> list[RoundRow]:
         return self.curves([run_id])[run_id]
+
+
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise RegistryError(
+            f"registry URL {display_url(url)!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db "
+            "or postgresql://user@host/db (the password through PGPASSWORD or ~/.pgpass, see README)"
+        ) from None
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
