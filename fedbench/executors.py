@@ -30,7 +30,7 @@ from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
-Event = dict[str, Any]  # {"kind": "start"|"round"|"end", ...}
+Event = dict[str, Any]  # {"kind": "start"|"round"|"warning"|"end", ...}
 # How long `fedbench run` waits for a worker to exit once all runs are done or it was told to stop: a deadline
 # for a stuck worker only (recording a run waits up to 60 s for another process's registry lock), then it is killed.
 WORKER_STOP_SECONDS = 180.0
@@ -70,8 +70,16 @@ def deterministic_cuda() -> None:
 
 
 class _RegistrySink:
+    """The run's rounds and its checkpoint's content hash (``CheckpointLedger``) go to the registry."""
+
     def __init__(self, registry: Registry, run_id: int):
         self.registry, self.run_id = registry, run_id
+
+    def checkpoint_sha256(self) -> str | None:
+        return self.registry.checkpoint_sha256(self.run_id)
+
+    def record_checkpoint(self, sha256: str | None) -> None:
+        self.registry.record_checkpoint(self.run_id, sha256)
 
     def log_round(self, record) -> None:
         self.registry.log_round(self.run_id, record)
@@ -140,12 +148,15 @@ def execute_one(
     checkpoint = registry.checkpoint_path(spec.spec_hash)
     memory = PeakMemory(device)
     memory.start()
+    sink = _RegistrySink(registry, run_id)
     try:
         result = run_engine(
             spec,
-            _RegistrySink(registry, run_id),
+            sink,
             device=device,
             checkpoint_path=checkpoint,
+            checkpoint_ledger=sink,
+            on_warning=lambda message: emit({"kind": "warning", "spec_hash": spec.spec_hash, "message": message}),
             data_root=options.data_root,
             eval_batch_size=options.eval_batch_size,
             verify=options.verify,

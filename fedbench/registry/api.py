@@ -173,6 +173,7 @@ class Registry:
                     continue
                 session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
                 run.status, run.summary, run.error, run.rounds_done, run.diverged_round = "pending", {}, None, 0, None
+                run.checkpoint_sha256 = None
             session.commit()
 
     def claim(self, spec_hash: str, worker: str | None = None) -> int | None:
@@ -219,6 +220,16 @@ class Registry:
             )
             session.commit()
 
+    def checkpoint_sha256(self, run_id: int) -> str | None:
+        """The sha256 of the checkpoint this run last wrote (None if it wrote none since it was last reset)."""
+        with Session(self.engine) as session:
+            return session.scalar(select(RunRow.checkpoint_sha256).where(RunRow.id == run_id))
+
+    def record_checkpoint(self, run_id: int, sha256: str | None) -> None:
+        with Session(self.engine) as session:
+            session.execute(update(RunRow).where(RunRow.id == run_id).values(checkpoint_sha256=sha256))
+            session.commit()
+
     def truncate_rounds(self, run_id: int, after_round: int) -> None:
         with Session(self.engine) as session:
             session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
@@ -246,6 +257,8 @@ class Registry:
                     finished_at=now(),
                     wall_seconds=wall_seconds,
                     heartbeat_at=now(),
+                    # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
+                    **({"checkpoint_sha256": None} if status in FINISHED else {}),
                 )
             )
             session.commit()

@@ -52,16 +52,22 @@ def _keep_first(row: Any) -> tuple:
 def _move_checkpoint(directory: Path | None, old: str, new: str) -> None:
     if directory is None or not (directory / f"{old}.pt").exists():
         return
+    import io
+
     import torch
 
-    from fedbench.engine.checkpoint import save_checkpoint
+    from fedbench.engine.checkpoint import write_atomic
 
     try:  # weights_only: a checkpoint on shared storage may come from anyone; nothing in it may run code
         payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=True)
     except Exception:  # not a plain-data checkpoint: left where it is; the run starts again from round 0
         return
     payload["spec_hash"] = new
-    save_checkpoint(directory / f"{new}.pt", payload)
+    # Written in the format it was read in (version 1, torch.save) as 0.2 did: revision 0003's fedbench refuses
+    # version-1 files (its run warns and restarts from round 0), as it does every checkpoint it has no hash for.
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    write_atomic(directory / f"{new}.pt", buffer.getvalue())
     (directory / f"{old}.pt").unlink()
 
 
