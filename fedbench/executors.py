@@ -90,13 +90,17 @@ class _RegistrySink:
 
 def preflight(
     planned: list[PlannedRun], data_root: str | None = None, verify: bool = True, arrays: ArraysCache | None = None
-) -> None:
+) -> list[str]:
     """Load every data set and build every distinct partition once before anything is registered, so
     missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
     the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
-    in-process runs will use, so that the last data set is not loaded twice)."""
+    in-process runs will use, so that the last data set is not loaded twice). Returns the warnings for the
+    user, one line each (pickled data files read without a matched checksum)."""
+    from fedbench.data.files import unchecked_pickle_warning
+
     arrays = arrays if arrays is not None else ArraysCache()
     seen: set[str] = set()
+    warnings: dict[str, None] = {}  # ordered, each once
     for item in planned:
         spec = item.spec
         key = repr(
@@ -116,10 +120,14 @@ def preflight(
             continue
         seen.add(key)
         loaded = arrays.load(spec, data_root, verify)
+        warning = unchecked_pickle_warning(spec.dataset, loaded.info)
+        if warning:
+            warnings[warning] = None
         check_test_set(spec, loaded)
         parts = partition_clients(spec, loaded)
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
+    return list(warnings)
 
 
 def execute_one(

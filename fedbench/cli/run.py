@@ -118,6 +118,8 @@ def run(
         device=device,
         threads=threads,
     )
+    for warning in work.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")
     elif work.skipped:
