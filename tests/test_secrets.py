@@ -8,6 +8,8 @@ The password must appear in no byte of stdout or stderr, nor anywhere in the reg
 from __future__ import annotations
 
 import importlib.util
+import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,42 @@ def test_a_working_registry_with_a_password_never_shows_or_stores_it(write_recip
     for sidecar in tmp_path.rglob("*"):  # checkpoints, WAL files, anything written beside
         if sidecar.is_file():
             assert PASSWORD.encode() not in sidecar.read_bytes(), sidecar
+
+
+ADMIN_URL = os.environ.get("FEDBENCH_TEST_POSTGRES_URL")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not ADMIN_URL, reason="no PostgreSQL server: set FEDBENCH_TEST_POSTGRES_URL (see tests/test_readonly_registry.py)"
+)
+def test_a_real_postgresql_registry_never_shows_or_stores_the_password(write_recipe, tmp_path, monkeypatch):
+    """Every command against a live server, as a role whose password is in the URL: in no output, in no row."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(ADMIN_URL)
+    suffix = uuid.uuid4().hex[:8]
+    database, role = f"fedbench_pw_{suffix}", f"fedbench_worker_{suffix}"
+    server = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'"))
+        connection.execute(text(f"CREATE DATABASE {database} OWNER {role}"))
+    try:
+        monkeypatch.chdir(tmp_path)
+        url = admin.set(database=database, username=role, password=PASSWORD).render_as_string(hide_password=False)
+        for name, args in commands(write_recipe(), url).items():
+            result, output = invoke(args)
+            assert result.exit_code == 0, (name, output)
+            assert PASSWORD.encode() not in output, (name, output)
+        owner = create_engine(url)
+        with owner.connect() as connection:
+            for table in ("runs", "rounds"):
+                rows = connection.execute(text(f"SELECT CAST(t AS text) FROM {table} AS t")).scalars().all()
+                assert rows and not any(PASSWORD in row for row in rows)
+        owner.dispose()
+    finally:
+        with server.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        server.dispose()

@@ -13,8 +13,9 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
-from sqlalchemy import create_engine, delete, event, select, update
+from sqlalchemy import create_engine, delete, event, select, text, update
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
@@ -52,23 +53,90 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Registry:
-    def __init__(self, url: str | None = None):
+    """The run registry at ``url``. ``read_only`` (reporting: ``open_existing``): the connection cannot write
+    (SQLite opened with ``mode=ro``, PostgreSQL sessions ``READ ONLY``), nothing is created or migrated unless the
+    registry needs a migration and is writable; a read-only registry that needs one is a one-line error.
+    Otherwise (``fedbench run``) a registry that cannot be written is a one-line error before anything is written."""
+
+    def __init__(self, url: str | None = None, *, read_only: bool = False):
         self.url = url or default_registry_url()  # with its password, if any: never shown (``display_url``)
         self.display_url = display_url(self.url)
+        self.read_only = read_only
         parsed = _parse(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        if self.is_sqlite and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            self.home = Path(parsed.database).parent
-        else:
-            self.home = Path("registry")
+        database = self.database_file = _sqlite_file(parsed) if self.is_sqlite else None
+        self.home = Path(database).parent if database else Path("registry")
+        declared_read_only = self.is_sqlite and _declares_read_only(parsed)
+        if declared_read_only and not read_only:
+            raise RegistryError(
+                f"registry {self.display_url!r} is opened read-only (mode=ro/immutable in the URL): `fedbench run` "
+                "records runs in it; give the URL without it, as a user who may write the file"
+            )
+        if database and not read_only:
+            self.home.mkdir(parents=True, exist_ok=True)
+        engine_url: str | URL = self.url
+        if read_only and database and not declared_read_only:
+            engine_url = _read_only_sqlite_url(database)
         try:
             connect_args = {"timeout": 60} if self.is_sqlite else {}
-            self.engine: Engine = create_engine(self.url, connect_args=connect_args)
+            self.engine: Engine = create_engine(engine_url, connect_args=connect_args)
         except Exception as exc:  # missing DB driver, bad URL parts
             raise RegistryError(f"cannot open registry {self.display_url!r}: {self.scrub(str(exc))}") from None
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", _sqlite_read_only_pragmas if read_only else _sqlite_pragmas)
+        elif read_only and self.engine.dialect.name == "postgresql":
+            event.listen(self.engine, "connect", _postgresql_read_only)
+        if read_only:
+            self._open_read_only(declared_read_only)
+        else:
+            self._open_for_writing()
+
+    def _open_for_writing(self) -> None:
+        if self.is_sqlite and not _sqlite_writable(self.database_file):
+            raise RegistryError(
+                f"registry {self.display_url!r} cannot be written (the file or its folder is read-only): `fedbench "
+                "run` records runs in it; run as a user who may write it, or use another registry"
+            )
+        self._migrate()
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as connection:
+                allowed = connection.execute(
+                    text(
+                        "SELECT has_table_privilege('runs', 'INSERT') AND has_table_privilege('runs', 'UPDATE') "
+                        "AND has_table_privilege('rounds', 'INSERT') AND has_table_privilege('rounds', 'DELETE') "
+                        "AND current_setting('transaction_read_only') = 'off'"
+                    )
+                ).scalar()
+            if not allowed:
+                raise RegistryError(
+                    f"registry {self.display_url!r}: this database role may only read it; `fedbench run` records "
+                    "runs, so connect as a worker role (docs/security.md)"
+                )
+
+    def _open_read_only(self, declared_read_only: bool) -> None:
+        """Read-only: check the schema version; migrate only a registry this process may write."""
+        try:
+            revision = schema.current_revision(self.engine)
+        except DBAPIError as exc:
+            reason = self.scrub(" ".join(str(exc.orig).split()))
+            raise RegistryError(f"cannot open registry {self.display_url!r}: {reason}") from None
+        if revision == schema.head_revision():
+            return
+        hint = (
+            f"registry {self.display_url!r} is at schema revision {revision or 'before 0001'} and this fedbench "
+            f"needs {schema.head_revision()}; it is read-only here"
+        )
+        action = "open it once with write access (e.g. `fedbench runs` as a user or worker role that may write it)"
+        if declared_read_only or (self.is_sqlite and not _sqlite_writable(self.database_file)):
+            raise RegistryError(f"{hint}: {action}")
+        try:  # writable (PostgreSQL: perhaps): migrate as `fedbench run` would, in one transaction
+            Registry(self.url)
+        except RegistryError as exc:
+            if any(word in str(exc).lower() for word in ("permission", "read-only", "readonly", "may only read")):
+                raise RegistryError(f"{hint} ({exc}): {action}") from None
+            raise
+
+    def _migrate(self) -> None:
         attempts = 5
         for attempt in range(attempts):
             try:
@@ -106,7 +174,7 @@ class Registry:
         open and a new one is created at its path: the old ``-wal``/``-shm`` files are still there."""
         if not self.is_sqlite or "disk I/O error" not in reason:
             return ""
-        database = self.engine.url.database
+        database = self.database_file
         leftovers = [name for name in (f"{database}-wal", f"{database}-shm") if Path(name).exists()]
         if not leftovers:
             return ""
@@ -117,16 +185,16 @@ class Registry:
 
     @classmethod
     def open_existing(cls, url: str | None) -> Registry | None:
-        """Open a registry for reading without creating a SQLite file that does not exist yet."""
+        """Open a registry for reading (``read_only``), without creating a SQLite file that does not exist yet."""
         url = cls.resolve_url(url)
         parsed = _parse(url)
-        if (
-            parsed.get_backend_name() == "sqlite"
-            and parsed.database not in (None, "", ":memory:")
-            and not Path(parsed.database).exists()
-        ):
-            return None
-        return cls(url)
+        if parsed.get_backend_name() == "sqlite":
+            database = _sqlite_file(parsed)
+            if database is None:  # in memory: nothing to read
+                return None
+            if not Path(database).exists():
+                return None
+        return cls(url, read_only=True)
 
     @classmethod
     def peek_statuses(cls, url: str | None, spec_hashes: list[str]) -> dict[str, str]:
@@ -323,6 +391,50 @@ def _parse(url: str) -> URL:
             f"registry URL {display_url(url)!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db "
             "or postgresql://user@host/db (the password through PGPASSWORD or ~/.pgpass, see README)"
         ) from None
+
+
+def _sqlite_file(parsed: URL) -> str | None:
+    """The database file of a SQLite URL (``sqlite:///path`` or a ``file:`` URI with ``uri=true``); None in memory."""
+    database = parsed.database
+    if not database or database == ":memory:":
+        return None
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
+        path = unquote(database[len("file:") :].split("?", 1)[0])
+        return None if path in ("", ":memory:") or "mode=memory" in database else path
+    return database
+
+
+def _declares_read_only(parsed: URL) -> bool:
+    query = {k: str(v).lower() for k, v in parsed.query.items()}
+    database = parsed.database or ""
+    return query.get("mode") == "ro" or query.get("immutable") in ("1", "true") or "mode=ro" in database
+
+
+def _read_only_sqlite_url(path: str) -> str:
+    """A URL opening the SQLite file at ``path`` read-only: the connection itself cannot write."""
+    return f"sqlite:///file:{quote(str(Path(path).resolve()))}?mode=ro&uri=true"
+
+
+def _sqlite_writable(database: str | None) -> bool:
+    """Whether this process may write the SQLite file ``database`` and its folder (journal and WAL files)."""
+    if database is None:
+        return True
+    path = Path(database)
+    return (not path.exists() or os.access(path, os.W_OK)) and os.access(path.parent, os.W_OK)
+
+
+def _sqlite_read_only_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.execute("PRAGMA query_only=ON")  # a second guard beside mode=ro: no statement of this connection writes
+    cursor.close()
+
+
+def _postgresql_read_only(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    cursor.close()
+    dbapi_connection.commit()
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
