@@ -200,6 +200,15 @@ def test_a_select_only_postgresql_role_reports_and_cannot_run(write_recipe):
         refused = CliRunner().invoke(app, ["run", str(recipe), "--scale", "smoke", "--force", "--registry", reader_url])
         assert refused.exit_code == 2 and "may only read" in refused.output, refused.output
         assert password not in refused.output
+        owner = create_engine(worker_url, isolation_level="AUTOCOMMIT")
+        with owner.connect() as connection:  # the registry of an older fedbench (one revision behind)
+            connection.execute(text("ALTER TABLE runs DROP COLUMN checkpoint_sha256"))
+            connection.execute(text("UPDATE alembic_version SET version_num = '0002'"))
+        owner.dispose()
+        stale = CliRunner().invoke(app, ["runs", "--registry", reader_url])
+        assert stale.exit_code == 2 and "open it once with write access" in stale.output, stale.output
+        assert CliRunner().invoke(app, ["runs", "--registry", worker_url]).exit_code == 0  # the worker migrates it
+        assert reports(recipe, reader_url)["runs"]
     finally:
         with server.connect() as connection:
             connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))

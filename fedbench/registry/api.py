@@ -132,7 +132,8 @@ class Registry:
         try:  # writable (PostgreSQL: perhaps): migrate as `fedbench run` would, in one transaction
             Registry(self.url)
         except RegistryError as exc:
-            if any(word in str(exc).lower() for word in ("permission", "read-only", "readonly", "may only read")):
+            refusals = ("permission", "must be owner", "read-only", "readonly", "may only read")
+            if any(word in str(exc).lower() for word in refusals):
                 raise RegistryError(f"{hint} ({exc}): {action}") from None
             raise
 
