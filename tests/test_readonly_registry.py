@@ -1,10 +1,10 @@
 """A read-only reporter (docs/security.md "Read-only reporting"): `report`, `runs` and `show` read a registry they
 cannot write — no table creation, no migration attempt, no write — and `run` against it is a one-line error.
 
-Tests run as root here, and root writes a chmod-ed file regardless, so read-only is made real in three ways:
+Tests run as root here, and root writes a chmod-ed file regardless, so read-only is made real in four ways:
 SQLite's own read-only URI (``file:...?mode=ro&uri=true``), a check that the reporters' connection refuses writes
-whatever the file's mode, and (slow, when root can drop privileges) a subprocess run as ``nobody`` on a file
-mode 0444 in a folder mode 0555. PostgreSQL: a SELECT-only role, when $FEDBENCH_TEST_POSTGRES_URL names a server
+whatever the file's mode, (slow) a read-only bind mount made with ``unshare -m``, which stops root too, and
+(slow, when root can drop privileges) a subprocess run as ``nobody`` on a file mode 0444 in a folder mode 0555. PostgreSQL: a SELECT-only role, when $FEDBENCH_TEST_POSTGRES_URL names a server
 on which that URL's role may create databases and roles; skipped otherwise."""
 
 from __future__ import annotations
@@ -159,6 +159,59 @@ def test_a_file_its_user_cannot_write_reports_and_refuses_run(filled):
     finally:
         os.chmod(folder, 0o755)
         shutil.rmtree(folder)
+
+
+def _read_only_mounts_work() -> bool:
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return False
+    with tempfile.TemporaryDirectory() as folder:
+        probe = subprocess.run(
+            ["unshare", "-m", "sh", "-c", f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder}"],
+            capture_output=True,
+            timeout=30,
+        )
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _read_only_mounts_work(), reason="cannot make a read-only bind mount here (unshare -m)")
+def test_a_registry_on_a_read_only_file_system_reports_and_refuses_run(filled, tmp_path):
+    """A read-only bind mount stops root too: the registry (in WAL mode, closed: no -shm file) is read in place
+    from a folder no process can write, with the plain URL; `run` is refused."""
+    recipe, database = filled
+    source, mount = tmp_path / "source", tmp_path / "mount"
+    source.mkdir()
+    mount.mkdir()
+    with sqlite3.connect(database) as connection:  # this process's engines still hold it: fold the WAL in first
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    shutil.copy(database, source / "fedbench.db")
+    with sqlite3.connect(source / "fedbench.db") as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    for leftover in source.glob("fedbench.db-*"):
+        leftover.unlink()
+    before = snapshot(source)
+    url = f"sqlite:///{mount / 'fedbench.db'}"
+
+    def fedbench(*args: str) -> subprocess.CompletedProcess:
+        script = f'mount --bind {source} {mount} && mount -o remount,bind,ro {mount} && exec "$0" -m fedbench.cli "$@"'
+        return subprocess.run(
+            ["unshare", "-m", "sh", "-c", script, sys.executable, *args, "--registry", url],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    listed = fedbench("runs", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 2
+    shown = fedbench("show", "1", "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["curve"], shown.stderr
+    reported = fedbench("report", "--recipe", str(recipe), "--scale", "smoke", "--format", "json")
+    assert reported.returncode == 0 and json.loads(reported.stdout)["tables"], reported.stderr
+    refused = fedbench("run", str(recipe), "--scale", "smoke", "--force")
+    assert refused.returncode == 2 and "cannot be written" in refused.stderr, refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert snapshot(source) == before
 
 
 # ------------------------------------------------------------------ PostgreSQL: a SELECT-only role

@@ -118,8 +118,15 @@ class Registry:
         try:
             revision = schema.current_revision(self.engine)
         except DBAPIError as exc:
-            reason = self.scrub(" ".join(str(exc.orig).split()))
-            raise RegistryError(f"cannot open registry {self.display_url!r}: {reason}") from None
+            if not (self.is_sqlite and self.database_file and not declared_read_only and "unable to open" in str(exc)):
+                reason = self.scrub(" ".join(str(exc.orig).split()))
+                raise RegistryError(f"cannot open registry {self.display_url!r}: {reason}") from None
+            # A WAL database in a folder this process cannot write, with no -shm file left: SQLite can open it
+            # read-only only as immutable (nobody can be writing it: a writer would have left its -shm file).
+            self.engine.dispose()
+            self.engine = create_engine(_read_only_sqlite_url(self.database_file, immutable=True))
+            event.listen(self.engine, "connect", _sqlite_read_only_pragmas)
+            revision = schema.current_revision(self.engine)
         if revision == schema.head_revision():
             return
         hint = (
@@ -411,9 +418,9 @@ def _declares_read_only(parsed: URL) -> bool:
     return query.get("mode") == "ro" or query.get("immutable") in ("1", "true") or "mode=ro" in database
 
 
-def _read_only_sqlite_url(path: str) -> str:
+def _read_only_sqlite_url(path: str, immutable: bool = False) -> str:
     """A URL opening the SQLite file at ``path`` read-only: the connection itself cannot write."""
-    return f"sqlite:///file:{quote(str(Path(path).resolve()))}?mode=ro&uri=true"
+    return f"sqlite:///file:{quote(str(Path(path).resolve()))}?{'immutable=1' if immutable else 'mode=ro'}&uri=true"
 
 
 def _sqlite_writable(database: str | None) -> bool:
