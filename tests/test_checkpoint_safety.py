@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import math
 import pickle
+import struct
 from pathlib import Path
 
 import pytest
@@ -307,3 +309,39 @@ def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_
         app, ["report", "--recipe", str(recipe), "--scale", "smoke", "--format", "json", "--registry", url]
     )
     assert report.exit_code == 0 and any(cell["n"] == 1 for cell in json.loads(report.stdout)["tables"][0]["cells"])
+
+
+def test_any_damage_to_a_checkpoint_is_a_rejection_never_another_error(tmp_path):
+    """Random byte changes (header, structure, tensor bytes), cuts and nesting beyond the stack: reading either
+    gives a payload (a changed tensor value; the registry's hash catches that) or raises CheckpointRejected."""
+    import random
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"spec_hash": "abc", "round": 1, "s": {(0, 1): [1.5, None]}, "w": torch.arange(8.0)})
+    good = path.read_bytes()
+    rng = random.Random(0)
+    outcomes = {"read": 0, "rejected": 0}
+    for trial in range(300):
+        data = bytearray(good)
+        if trial % 3 == 2:
+            data = data[: rng.randrange(len(data))]
+        else:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        path.write_bytes(bytes(data))
+        try:
+            read_checkpoint(path, "abc")
+            outcomes["read"] += 1
+        except CheckpointRejected:
+            outcomes["rejected"] += 1
+    assert outcomes["rejected"] > 100 and sum(outcomes.values()) == 300
+    from fedbench.engine.checkpoint import FORMAT, VERSION
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for structure in (deep, '{"l": ' * 50_000 + "1" + "}" * 50_000):
+        metadata = {"format": FORMAT, "version": str(VERSION), "spec_hash": "abc", "round": "1", "structure": structure}
+        header = json.dumps({"__metadata__": metadata}).encode()
+        header += b" " * (-len(header) % 8)
+        path.write_bytes(struct.pack("<Q", len(header)) + header)
+        with pytest.raises(CheckpointRejected):
+            read_checkpoint(path, "abc")

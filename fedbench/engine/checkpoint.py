@@ -30,7 +30,7 @@ import torch
 
 FORMAT = "fedbench-checkpoint"
 VERSION = 2
-MAX_HEADER_BYTES = 1 << 28  # safetensors' own limit is 100 MB; a larger "header" is not one
+MAX_HEADER_BYTES = 100_000_000  # safetensors' own limit: a larger "header" is not one
 _PICKLE_MAGICS = (b"PK\x03\x04", b"\x80")  # torch.save's zip archive; a bare pickle (protocol 2+)
 
 
@@ -218,7 +218,7 @@ def _header(data: bytearray) -> tuple[dict[str, Any], dict[str, str], int]:
     try:
         table = json.loads(bytes(data[8 : 8 + size]))
         metadata = table.pop("__metadata__", None) or {}
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         raise CheckpointRejected("it is not a fedbench checkpoint (unreadable header)") from None
     if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
         raise CheckpointRejected("it is not a fedbench checkpoint")
@@ -287,13 +287,16 @@ def read_checkpoint(
     try:
         structure = json.loads(metadata["structure"])
         round_index = int(metadata["round"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise CheckpointRejected(f"it is corrupt ({type(exc).__name__} in its metadata)") from None
     tensors = _tensors(data, table, start)
     device = torch.device(device)
     if device.type != "cpu":
         tensors = {k: t.to(device) for k, t in tensors.items()}
-    payload = _decode(structure, tensors)
+    try:
+        payload = _decode(structure, tensors)
+    except (TypeError, ValueError, RecursionError) as exc:  # e.g. an unhashable key, nesting beyond the stack
+        raise CheckpointRejected(f"its structure is malformed ({type(exc).__name__})") from None
     if not isinstance(payload, dict):
         raise CheckpointRejected("its structure is not a checkpoint payload")
     payload.update(spec_hash=spec_hash, round=round_index)
