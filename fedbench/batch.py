@@ -69,7 +69,7 @@ class FailedRun:
 
 @dataclass(frozen=True)
 class Outcome:
-    registry_url: str
+    registry_url: str  # as shown to people: password masked
     counts: dict[str, int]  # status → number of the batch's runs, sorted by status
     failed: list[FailedRun]
 
@@ -90,6 +90,7 @@ class Batch:
     threads: int = 1
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
+    warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
 
     def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None]) -> None:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``."""
@@ -116,7 +117,7 @@ class Batch:
         for p in failed:
             lines = (rows[p.spec_hash].error or "").strip().splitlines()
             failures.append(FailedRun(p.spec_hash, p.labels, lines[-1] if lines else ""))
-        return Outcome(self.store.url, dict(sorted(counts.items())), failures)
+        return Outcome(self.store.display_url, dict(sorted(counts.items())), failures)
 
 
 def prepare_batch(
@@ -138,7 +139,7 @@ def prepare_batch(
     known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
     arrays = ArraysCache()
-    preflight(
+    warnings = preflight(
         [p for p in planned if force or known.get(p.spec_hash) not in FINISHED], root, verify=verify, arrays=arrays
     )
     store = Registry(registry_url)
@@ -159,6 +160,7 @@ def prepare_batch(
         verify=verify,
         threads=threads,
         arrays=arrays,
+        warnings=warnings,
     )
 
 

@@ -30,7 +30,7 @@ from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
-Event = dict[str, Any]  # {"kind": "start"|"round"|"end", ...}
+Event = dict[str, Any]  # {"kind": "start"|"round"|"warning"|"end", ...}
 # How long `fedbench run` waits for a worker to exit once all runs are done or it was told to stop: a deadline
 # for a stuck worker only (recording a run waits up to 60 s for another process's registry lock), then it is killed.
 WORKER_STOP_SECONDS = 180.0
@@ -70,8 +70,16 @@ def deterministic_cuda() -> None:
 
 
 class _RegistrySink:
+    """The run's rounds and its checkpoint's content hash (``CheckpointLedger``) go to the registry."""
+
     def __init__(self, registry: Registry, run_id: int):
         self.registry, self.run_id = registry, run_id
+
+    def checkpoint_sha256(self) -> str | None:
+        return self.registry.checkpoint_sha256(self.run_id)
+
+    def record_checkpoint(self, sha256: str | None) -> None:
+        self.registry.record_checkpoint(self.run_id, sha256)
 
     def log_round(self, record) -> None:
         self.registry.log_round(self.run_id, record)
@@ -82,13 +90,17 @@ class _RegistrySink:
 
 def preflight(
     planned: list[PlannedRun], data_root: str | None = None, verify: bool = True, arrays: ArraysCache | None = None
-) -> None:
+) -> list[str]:
     """Load every data set and build every distinct partition once before anything is registered, so
     missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
     the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
-    in-process runs will use, so that the last data set is not loaded twice)."""
+    in-process runs will use, so that the last data set is not loaded twice). Returns the warnings for the
+    user, one line each (pickled data files read without a matched checksum)."""
+    from fedbench.data.files import unchecked_pickle_warning
+
     arrays = arrays if arrays is not None else ArraysCache()
     seen: set[str] = set()
+    warnings: dict[str, None] = {}  # ordered, each once
     for item in planned:
         spec = item.spec
         key = repr(
@@ -108,10 +120,14 @@ def preflight(
             continue
         seen.add(key)
         loaded = arrays.load(spec, data_root, verify)
+        warning = unchecked_pickle_warning(spec.dataset, loaded.info)
+        if warning:
+            warnings[warning] = None
         check_test_set(spec, loaded)
         parts = partition_clients(spec, loaded)
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
+    return list(warnings)
 
 
 def execute_one(
@@ -140,12 +156,15 @@ def execute_one(
     checkpoint = registry.checkpoint_path(spec.spec_hash)
     memory = PeakMemory(device)
     memory.start()
+    sink = _RegistrySink(registry, run_id)
     try:
         result = run_engine(
             spec,
-            _RegistrySink(registry, run_id),
+            sink,
             device=device,
             checkpoint_path=checkpoint,
+            checkpoint_ledger=sink,
+            on_warning=lambda message: emit({"kind": "warning", "spec_hash": spec.spec_hash, "message": message}),
             data_root=options.data_root,
             eval_batch_size=options.eval_batch_size,
             verify=options.verify,
@@ -164,12 +183,20 @@ def execute_one(
         registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
         raise
     except FedbenchError as exc:
-        registry.finish(run_id, "failed", error=str(exc))
-        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": str(exc)})
+        message = registry.scrub(str(exc))  # errors are stored and shown: never with the registry's password
+        registry.finish(run_id, "failed", error=message)
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": message})
         return "failed"
     except Exception as exc:  # a bug: keep the traceback in the registry, go on with other runs
-        registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
-        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        registry.finish(run_id, "failed", error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
+        emit(
+            {
+                "kind": "end",
+                "spec_hash": spec.spec_hash,
+                "status": "failed",
+                "error": registry.scrub(f"{type(exc).__name__}: {exc}"),
+            }
+        )
         return "failed"
     info = {**provenance(device), "data": result.info, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)

@@ -12,6 +12,7 @@ from torch import nn
 
 from fedbench.data.store import TensorData
 from fedbench.engine import run
+from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights, param_views
 from fedbench.engine.loop import init_model
 from fedbench.models import MODELS
@@ -104,7 +105,7 @@ def train(spec: RunSpec, directory: Path, name: str = "run.pt", sink: Sink | Non
     sink = sink or Sink()
     path = Path(directory) / name
     result = run(spec, sink, checkpoint_path=path, **kwargs)
-    return result, sink, torch.load(path, weights_only=False)
+    return result, sink, load_checkpoint(path, spec.spec_hash)
 
 
 def initial_model(spec: RunSpec, num_classes: int = 10, input_shape=(1, 8, 8)) -> nn.Module:

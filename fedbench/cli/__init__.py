@@ -17,6 +17,8 @@ from fedbench.cli import catalog, datasets, report, run, runs
 
 app = typer.Typer(
     add_completion=False,
+    # a bug's traceback must not print local variables: one of them may be a registry URL with its password
+    pretty_exceptions_show_locals=False,
     no_args_is_help=True,
     rich_markup_mode="markdown",
     help="Reproduce the tables of published federated-learning papers: compile TOML recipes into runs, "

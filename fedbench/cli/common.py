@@ -19,9 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
+from sqlalchemy.exc import DBAPIError
 
 from fedbench.assignments import label_filters, parse_assignments
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, RegistryError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -84,7 +85,10 @@ def user_errors(fn: F | None = None, *, interrupted: str = RESUME_HINT) -> F | C
             try:
                 return command(*args, **kwargs)
             except FedbenchError as exc:
-                fail(exc)
+                fail(exc, kwargs.get("registry"))
+            except DBAPIError as exc:  # the registry's server failed mid-command (gone, refused): not a bug of ours
+                reason = " ".join(str(exc.orig).split())
+                fail(RegistryError(f"registry error: {reason}; check the server and retry"), kwargs.get("registry"))
             except KeyboardInterrupt:
                 err_console.print(interrupted)
                 raise typer.Exit(130) from None
@@ -94,9 +98,14 @@ def user_errors(fn: F | None = None, *, interrupted: str = RESUME_HINT) -> F | C
     return decorate(fn) if fn is not None else decorate
 
 
-def fail(error: FedbenchError) -> NoReturn:
-    """Print a user error on one line and exit with its code (2)."""
-    err_console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+def fail(error: FedbenchError, registry: str | None = None) -> NoReturn:
+    """Print a user error on one line and exit with its code (2). The text is scrubbed of the password of the
+    registry URL in use (``registry``, else $FEDBENCH_REGISTRY) and of any other ``user:password@``."""
+    from fedbench.registry.api import default_registry_url
+    from fedbench.registry.urls import scrub
+
+    message = scrub(str(error), registry or default_registry_url())
+    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(error.exit_code) from None
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from rich.markup import escape
 
-from fedbench.cli.common import console, parse_assignments, print_json, print_listing, user_errors
+from fedbench.cli.common import console, err_console, parse_assignments, print_json, print_listing, user_errors
 
 PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
 INTERRUPTED = "interrupted"
@@ -100,6 +101,8 @@ def check_command(
         f"shape {tuple(report['shape'])} {report['dtype']}, loaded in {report['seconds']} s"
     )
     console.print(f"verified: {report['verified']} ({report['verification']})")
+    if report["warning"]:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(report['warning'])}", soft_wrap=True)
     if "counts_match" in report:
         console.print(
             f"official counts {tuple(report['expected_counts'])}: "

@@ -114,7 +114,7 @@ def report(
     store = Registry.open_existing(registry)
     if store is None:
         err_console.print(
-            f"no registry at {Registry.resolve_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True
+            f"no registry at {Registry.shown_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True
         )
     tables = build_tables(recipes, store, scale=scale, table=table, synthetic=synthetic)
     if fmt == "html" and out is not None:

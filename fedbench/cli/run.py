@@ -118,6 +118,8 @@ def run(
         device=device,
         threads=threads,
     )
+    for warning in work.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")
     elif work.skipped:
@@ -171,6 +173,8 @@ def train_with_progress(work: Batch, jobs: int) -> None:
                 status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event['seconds']:.2f} s/round"
                 progress.update(current[key], completed=event["round"], status=status)
                 count_rounds(key, event["round"])
+            elif event["kind"] == "warning":  # e.g. a checkpoint not used (docs/security.md): one line
+                progress.console.print(f"[yellow]warning:[/yellow] {escape(event['message'])}", soft_wrap=True)
             elif event["kind"] == "end":
                 if key in current:
                     progress.remove_task(current.pop(key))

@@ -35,7 +35,7 @@ def runs(
         return
     if records is None:  # a typo in --registry should not look like an empty registry
         err_console.print(
-            f"no registry at {Registry.resolve_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
+            f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
         )
         records = []
     table = RichTable(title=f"{len(records)} runs")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data import DATASETS, data_root, dataset_meta, load_dataset
-from fedbench.data.files import Download, Source, file_digest
+from fedbench.data.files import Download, Source, file_digest, unchecked_pickle_warning
 from fedbench.errors import DataError
 
 Progress = Callable[[int, int | None], None]  # (bytes done, total bytes or None)
@@ -108,6 +108,7 @@ def check_dataset(
         "verified": arrays.info.get("verified"),
         "verification": arrays.info.get("verification") or arrays.info.get("source", ""),
         "prepared": arrays.info.get("prepared"),
+        "warning": unchecked_pickle_warning(name, arrays.info),
         "seconds": round(seconds, 3),
         "train": len(arrays.train_y),
         "test": len(arrays.test_y),

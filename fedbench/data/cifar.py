@@ -12,6 +12,7 @@ import numpy as np
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
+from fedbench.data.safe_pickle import load_arrays_pickle
 from fedbench.errors import ConfigError, DataError
 
 # Normalisation presets (mean, std) per paper; ``dataset_params.normalization`` selects one.
@@ -32,8 +33,7 @@ CIFAR100_NORMALIZATION = {
 
 def read_cifar_pickle(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarray]:
     try:
-        with open(path, "rb") as handle:
-            batch = pickle.load(handle, encoding="latin1")
+        batch = load_arrays_pickle(path)  # only after verify_files matched its checksum (or --no-verify)
         data = np.asarray(batch["data"], dtype=np.uint8)
         labels = np.asarray(batch[label_key], dtype=np.int64)
     except (OSError, pickle.UnpicklingError, EOFError, KeyError, TypeError, ValueError) as error:
@@ -90,7 +90,7 @@ CIFAR10_META = DatasetMeta(
 def load_cifar10(root: Path, verify: bool = True, normalization: str = "cifar") -> DatasetArrays:
     """``normalization``: 'cifar' (FedImpro, FedTR), 'imagenet' (FedDr+, FedTrip), 'none'."""
     meta = _normalized(CIFAR10_META, CIFAR10_NORMALIZATION, normalization)
-    info = verify_files("cifar10", root, CIFAR10_FILES, CIFAR10_SOURCE.how_to_get, verify)
+    info = verify_files("cifar10", root, CIFAR10_FILES, CIFAR10_SOURCE.how_to_get, verify, pickled=True)
     train = [read_cifar_pickle(root / f.path, "labels") for f in CIFAR10_FILES[:5]]
     test_x, test_y = read_cifar_pickle(root / CIFAR10_FILES[5].path, "labels")
     train_x = np.concatenate([x for x, _ in train])
@@ -136,7 +136,7 @@ def load_cifar100(root: Path, verify: bool = True, normalization: str = "cifar",
     meta = _normalized(CIFAR100_META, CIFAR100_NORMALIZATION, normalization)
     if labels == "coarse":
         meta = replace(meta, num_classes=20)
-    info = verify_files("cifar100", root, CIFAR100_FILES, CIFAR100_SOURCE.how_to_get, verify)
+    info = verify_files("cifar100", root, CIFAR100_FILES, CIFAR100_SOURCE.how_to_get, verify, pickled=True)
     train_x, train_y = read_cifar_pickle(root / CIFAR100_FILES[0].path, f"{labels}_labels")
     test_x, test_y = read_cifar_pickle(root / CIFAR100_FILES[1].path, f"{labels}_labels")
     info.update(normalization=normalization, labels=labels)

@@ -4,7 +4,9 @@ DomainNet (10 classes). LG-Mix follows these packages [lgmix.md §2.2].
 Layouts are the unpacked FedBN archives (``digit_dataset.zip``, ``office_caltech_10_dataset.zip``,
 ``domainnet_dataset.zip``), which hold pickles written with ``pickle.dump(obj, f, HIGHEST_PROTOCOL)``:
 Digits5 ``(images uint8, labels)``; Office/DomainNet ``(image paths relative to the data folder, text labels)``.
-None has a published checksum, so these datasets load as ``verified=False``.
+None has a published checksum, so these datasets load as ``verified=False``, and a run warns that the pickles are
+read unchecked; they are read by a restricted unpickler (``fedbench.data.safe_pickle``: numpy arrays and plain
+values only), so a planted file cannot run code.
 """
 
 from __future__ import annotations
@@ -20,13 +22,13 @@ from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import HALF3, IMAGENET, NONE3, with_normalization
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.data.images import read_images, resize_uint8, to_nchw
+from fedbench.data.safe_pickle import load_arrays_pickle
 from fedbench.errors import ConfigError, DataError
 
 
 def read_pickle(path: Path, dataset: str):
     try:
-        with open(path, "rb") as handle:
-            return pickle.load(handle, encoding="latin1")
+        return load_arrays_pickle(path)  # numpy arrays and plain values only: a planted file cannot run code
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError) as error:
         raise DataError(f"dataset {dataset!r}: cannot read {path} ({error!r}); download and unpack it again") from None
 
@@ -87,7 +89,7 @@ def load_digits5(
     if missing:
         raise missing_error("digits5", root, missing, DIGITS5_SOURCE.how_to_get)
     files = [str(p.relative_to(root)) for p in train_paths + test_paths]
-    info = verify_files("digits5", root, [FileSpec(f) for f in files], DIGITS5_SOURCE.how_to_get, verify)
+    info = verify_files("digits5", root, [FileSpec(f) for f in files], DIGITS5_SOURCE.how_to_get, verify, pickled=True)
 
     def read(paths: list[Path]):
         xs, ys, gs = [], [], []
@@ -134,7 +136,7 @@ def _path_based(
 ) -> DatasetArrays:
     meta = with_normalization(meta, {"imagenet": IMAGENET, "none": NONE3}, normalization)
     split_files = [f"{folder}/{d}_{s}.pkl" for d in domains for s in ("train", "test")]
-    info = verify_files(name, root, [FileSpec(f) for f in split_files], source.how_to_get, verify)
+    info = verify_files(name, root, [FileSpec(f) for f in split_files], source.how_to_get, verify, pickled=True)
     label_of = {c: i for i, c in enumerate(classes)}
 
     def resolve(rel: str) -> Path:

@@ -21,6 +21,7 @@ from typing import Any
 from fedbench.errors import DataError
 
 STAMP_NAME = ".fedbench-verified.json"
+UNCHECKED_PICKLES = "unchecked_pickles"  # info key: pickles read without a matched checksum (and why)
 _CHUNK = 1 << 20
 
 
@@ -129,13 +130,18 @@ def verify_file(dataset: str, root: Path, spec: FileSpec, stamps: dict[str, Any]
 
 
 def verify_files(
-    dataset: str, root: Path, specs: Sequence[FileSpec], how_to_get: str, verify: bool = True
+    dataset: str, root: Path, specs: Sequence[FileSpec], how_to_get: str, verify: bool = True, pickled: bool = False
 ) -> dict[str, Any]:
-    """Check presence (always) and checksums (unless ``verify`` is False). Returns provenance for ``info``."""
+    """Check presence (always) and checksums (unless ``verify`` is False). Returns provenance for ``info``.
+    ``pickled``: the files are pickles; those read without a matched checksum are listed under ``UNCHECKED_PICKLES``
+    (``unchecked_pickle_warning`` words the warning a run prints)."""
     require_files(dataset, root, [s.path for s in specs], how_to_get)
     files = [s.path for s in specs]
     if not verify:
-        return {"files": files, "verified": False, "verification": "skipped (--no-verify)"}
+        info: dict[str, Any] = {"files": files, "verified": False, "verification": "skipped (--no-verify)"}
+        if pickled:
+            info[UNCHECKED_PICKLES] = {"files": files, "why": "--no-verify"}
+        return info
     stamps = _read_stamps(root)
     before = dict(stamps)
     results = [verify_file(dataset, root, spec, stamps) for spec in specs]
@@ -149,4 +155,22 @@ def verify_files(
         status = f"partially verified (no published checksum for {', '.join(unverified)})"
     else:
         status = "no published checksums for these files"
-    return {"files": files, "verified": all(results), "verification": status, "digests": digests}
+    info = {"files": files, "verified": all(results), "verification": status, "digests": digests}
+    unchecked = [s.path for s, ok in zip(specs, results) if not ok]
+    if pickled and unchecked:
+        info[UNCHECKED_PICKLES] = {"files": unchecked, "why": "no checksum is published for them"}
+    return info
+
+
+def unchecked_pickle_warning(dataset: str, info: dict[str, Any]) -> str | None:
+    """The one line a run prints when it unpickles ``dataset``'s files without a matched checksum (None if it
+    does not)."""
+    unchecked = info.get(UNCHECKED_PICKLES)
+    if not unchecked:
+        return None
+    files = unchecked["files"]
+    shown = ", ".join(files[:2]) + (f" (+{len(files) - 2} more)" if len(files) > 2 else "")
+    return (
+        f"dataset {dataset!r}: {len(files)} pickle file(s) ({shown}) will be unpickled unchecked ({unchecked['why']}); "
+        "fedbench's restricted unpickler admits only numpy arrays and plain values"
+    )

@@ -18,7 +18,7 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.data.federated import ArraysCache, prepare_data
-from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
+from fedbench.engine.checkpoint import CheckpointLedger, CheckpointRejected, read_checkpoint, save_checkpoint
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
@@ -81,6 +81,62 @@ def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], de
     return model.to(device)
 
 
+def resume_point(
+    spec: RunSpec,
+    fresh: ServerState,
+    path: Path | None,
+    ledger: CheckpointLedger | None,
+    device: torch.device,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(payload, None) to resume from the checkpoint at ``path``; (None, None) to start afresh when there is none;
+    (None, reason) when there is one that fails a check: not in the format (an old pickle, a planted file), of
+    another spec, truncated, changed since the ledger recorded it, or laid out unlike this run's state (another
+    model, another fedbench). Nothing in the file is unpickled."""
+    if path is None or not path.exists():
+        return None, None
+    try:
+        expected = ledger.checkpoint_sha256() if ledger is not None else None
+        payload = read_checkpoint(path, spec.spec_hash, device, expected, bound=ledger is not None)
+        check_layout(spec, payload, fresh)
+    except CheckpointRejected as exc:
+        return None, exc.reason
+    except OSError as exc:
+        return None, f"it cannot be read ({exc.strerror or exc})"
+    return payload, None
+
+
+def check_layout(spec: RunSpec, payload: dict[str, Any], fresh: ServerState) -> None:
+    """A checkpoint's payload has the keys, types and shapes of this run's state (``fresh``: round 0's server)."""
+    if set(payload) != {"spec_hash", "round", "server", "client_states", "finetune_start"}:
+        raise CheckpointRejected(f"its payload has keys {sorted(payload)}, not those of this fedbench's checkpoints")
+    if not 1 <= payload["round"] <= spec.rounds:
+        raise CheckpointRejected(f"its round {payload['round']} is outside 1..{spec.rounds}")
+    server = payload["server"]
+    if not isinstance(server, dict) or set(server) != {"params", "buffers", "state"}:
+        raise CheckpointRejected("its server state is not {params, buffers, state}")
+    params = server["params"]
+    if not isinstance(params, torch.Tensor) or params.shape != fresh.params.shape or params.dtype != fresh.params.dtype:
+        raise CheckpointRejected(
+            f"its global weights are not {tuple(fresh.params.shape)} {fresh.params.dtype} (another model?)"
+        )
+    buffers = server["buffers"]
+    if not isinstance(buffers, dict) or set(buffers) != set(fresh.buffers):
+        raise CheckpointRejected("its model buffers are not this model's")
+    for name, buffer in fresh.buffers.items():
+        found = buffers[name]
+        if not isinstance(found, torch.Tensor) or found.shape != buffer.shape or found.dtype != buffer.dtype:
+            raise CheckpointRejected(f"its buffer {name!r} does not have this model's shape {tuple(buffer.shape)}")
+    if not isinstance(server["state"], dict):
+        raise CheckpointRejected("its server state is not a dict")
+    clients = payload["client_states"]
+    if not isinstance(clients, dict) or not all(
+        isinstance(k, int) and 0 <= k < spec.num_clients and isinstance(v, dict) for k, v in clients.items()
+    ):
+        raise CheckpointRejected(f"its client states are not a dict of client 0..{spec.num_clients - 1} → state")
+    if payload["finetune_start"] is not None and not isinstance(payload["finetune_start"], dict):
+        raise CheckpointRejected("its fine-tuning start point is not a dict")
+
+
 def run(
     spec: RunSpec,
     sink: RunSink,
@@ -93,10 +149,16 @@ def run(
     stop_after_round: int | None = None,
     verify: bool = True,
     arrays: ArraysCache | None = None,
+    checkpoint_ledger: CheckpointLedger | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
-    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew."""
+    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew.
+
+    ``checkpoint_ledger`` (the registry) records the sha256 of each checkpoint written and vouches for the one
+    read back; without a ledger a checkpoint is checked for format, spec and layout only. A checkpoint that fails
+    a check is not used: ``on_warning`` gets one line naming the file and why, and training starts at round 0."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
@@ -125,12 +187,14 @@ def run(
     start_round = 0
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
-    checkpoint = load_checkpoint(checkpoint_path, spec.spec_hash, device) if checkpoint_path else None
+    checkpoint, rejected = resume_point(spec, state.server, checkpoint_path, checkpoint_ledger, device)
+    if rejected is not None and on_warning is not None:
+        on_warning(f"checkpoint {checkpoint_path} not used: {rejected}; the run starts again from round 0")
     if checkpoint is not None:
         start_round = checkpoint["round"]
         state.server = ServerState(**checkpoint["server"])
         state.client_states = checkpoint["client_states"]
-        finetune_start = checkpoint.get("finetune_start")
+        finetune_start = checkpoint["finetune_start"]
         try:  # client states of an earlier fedbench are brought up to date, or rejected with a reason
             algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
         except FedbenchError as exc:
@@ -138,6 +202,8 @@ def run(
     sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
+    if rejected is not None:
+        info["checkpoint_rejected"] = rejected
     download = (num_params + algorithm.extra_download_floats(num_params)) * 4
     upload = (num_params + algorithm.extra_upload_floats(num_params)) * 4
     round_index = start_round
@@ -188,7 +254,7 @@ def run(
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
-                save_checkpoint(
+                digest = save_checkpoint(
                     checkpoint_path,
                     {
                         "spec_hash": spec.spec_hash,
@@ -198,6 +264,8 @@ def run(
                         "finetune_start": finetune_start,
                     },
                 )
+                if checkpoint_ledger is not None:
+                    checkpoint_ledger.record_checkpoint(digest)
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:

@@ -13,15 +13,17 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
-from sqlalchemy import bindparam, create_engine, delete, event, select, update
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy import bindparam, create_engine, delete, event, select, text, update
+from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
 from fedbench.registry import schema
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.urls import display_url, scrub
 
 CLAIMABLE = ("pending", "failed", "interrupted")
 FINISHED = ("done", "diverged")
@@ -51,34 +53,104 @@ def _pid_alive(pid: int) -> bool:
 
 
 class Registry:
-    def __init__(self, url: str | None = None):
-        self.url = url or default_registry_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError:
-            raise RegistryError(
-                f"registry URL {self.url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db "
-                "or postgresql://user@host/db"
-            ) from None
+    """The run registry at ``url``. ``read_only`` (reporting: ``open_existing``): the connection cannot write
+    (SQLite opened with ``mode=ro``, PostgreSQL sessions ``READ ONLY``), nothing is created or migrated unless the
+    registry needs a migration and is writable; a read-only registry that needs one is a one-line error.
+    Otherwise (``fedbench run``) a registry that cannot be written is a one-line error before anything is written."""
+
+    def __init__(self, url: str | None = None, *, read_only: bool = False):
+        self.url = url or default_registry_url()  # with its password, if any: never shown (``display_url``)
+        self.display_url = display_url(self.url)
+        self.read_only = read_only
+        parsed = _parse(self.url)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
-        if self.is_sqlite and parsed.database not in (None, "", ":memory:"):
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-            self.home = Path(parsed.database).parent
-        else:
-            self.home = Path("registry")
+        database = self.database_file = _sqlite_file(parsed) if self.is_sqlite else None
+        self.home = Path(database).parent if database else Path("registry")
+        declared_read_only = self.is_sqlite and _declares_read_only(parsed)
+        if declared_read_only and not read_only:
+            raise RegistryError(
+                f"registry {self.display_url!r} is opened read-only (mode=ro/immutable in the URL): `fedbench run` "
+                "records runs in it; give the URL without it, as a user who may write the file"
+            )
+        if database and not read_only:
+            self.home.mkdir(parents=True, exist_ok=True)
+        engine_url: str | URL = self.url
+        if read_only and database and not declared_read_only:
+            engine_url = _read_only_sqlite_url(database)
         try:
             connect_args = {"timeout": 60} if self.is_sqlite else {}
-            self.engine: Engine = create_engine(self.url, connect_args=connect_args)
+            self.engine: Engine = create_engine(engine_url, connect_args=connect_args)
         except Exception as exc:  # missing DB driver, bad URL parts
-            raise RegistryError(f"cannot open registry {self.url!r}: {exc}") from None
+            raise RegistryError(f"cannot open registry {self.display_url!r}: {self.scrub(str(exc))}") from None
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            event.listen(self.engine, "connect", _sqlite_read_only_pragmas if read_only else _sqlite_pragmas)
+        elif read_only and self.engine.dialect.name == "postgresql":
+            event.listen(self.engine, "connect", _postgresql_read_only)
+        if read_only:
+            self._open_read_only(declared_read_only)
+        else:
+            self._open_for_writing()
+
+    def _open_for_writing(self) -> None:
+        if self.is_sqlite and not _sqlite_writable(self.database_file):
+            raise RegistryError(
+                f"registry {self.display_url!r} cannot be written (the file or its folder is read-only): `fedbench "
+                "run` records runs in it; run as a user who may write it, or use another registry"
+            )
+        self._migrate()
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as connection:
+                allowed = connection.execute(
+                    text(
+                        "SELECT has_table_privilege('runs', 'INSERT') AND has_table_privilege('runs', 'UPDATE') "
+                        "AND has_table_privilege('rounds', 'INSERT') AND has_table_privilege('rounds', 'DELETE') "
+                        "AND current_setting('transaction_read_only') = 'off'"
+                    )
+                ).scalar()
+            if not allowed:
+                raise RegistryError(
+                    f"registry {self.display_url!r}: this database role may only read it; `fedbench run` records "
+                    "runs, so connect as a worker role (docs/security.md)"
+                )
+
+    def _open_read_only(self, declared_read_only: bool) -> None:
+        """Read-only: check the schema version; migrate only a registry this process may write."""
+        try:
+            revision = schema.current_revision(self.engine)
+        except DBAPIError as exc:
+            if not (self.is_sqlite and self.database_file and not declared_read_only and "unable to open" in str(exc)):
+                reason = self.scrub(" ".join(str(exc.orig).split()))
+                raise RegistryError(f"cannot open registry {self.display_url!r}: {reason}") from None
+            # A WAL database in a folder this process cannot write, with no -shm file left: SQLite can open it
+            # read-only only as immutable (nobody can be writing it: a writer would have left its -shm file).
+            self.engine.dispose()
+            self.engine = create_engine(_read_only_sqlite_url(self.database_file, immutable=True))
+            event.listen(self.engine, "connect", _sqlite_read_only_pragmas)
+            revision = schema.current_revision(self.engine)
+        if revision == schema.head_revision():
+            return
+        hint = (
+            f"registry {self.display_url!r} is at schema revision {revision or 'before 0001'} and this fedbench "
+            f"needs {schema.head_revision()}; it is read-only here"
+        )
+        action = "open it once with write access (e.g. `fedbench runs` as a user or worker role that may write it)"
+        if declared_read_only or (self.is_sqlite and not _sqlite_writable(self.database_file)):
+            raise RegistryError(f"{hint}: {action}")
+        try:  # writable (PostgreSQL: perhaps): migrate as `fedbench run` would, in one transaction
+            Registry(self.url)
+        except RegistryError as exc:
+            refusals = ("permission", "must be owner", "read-only", "readonly", "may only read")
+            if any(word in str(exc).lower() for word in refusals):
+                raise RegistryError(f"{hint} ({exc}): {action}") from None
+            raise
+
+    def _migrate(self) -> None:
         attempts = 5
         for attempt in range(attempts):
             try:
                 schema.upgrade(self.engine, self.checkpoint_dir if self.is_sqlite else None)
                 break
-            except (OperationalError, ProgrammingError) as exc:
+            except DBAPIError as exc:  # the server's or driver's refusal (its text may quote the URL: scrubbed)
                 # Two workers opening a new registry at once: the file lock serialises them on one machine, but
                 # SQLite may still answer "database is locked" at once when a read transaction cannot become a
                 # write one (it does not wait in that case), and PostgreSQL "already exists" between servers'
@@ -87,21 +159,30 @@ class Registry:
                 if attempt < attempts - 1 and any(s in message for s in ("already exists", "duplicate", "locked")):
                     time.sleep(0.1 * (attempt + 1))
                     continue
-                reason = " ".join(str(exc.orig).split())  # drivers' messages span lines; ours is one
+                reason = self.scrub(" ".join(str(exc.orig).split()))  # drivers' messages span lines; ours is one
                 raise RegistryError(
-                    f"cannot open registry {self.url!r}: {reason}{self._stale_files_hint(reason)}"
+                    f"cannot open registry {self.display_url!r}: {reason}{self._stale_files_hint(reason)}"
                 ) from None
 
     @staticmethod
     def resolve_url(url: str | None) -> str:
         return url or default_registry_url()
 
+    @classmethod
+    def shown_url(cls, url: str | None) -> str:
+        """The registry URL ``url`` resolves to, as it may be shown to a person (password masked)."""
+        return display_url(cls.resolve_url(url))
+
+    def scrub(self, text: str) -> str:
+        """``text`` (an error message, a traceback) without this registry's password."""
+        return scrub(text, self.url)
+
     def _stale_files_hint(self, reason: str) -> str:
         """SQLite says only "disk I/O error" when a registry file was deleted while a process still had it
         open and a new one is created at its path: the old ``-wal``/``-shm`` files are still there."""
         if not self.is_sqlite or "disk I/O error" not in reason:
             return ""
-        database = self.engine.url.database
+        database = self.database_file
         leftovers = [name for name in (f"{database}-wal", f"{database}-shm") if Path(name).exists()]
         if not leftovers:
             return ""
@@ -112,21 +193,16 @@ class Registry:
 
     @classmethod
     def open_existing(cls, url: str | None) -> Registry | None:
-        """Open a registry for reading without creating a SQLite file that does not exist yet."""
+        """Open a registry for reading (``read_only``), without creating a SQLite file that does not exist yet."""
         url = cls.resolve_url(url)
-        try:
-            parsed = make_url(url)
-        except ArgumentError:
-            raise RegistryError(
-                f"registry URL {url!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db"
-            ) from None
-        if (
-            parsed.get_backend_name() == "sqlite"
-            and parsed.database not in (None, "", ":memory:")
-            and not Path(parsed.database).exists()
-        ):
-            return None
-        return cls(url)
+        parsed = _parse(url)
+        if parsed.get_backend_name() == "sqlite":
+            database = _sqlite_file(parsed)
+            if database is None:  # in memory: nothing to read
+                return None
+            if not Path(database).exists():
+                return None
+        return cls(url, read_only=True)
 
     @classmethod
     def peek_statuses(cls, url: str | None, spec_hashes: list[str]) -> dict[str, str]:
@@ -173,6 +249,7 @@ class Registry:
                     continue
                 session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
                 run.status, run.summary, run.error, run.rounds_done, run.diverged_round = "pending", {}, None, 0, None
+                run.checkpoint_sha256 = None
             session.commit()
 
     def claim(self, spec_hash: str, worker: str | None = None) -> int | None:
@@ -219,6 +296,16 @@ class Registry:
             )
             session.commit()
 
+    def checkpoint_sha256(self, run_id: int) -> str | None:
+        """The sha256 of the checkpoint this run last wrote (None if it wrote none since it was last reset)."""
+        with Session(self.engine) as session:
+            return session.scalar(select(RunRow.checkpoint_sha256).where(RunRow.id == run_id))
+
+    def record_checkpoint(self, run_id: int, sha256: str | None) -> None:
+        with Session(self.engine) as session:
+            session.execute(update(RunRow).where(RunRow.id == run_id).values(checkpoint_sha256=sha256))
+            session.commit()
+
     def truncate_rounds(self, run_id: int, after_round: int) -> None:
         with Session(self.engine) as session:
             session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
@@ -246,6 +333,8 @@ class Registry:
                     finished_at=now(),
                     wall_seconds=wall_seconds,
                     heartbeat_at=now(),
+                    # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
+                    **({"checkpoint_sha256": None} if status in FINISHED else {}),
                 )
             )
             session.commit()
@@ -259,7 +348,7 @@ class Registry:
             else:
                 run = session.scalar(select(RunRow).where(RunRow.spec_hash.startswith(key)))
             if run is None:
-                raise RegistryError(f"no run {key!r} in registry {self.url}; list runs with `fedbench runs`")
+                raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
             session.expunge(run)
             return run
 
@@ -320,6 +409,60 @@ class Registry:
 
     def curve(self, run_id: int) -> list[Any]:
         return self.curves([run_id])[run_id]
+
+
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise RegistryError(
+            f"registry URL {display_url(url)!r} is not a SQLAlchemy URL; use e.g. sqlite:///registry/fedbench.db "
+            "or postgresql://user@host/db (the password through PGPASSWORD or ~/.pgpass, see README)"
+        ) from None
+
+
+def _sqlite_file(parsed: URL) -> str | None:
+    """The database file of a SQLite URL (``sqlite:///path`` or a ``file:`` URI with ``uri=true``); None in memory."""
+    database = parsed.database
+    if not database or database == ":memory:":
+        return None
+    if str(parsed.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
+        path = unquote(database[len("file:") :].split("?", 1)[0])
+        return None if path in ("", ":memory:") or "mode=memory" in database else path
+    return database
+
+
+def _declares_read_only(parsed: URL) -> bool:
+    query = {k: str(v).lower() for k, v in parsed.query.items()}
+    database = parsed.database or ""
+    return query.get("mode") == "ro" or query.get("immutable") in ("1", "true") or "mode=ro" in database
+
+
+def _read_only_sqlite_url(path: str, immutable: bool = False) -> str:
+    """A URL opening the SQLite file at ``path`` read-only: the connection itself cannot write."""
+    return f"sqlite:///file:{quote(str(Path(path).resolve()))}?{'immutable=1' if immutable else 'mode=ro'}&uri=true"
+
+
+def _sqlite_writable(database: str | None) -> bool:
+    """Whether this process may write the SQLite file ``database`` and its folder (journal and WAL files)."""
+    if database is None:
+        return True
+    path = Path(database)
+    return (not path.exists() or os.access(path, os.W_OK)) and os.access(path.parent, os.W_OK)
+
+
+def _sqlite_read_only_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.execute("PRAGMA query_only=ON")  # a second guard beside mode=ro: no statement of this connection writes
+    cursor.close()
+
+
+def _postgresql_read_only(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+    cursor.close()
+    dbapi_connection.commit()
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

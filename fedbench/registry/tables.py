@@ -40,6 +40,8 @@ class RunRow(Base):
     wall_seconds: Mapped[float | None] = mapped_column(Float)
     summary: Mapped[dict] = mapped_column(JSON, default=dict)
     provenance: Mapped[dict] = mapped_column(JSON, default=dict)  # versions, git, device, host, data
+    # sha256 of the run's checkpoint file as this run last wrote it: a resume reads only that exact file
+    checkpoint_sha256: Mapped[str | None] = mapped_column(String(64))
 
 
 class RoundRow(Base):

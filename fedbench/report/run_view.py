@@ -77,7 +77,7 @@ def show_run(registry_url: str | None, run: str) -> dict[str, Any]:
 
     store = Registry.open_existing(registry_url)
     if store is None:
-        raise RegistryError(f"no registry at {Registry.resolve_url(registry_url)}; run a recipe first")
+        raise RegistryError(f"no registry at {Registry.shown_url(registry_url)}; run a recipe first")
     return run_details(store, run)
 
 

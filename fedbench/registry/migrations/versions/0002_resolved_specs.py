@@ -8,8 +8,9 @@ revision was written: resolving with today's defaults would misread a run if a d
 then with the current code for parameters added later (those keep old behaviour at their default and are
 ``HashNeutral``). Runs whose resolved specs coincide are one run: the most finished one is kept (done or
 diverged before anything else, then the most rounds, then the oldest) and the others are removed with their
-rounds. A checkpoint file named by an old hash is read as plain data (weights_only) and renamed, its recorded hash rewritten, so an
-interrupted run still resumes. A spec that no longer validates (a plug-in since removed) is left as it was.
+rounds. A checkpoint file named by an old hash is renamed (not read: it may come from anyone); from revision
+0003 fedbench resumes only from checkpoints whose content hash the registry recorded, so such a run warns once and
+trains again from round 0. A spec that no longer validates (a plug-in since removed) is left as it was.
 
 Revision ID: 0002
 Revises: 0001
@@ -18,6 +19,7 @@ Revises: 0001
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,19 +52,12 @@ def _keep_first(row: Any) -> tuple:
 
 
 def _move_checkpoint(directory: Path | None, old: str, new: str) -> None:
-    if directory is None or not (directory / f"{old}.pt").exists():
+    """The run's checkpoint follows its new hash: renamed, never read. (This revision once rewrote it after
+    ``torch.load(weights_only=True)``; a checkpoint on shared storage may come from anyone, so nothing in it is
+    unpickled here. From revision 0003 such a file is refused on resume anyway: its run warns and restarts.)"""
+    if directory is None or not (directory / f"{old}.pt").exists() or (directory / f"{new}.pt").exists():
         return
-    import torch
-
-    from fedbench.engine.checkpoint import save_checkpoint
-
-    try:  # weights_only: a checkpoint on shared storage may come from anyone; nothing in it may run code
-        payload = torch.load(directory / f"{old}.pt", map_location="cpu", weights_only=True)
-    except Exception:  # not a plain-data checkpoint: left where it is; the run starts again from round 0
-        return
-    payload["spec_hash"] = new
-    save_checkpoint(directory / f"{new}.pt", payload)
-    (directory / f"{old}.pt").unlink()
+    os.replace(directory / f"{old}.pt", directory / f"{new}.pt")
 
 
 def upgrade() -> None:
