@@ -88,6 +88,7 @@ class Batch:
     data_root: str | None = None
     verify: bool = True
     threads: int = 1
+    executor: str = "auto"  # ExecutionOptions.executor
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
@@ -101,6 +102,7 @@ class Batch:
             data_root=self.data_root,
             verify=self.verify,
             threads=self.threads,
+            executor=self.executor,
         )
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
@@ -128,12 +130,15 @@ def prepare_batch(
     force: bool = False,
     device: str = "auto",
     threads: int = 1,
+    executor: str = "auto",
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
     from fedbench.data.federated import ArraysCache
+    from fedbench.engine.packed import check_executor
     from fedbench.executors import preflight
 
+    check_executor(executor)
     root = str(data_root) if data_root is not None else None
     known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
@@ -158,6 +163,7 @@ def prepare_batch(
         data_root=root,
         verify=verify,
         threads=threads,
+        executor=executor,
         arrays=arrays,
     )
 

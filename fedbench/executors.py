@@ -46,6 +46,9 @@ class ExecutionOptions:
     # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
     threads: int = 1
     verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
+    # Which path trains a run's clients (``engine.packed.choose_executor``): auto, packed or sequential. Not part
+    # of the spec (results agree up to floating-point summation order); provenance records the path and why.
+    executor: str = "auto"
 
 
 def resolve_device(name: str) -> torch.device:
@@ -150,6 +153,7 @@ def execute_one(
             eval_batch_size=options.eval_batch_size,
             verify=options.verify,
             arrays=arrays,
+            executor=options.executor,
             on_round=lambda r: emit(
                 {
                     "kind": "round",
@@ -171,7 +175,7 @@ def execute_one(
         registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
         emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
         return "failed"
-    info = {**provenance(device), "data": result.info, PEAK_MEMORY: memory.result()}
+    info = {**provenance(device), "data": result.info, "executor": result.executor, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(

@@ -63,6 +63,12 @@ def run(
         min=1,
         help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is.",
     ),
+    executor: str = typer.Option(
+        "auto",
+        "--executor",
+        help="How a run's clients train: packed (a round's clients at once, stacked), sequential, or auto (packed "
+        "on CUDA where the method and model allow it). Not part of the spec; provenance records the path.",
+    ),
     registry: str | None = RegistryOption,
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."
@@ -117,6 +123,7 @@ def run(
         force=force,
         device=device,
         threads=threads,
+        executor=executor,
     )
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")

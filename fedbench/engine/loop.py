@@ -18,9 +18,11 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.data.federated import ArraysCache, prepare_data
+from fedbench.engine import packed
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
+from fedbench.engine.packed import choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import FedbenchError, RunDiverged
 from fedbench.models import build_model
@@ -59,6 +61,7 @@ class RunSink(Protocol):
 class RunResult:
     status: str  # "done" or "diverged"
     rounds_done: int
+    executor: dict[str, str] = field(default_factory=dict)  # ``ExecutorChoice.as_dict``: which path trained it
     diverged_round: int | None = None
     message: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +74,11 @@ def client_schedule(spec: RunSpec) -> list[list[int]]:
     return [
         sorted(rng.choice(spec.num_clients, spec.clients_per_round, replace=False).tolist()) for _ in range(spec.rounds)
     ]
+
+
+def check_client_loss(update, round_index: int) -> None:
+    if not math.isfinite(update.train_loss):
+        raise RunDiverged(round_index, f"client {update.client_id} training loss is {update.train_loss}")
 
 
 def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], device: torch.device) -> nn.Module:
@@ -93,10 +101,13 @@ def run(
     stop_after_round: int | None = None,
     verify: bool = True,
     arrays: ArraysCache | None = None,
+    executor: str = "sequential",
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
-    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew."""
+    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew.
+    ``executor``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
+    packed trains sequentially, and the result says which path trained it and why)."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
@@ -122,6 +133,7 @@ def run(
     algorithm.check_model(model, spec.algorithm)  # a model the method cannot train fails now, before round 1
     check_finetune(spec, algorithm, model)  # likewise a fine-tuning loss the model cannot take
     algorithm.init_server(state.server)
+    choice = choose_executor(executor, algorithm, spec, model, device)
     start_round = 0
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
@@ -147,14 +159,19 @@ def run(
             server = state.server
             lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
             payload = algorithm.payload(server, round_index)
-            updates, contexts = [], []
-            for client in schedule[round_index - 1]:
-                ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
-                update = algorithm.local_train(ctx)
-                if not math.isfinite(update.train_loss):
-                    raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
-                updates.append(update)
-                contexts.append(ctx)
+            if choice.packed:
+                updates, contexts = packed.train_round(
+                    state, algorithm, schedule[round_index - 1], round_index, lr, payload
+                )
+            else:
+                updates, contexts = [], []
+                for client in schedule[round_index - 1]:
+                    ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
+                    updates.append(algorithm.local_train(ctx))
+                    contexts.append(ctx)
+                    check_client_loss(updates[-1], round_index)
+            for update in updates:  # the packed path checks after the round; the sequential one already did
+                check_client_loss(update, round_index)
             algorithm.aggregate(server, updates, round_index)
             if frozen.any():  # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
                 server.params[frozen] = frozen_values
@@ -201,7 +218,14 @@ def run(
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
-                return RunResult("interrupted", round_index, info=info)
+                return RunResult("interrupted", round_index, info=info, executor=choice.as_dict())
     except RunDiverged as exc:
-        return RunResult("diverged", exc.round_index - 1, diverged_round=exc.round_index, message=str(exc), info=info)
-    return RunResult("done", spec.rounds, info=info)
+        return RunResult(
+            "diverged",
+            exc.round_index - 1,
+            diverged_round=exc.round_index,
+            message=str(exc),
+            info=info,
+            executor=choice.as_dict(),
+        )
+    return RunResult("done", spec.rounds, info=info, executor=choice.as_dict())

@@ -1,0 +1,210 @@
+"""Throughput of fedbench's executors on whatever device is present; writes JSON under ``benchmarks/results/``.
+
+    python benchmarks/gpu_throughput.py [--device auto|cpu|cuda] [--rounds 6] [--threads 1] [--out PATH]
+
+Workloads (issue 12):
+
+- **Table IV column, sequential vs packed** (every device): FedTrip Table IV's set-up — 10 clients, 4 per round,
+  600 samples per client drawn Dirichlet(0.5)-weighted from a 60,000-image pool of random 1×28×28 stand-in data
+  (MNIST's size), E = 1, batch 50, SGD lr 0.01 momentum 0.9 — with the CNN (``fedtrip_cnn``) and the MLP, FedAvg and
+  FedTrip, trained by the sequential and by the packed executor in this process, alternately. A round's time is
+  local training plus aggregation (the test set, 10,000 images, is evaluated only after the last round, which is
+  not timed: evaluation is the same work for both executors). Reported: seconds per round (median), rounds per
+  second, and the packed/sequential speed-up, and the final test accuracy of both paths (they agree up to
+  floating-point summation order).
+- **Big-model rounds** (CUDA only): one FedImpro Table 1 CIFAR-10 ResNet-18 round (100 clients, 5 per round,
+  E = 1, batch 64, 500 samples per client) and one FedDr+ Table 2 CIFAR-100 MobileNet round (100 clients, 10 per
+  round, E = 5, batch 50), on random stand-in data of the real sizes; seconds per round with and without
+  channels-last + fused SGD (``--fast``'s switches, ``fedbench.engine.accel``).
+
+The JSON records the device name, torch version, thread count and every figure; no figure is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from fedbench.data import register_dataset
+from fedbench.data.base import DatasetArrays, DatasetMeta
+from fedbench.engine import run
+from fedbench.executors import resolve_device
+from fedbench.provenance import device_name
+from fedbench.spec import RunSpec
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _random_arrays(name: str, shape: tuple[int, ...], classes: int, train: int, test: int) -> DatasetMeta:
+    meta = DatasetMeta(name=name, num_classes=classes, input_shape=shape, mean=(0.5,) * shape[0], std=(0.5,) * shape[0])
+    rng = np.random.default_rng(0)
+    arrays = DatasetArrays(
+        meta=meta,
+        train_x=rng.integers(0, 256, (train, *shape), dtype=np.uint8),
+        train_y=rng.integers(0, classes, train),
+        test_x=rng.integers(0, 256, (test, *shape), dtype=np.uint8),
+        test_y=rng.integers(0, classes, test),
+    )
+    register_dataset(meta)(lambda root: arrays)
+    return meta
+
+
+class _Rounds:
+    def __init__(self):
+        self.records = []
+
+    def log_round(self, record) -> None:
+        self.records.append(record)
+
+    def truncate(self, after_round: int) -> None:
+        pass
+
+
+def table4_spec(model: str, algorithm: str, rounds: int) -> RunSpec:
+    params = {"mu": 0.4} if algorithm == "fedtrip" else {}
+    return RunSpec(
+        algorithm=algorithm,
+        algorithm_params=params,
+        dataset="bench_mnist_size",
+        model=model,
+        partition="samples_per_client",
+        partition_params={"alpha": 0.5, "samples_per_client": 600},
+        num_clients=10,
+        clients_per_round=4,
+        rounds=rounds,
+        local_epochs=1,
+        batch_size=50,
+        optimizer={"lr": 0.01, "momentum": 0.9},
+        eval_every=rounds,
+        seed=1,
+    )
+
+
+def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> dict:
+    sink = _Rounds()
+    result = run(spec, sink, device=device, executor=executor, **kwargs)
+    timed = [r.wall_seconds for r in sink.records[:-1]] or [sink.records[-1].wall_seconds]
+    seconds = statistics.median(timed)
+    return {
+        "executor": result.executor["executor"],
+        "reason": result.executor["reason"],
+        "seconds_per_round": seconds,
+        "rounds_per_second": 1.0 / seconds,
+        "final_test_acc": sink.records[-1].test_acc,
+    }
+
+
+def table4_comparison(device: torch.device, rounds: int, repeats: int) -> list[dict]:
+    _random_arrays("bench_mnist_size", (1, 28, 28), 10, 60_000, 10_000)
+    rows = []
+    for model in ("fedtrip_cnn", "mlp"):
+        for algorithm in ("fedavg", "fedtrip"):
+            spec = table4_spec(model, algorithm, rounds)
+            best: dict[str, dict] = {}
+            for _ in range(repeats):  # alternately, best of ``repeats`` (the machine may be shared)
+                for executor in ("sequential", "packed"):
+                    timing = time_run(spec, device, executor)
+                    if executor not in best or timing["seconds_per_round"] < best[executor]["seconds_per_round"]:
+                        best[executor] = timing
+            rows.append(
+                {
+                    "workload": f"table4 {model} {algorithm}",
+                    "sequential": best["sequential"],
+                    "packed": best["packed"],
+                    "packed_speedup": best["sequential"]["seconds_per_round"] / best["packed"]["seconds_per_round"],
+                }
+            )
+    return rows
+
+
+def big_model_rounds(device: torch.device) -> list[dict]:
+    from fedbench.engine.accel import Acceleration
+
+    _random_arrays("bench_cifar10_size", (3, 32, 32), 10, 50_000, 10_000)
+    _random_arrays("bench_cifar100_size", (3, 32, 32), 100, 50_000, 10_000)
+    workloads = {
+        "fedimpro table1 resnet18 cifar10 round": RunSpec(
+            algorithm="fedavg",
+            dataset="bench_cifar10_size",
+            model="resnet18",
+            partition="dirichlet",
+            partition_params={"alpha": 0.1},
+            num_clients=100,
+            clients_per_round=5,
+            rounds=2,
+            batch_size=64,
+            optimizer={"lr": 0.01, "momentum": 0.9, "weight_decay": 5e-4},
+            augmentation={"crop_padding": 4, "horizontal_flip": True},
+            eval_every=2,
+        ),
+        "feddrplus table2 mobilenet cifar100 round": RunSpec(
+            algorithm="fedavg",
+            dataset="bench_cifar100_size",
+            model="mobilenet",
+            partition="dirichlet",
+            partition_params={"alpha": 0.1},
+            num_clients=100,
+            clients_per_round=10,
+            rounds=2,
+            local_epochs=5,
+            batch_size=50,
+            optimizer={"lr": 0.01, "momentum": 0.9, "weight_decay": 1e-5},
+            augmentation={"crop_padding": 4, "horizontal_flip": True},
+            eval_every=2,
+        ),
+    }
+    rows = []
+    for name, spec in workloads.items():
+        plain = time_run(spec, device, "sequential")
+        fast = time_run(spec, device, "sequential", acceleration=Acceleration(channels_last=True, fused_optimizer=True))
+        rows.append({"workload": name, "plain": plain, "channels_last_fused": fast})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per timed run (the last one is not timed)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    began = time.perf_counter()
+    result = {
+        "device": device_name(device),
+        "device_type": device.type,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+        "table4": table4_comparison(device, args.rounds, args.repeats),
+    }
+    if device.type == "cuda":
+        result["big_models"] = big_model_rounds(device)
+    result["benchmark_seconds"] = time.perf_counter() - began
+    out = args.out or RESULTS / f"gpu_throughput_{device.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["table4"]:
+        print(
+            f"{row['workload']:28s} sequential {row['sequential']['seconds_per_round']:.3f} s/round  "
+            f"packed {row['packed']['seconds_per_round']:.3f} s/round  speed-up {row['packed_speedup']:.2f}×"
+        )
+    for row in result.get("big_models", []):
+        print(
+            f"{row['workload']:44s} {row['plain']['seconds_per_round']:.2f} s/round, channels-last + fused "
+            f"{row['channels_last_fused']['seconds_per_round']:.2f} s/round"
+        )
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
