@@ -89,6 +89,7 @@ class Batch:
     verify: bool = True
     threads: int = 1
     executor: str = "auto"  # ExecutionOptions.executor
+    gpus: tuple[int, ...] | None = None  # ExecutionOptions.gpus
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
@@ -103,6 +104,7 @@ class Batch:
             verify=self.verify,
             threads=self.threads,
             executor=self.executor,
+            gpus=self.gpus,
         )
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
@@ -131,14 +133,16 @@ def prepare_batch(
     device: str = "auto",
     threads: int = 1,
     executor: str = "auto",
+    gpus: tuple[int, ...] | None = None,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
     from fedbench.data.federated import ArraysCache
     from fedbench.engine.packed import check_executor
-    from fedbench.executors import preflight
+    from fedbench.executors import check_placement, preflight
 
     check_executor(executor)
+    check_placement(device, gpus)
     root = str(data_root) if data_root is not None else None
     known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
@@ -164,6 +168,7 @@ def prepare_batch(
         verify=verify,
         threads=threads,
         executor=executor,
+        gpus=gpus,
         arrays=arrays,
     )
 

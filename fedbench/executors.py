@@ -15,7 +15,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ from fedbench.engine import run as run_engine
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
+from fedbench.placement import place_workers
 from fedbench.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
@@ -49,6 +50,8 @@ class ExecutionOptions:
     # Which path trains a run's clients (``engine.packed.choose_executor``): auto, packed or sequential. Not part
     # of the spec (results agree up to floating-point summation order); provenance records the path and why.
     executor: str = "auto"
+    # GPUs the workers of --device cuda are spread over (``placement.place_workers``); None: every visible one
+    gpus: tuple[int, ...] | None = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -61,6 +64,11 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda":
         deterministic_cuda()
     return device
+
+
+def check_placement(device: str, gpus: tuple[int, ...] | None) -> None:
+    """A bad ``--gpus`` (an index not visible, with a CPU device) is a user error before anything is registered."""
+    place_workers(device, 1, gpus, torch.cuda.device_count())
 
 
 def deterministic_cuda() -> None:
@@ -129,6 +137,8 @@ def execute_one(
     Returns the final status."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # the worker's GPU (``placement``) is also its default CUDA device
     registry.set_provenance(run_id, provenance(device))
     emit(
         {
@@ -258,26 +268,28 @@ def execute(
 ) -> None:
     """Train the planned runs in this process (through ``arrays``, e.g. the cache ``preflight`` loaded into) or in
     ``jobs`` spawned workers, each with its own cache."""
+    devices = place_workers(options.device, jobs, options.gpus, torch.cuda.device_count())
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         if jobs <= 1:
-            work_through(planned, options, emit, arrays)
+            work_through(planned, replace(options, device=devices[0]), emit, arrays)
         else:
-            _execute_in_workers(planned, options, jobs, emit)
+            _execute_in_workers(planned, [replace(options, device=d) for d in devices], emit)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 
 
 def _execute_in_workers(
-    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]
+    planned: list[PlannedRun], worker_options: list[ExecutionOptions], emit: Callable[[Event], None]
 ) -> None:
+    """One spawned worker per entry of ``worker_options`` (they differ in the device ``place_workers`` chose)."""
     context = mp.get_context("spawn")
     events: mp.Queue[Event] = context.Queue()
     workers = [
         context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
-        for _ in range(jobs)
+        for options in worker_options
     ]
     for worker in workers:
         worker.start()

@@ -20,6 +20,7 @@ from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
 from fedbench.errors import FedbenchError
+from fedbench.placement import parse_gpus
 
 if TYPE_CHECKING:
     from fedbench.batch import Batch
@@ -56,6 +57,12 @@ def run(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     jobs: int = typer.Option(
         1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."
+    ),
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        help="With --device cuda: the GPUs the workers are spread over, round-robin, e.g. 0,2,3 [default: every "
+        "visible GPU]. Several workers may share one.",
     ),
     threads: int = typer.Option(
         1,
@@ -124,6 +131,7 @@ def run(
         device=device,
         threads=threads,
         executor=executor,
+        gpus=parse_gpus(gpus),
     )
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")
