@@ -15,7 +15,7 @@ Workloads (issue 12):
 - **Big-model rounds** (CUDA only): one FedImpro Table 1 CIFAR-10 ResNet-18 round (100 clients, 5 per round,
   E = 1, batch 64, 500 samples per client) and one FedDr+ Table 2 CIFAR-100 MobileNet round (100 clients, 10 per
   round, E = 5, batch 50), on random stand-in data of the real sizes; seconds per round with and without
-  channels-last + fused SGD (``--fast``'s switches, ``fedbench.engine.accel``).
+  channels-last + fused SGD (``fedbench run --fast``, the default on CUDA; ``fedbench.engine.accel``).
 
 The JSON records the device name, torch version, thread count and every figure; no figure is asserted anywhere.
 """
@@ -93,8 +93,8 @@ def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> di
     timed = [r.wall_seconds for r in sink.records[:-1]] or [sink.records[-1].wall_seconds]
     seconds = statistics.median(timed)
     return {
-        "executor": result.executor["executor"],
-        "reason": result.executor["reason"],
+        "executor": result.settings["executor"]["executor"],
+        "reason": result.settings["executor"]["reason"],
         "seconds_per_round": seconds,
         "rounds_per_second": 1.0 / seconds,
         "final_test_acc": sink.records[-1].test_acc,
@@ -162,8 +162,8 @@ def big_model_rounds(device: torch.device) -> list[dict]:
     }
     rows = []
     for name, spec in workloads.items():
-        plain = time_run(spec, device, "sequential")
-        fast = time_run(spec, device, "sequential", acceleration=Acceleration(channels_last=True, fused_optimizer=True))
+        plain = time_run(spec, device, "sequential", acceleration=Acceleration())
+        fast = time_run(spec, device, "sequential", acceleration=Acceleration.for_device(device))
         rows.append({"workload": name, "plain": plain, "channels_last_fused": fast})
     return rows
 

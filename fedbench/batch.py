@@ -90,6 +90,8 @@ class Batch:
     threads: int = 1
     executor: str = "auto"  # ExecutionOptions.executor
     gpus: tuple[int, ...] | None = None  # ExecutionOptions.gpus
+    fast: bool = True  # ExecutionOptions.fast
+    compile: bool = False  # ExecutionOptions.compile
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
@@ -105,6 +107,8 @@ class Batch:
             threads=self.threads,
             executor=self.executor,
             gpus=self.gpus,
+            fast=self.fast,
+            compile=self.compile,
         )
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
@@ -134,6 +138,8 @@ def prepare_batch(
     threads: int = 1,
     executor: str = "auto",
     gpus: tuple[int, ...] | None = None,
+    fast: bool = True,
+    compile: bool = False,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
@@ -169,6 +175,8 @@ def prepare_batch(
         threads=threads,
         executor=executor,
         gpus=gpus,
+        fast=fast,
+        compile=compile,
         arrays=arrays,
     )
 

@@ -22,6 +22,7 @@ import torch
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
+from fedbench.engine.accel import Acceleration
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
@@ -52,6 +53,10 @@ class ExecutionOptions:
     executor: str = "auto"
     # GPUs the workers of --device cuda are spread over (``placement.place_workers``); None: every visible one
     gpus: tuple[int, ...] | None = None
+    # CUDA speed switches (``engine/accel.py``): channels-last + fused optimizers (``fast``), ``torch.compile``.
+    # Not part of the spec (results agree up to rounding); provenance records them. No effect on a CPU.
+    fast: bool = True
+    compile: bool = False
 
 
 def resolve_device(name: str) -> torch.device:
@@ -164,6 +169,7 @@ def execute_one(
             verify=options.verify,
             arrays=arrays,
             executor=options.executor,
+            acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
             on_round=lambda r: emit(
                 {
                     "kind": "round",
@@ -185,7 +191,7 @@ def execute_one(
         registry.finish(run_id, "failed", error="".join(traceback.format_exception(exc))[-4000:])
         emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": f"{type(exc).__name__}: {exc}"})
         return "failed"
-    info = {**provenance(device), "data": result.info, "executor": result.executor, PEAK_MEMORY: memory.result()}
+    info = {**provenance(device, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(

@@ -75,8 +75,8 @@ def test_packed_clients_equal_sequential_clients(case, float64, tmp_path):
     spec = _spec(case)
     sequential = train(spec, tmp_path, "sequential.pt", executor="sequential")
     together = train(spec, tmp_path, "packed.pt", executor="packed")
-    assert sequential[0].executor["executor"] == "sequential"
-    assert together[0].executor == {"executor": "packed", "reason": "requested"}
+    assert sequential[0].settings["executor"]["executor"] == "sequential"
+    assert together[0].settings["executor"] == {"executor": "packed", "reason": "requested"}
     _assert_same_run(sequential, together)
 
 

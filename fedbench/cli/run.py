@@ -76,6 +76,15 @@ def run(
         help="How a run's clients train: packed (a round's clients at once, stacked), sequential, or auto (packed "
         "on CUDA where the method and model allow it). Not part of the spec; provenance records the path.",
     ),
+    fast: bool = typer.Option(
+        True,
+        "--fast/--no-fast",
+        help="On CUDA: conv models in channels-last memory format and fused optimizers (same results up to "
+        "rounding; not part of the spec). No effect on a CPU.",
+    ),
+    compile_model: bool = typer.Option(
+        False, "--compile", help="On CUDA: torch.compile the working model (the first rounds pay the compilation)."
+    ),
     registry: str | None = RegistryOption,
     data_dir: Path | None = typer.Option(
         None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."
@@ -132,6 +141,8 @@ def run(
         threads=threads,
         executor=executor,
         gpus=parse_gpus(gpus),
+        fast=fast,
+        compile=compile_model,
     )
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")

@@ -19,6 +19,14 @@ from torch import nn
 from fedbench.algorithms import build_algorithm
 from fedbench.data.federated import ArraysCache, prepare_data
 from fedbench.engine import packed
+from fedbench.engine.accel import (
+    Acceleration,
+    compiled_forward,
+    flat_parameters,
+    optimizer_options,
+    prepare_model,
+    set_precision,
+)
 from fedbench.engine.checkpoint import load_checkpoint, save_checkpoint
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
@@ -61,7 +69,9 @@ class RunSink(Protocol):
 class RunResult:
     status: str  # "done" or "diverged"
     rounds_done: int
-    executor: dict[str, str] = field(default_factory=dict)  # ``ExecutorChoice.as_dict``: which path trained it
+    # non-spec choices recorded in provenance: "executor" (``ExecutorChoice.as_dict``: which path trained it and
+    # why), "acceleration" (``Acceleration.as_dict``), "precision" and "tf32" (``accel.set_precision``)
+    settings: dict[str, Any] = field(default_factory=dict)
     diverged_round: int | None = None
     message: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -102,20 +112,24 @@ def run(
     verify: bool = True,
     arrays: ArraysCache | None = None,
     executor: str = "sequential",
+    acceleration: Acceleration | None = None,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
     loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew.
     ``executor``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
-    packed trains sequentially, and the result says which path trained it and why)."""
+    packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
+    switches (``engine/accel.py``; default none)."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
     schedule = client_schedule(spec)
-    model = init_model(spec, data.num_classes, data.input_shape, device)
+    acceleration = acceleration or Acceleration()
+    precision = set_precision(spec.precision, device)
+    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), acceleration)
     num_params = sum(p.numel() for p in model.parameters())
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
-    frozen_values = nn.utils.parameters_to_vector(model.parameters()).detach()[frozen].clone()
+    frozen_values = flat_parameters(model.parameters()).detach()[frozen].clone()
     state = RunState(
         spec=spec,
         data=data,
@@ -124,8 +138,9 @@ def run(
         spare_models=SpareModels(model),
         eval_batch_size=eval_batch_size,
         frozen=frozen,
+        optimizer_options=optimizer_options(acceleration, device),
         server=ServerState(
-            params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+            params=flat_parameters(model.parameters()).detach().clone(),
             buffers={name: b.detach().clone() for name, b in model.named_buffers()},
         ),
     )
@@ -134,6 +149,8 @@ def run(
     check_finetune(spec, algorithm, model)  # likewise a fine-tuning loss the model cannot take
     algorithm.init_server(state.server)
     choice = choose_executor(executor, algorithm, spec, model, device)
+    compiled_forward(model, acceleration)  # in place: the module keeps its parameters, hooks and methods
+    settings = {"executor": choice.as_dict(), "acceleration": acceleration.as_dict(), **precision}
     start_round = 0
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
@@ -218,7 +235,7 @@ def run(
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
-                return RunResult("interrupted", round_index, info=info, executor=choice.as_dict())
+                return RunResult("interrupted", round_index, info=info, settings=settings)
     except RunDiverged as exc:
         return RunResult(
             "diverged",
@@ -226,6 +243,6 @@ def run(
             diverged_round=exc.round_index,
             message=str(exc),
             info=info,
-            executor=choice.as_dict(),
+            settings=settings,
         )
-    return RunResult("done", spec.rounds, info=info, executor=choice.as_dict())
+    return RunResult("done", spec.rounds, info=info, settings=settings)
