@@ -1,18 +1,21 @@
 """Throughput of fedbench's executors on whatever device is present; writes JSON under ``benchmarks/results/``.
 
-    python benchmarks/gpu_throughput.py [--device auto|cpu|cuda] [--rounds 6] [--threads 1] [--out PATH]
+    python benchmarks/gpu_throughput.py [--device auto|cpu|cuda] [--rounds 6] [--repeats 2] [--seeds 1] [--threads 1]
+                                        [--out PATH]
+    python benchmarks/gpu_throughput.py --device cuda --rounds 100 --seeds 5    # a GPU session: accuracies over seeds
 
 Workloads (issue 12):
 
 - **Table IV column, sequential vs packed** (every device): FedTrip Table IV's set-up — 10 clients, 4 per round,
-  600 samples per client drawn Dirichlet(0.5)-weighted from a 60,000-image pool of random 1×28×28 stand-in data
-  (MNIST's size), E = 1, batch 50, SGD lr 0.01 momentum 0.9 — with the CNN (``fedtrip_cnn``) and the MLP, FedAvg and
-  FedTrip, trained by the sequential and by the packed executor in this process, alternately. A round's time is
-  local training plus aggregation (the test set, 10,000 images, is evaluated only after the last round; the first
-  and the last round are not timed: warm-up, and evaluation, the same work for both executors). On a CPU the
-  figure is the process's CPU time per round (robust on a shared machine), on CUDA wall-clock time. Reported: seconds per round (median), rounds per
-  second, and the packed/sequential speed-up, and the final test accuracy of both paths (they agree up to
-  floating-point summation order).
+  600 samples per client drawn Dirichlet(0.5)-weighted from a 60,000-image pool of 1×28×28 stand-in data (MNIST's
+  size; fedbench's synthetic class-template-plus-noise images, so that the model learns), E = 1, batch 50, SGD
+  lr 0.01 momentum 0.9 — with the CNN (``fedtrip_cnn``) and the MLP, FedAvg and FedTrip, trained by the sequential
+  and by the packed executor in this process, alternately. A round's time is local training plus aggregation (the
+  test set, 10,000 images, is evaluated only after the last round; the first and the last round are not timed:
+  warm-up, and evaluation, the same work for both executors). On a CPU the figure is the process's CPU time per
+  round (robust on a shared machine), on CUDA wall-clock time. Reported: seconds per round (median), rounds per
+  second, the packed/sequential speed-up, and the final test accuracy of both paths for each of ``--seeds`` seeds
+  (they should agree up to floating-point summation order).
 - **Big-model rounds** (CUDA only): a FedImpro Table 1 CIFAR-10 ResNet-18 round and a FedDr+ Table 2 CIFAR-100
   MobileNet round, their set-up taken from the recipes' first FedAvg run, on random stand-in data of the real sizes
   (two rounds; the second, which also evaluates the 10,000 test images, is timed); seconds per round with and without
@@ -43,16 +46,25 @@ from fedbench.spec import RunSpec
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _random_arrays(name: str, shape: tuple[int, ...], classes: int, train: int, test: int) -> DatasetMeta:
+def _random_arrays(
+    name: str, shape: tuple[int, ...], classes: int, train: int, test: int, learnable: bool = False
+) -> DatasetMeta:
+    """A stand-in data set of the real size: uniform noise, or (``learnable``) fedbench's synthetic stand-in — a
+    class template plus noise — so that final accuracies say something when the two executors are compared."""
+    from fedbench.data.synthetic import synthetic_like
+
     meta = DatasetMeta(name=name, num_classes=classes, input_shape=shape, mean=(0.5,) * shape[0], std=(0.5,) * shape[0])
-    rng = np.random.default_rng(0)
-    arrays = DatasetArrays(
-        meta=meta,
-        train_x=rng.integers(0, 256, (train, *shape), dtype=np.uint8),
-        train_y=rng.integers(0, classes, train),
-        test_x=rng.integers(0, 256, (test, *shape), dtype=np.uint8),
-        test_y=rng.integers(0, classes, test),
-    )
+    if learnable:
+        arrays = synthetic_like(meta, seed=0, train_size=train, test_size=test)
+    else:
+        rng = np.random.default_rng(0)
+        arrays = DatasetArrays(
+            meta=meta,
+            train_x=rng.integers(0, 256, (train, *shape), dtype=np.uint8),
+            train_y=rng.integers(0, classes, train),
+            test_x=rng.integers(0, 256, (test, *shape), dtype=np.uint8),
+            test_y=rng.integers(0, classes, test),
+        )
     register_dataset(meta)(lambda root, **params: arrays)
     return meta
 
@@ -68,7 +80,7 @@ class _Rounds:
         pass
 
 
-def table4_spec(model: str, algorithm: str, rounds: int) -> RunSpec:
+def table4_spec(model: str, algorithm: str, rounds: int, seed: int = 1) -> RunSpec:
     params = {"mu": 0.4} if algorithm == "fedtrip" else {}
     return RunSpec(
         algorithm=algorithm,
@@ -84,7 +96,7 @@ def table4_spec(model: str, algorithm: str, rounds: int) -> RunSpec:
         batch_size=50,
         optimizer={"lr": 0.01, "momentum": 0.9},
         eval_every=rounds,
-        seed=1,
+        seed=seed,
     )
 
 
@@ -111,24 +123,31 @@ def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> di
     }
 
 
-def table4_comparison(device: torch.device, rounds: int, repeats: int) -> list[dict]:
-    _random_arrays("bench_mnist_size", (1, 28, 28), 10, 60_000, 10_000)
+def table4_comparison(device: torch.device, rounds: int, repeats: int, seeds: int) -> list[dict]:
+    """Best-of-``repeats`` timing of seed 1 (alternating executors: the machine may be shared), and the final test
+    accuracy of both executors for seeds 1..``seeds``."""
+    _random_arrays("bench_mnist_size", (1, 28, 28), 10, 60_000, 10_000, learnable=True)
     rows = []
     for model in ("fedtrip_cnn", "mlp"):
         for algorithm in ("fedavg", "fedtrip"):
-            spec = table4_spec(model, algorithm, rounds)
             best: dict[str, dict] = {}
-            for _ in range(repeats):  # alternately, best of ``repeats`` (the machine may be shared)
-                for executor in ("sequential", "packed"):
-                    timing = time_run(spec, device, executor)
-                    if executor not in best or timing["seconds_per_round"] < best[executor]["seconds_per_round"]:
-                        best[executor] = timing
+            final: dict[str, list[float | None]] = {"sequential": [], "packed": []}
+            for seed in range(1, seeds + 1):
+                spec = table4_spec(model, algorithm, rounds, seed)
+                for repeat in range(repeats if seed == 1 else 1):
+                    for executor in ("sequential", "packed"):
+                        timing = time_run(spec, device, executor)
+                        if repeat == 0:
+                            final[executor].append(timing["final_test_acc"])
+                        if executor not in best or timing["seconds_per_round"] < best[executor]["seconds_per_round"]:
+                            best[executor] = timing
             rows.append(
                 {
                     "workload": f"table4 {model} {algorithm}",
                     "sequential": best["sequential"],
                     "packed": best["packed"],
                     "packed_speedup": best["sequential"]["seconds_per_round"] / best["packed"]["seconds_per_round"],
+                    "final_test_acc_by_seed": final,
                 }
             )
     return rows
@@ -174,7 +193,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--rounds", type=int, default=6, help="rounds per run (the first and last are not timed)")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=2, help="timed repeats of seed 1 (the best counts)")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds whose final accuracies both executors report")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -187,7 +207,7 @@ def main() -> None:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
-        "table4": table4_comparison(device, args.rounds, args.repeats),
+        "table4": table4_comparison(device, args.rounds, args.repeats, args.seeds),
     }
     if device.type == "cuda":
         result["big_models"] = big_model_rounds(device)
