@@ -61,6 +61,9 @@ def plan(
     if as_json:
         print_json(result.as_dict())
         return
+    if not result.runs:  # e.g. fedtrip_costs.toml: analytic tables only
+        console.print("nothing to plan: these recipes define no runs (analytic tables only)")
+        return
     table = RichTable(title=f"{result.runs} runs in {len(result.cells)} table cells")
     for column in ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)"):
         table.add_column(column)
