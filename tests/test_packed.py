@@ -217,3 +217,14 @@ def test_bad_executor_exits_2_with_one_line(write_recipe, registry_url):
     assert result.exit_code == 2
     assert "--executor 'gpu'" in result.output and len(result.output.strip().splitlines()) == 1
     assert not Path(registry_url.removeprefix("sqlite:///")).exists()  # nothing registered
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (runs in a GPU session)")
+@pytest.mark.parametrize("case", ["fedtrip", "moon_pre_activation", "scaffold"])
+def test_packed_equals_sequential_on_cuda(case, float64, tmp_path):
+    """The same comparison on a GPU: vmapped CUDA kernels against the sequential CUDA path (float64)."""
+    spec = _spec(case)
+    sequential = train(spec, tmp_path, "sequential.pt", executor="sequential", device="cuda")
+    together = train(spec, tmp_path, "packed.pt", executor="packed", device="cuda")
+    assert together[0].settings["executor"]["executor"] == "packed"
+    _assert_same_run(sequential, together)
