@@ -21,7 +21,8 @@ Which runs can be packed is decided in one place, ``choose_executor``, with a re
 in each run's provenance): the method must declare ``packed_step`` on its own class (an inherited declaration
 does not count: a subclass may change the local step), and the model must have no BatchNorm buffers, no dropout
 and no frozen parameters; the optimizer must be SGD without gradient clipping. ``auto`` packs on CUDA only:
-on a CPU the per-client kernels are already busy, and the packed path measured slower (README, "GPUs").
+on a CPU the per-client kernels already keep the core busy, and the packed path measured slower
+(``benchmarks/gpu_throughput.py``, README "Benchmarks").
 """
 
 from __future__ import annotations
