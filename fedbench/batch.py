@@ -88,6 +88,10 @@ class Batch:
     data_root: str | None = None
     verify: bool = True
     threads: int = 1
+    packing: str = "auto"  # ExecutionOptions.packing
+    gpus: tuple[int, ...] | None = None  # ExecutionOptions.gpus
+    fast: bool = True  # ExecutionOptions.fast
+    compile: bool = False  # ExecutionOptions.compile
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
     warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
@@ -102,6 +106,10 @@ class Batch:
             data_root=self.data_root,
             verify=self.verify,
             threads=self.threads,
+            packing=self.packing,
+            gpus=self.gpus,
+            fast=self.fast,
+            compile=self.compile,
         )
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
@@ -129,12 +137,19 @@ def prepare_batch(
     force: bool = False,
     device: str = "auto",
     threads: int = 1,
+    packing: str = "auto",
+    gpus: tuple[int, ...] | None = None,
+    fast: bool = True,
+    compile: bool = False,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
     from fedbench.data.federated import ArraysCache
-    from fedbench.executors import preflight
+    from fedbench.engine.packed import check_packing
+    from fedbench.executors import check_placement, preflight
 
+    check_packing(packing)
+    check_placement(device, gpus)
     root = str(data_root) if data_root is not None else None
     known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
@@ -159,6 +174,10 @@ def prepare_batch(
         data_root=root,
         verify=verify,
         threads=threads,
+        packing=packing,
+        gpus=gpus,
+        fast=fast,
+        compile=compile,
         arrays=arrays,
         warnings=warnings,
     )

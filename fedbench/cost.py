@@ -84,6 +84,14 @@ def spec_steps_per_round(spec, samples: int) -> int:
     )
 
 
+def samples_per_round(spec, samples: int) -> float:
+    """Training samples one client processes in one round (forward + backward each): ``local_steps`` full batches
+    under a step budget, else ``local_epochs`` passes over its ``samples`` (FedTrip §4's n_k·E)."""
+    if spec.local_steps:
+        return float(spec_steps_per_round(spec, samples) * spec.batch_size)
+    return float(samples * spec.local_epochs)
+
+
 def _conv_backward_flop(
     grad_out_shape,
     x_shape,

@@ -15,16 +15,18 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
+from fedbench.engine.accel import Acceleration
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
+from fedbench.placement import place_workers
 from fedbench.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
@@ -46,6 +48,15 @@ class ExecutionOptions:
     # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
     threads: int = 1
     verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
+    # Which path trains a run's clients (``engine.packed.choose_executor``): auto, packed or sequential. Not part
+    # of the spec (results agree up to floating-point summation order); provenance records the path and why.
+    packing: str = "auto"
+    # GPUs the workers of --device cuda are spread over (``placement.place_workers``); None: every visible one
+    gpus: tuple[int, ...] | None = None
+    # CUDA speed switches (``engine/accel.py``): channels-last + fused optimizers (``fast``), ``torch.compile``.
+    # Not part of the spec (results agree up to rounding); provenance records them. No effect on a CPU.
+    fast: bool = True
+    compile: bool = False
 
 
 def resolve_device(name: str) -> torch.device:
@@ -58,6 +69,11 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda":
         deterministic_cuda()
     return device
+
+
+def check_placement(device: str, gpus: tuple[int, ...] | None) -> None:
+    """A bad ``--gpus`` (an index not visible, with a CPU device) is a user error before anything is registered."""
+    place_workers(device, 1, gpus, torch.cuda.device_count())
 
 
 def deterministic_cuda() -> None:
@@ -142,6 +158,8 @@ def execute_one(
     Returns the final status."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # the worker's GPU (``placement``) is also its default CUDA device
     registry.set_provenance(run_id, provenance(device))
     emit(
         {
@@ -169,6 +187,8 @@ def execute_one(
             eval_batch_size=options.eval_batch_size,
             verify=options.verify,
             arrays=arrays,
+            packing=options.packing,
+            acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
             on_round=lambda r: emit(
                 {
                     "kind": "round",
@@ -198,7 +218,7 @@ def execute_one(
             }
         )
         return "failed"
-    info = {**provenance(device), "data": result.info, PEAK_MEMORY: memory.result()}
+    info = {**provenance(device, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
     registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     registry.finish(
@@ -281,26 +301,28 @@ def execute(
 ) -> None:
     """Train the planned runs in this process (through ``arrays``, e.g. the cache ``preflight`` loaded into) or in
     ``jobs`` spawned workers, each with its own cache."""
+    devices = place_workers(options.device, jobs, options.gpus, torch.cuda.device_count())
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
     try:
         if jobs <= 1:
-            work_through(planned, options, emit, arrays)
+            work_through(planned, replace(options, device=devices[0]), emit, arrays)
         else:
-            _execute_in_workers(planned, options, jobs, emit)
+            _execute_in_workers(planned, [replace(options, device=d) for d in devices], emit)
     finally:
         if main_thread:
             signal.signal(signal.SIGTERM, previous)
 
 
 def _execute_in_workers(
-    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Callable[[Event], None]
+    planned: list[PlannedRun], worker_options: list[ExecutionOptions], emit: Callable[[Event], None]
 ) -> None:
+    """One spawned worker per entry of ``worker_options`` (they differ in the device ``place_workers`` chose)."""
     context = mp.get_context("spawn")
     events: mp.Queue[Event] = context.Queue()
     workers = [
         context.Process(target=_worker_main, args=(planned, options, events, os.getpid()), daemon=False)
-        for _ in range(jobs)
+        for options in worker_options
     ]
     for worker in workers:
         worker.start()

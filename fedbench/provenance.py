@@ -41,8 +41,28 @@ def device_name(device: torch.device) -> str:
     return f"cpu:{platform.processor() or platform.machine()} threads={torch.get_num_threads()}"
 
 
-def provenance(device: torch.device) -> dict:
+def gpu_info(device: torch.device) -> dict[str, Any] | None:
+    """The GPU a run trains on: its index among the visible devices, model name, compute capability, memory and
+    (where PyTorch exposes it) UUID — which physical card, when ``CUDA_VISIBLE_DEVICES`` renumbers them."""
+    if device.type != "cuda":
+        return None
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    properties = torch.cuda.get_device_properties(index)
+    uuid = getattr(properties, "uuid", None)
+    return {
+        "index": index,
+        "name": properties.name,
+        "capability": f"{properties.major}.{properties.minor}",
+        "memory_bytes": int(properties.total_memory),
+        "uuid": str(uuid) if uuid is not None else None,
+    }
+
+
+def provenance(device: torch.device, **settings: Any) -> dict:
+    """Where and with what a run was produced; ``settings``: the run's non-spec choices to record with it (the
+    executor that trained it, TF32, ``torch.compile`` …)."""
     commit, dirty = git_state()
+    gpu = gpu_info(device)
     return {
         "fedbench_version": fedbench.__version__,
         "git_commit": commit,
@@ -51,6 +71,8 @@ def provenance(device: torch.device) -> dict:
         "torch": torch.__version__,
         "device": device_name(device),
         "host": socket.gethostname(),
+        **({"gpu": gpu} if gpu is not None else {}),
+        **settings,
     }
 
 

@@ -147,6 +147,9 @@ class RunSpec(_Strict):
     lr_schedule: ScheduleSpec = ScheduleSpec()
     augmentation: AugmentationSpec = AugmentationSpec()
     clip_grad_norm: float | None = Field(None, gt=0)
+    # arithmetic of CUDA matmuls/convolutions: "fp32" (TF32 off) or "tf32" (``engine/accel.py``); no effect on a
+    # CPU. It changes results, so it is part of the spec; added later, hence hash-neutral at "fp32"
+    precision: Annotated[Literal["fp32", "tf32"], HashNeutral("fp32")] = "fp32"
     eval_every: int = Field(1, ge=1)
     eval_mode: Literal["global", "personal", "both"] = "global"
     client_test_fraction: float = Field(0.0, ge=0, lt=1)  # per-client test split for personal evaluation

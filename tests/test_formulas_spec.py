@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from fedbench.data.federated import prepare_data
 from fedbench.engine import run
+from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
 from fedbench.recipe import expand, load_recipe
@@ -65,7 +66,7 @@ def test_the_engine_trains_round_t_at_the_scheduled_lr(tmp_path, sink, schedule)
     )
     path = tmp_path / "run.pt"
     run(spec, sink, checkpoint_path=path)
-    trained = torch.load(path, weights_only=False)["server"]["params"]
+    trained = load_checkpoint(path, spec.spec_hash)["server"]["params"]
 
     data = prepare_data(spec, torch.device("cpu"))
     model = init_model(spec, data.num_classes, data.input_shape, torch.device("cpu"))

@@ -117,10 +117,10 @@ def test_hash_neutral_parameters_are_left_out_while_they_hold_their_value(monkey
 def test_hash_neutral_spec_fields_live_on_the_field():
     from fedbench.spec import AugmentationSpec, neutral_fields
 
-    assert neutral_fields(RunSpec) == {"client_test": "split", "client_test_params": {}}
+    assert neutral_fields(RunSpec) == {"client_test": "split", "client_test_params": {}, "precision": "fp32"}
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
     canonical = RunSpec(**BASE).canonical_json()
-    assert '"client_test"' not in canonical and '"cutout"' not in canonical
+    assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
 
 
 @pytest.mark.parametrize(

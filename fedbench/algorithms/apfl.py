@@ -18,6 +18,7 @@ from torch.func import functional_call
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
+from fedbench.engine.accel import flat_parameters
 from fedbench.engine.context import load_weights, param_views
 from fedbench.losses import task_loss
 
@@ -52,7 +53,7 @@ class APFL(Algorithm):
 
     def after_step(self, ctx):
         v, alpha = ctx.scratch["v"], ctx.scratch["alpha"]
-        w = torch.nn.utils.parameters_to_vector(ctx.model.parameters()).detach()
+        w = flat_parameters(ctx.model.parameters()).detach()
         mixed = alpha * v + (1 - alpha) * w  # v̄_k
         names = [name for name, _ in ctx.model.named_parameters()]
         tensors = dict(zip(names, param_views(mixed, ctx.model)), **ctx.scratch["v_buffers"])

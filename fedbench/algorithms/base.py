@@ -249,6 +249,32 @@ class Algorithm:
         """Model a client is evaluated with in personalised evaluation (default: the global model)."""
         return ctx.model
 
+    # ---------------------------------------------------------------- packed local step (``engine/packed.py``)
+    #: A method class sets this on *itself* (it is not inherited: a subclass may change the local step) when its
+    #: default local training (one phase of ``train_steps`` with SGD) is expressed by the three hooks below; the
+    #: packed executor then trains a round's clients at once (``fedbench.engine.packed.choose_executor``).
+    packed_step: ClassVar[bool] = False
+
+    def packed_inputs(self, ctx: ClientContext) -> dict[str, torch.Tensor]:
+        """Per-client tensors the packed hooks read (e.g. SCAFFOLD's c − c_i), taken from ``ctx`` as ``begin_local``
+        would; it also creates the client state ``end_local`` reads. A tensor every client shares (the same object,
+        e.g. ``ctx.global_params``) is passed once, unbatched."""
+        return {}
+
+    def packed_objective(self, call, params: torch.Tensor, inputs: dict[str, torch.Tensor], x, y, mask) -> torch.Tensor:
+        """One client's ``objective`` for one batch, inside ``vmap``: ``params`` is its flat parameter vector,
+        ``call(fn, params, x)`` runs ``fn(model, x)`` with them, ``mask`` marks the batch's real samples (a short
+        last batch is padded). Default: FedAvg's mean cross-entropy."""
+        from fedbench.engine.packed import masked_cross_entropy
+
+        return masked_cross_entropy(call(_logits, params, x), y, mask)
+
+    def packed_adjust_gradients(
+        self, inputs: dict[str, torch.Tensor], params: torch.Tensor, grad: torch.Tensor
+    ) -> torch.Tensor:
+        """``adjust_gradients`` of one client on its flat gradient (inside ``vmap``); returns the new gradient."""
+        return grad
+
     # ---------------------------------------------------------------- accounting
     def extra_upload_floats(self, model_params: int) -> int:
         """Floats a client sends besides its model (SCAFFOLD: a control variate)."""
@@ -263,6 +289,10 @@ class Algorithm:
         """FLOPs a client adds to FedAvg's local training in one round ("attaching operations",
         FedTrip Table VIII; K = steps, n = samples, M = batch size, |w| = num_params, FP/BP per sample)."""
         return 0.0
+
+
+def _logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return model_outputs(model, x)[0]
 
 
 def model_outputs(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

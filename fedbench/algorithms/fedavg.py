@@ -8,3 +8,5 @@ from fedbench.algorithms.base import Algorithm
 @register_algorithm("fedavg", papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix"), finetune_losses={"ce": {}})
 class FedAvg(Algorithm):
     """Local SGD on every sampled client; the server averages the models weighted by sample count."""
+
+    packed_step = True  # the base class's local step, as the packed executor's default hooks express it

@@ -48,6 +48,20 @@ class FedDyn(Algorithm):
         proximal = sum(((p - w) ** 2).sum() for p, w in zip(params, ctx.global_tensors))  # ‖θ − θ^{t−1}‖²
         return super().loss(ctx, x, y, logits) - linear + 0.5 * alpha * proximal
 
+    packed_step = True
+
+    def packed_inputs(self, ctx):
+        return {
+            "linear": ctx.state.setdefault("linear", torch.zeros_like(ctx.global_params)),
+            "global": ctx.global_params,
+        }
+
+    def packed_objective(self, call, params, inputs, x, y, mask):
+        linear = (params * inputs["linear"]).sum()  # ⟨g_k, θ⟩
+        proximal = ((params - inputs["global"]) ** 2).sum()  # ‖θ − θ^{t−1}‖²
+        base = super().packed_objective(call, params, inputs, x, y, mask)
+        return base - linear + 0.5 * self.params.alpha * proximal
+
     def end_local(self, ctx, update):
         # Alg. 1 line 6: ∇L_k(θ_k^t) = ∇L_k(θ_k^{t−1}) − α(θ_k^t − θ^{t−1})
         ctx.state["linear"] = ctx.state["linear"] - self.params.alpha * (update.params - ctx.global_params)

@@ -19,5 +19,14 @@ class FedProx(Algorithm):
         proximal = sum(((p - g) ** 2).sum() for p, g in zip(ctx.model.parameters(), ctx.global_tensors))
         return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * proximal
 
+    packed_step = True
+
+    def packed_inputs(self, ctx):
+        return {"global": ctx.global_params}
+
+    def packed_objective(self, call, params, inputs, x, y, mask):
+        proximal = ((params - inputs["global"]) ** 2).sum()  # Eq. 2 over the flat vector
+        return super().packed_objective(call, params, inputs, x, y, mask) + 0.5 * self.params.mu * proximal
+
     def attach_flops_per_round(self, *, steps, num_params, **_):
         return 2.0 * steps * num_params  # FedTrip Table VIII: 2K|w| (w − w_g, then the scaled add)

@@ -61,6 +61,24 @@ class FedTrip(Algorithm):
                 # FedTrip Eq. 5 gradient: + μ(w − w_g) − μξ(w − w_hist)
                 w.grad.add_(w - w_global, alpha=mu).add_(w - w_hist, alpha=-mu * xi)
 
+    packed_step = True
+
+    def packed_inputs(self, ctx):
+        self.begin_local(ctx)
+        dtype = ctx.global_params.dtype
+        return {
+            "historical": ctx.state.get("historical", ctx.payload["initial_params"]),
+            "mu_xi": torch.tensor(ctx.scratch["mu"] * ctx.scratch["xi"], dtype=dtype, device=ctx.device),
+            "global": ctx.global_params,
+        }
+
+    def packed_adjust_gradients(self, inputs, params, grad):
+        if self.params.mu == 0:
+            return grad
+        mu = self.params.mu * (1.0 / max(1, self.spec.local_epochs) if self.params.epoch_scaled else 1.0)
+        # FedTrip Eq. 5 gradient, as ``adjust_gradients``: + μ(w − w_g) − μξ(w − w_hist)
+        return grad.add(params - inputs["global"], alpha=mu) - inputs["mu_xi"] * (params - inputs["historical"])
+
     def end_local(self, ctx, update):
         ctx.state["historical"] = update.params.clone()  # w̃_k ← w_k^t
         ctx.state["last_round"] = torch.tensor(ctx.round_index)

@@ -26,6 +26,7 @@ from pydantic import Field
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
+from fedbench.engine.packed import masked_cross_entropy, masked_mean
 from fedbench.errors import ConfigError
 
 
@@ -94,6 +95,39 @@ class Moon(Algorithm):
         # −log(e^pos / (e^pos + e^neg)) = CE over the logits [pos, neg] with label 0
         contrastive = F.cross_entropy(torch.stack([positive, negative], dim=1), torch.zeros_like(y))
         return super().loss(ctx, x, y, logits) + self.params.mu * contrastive
+
+    packed_step = True
+
+    def packed_inputs(self, ctx):
+        # the previous local model as ``begin_local`` takes it (w^0 before a client's first participation)
+        return {
+            "previous": ctx.state.get("previous_params", ctx.payload["initial_params"]),
+            "global": ctx.global_params,
+        }
+
+    def packed_objective(self, call, params, inputs, x, y, mask):
+        z, logits = call(self._representation_and_logits, params, x)
+        with torch.no_grad():
+            z_glob = call(self._representation, inputs["global"], x)
+            z_prev = call(self._representation, inputs["previous"], x)
+        positive = F.cosine_similarity(z, z_glob, dim=1) / self.params.tau
+        negative = F.cosine_similarity(z, z_prev, dim=1) / self.params.tau
+        contrastive = F.cross_entropy(torch.stack([positive, negative], dim=1), torch.zeros_like(y), reduction="none")
+        return masked_cross_entropy(logits, y, mask) + self.params.mu * masked_mean(contrastive, mask)
+
+    def _representation(self, model, x):
+        """z of ``loss``: the features, or the encoder's output before its final activation."""
+        if self.params.representation == "features":
+            return model.features(x).flatten(1)
+        return pre_activation(model, x).flatten(1)
+
+    def _representation_and_logits(self, model, x):
+        if self.params.representation == "features":
+            features = model.features(x)
+            return features.flatten(1), model.head(features)
+        representation = pre_activation(model, x)
+        features = model.encoder[activation_cut(model) :](representation)
+        return representation.flatten(1), model.head(features)
 
     def end_local(self, ctx, update):
         ctx.state["previous_params"] = update.params

@@ -54,6 +54,15 @@ class Scaffold(Algorithm):
             if p.grad is not None:
                 p.grad.add_(correction)
 
+    packed_step = True
+
+    def packed_inputs(self, ctx):
+        c_i = ctx.state.setdefault("control", torch.zeros_like(ctx.global_params))
+        return {"correction": ctx.payload["control"] - c_i}  # c − c_i, as ``begin_local``
+
+    def packed_adjust_gradients(self, inputs, params, grad):
+        return grad + inputs["correction"]
+
     def end_local(self, ctx, update):
         opt = ctx.spec.optimizer
         momentum = opt.momentum if (opt.name == "sgd" and self.params.momentum_corrected_steps) else 0.0

@@ -1,6 +1,6 @@
 """fedbench command line: one thin module per command group over library calls.
 
-``run`` (``cli/run.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
+``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
 ``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from fedbench.cli import catalog, datasets, report, run, runs
+from fedbench.cli import catalog, datasets, plan, report, run, runs
 
 app = typer.Typer(
     add_completion=False,
@@ -25,6 +25,7 @@ app = typer.Typer(
     "train them, record them in a registry and render the paper's tables.",
 )
 app.command()(run.run)
+app.command()(plan.plan)
 app.command()(report.report)
 app.command()(report.compare)
 app.command()(runs.runs)

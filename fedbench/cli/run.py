@@ -20,6 +20,7 @@ from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
 from fedbench.errors import FedbenchError
+from fedbench.placement import parse_gpus
 
 if TYPE_CHECKING:
     from fedbench.batch import Batch
@@ -57,11 +58,32 @@ def run(
     jobs: int = typer.Option(
         1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."
     ),
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        help="With --device cuda: the GPUs the workers are spread over, round-robin, e.g. 0,2,3 [default: every "
+        "visible GPU]. Several workers may share one.",
+    ),
     threads: int = typer.Option(
         1,
         "--threads",
         min=1,
         help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is.",
+    ),
+    packing: str = typer.Option(
+        "auto",
+        "--packing",
+        help="How a run's clients train: packed (a round's clients at once, stacked), sequential, or auto (packed "
+        "on CUDA where the method and model allow it). Not part of the spec; provenance records the path.",
+    ),
+    fast: bool = typer.Option(
+        True,
+        "--fast/--no-fast",
+        help="On CUDA: conv models in channels-last memory format and fused optimizers (same results up to "
+        "rounding; not part of the spec). No effect on a CPU.",
+    ),
+    compile_model: bool = typer.Option(
+        False, "--compile", help="On CUDA: torch.compile the working model (the first rounds pay the compilation)."
     ),
     registry: str | None = RegistryOption,
     data_dir: Path | None = typer.Option(
@@ -117,6 +139,10 @@ def run(
         force=force,
         device=device,
         threads=threads,
+        packing=packing,
+        gpus=parse_gpus(gpus),
+        fast=fast,
+        compile=compile_model,
     )
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)

@@ -20,7 +20,8 @@ META = DatasetMeta(
 )
 
 
-@register_dataset(META, source="bundled with scikit-learn (sklearn.datasets.load_digits)")
+# counts: the default 80/20 stratified split of scikit-learn's 1,797 images
+@register_dataset(META, source="bundled with scikit-learn (sklearn.datasets.load_digits)", counts=(1437, 360))
 def load_digits(root: Path, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetArrays:
     """Stratified held-out test split with a fixed split seed (independent of the run seed, so every
     run of every method is evaluated on the same test images)."""

@@ -56,6 +56,18 @@ def synthetic_like(
     )
 
 
+def default_test_size(train_size: int, num_groups: int | None) -> int:
+    return max(2 * (num_groups or 1), min(500, train_size // 4))
+
+
+def synthetic_sizes(input_shape: tuple[int, ...], num_groups: int | None = None) -> tuple[int, int]:
+    """(train, test) sizes of a stand-in by default: at most ~50M values per split (a 256×256 RGB stand-in then has
+    ~250 training images), at least 10 training and 2 test samples per natural group. The cost planner reads it."""
+    per_sample = int(np.prod(input_shape))
+    train_size = max(10 * (num_groups or 1), min(2000, 50_000_000 // per_sample))
+    return train_size, default_test_size(train_size, num_groups)
+
+
 def synthetic_dataset(
     name: str,
     seed: int = 0,
@@ -84,10 +96,11 @@ def synthetic_dataset(
     num_groups = registered.get("num_groups")
     if params.get(registered.get("groups_param", "")) is not None:
         num_groups = len(params[registered["groups_param"]])
-    per_sample = int(np.prod(meta.input_shape))
-    # at most ~50M values per split by default (a 256×256 RGB stand-in then has ~250 training images)
-    train_size = train_size or max(10 * (num_groups or 1), min(2000, 50_000_000 // per_sample))
-    test_size = test_size or max(2 * (num_groups or 1), min(500, train_size // 4))
+    default_train, default_test = synthetic_sizes(meta.input_shape, num_groups)
+    train_size = train_size or default_train
+    test_size = test_size or (
+        default_test if train_size == default_train else default_test_size(train_size, num_groups)
+    )
     arrays = synthetic_like(meta, seed=seed, train_size=train_size, test_size=test_size, num_groups=num_groups)
     if num_groups:
         # every group present in train and test, so the natural partition has exactly num_groups clients

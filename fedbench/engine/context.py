@@ -14,6 +14,7 @@ from torch import nn
 
 from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
+from fedbench.engine.accel import flat_parameters
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
@@ -84,6 +85,7 @@ class ClientContext:
         lr: float,
         spare_models: SpareModels | None = None,
         holdout: torch.Tensor | None = None,
+        optimizer_options: dict[str, Any] | None = None,
     ):
         self.spec = spec
         self.client_id = client_id
@@ -103,6 +105,7 @@ class ClientContext:
         self.device = device
         self.lr = lr
         self.spare_models = spare_models
+        self.optimizer_options = optimizer_options or {}  # e.g. fused=True on CUDA (``engine/accel.py``)
         self.scratch: dict[str, Any] = {}  # per-client, per-round temporaries (e.g. features)
         self.num_steps = 0
         self._loss_sum = torch.zeros((), device=device)
@@ -126,9 +129,16 @@ class ClientContext:
         opt = self.spec.optimizer
         params = [p for p in parameters if p.requires_grad]
         if opt.name == "adam":
-            return torch.optim.Adam(params, lr=self.lr, betas=opt.betas, weight_decay=opt.weight_decay)
+            return torch.optim.Adam(
+                params, lr=self.lr, betas=opt.betas, weight_decay=opt.weight_decay, **self.optimizer_options
+            )
         return torch.optim.SGD(
-            params, lr=self.lr, momentum=opt.momentum, weight_decay=opt.weight_decay, nesterov=opt.nesterov
+            params,
+            lr=self.lr,
+            momentum=opt.momentum,
+            weight_decay=opt.weight_decay,
+            nesterov=opt.nesterov,
+            **self.optimizer_options,
         )
 
     def steps_per_epoch(self) -> int:
@@ -207,7 +217,7 @@ class ClientContext:
         self.num_steps += 1
 
     def current_params(self) -> torch.Tensor:
-        return nn.utils.parameters_to_vector(self.model.parameters()).detach().clone()
+        return flat_parameters(self.model.parameters()).detach().clone()
 
     def current_buffers(self) -> dict[str, torch.Tensor]:
         return {name: b.detach().clone() for name, b in self.model.named_buffers()}
@@ -267,6 +277,7 @@ class RunState:
     eval_batch_size: int = 1000
     client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
     frozen: torch.Tensor | None = None  # parameters the model fixes (ETF classifiers), over the flat vector
+    optimizer_options: dict[str, Any] = field(default_factory=dict)  # every client optimizer's (``accel``)
 
     def client_context(
         self,
@@ -313,4 +324,5 @@ class RunState:
             lr=lr,
             generator=torch_generator(self.spec.seed, generator_stream, *keys, device=self.device),
             spare_models=self.spare_models,
+            optimizer_options=self.optimizer_options,
         )

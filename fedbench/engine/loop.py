@@ -18,9 +18,19 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.data.federated import ArraysCache, prepare_data
+from fedbench.engine import packed
+from fedbench.engine.accel import (
+    Acceleration,
+    compiled_forward,
+    flat_parameters,
+    optimizer_options,
+    prepare_model,
+    set_precision,
+)
 from fedbench.engine.checkpoint import CheckpointLedger, CheckpointRejected, read_checkpoint, save_checkpoint
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
+from fedbench.engine.packed import choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import FedbenchError, RunDiverged
 from fedbench.models import build_model
@@ -59,6 +69,9 @@ class RunSink(Protocol):
 class RunResult:
     status: str  # "done" or "diverged"
     rounds_done: int
+    # non-spec choices recorded in provenance: "packing" (``ExecutorChoice.as_dict``: which path trained it and
+    # why), "acceleration" (``Acceleration.as_dict``), "precision" and "tf32" (``accel.set_precision``)
+    settings: dict[str, Any] = field(default_factory=dict)
     diverged_round: int | None = None
     message: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -71,6 +84,11 @@ def client_schedule(spec: RunSpec) -> list[list[int]]:
     return [
         sorted(rng.choice(spec.num_clients, spec.clients_per_round, replace=False).tolist()) for _ in range(spec.rounds)
     ]
+
+
+def check_client_loss(update, round_index: int) -> None:
+    if not math.isfinite(update.train_loss):
+        raise RunDiverged(round_index, f"client {update.client_id} training loss is {update.train_loss}")
 
 
 def init_model(spec: RunSpec, num_classes: int, input_shape: tuple[int, ...], device: torch.device) -> nn.Module:
@@ -151,6 +169,8 @@ def run(
     arrays: ArraysCache | None = None,
     checkpoint_ledger: CheckpointLedger | None = None,
     on_warning: Callable[[str], None] | None = None,
+    packing: str = "sequential",
+    acceleration: Acceleration | None = None,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
@@ -158,15 +178,21 @@ def run(
 
     ``checkpoint_ledger`` (the registry) records the sha256 of each checkpoint written and vouches for the one
     read back; without a ledger a checkpoint is checked for format, spec and layout only. A checkpoint that fails
-    a check is not used: ``on_warning`` gets one line naming the file and why, and training starts at round 0."""
+    a check is not used: ``on_warning`` gets one line naming the file and why, and training starts at round 0.
+
+    ``packing``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
+    packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
+    switches (``engine/accel.py``; default none)."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
     schedule = client_schedule(spec)
-    model = init_model(spec, data.num_classes, data.input_shape, device)
+    acceleration = acceleration or Acceleration()
+    precision = set_precision(spec.precision, device)
+    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), acceleration)
     num_params = sum(p.numel() for p in model.parameters())
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
-    frozen_values = nn.utils.parameters_to_vector(model.parameters()).detach()[frozen].clone()
+    frozen_values = flat_parameters(model.parameters()).detach()[frozen].clone()
     state = RunState(
         spec=spec,
         data=data,
@@ -175,8 +201,9 @@ def run(
         spare_models=SpareModels(model),
         eval_batch_size=eval_batch_size,
         frozen=frozen,
+        optimizer_options=optimizer_options(acceleration, device),
         server=ServerState(
-            params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
+            params=flat_parameters(model.parameters()).detach().clone(),
             buffers={name: b.detach().clone() for name, b in model.named_buffers()},
         ),
     )
@@ -184,6 +211,9 @@ def run(
     algorithm.check_model(model, spec.algorithm)  # a model the method cannot train fails now, before round 1
     check_finetune(spec, algorithm, model)  # likewise a fine-tuning loss the model cannot take
     algorithm.init_server(state.server)
+    choice = choose_executor(packing, algorithm, spec, model, device)
+    compiled_forward(model, acceleration)  # in place: the module keeps its parameters, hooks and methods
+    settings = {"packing": choice.as_dict(), "acceleration": acceleration.as_dict(), **precision}
     start_round = 0
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
@@ -213,14 +243,19 @@ def run(
             server = state.server
             lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
             payload = algorithm.payload(server, round_index)
-            updates, contexts = [], []
-            for client in schedule[round_index - 1]:
-                ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
-                update = algorithm.local_train(ctx)
-                if not math.isfinite(update.train_loss):
-                    raise RunDiverged(round_index, f"client {client} training loss is {update.train_loss}")
-                updates.append(update)
-                contexts.append(ctx)
+            if choice.packed:
+                updates, contexts = packed.train_round(
+                    state, algorithm, schedule[round_index - 1], round_index, lr, payload
+                )
+            else:
+                updates, contexts = [], []
+                for client in schedule[round_index - 1]:
+                    ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
+                    updates.append(algorithm.local_train(ctx))
+                    contexts.append(ctx)
+                    check_client_loss(updates[-1], round_index)
+            for update in updates:  # the packed path checks after the round; the sequential one already did
+                check_client_loss(update, round_index)
             algorithm.aggregate(server, updates, round_index)
             if frozen.any():  # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
                 server.params[frozen] = frozen_values
@@ -269,7 +304,14 @@ def run(
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
-                return RunResult("interrupted", round_index, info=info)
+                return RunResult("interrupted", round_index, info=info, settings=settings)
     except RunDiverged as exc:
-        return RunResult("diverged", exc.round_index - 1, diverged_round=exc.round_index, message=str(exc), info=info)
-    return RunResult("done", spec.rounds, info=info)
+        return RunResult(
+            "diverged",
+            exc.round_index - 1,
+            diverged_round=exc.round_index,
+            message=str(exc),
+            info=info,
+            settings=settings,
+        )
+    return RunResult("done", spec.rounds, info=info, settings=settings)

@@ -82,6 +82,12 @@ class _SmallConv2d(torch.autograd.Function):
         return grad_input, grad_weight, grad_bias, None
 
 
+def _functorch_wrapped(tensor: torch.Tensor) -> bool:
+    """True inside ``torch.func`` transforms (the packed executor's vmap/grad), which ``_SmallConv2d`` (an
+    ``autograd.Function`` without a vmap rule) cannot run under; PyTorch's convolution can."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
+
+
 class Conv2d(nn.Conv2d):
     """``nn.Conv2d`` for small CPU convolutions (same parameters and state dict):
 
@@ -102,7 +108,7 @@ class Conv2d(nn.Conv2d):
             and self.padding_mode == "zeros"
             and not isinstance(self.padding, str)
         )
-        if not plain or x.is_cuda:
+        if not plain or x.is_cuda or _functorch_wrapped(self.weight):
             return super().forward(x)
         padding = _pair(self.padding)
         if tuple(x.shape[-2:]) == tuple(self.kernel_size) and padding == (0, 0):

@@ -46,7 +46,7 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one
     round plus the method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V)."""
     from fedbench.algorithms import build_algorithm
-    from fedbench.cost import model_card, spec_steps_per_round
+    from fedbench.cost import model_card, samples_per_round, spec_steps_per_round
     from fedbench.data import dataset_meta
 
     meta = dataset_meta(spec.dataset)
@@ -55,7 +55,7 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
         float(np.mean(client_sizes)) if client_sizes else float(spec.partition_params.get("samples_per_client", 0))
     )
     steps = spec_steps_per_round(spec, int(samples))  # the engine's formula (drop_last, step budgets)
-    processed = steps * spec.batch_size if spec.local_steps else samples * spec.local_epochs
+    processed = samples_per_round(spec, samples)
     forward = card["macs_forward"]
     attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
         steps=steps,

@@ -1,0 +1,92 @@
+"""``fedbench plan``: what a batch of recipes will cost before it runs (library: ``fedbench.planning``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table as RichTable
+
+from fedbench.cli.common import console, label_filters, labels_text, print_json, user_errors
+from fedbench.cli.run import parse_seeds
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f}"
+
+
+@user_errors
+def plan(
+    recipes: list[Path] = typer.Argument(..., help="Recipe TOML files.", show_default=False),
+    scale: str = typer.Option("full", "--scale", help="Scale profile of the recipes (e.g. quick, smoke)."),
+    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds replacing the recipe's."),
+    only: list[str] = typer.Option([], "--only", help="Keep runs whose labels match KEY=VALUE (repeatable)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a setup key for every run (repeatable)."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="Plan the runs on generated stand-in data."),
+    device: str = typer.Option("auto", "--device", help="Device the calibration times: auto, cpu, cuda or cuda:N."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Workers the wall time is divided over."),
+    threads: int = typer.Option(1, "--threads", min=1, help="CPU threads per run (as `fedbench run --threads`)."),
+    throughput: float | None = typer.Option(
+        None,
+        "--throughput",
+        min=0.0,
+        help="Assume this sustained TFLOP/s for every model instead of calibrating (no timing).",
+    ),
+    data_dir: Path | None = typer.Option(
+        None, "--data-dir", help="Data root, read for the sizes of data sets without registered ones."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.
+
+    Example: `fedbench plan recipes/fedtrip_table4.toml --scale quick --jobs 2` ·
+    `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json`
+    """
+    from fedbench import planning
+    from fedbench.recipe import assignments_to_dict
+
+    result = planning.plan_recipes(
+        recipes,
+        scale=scale,
+        seeds=parse_seeds(seeds),
+        only=label_filters(only, "--only"),
+        overrides=assignments_to_dict(set_, "--set"),
+        synthetic=synthetic,
+        device=device,
+        jobs=jobs,
+        threads=threads,
+        throughput_tflops=throughput,
+        data_root=str(data_dir) if data_dir is not None else None,
+    )
+    if as_json:
+        print_json(result.as_dict())
+        return
+    if not result.runs:  # e.g. fedtrip_costs.toml: analytic tables only
+        console.print("nothing to plan: these recipes define no runs (analytic tables only)")
+        return
+    table = RichTable(title=f"{result.runs} runs in {len(result.cells)} table cells")
+    for column in ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)"):
+        table.add_column(column)
+    for cell in result.cells:
+        known = cell.runs - cell.unknown
+        table.add_row(
+            cell.recipe,
+            labels_text(cell.labels),
+            str(cell.runs),
+            f"{cell.train_flops / 1e12:.2f}" if known else "?",
+            f"{cell.eval_flops / 1e12:.2f}" if known else "?",
+            _hours(cell.seconds) if known else "?",
+        )
+    console.print(table)
+    console.print(
+        f"total: {result.train_flops / 1e12:.1f} TFLOP training + {result.eval_flops / 1e12:.1f} TFLOP evaluation; "
+        f"estimated {_hours(result.wall_seconds)} h wall time with {result.jobs} worker(s) on {result.calibration.device} "
+        f"({result.calibration.method}; workers assumed to scale perfectly)",
+        soft_wrap=True,
+    )
+    if result.unknown:
+        console.print(
+            f"{result.unknown} run(s) without an estimate: no registered size for "
+            f"{', '.join(result.unknown_datasets)} (plan them with --synthetic, or see docs/cli.md)",
+            soft_wrap=True,
+        )
