@@ -61,3 +61,15 @@ def test_one_page_per_paper_and_an_index(tmp_path):
         assert "paper 90.00" in page and "paper 91.00" in page
         assert not re.search(r"""(src|href)=["'](?!data:)""", page)
     assert not (tmp_path / "none.db").exists()  # reporting never creates a registry
+
+
+def test_a_baseline_that_is_not_a_label_is_a_recipe_error(tmp_path):
+    path = tmp_path / "bad.toml"
+    text = textwrap.dedent(RECIPE.format(paper="alpha"))
+    path.write_text(text.replace('figure = "best"', 'figure = "best"\nbaseline = "FedAvg"'))
+    result = CliRunner().invoke(app, ["report", "--recipe", str(path), "--registry", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert result.exit_code == 2
+    assert "baseline = 'FedAvg' is not a label of axis 'algorithm' (fedavg, fedprox)" in result.output
+    path.write_text(text.replace('figure = "best"', 'figure = "best"\nbaseline = "fedavg"\nbaseline_axis = "dataset"'))
+    result = CliRunner().invoke(app, ["report", "--recipe", str(path), "--registry", f"sqlite:///{tmp_path / 'x.db'}"])
+    assert result.exit_code == 2 and "baseline_axis 'dataset'" in result.output
