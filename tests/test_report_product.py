@@ -204,6 +204,15 @@ def test_compare_two_registries(registries):
     assert invoke("compare", url_a, url_b, "--recipe", path).stdout.count("fedprox") == 2  # rich: both tables
 
 
+def test_runs_of_repeated_hashes_across_chunks(registries):
+    """A run shown in several tables is asked for once per table: the registry answers each run once (the HTML
+    drill-down of a paper asks for thousands, in chunks of 500)."""
+    _, url, _ = registries
+    registry = Registry(url)
+    hashes = [r.spec_hash for r in registry.runs()]
+    assert len(registry.runs(spec_hashes=hashes * 120)) == len(hashes) == 9
+
+
 def test_compare_of_a_missing_registry_is_a_user_error(registries, tmp_path):
     path, url_a, _ = registries
     result = runner.invoke(app, ["compare", url_a, str(tmp_path / "nope.db"), "--recipe", str(path)])

@@ -137,8 +137,8 @@ def test_holm_across_the_table_and_marks_follow_the_figures_direction():
 
 
 # ------------------------------------------------------------------------------------------ paper verdicts
-SPREAD = [70.0, 72.0, 74.0]  # mean 72, 95% t interval 72 ± 4.303 × 2/√3 = [67.03, 76.97]
-HALF = 4.302652729911275 * 2 / math.sqrt(3)
+SPREAD = [70.0, 72.0, 74.0]  # mean 72, sample std 2: 95% t interval 72 ± t(0.975, 2) × 2/√3 = [67.03, 76.97]
+HALF = float(scipy_stats.t.ppf(0.975, 2)) * 2 / math.sqrt(3)
 
 
 @pytest.mark.parametrize(

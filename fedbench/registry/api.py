@@ -362,7 +362,7 @@ class Registry:
             query = query.where(RunRow.status == status)
         with Session(self.engine) as session:
             if spec_hashes is not None:
-                hashes = list(spec_hashes)
+                hashes = list(dict.fromkeys(spec_hashes))  # a hash in two chunks would be expunged twice
                 rows = []
                 for start in range(0, len(hashes), 500):
                     rows += session.scalars(query.where(RunRow.spec_hash.in_(hashes[start : start + 500]))).all()

@@ -83,7 +83,7 @@ def html_pages(
     by_name = {r.name: r for r in recipes}
     ids = [i for t in tables for c in t.cells.values() for i in c.run_ids]
     curves = store.curves(ids) if store is not None and ids else {}
-    hashes = [run.spec_hash for t in tables for c in t.cells.values() for run in c.runs]
+    hashes = list(dict.fromkeys(run.spec_hash for t in tables for c in t.cells.values() for run in c.runs))
     specs = {run.id: run.spec for run in store.runs(spec_hashes=hashes)} if store is not None and hashes else {}
     pages = {}
     for paper in dict.fromkeys(t.paper for t in tables):

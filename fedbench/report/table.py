@@ -349,7 +349,9 @@ def _summarise(
         # The figure of the seed-averaged curve (FedTrip/FedTR rounds-to-target convention).
         common = set.intersection(*(set(r for r, _ in c) for c in seed_curves)) if seed_curves else set()
         by_round = [dict(c) for c in seed_curves]
-        mean_curve = [(r, float(np.mean([d[r] for d in by_round]))) for r in sorted(common)]
+        rounds = sorted(common)
+        means = np.array([[d[r] for r in rounds] for d in by_round], dtype=np.float64).mean(0) if rounds else []
+        mean_curve = [(r, float(m)) for r, m in zip(rounds, means)]
         # bytes per round do not depend on the seed, so any seed's rows serve the mean curve
         cell.mean = figure_of(view, mean_curve, example_rows, cost=cost, target=target)
         cell.std = None
