@@ -20,8 +20,9 @@ from rich.markup import escape
 from fedbench.assignments import label_filters, parse_assignments
 from fedbench.errors import FedbenchError
 
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: a recipe key or value such as ":smile:" is printed as written, never turned into an emoji
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -62,8 +63,16 @@ def user_errors(fn: F | None = None, *, interrupted: str = RESUME_HINT) -> F | C
 
 def fail(error: FedbenchError) -> NoReturn:
     """Print a user error on one line and exit with its code (2)."""
-    err_console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(one_line(str(error)))}", highlight=False, soft_wrap=True)
     raise typer.Exit(error.exit_code) from None
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks (and the other characters a terminal breaks lines at) escaped, so a key
+    or value quoted in it (a recipe key holding a newline) cannot spread an error over several lines."""
+    return "".join(
+        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in message
+    )
 
 
 def print_json(data: Any, indent: int = 2) -> None:
