@@ -8,6 +8,7 @@ and its datasets assert the official sample counts. Checksums are the package's 
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as npz:
             return {key: npz[key] for key in npz.files}
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # an .npz is a zip archive
         raise DataError(f"cannot read MedMNIST file {path} ({error!r}); delete it and download it again") from None
 
 
@@ -126,7 +127,8 @@ def _register(flag: str) -> None:
             }
         except KeyError as error:
             raise DataError(
-                f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels"
+                f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels; "
+                "delete it and download it again"
             ) from None
 
         def stack(splits: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
