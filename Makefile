@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint test test-fast benchmark mutation mutation-changed reproduce-all clean
+.PHONY: install install-dev quickstart lint test test-fast fuzz benchmark mutation mutation-changed reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,12 @@ test: lint
 # The inner loop: every test but those marked slow (subprocess runs, multi-second trainings).
 test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"
+
+# Property-based fuzzing of recipes and --set/--only/--seeds (tests/test_fuzz_recipes.py) with 5,000 examples instead
+# of the 200 of `make test`; FUZZ_PROFILE=fuzz-random explores new examples on each run.
+FUZZ_PROFILE ?= fuzz
+fuzz: $(DEV_STAMP)
+	HYPOTHESIS_PROFILE=$(FUZZ_PROFILE) $(BIN)/python -m pytest tests/test_fuzz_recipes.py --hypothesis-show-statistics
 
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py

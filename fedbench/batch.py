@@ -39,7 +39,8 @@ def plan_runs(
     )
     resolve_device(device)
     if not planned and only:
-        raise FedbenchError("no runs match: check --only filters against the recipe's labels")
+        filters = " ".join(f"{key}={'|'.join(sorted(values))}" for key, values in only.items())
+        raise FedbenchError(f"no runs match --only {filters}: check the filters against the recipe's labels")
     return planned
 
 

@@ -30,6 +30,7 @@ from fedbench.placement import place_workers
 from fedbench.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.recipe import PlannedRun
 from fedbench.registry import Registry
+from fedbench.registry.api import Heartbeat, worker_id
 from fedbench.spec import RunSpec
 
 Event = dict[str, Any]  # {"kind": "start"|"round"|"warning"|"end", ...}
@@ -247,9 +248,11 @@ def work_through(
     registry = Registry(options.registry_url)
     arrays = arrays if arrays is not None else ArraysCache()
     for item in planned:
-        run_id = registry.claim(item.spec_hash)
+        worker = worker_id()
+        run_id = registry.claim(item.spec_hash, worker)
         if run_id is not None:
-            execute_one(registry, item, run_id, options, emit, arrays)
+            with Heartbeat(registry, run_id, worker):  # beats however long a round takes
+                execute_one(registry, item, run_id, options, emit, arrays)
 
 
 def _interrupt(signum, frame) -> None:

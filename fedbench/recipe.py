@@ -287,8 +287,11 @@ def _check_structure(recipe: Recipe) -> None:
                     f"{axis!r} ({', '.join(labels)})"
                 )
         _check_setup_keys(combo.set, f"combination[{i}].set", where)
+    _check_seeds(recipe.seeds, "seeds", where)
     for name, profile in recipe.scale.items():
         _check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", where)
+        if "seeds" in profile:
+            _check_seeds(profile["seeds"], f"scale.{name}.seeds", where)
     axes = set(recipe.matrix)
     for view in recipe.tables:
         _check_derived(view, where)
@@ -447,6 +450,16 @@ def _check_derived(view: TableView, where: Path | None) -> None:
                     f"{where}: tables '{view.name}': {name} marks {cell}, which has no "
                     f"{'published_std' if std else 'published'} value"
                 )
+
+
+def _check_seeds(seeds: Any, key: str, where: Path | None) -> None:
+    """A non-empty list of integers: an empty one would compile to no runs and look like a recipe without any."""
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise RecipeError(f"{where}: {key} = {seeds!r}: expected a non-empty list of integers, e.g. {key} = [0, 1, 2]")
 
 
 def _check_setup_keys(values: dict[str, Any], where_key: str, where: Path | None) -> None:

@@ -126,6 +126,7 @@ def moabb(monkeypatch):
 
 @pytest.fixture(scope="module")
 def tangent_arrays():
+    pytest.importorskip("pyriemann")
     module = fake_moabb()
     saved = {k: sys.modules.get(k) for k in ("moabb", "moabb.datasets")}
     sys.modules["moabb"], sys.modules["moabb.datasets"] = module, module.datasets
@@ -167,7 +168,52 @@ def test_trials_start_at_the_task_interval_and_map_labels():
         source_trials(ramp_source(), ["Oz"], None, None, None, 0.0, 1.0)
 
 
+# fedbench's own numpy implementation before it used pyriemann (fixed-point iteration with unit step): the library
+# must give the same mean and tangent vectors.
+def _spd_function(matrices, fn):
+    values, vectors = np.linalg.eigh(matrices)
+    return (vectors * fn(values)[..., None, :]) @ np.swapaxes(vectors, -1, -2)
+
+
+def reference_mean(covs, tol=1e-13, max_iter=200):
+    mean = covs.mean(0)
+    for _ in range(max_iter):
+        root = _spd_function(mean, np.sqrt)
+        inv_root = _spd_function(mean, lambda v: 1 / np.sqrt(v))
+        step = _spd_function(inv_root @ covs @ inv_root, np.log).mean(0)
+        mean = root @ _spd_function(step, np.exp) @ root
+        if np.linalg.norm(step) < tol:
+            break
+    return mean
+
+
+def reference_tangent(covs, reference):
+    inv_root = _spd_function(reference, lambda v: 1 / np.sqrt(v))
+    logs = _spd_function(inv_root @ covs @ inv_root, np.log)
+    rows, cols = np.triu_indices(covs.shape[-1])
+    return logs[:, rows, cols] * np.where(rows == cols, 1.0, np.sqrt(2.0))
+
+
+@pytest.mark.parametrize("channels, scale_spread, shrinkage", [(4, 1.0, 0.0), (8, 1.0, 0.0), (22, 100.0, 0.1)])
+def test_pyriemann_equals_the_former_numpy_implementation(channels, scale_spread, shrinkage):
+    """Fixed SPD matrices (seeded), float64. Both means stop when the Riemannian gradient's norm is below 1e-10
+    (library) / 1e-13 (reference), so they differ by about the library's tolerance times the condition number of
+    the mean (the gradient is in whitened coordinates): rtol = 1e-10 · cond(mean) · 10. The tangent vectors at one
+    reference are the same formula (eigendecompositions in float64): within 1e-12 of their magnitude."""
+    pytest.importorskip("pyriemann")  # the bci extra (the dev extra installs it)
+    rng = np.random.default_rng(channels)
+    gains = np.linspace(1, scale_spread, channels)[None, :, None]
+    covs = covariances(rng.normal(size=(30, channels, 5 * channels)) * gains, shrinkage)
+    ours, theirs = riemannian_mean(covs), reference_mean(covs)
+    rtol = 1e-10 * np.linalg.cond(theirs) * 10
+    assert np.abs(ours - theirs).max() <= rtol * np.abs(theirs).max()
+    vectors, expected = tangent_vectors(covs, theirs), reference_tangent(covs, theirs)
+    assert vectors.shape == (30, channels * (channels + 1) // 2)
+    assert np.abs(vectors - expected).max() <= 1e-12 * max(1.0, np.abs(expected).max())
+
+
 def test_tangent_space_matches_the_riemannian_definitions():
+    pytest.importorskip("pyriemann")
     rng = np.random.default_rng(0)
     diagonal = np.stack([np.diag(d) for d in rng.uniform(0.5, 4, (5, 3))])
     mean = riemannian_mean(diagonal)

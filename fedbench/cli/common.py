@@ -24,8 +24,9 @@ from sqlalchemy.exc import DBAPIError
 from fedbench.assignments import label_filters, parse_assignments
 from fedbench.errors import FedbenchError, RegistryError
 
-console = Console()
-err_console = Console(stderr=True)
+# emoji=False: a recipe key or value such as ":smile:" is printed as written, never turned into an emoji
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 WORD_ROOM = 12  # print_listing: a table column narrower than its longest word (or 12) folds words: use blocks
 
 
@@ -105,8 +106,16 @@ def fail(error: FedbenchError, registry: str | None = None) -> NoReturn:
     from fedbench.registry.urls import scrub
 
     message = scrub(str(error), registry or default_registry_url())
-    err_console.print(f"[red]error:[/red] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[red]error:[/red] {escape(one_line(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(error.exit_code) from None
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks (and the other characters a terminal breaks lines at) escaped, so a key
+    or value quoted in it (a recipe key holding a newline) cannot spread an error over several lines."""
+    return "".join(
+        ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii") for ch in message
+    )
 
 
 def print_json(data: Any, indent: int = 2) -> None:

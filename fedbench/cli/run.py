@@ -31,9 +31,12 @@ def parse_seeds(text: str | None) -> list[int] | None:
     if text is None:
         return None
     try:
-        return [int(s) for s in text.split(",") if s.strip()]
+        seeds = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
-        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2") from None
+        seeds = []
+    if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
+        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
+    return seeds
 
 
 @user_errors

@@ -20,15 +20,24 @@ def runs(
     paper: str | None = typer.Option(None, "--paper", help="Only runs of this paper."),
     status: str | None = typer.Option(None, "--status", help="pending, running, done, diverged, failed, interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (see docs/cli.md)."),
+    stale: bool = typer.Option(
+        False,
+        "--stale",
+        help="Only running claims whose worker is gone or hung (no heartbeat within the claim timeout): the next "
+        "`fedbench run` takes them over and resumes them from their checkpoint.",
+    ),
     registry: str | None = RegistryOption,
 ) -> None:
     """List runs in the registry.
 
-    Example: `fedbench runs --paper quickstart --status done`
+    Example: `fedbench runs --paper quickstart --status done` · `fedbench runs --stale`
     """
     from fedbench.registry import Registry
     from fedbench.report.run_view import run_list
 
+    if stale:
+        show_stale(registry, paper, as_json)
+        return
     records = run_list(registry, paper=paper, status=status)
     if as_json:
         print_json(records or [])
@@ -55,6 +64,44 @@ def runs(
             str(r["rounds_done"]),
             _percent(summary.get("best")),
             _percent(summary.get("final")),
+        )
+    console.print(table)
+
+
+def show_stale(registry_url: str | None, paper: str | None, as_json: bool) -> None:
+    from fedbench.registry import Registry
+    from fedbench.registry.api import now
+
+    store = Registry.open_existing(registry_url)
+    rows = [(run, reason) for run, reason in (store.stale_runs() if store else []) if not paper or run.paper == paper]
+    records: list[dict[str, Any]] = [
+        {
+            "id": run.id,
+            "spec_hash": run.spec_hash,
+            "paper": run.paper,
+            "labels": run.labels,
+            "worker": run.worker,
+            "rounds": run.rounds_done,
+            "heartbeat_age_seconds": None if run.heartbeat_at is None else (now() - run.heartbeat_at).total_seconds(),
+            "reason": reason,
+        }
+        for run, reason in rows
+    ]
+    if as_json:
+        print_json(records)
+        return
+    table = RichTable(title=f"{len(records)} stale runs (the next `fedbench run` of their recipe takes them over)")
+    for column in ("id", "spec_hash", "paper", "labels", "worker", "rounds", "why"):
+        table.add_column(column)
+    for r in records:
+        table.add_row(
+            str(r["id"]),
+            str(r["spec_hash"]),
+            str(r["paper"] or ""),
+            labels_text(r["labels"]),
+            str(r["worker"] or ""),
+            str(r["rounds"]),
+            str(r["reason"]),
         )
     console.print(table)
 

@@ -68,7 +68,7 @@ def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip
     unknown = set(params) - allowed
     if unknown:
         raise ConfigError(
-            f"{what} {name!r} has no parameter(s) {', '.join(sorted(unknown))}; "
+            f"{what} {name!r} has no parameter(s) {', '.join(map(repr, sorted(unknown)))}; "
             f"accepted: {', '.join(sorted(allowed)) or 'none'}"
         )
     for key, value in params.items():

@@ -15,8 +15,8 @@ The module has two halves:
 
 Features (``dataset_params.features``):
 * ``tangent`` (default, the paper's pipeline [paper]): per-trial covariance → tangent-space projection at the
-  Riemannian mean of the client's *training* trials (pyriemann ``Covariances`` + ``TangentSpace(metric='riemann')``,
-  written here in numpy [proposal: the fit set is unstated; fitting on the train split keeps test trials out]) →
+  Riemannian mean of the client's *training* trials (pyriemann's ``mean_riemann`` + ``tangent_space(metric='riemann')``,
+  the ``bci`` extra [proposal: the fit set is unstated; fitting on the train split keeps test trials out]) →
   vector of C(C+1)/2 (off-diagonal terms × √2) zero-padded to a common length. Each source keeps all its own EEG
   channels (16, 22, 30, 14 → 136, 253, 465, 105), so the input is (1, 1, 465).
 * ``epochs``: the band-passed, resampled trials themselves on a channel set common to all sources (default: the
@@ -35,6 +35,7 @@ import importlib.util
 import os
 import socket
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -341,7 +342,7 @@ def source_trials(
     return np.concatenate(xs), np.concatenate(ys), np.concatenate(subjects), names, float(out_rate or 0)
 
 
-# ---- plain numpy: Riemannian tangent space (pyriemann's Covariances + TangentSpace) ---------------------------------
+# ---- Riemannian tangent space: covariances here, mean and tangent space from pyriemann (the bci extra) ------------
 
 
 def covariances(trials: np.ndarray, shrinkage: float = 0.0) -> np.ndarray:
@@ -355,31 +356,41 @@ def covariances(trials: np.ndarray, shrinkage: float = 0.0) -> np.ndarray:
     return cov
 
 
-def _spd_function(matrices: np.ndarray, fn) -> np.ndarray:
-    values, vectors = np.linalg.eigh(matrices)
-    return (vectors * fn(values)[..., None, :]) @ np.swapaxes(vectors, -1, -2)
+def _pyriemann() -> tuple[Any, Any]:
+    """pyriemann's ``mean_riemann`` and ``tangent_space`` (the ``bci`` extra); ``pyriemann.geometry`` since 0.10,
+    ``pyriemann.utils`` before."""
+    try:
+        from pyriemann.geometry.mean import mean_riemann
+        from pyriemann.geometry.tangentspace import tangent_space
+    except ImportError:
+        try:
+            from pyriemann.utils.mean import mean_riemann
+            from pyriemann.utils.tangentspace import tangent_space
+        except ImportError:
+            raise DataError(
+                "dataset 'bci': features='tangent' needs pyriemann: pip install 'fedbench[bci]' (or use "
+                "features='epochs')"
+            ) from None
+    return mean_riemann, tangent_space
 
 
-def riemannian_mean(covs: np.ndarray, tol: float = 1e-8, max_iter: int = 50) -> np.ndarray:
-    """Fréchet mean under the affine-invariant metric (fixed-point iteration, as pyriemann ``mean_riemann``)."""
-    mean = covs.mean(0)
-    for _ in range(max_iter):
-        root = _spd_function(mean, np.sqrt)
-        inv_root = _spd_function(mean, lambda v: 1 / np.sqrt(v))
-        step = _spd_function(inv_root @ covs @ inv_root, np.log).mean(0)
-        mean = root @ _spd_function(step, np.exp) @ root
-        if np.linalg.norm(step) < tol:
-            break
-    return mean
+def riemannian_mean(covs: np.ndarray, tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
+    """Fréchet mean under the affine-invariant metric (pyriemann ``mean_riemann``: gradient descent with an adaptive
+    step, stopped when the gradient's Frobenius norm is below ``tol``)."""
+    mean_riemann, _ = _pyriemann()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Convergence not reached" is an error here, not a warning on stderr
+        try:
+            return np.asarray(mean_riemann(np.asarray(covs, np.float64), tol=tol, maxiter=max_iter))
+        except UserWarning as warning:
+            raise DataError(f"dataset 'bci': the Riemannian mean of {len(covs)} covariances: {warning}") from None
 
 
 def tangent_vectors(covs: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """upper(logm(R^{-1/2} C R^{-1/2})), off-diagonal entries × √2 (pyriemann ``tangent_space``), row-major triu order."""
-    inv_root = _spd_function(reference, lambda v: 1 / np.sqrt(v))
-    logs = _spd_function(inv_root @ covs @ inv_root, np.log)
-    rows, cols = np.triu_indices(covs.shape[-1])
-    weights = np.where(rows == cols, 1.0, np.sqrt(2.0))
-    return logs[:, rows, cols] * weights
+    """upper(logm(R^{-1/2} C R^{-1/2})), off-diagonal entries × √2, row-major triu order (pyriemann
+    ``tangent_space`` with the Riemannian metric)."""
+    _, tangent_space = _pyriemann()
+    return np.asarray(tangent_space(np.asarray(covs, np.float64), np.asarray(reference, np.float64), metric="riemann"))
 
 
 # ---- the loader -----------------------------------------------------------------------------------------------

@@ -44,13 +44,26 @@ def read_metadata(path: Path) -> dict[str, np.ndarray]:
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
     except OSError as error:
-        raise DataError(f"dataset 'camelyon17': cannot read {path} ({error})") from None
+        raise DataError(f"dataset 'camelyon17': cannot read {path} ({error}); download it again") from None
     needed = ("patient", "node", "x_coord", "y_coord", "tumor", "center", "split")
     if not rows or any(k not in rows[0] for k in needed):
-        raise DataError(f"dataset 'camelyon17': {path} lacks columns {', '.join(needed)}")
-    out = {k: np.array([r[k] for r in rows]) for k in needed}
-    for key in ("node", "x_coord", "y_coord", "tumor", "center", "split"):
-        out[key] = out[key].astype(np.float64).astype(np.int64)
+        raise DataError(
+            f"dataset 'camelyon17': {path} lacks columns {', '.join(needed)}; delete it and download it again"
+        )
+    for number, row in enumerate(rows, 2):  # a row cut short reads as None fields, which would cast to garbage
+        if any(row[k] in (None, "") for k in needed):
+            raise DataError(
+                f"dataset 'camelyon17': {path} has a malformed row (line {number}: fields missing); "
+                "delete it and download it again"
+            )
+    try:
+        out = {k: np.array([r[k] for r in rows]) for k in needed}
+        for key in ("node", "x_coord", "y_coord", "tumor", "center", "split"):
+            out[key] = out[key].astype(np.float64).astype(np.int64)
+    except (ValueError, TypeError) as error:  # a row cut short (None) or a non-number
+        raise DataError(
+            f"dataset 'camelyon17': {path} has a malformed row ({error}); delete it and download it again"
+        ) from None
     return out
 
 

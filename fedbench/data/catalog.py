@@ -201,7 +201,25 @@ def fetch(
 
 
 def _safe_extract(archive: Path, destination: Path) -> list[str]:
+    """Unpack into a scratch folder beside the files, then move each file into place (``os.replace``, atomic per
+    file): an interrupted or failing extraction leaves no half-written file where a loader would read it."""
     destination = destination.resolve()
+    scratch = destination / f".{archive.name}.extracting"
+    shutil.rmtree(scratch, ignore_errors=True)  # what an earlier interrupted extraction left
+    scratch.mkdir(parents=True)
+    try:
+        names = _extract_into(archive, scratch)
+        for path in sorted(scratch.rglob("*")):
+            if path.is_file() or path.is_symlink():
+                target = destination / path.relative_to(scratch)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return names
+
+
+def _extract_into(archive: Path, destination: Path) -> list[str]:
 
     def inside(name: str) -> bool:
         return (destination / name).resolve().is_relative_to(destination)

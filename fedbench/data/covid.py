@@ -149,7 +149,10 @@ def read_covidx_list(path: Path) -> tuple[list[str], list[str]]:
         if not fields:
             continue
         if len(fields) < 3:
-            raise DataError(f"dataset 'covidx': {path}:{number} should read 'patient_id filename class data_source'")
+            raise DataError(
+                f"dataset 'covidx': {path}:{number} should read 'patient_id filename class data_source'; "
+                "download it again from the COVIDx release"
+            )
         files.append(fields[1])
         classes.append(fields[2].lower())
     return files, classes

@@ -48,13 +48,24 @@ def _read_leaf(paths: list[Path]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     for path in paths:
         try:
             blob = json.loads(path.read_text())
-            for user in blob["users"]:
+            counts = blob.get("num_samples", [None] * len(blob["users"]))
+            if len(counts) != len(blob["users"]):
+                raise ValueError(f"{len(blob['users'])} users but {len(counts)} num_samples")
+            for user, count in zip(blob["users"], counts):
                 record = blob["user_data"][user]
+                x = np.asarray(record["x"], dtype=np.float32)
+                y = np.asarray(record["y"], dtype=np.int64)
+                # LEAF writes each user's sample count beside the samples: a difference means a damaged file
+                if len(x) != len(y) or (count is not None and count != len(y)):
+                    raise ValueError(f"user {user!r}: num_samples {count}, {len(x)} x and {len(y)} y")
                 xs, ys = users.setdefault(user, ([], []))
-                xs.append(np.asarray(record["x"], dtype=np.float32))
-                ys.append(np.asarray(record["y"], dtype=np.int64))
+                xs.append(x)
+                ys.append(y)
         except (OSError, ValueError, KeyError, TypeError) as error:
-            raise DataError(f"dataset 'femnist': cannot read LEAF file {path} ({error!r})") from None
+            raise DataError(
+                f"dataset 'femnist': cannot read LEAF file {path} ({error!r}); regenerate it with LEAF's preprocess.sh "
+                "or delete it and download the data again"
+            ) from None
     return {u: (np.concatenate(x), np.concatenate(y)) for u, (x, y) in users.items()}
 
 
@@ -76,7 +87,7 @@ def _read_h5(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
                 for u in examples
             }
     except (OSError, KeyError) as error:
-        raise DataError(f"dataset 'femnist': cannot read {path} ({error!r})") from None
+        raise DataError(f"dataset 'femnist': cannot read {path} ({error!r}); delete it and download it again") from None
 
 
 def _to_arrays(users: dict[str, tuple[np.ndarray, np.ndarray]], group_of: dict[str, int]):

@@ -80,7 +80,10 @@ def read_images(
         except FileNotFoundError:
             raise DataError(f"dataset {dataset!r}: missing image {path}") from None
         except OSError as error:
-            raise DataError(f"dataset {dataset!r}: cannot decode image {path} ({error})") from None
+            raise DataError(
+                f"dataset {dataset!r}: cannot decode image {path} ({error}); replace it with the file from the "
+                f"dataset's download (see `fedbench datasets info {dataset}`)"
+            ) from None
         if array.ndim == 2:
             array = array[:, :, None]
         if out is None:

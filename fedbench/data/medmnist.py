@@ -1,15 +1,22 @@
 """MedMNIST v3 OrganAMNIST / OrganCMNIST / OrganSMNIST (11 abdominal organs, CT slices).
 
 Read straight from the official npz files (``organamnist/organamnist.npz``, or ``organamnist_64.npz``
-for ``size=64`` …) rather than through the ``medmnist`` package: importing it creates ``~/.medmnist``
-and its datasets assert the official sample counts. Checksums are the package's ``INFO`` md5s; v2 files
-(the FedAP-era release, slightly different counts) are accepted and reported as ``version='v2'``.
+for ``size=64`` …) rather than through the ``medmnist`` package's dataset classes (they assert the official
+sample counts). URLs, checksums, split counts, class names and licence come from the package's ``INFO`` table
+(the ``medmnist`` extra), read as a literal without importing the package (importing it creates ``~/.medmnist``);
+without the package, from a hand copy checked against it by the tests. v2 files (the FedAP-era release, slightly
+different counts) are accepted and reported as ``version='v2'``.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib.util
+import zipfile
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +25,42 @@ from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
 from fedbench.errors import ConfigError, DataError
 
-ORGAN_CLASSES = (
+FLAGS = ("organamnist", "organcmnist", "organsmnist")
+SIZES = (28, 64, 128, 224)
+
+# Hand copy of the medmnist package's INFO (v3.0.2) for these three flags, used only where the package is not
+# installed (the ``medmnist`` extra: it pulls pandas and scikit-image). tests/test_medmnist_metadata.py checks
+# it equals the package's. flag → ({size: md5}, (train, val, test) counts)
+_FALLBACK_INFO = {
+    "organamnist": (
+        {
+            28: "68e3f8846a6bd62f0c9bf841c0d9eacc",
+            64: "2dcccc29b88e6da5a01161ef20cda288",
+            128: "eeae80d0a227a8d099027e1b3cfd3b60",
+            224: "50747347e05c87dd3aaf92c49f9f3170",
+        },
+        (34561, 6491, 17778),
+    ),
+    "organcmnist": (
+        {
+            28: "b9ceb9546e10131b32923c5bbeaea2b1",
+            64: "3ce34a8724ea6f548e6db4744d03b6a9",
+            128: "773c1f009daa3fe5d9a2a201b2a7ed94",
+            224: "050f5e875dc056f6768abf94ec9995d1",
+        },
+        (12975, 2392, 8216),
+    ),
+    "organsmnist": (
+        {
+            28: "9ab87b696fb54e2a387ebe992d6ed5f1",
+            64: "53a6d115339d874c25e309a994ff46d3",
+            128: "ded0c5fa01a95dc4978b956f613e9b8e",
+            224: "b354719e553fbbb2513d5533f52a4cb1",
+        },
+        (13932, 2452, 8827),
+    ),
+}
+_FALLBACK_CLASSES = (
     "bladder",
     "femur-left",
     "femur-right",
@@ -31,56 +73,82 @@ ORGAN_CLASSES = (
     "pancreas",
     "spleen",
 )
-
-# flag → {size: v3 md5}, v2 md5 (28 px only), (train, val, test) v3 counts, FL-bench mean/std on 0..255
-_MEDMNIST = {
-    "organamnist": (
-        {
-            28: "68e3f8846a6bd62f0c9bf841c0d9eacc",
-            64: "2dcccc29b88e6da5a01161ef20cda288",
-            128: "eeae80d0a227a8d099027e1b3cfd3b60",
-            224: "50747347e05c87dd3aaf92c49f9f3170",
-        },
-        "866b832ed4eeba67bfb9edee1d5544e6",
-        (34561, 6491, 17778),
-        (118.75, 62.35),
-    ),
-    "organcmnist": (
-        {
-            28: "b9ceb9546e10131b32923c5bbeaea2b1",
-            64: "3ce34a8724ea6f548e6db4744d03b6a9",
-            128: "773c1f009daa3fe5d9a2a201b2a7ed94",
-            224: "050f5e875dc056f6768abf94ec9995d1",
-        },
-        "0afa5834fb105f7705a7d93372119a21",
-        (12975, 2392, 8216),
-        (124.42, 58.81),
-    ),
-    "organsmnist": (
-        {
-            28: "9ab87b696fb54e2a387ebe992d6ed5f1",
-            64: "53a6d115339d874c25e309a994ff46d3",
-            128: "ded0c5fa01a95dc4978b956f613e9b8e",
-            224: "b354719e553fbbb2513d5533f52a4cb1",
-        },
-        "e5c39f1af030238290b9557d9503af9d",
-        (13932, 2452, 8827),
-        (124.96, 57.59),
-    ),
+# Not in the package: the v2 (FedAP-era) 28-px md5s, and FL-bench's mean/std on 0..255.
+_V2_MD5_AND_STATS = {
+    "organamnist": ("866b832ed4eeba67bfb9edee1d5544e6", (118.75, 62.35)),
+    "organcmnist": ("0afa5834fb105f7705a7d93372119a21", (124.42, 58.81)),
+    "organsmnist": ("e5c39f1af030238290b9557d9503af9d", (124.96, 57.59)),
 }
 _ZENODO = "https://zenodo.org/records/10519652/files/"
-POOLS = {"train": ("train",), "train+val": ("train", "val"), "all": ("train", "val", "test")}
+
+
+@functools.cache
+def package_info() -> dict[str, Any] | None:
+    """The medmnist package's ``INFO`` table, or None without the package. Read from ``medmnist/info.py`` as a
+    literal (``ast.literal_eval``), not imported: importing medmnist creates ``~/.medmnist`` as a side effect."""
+    try:
+        spec = importlib.util.find_spec("medmnist")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "info.py"
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "INFO" for t in node.targets):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
+def metadata(flag: str) -> dict[str, Any]:
+    """URLs, md5s per size, split counts, class names and licence of ``flag``: the medmnist package's, else the
+    hand copy above (``source`` says which)."""
+    info = (package_info() or {}).get(flag)
+    if info is not None:
+        return {
+            "md5": {size: info["MD5" if size == 28 else f"MD5_{size}"] for size in SIZES},
+            "url": {size: info["url" if size == 28 else f"url_{size}"] for size in SIZES},
+            "counts": tuple(info["n_samples"][split] for split in ("train", "val", "test")),
+            "classes": tuple(info["label"][str(i)] for i in range(len(info["label"]))),
+            "license": info.get("license", ""),
+            "source": "medmnist package",
+        }
+    md5s, counts = _FALLBACK_INFO[flag]
+    return {
+        "md5": dict(md5s),
+        "url": {size: f"{_ZENODO}{_file_name(flag, size)}?download=1" for size in SIZES},
+        "counts": counts,
+        "classes": _FALLBACK_CLASSES,
+        "license": "CC BY 4.0",
+        "source": "fedbench's copy (medmnist package not installed)",
+    }
 
 
 def _file_name(flag: str, size: int) -> str:
     return f"{flag}.npz" if size == 28 else f"{flag}_{size}.npz"
 
 
+# flag → {size: v3 md5}, v2 md5 (28 px only), (train, val, test) v3 counts, FL-bench mean/std on 0..255; looked up
+# by the loader on each call (tests patch it)
+_MEDMNIST = {
+    flag: (metadata(flag)["md5"], _V2_MD5_AND_STATS[flag][0], metadata(flag)["counts"], _V2_MD5_AND_STATS[flag][1])
+    for flag in FLAGS
+}
+ORGAN_CLASSES = metadata("organamnist")["classes"]
+POOLS = {"train": ("train",), "train+val": ("train", "val"), "all": ("train", "val", "test")}
+
+
 def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path) as npz:
             return {key: npz[key] for key in npz.files}
-    except (OSError, ValueError, EOFError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:  # an .npz is a zip archive
         raise DataError(f"cannot read MedMNIST file {path} ({error!r}); delete it and download it again") from None
 
 
@@ -90,8 +158,8 @@ def _register(flag: str) -> None:
     source = Source(
         layout=f"{flag}/{flag}.npz (MedMNIST v3; {flag}_{{64,128,224}}.npz for dataset_params.size)",
         how_to_get=f"run `fedbench datasets download {flag}` or `python -m medmnist download --size=28` and copy {flag}.npz there",
-        downloads=(Download(f"{_ZENODO}{flag}.npz?download=1", f"{flag}.npz", md5=md5s[28]),),
-        license="CC BY 4.0",
+        downloads=(Download(metadata(flag)["url"][28], f"{flag}.npz", md5=md5s[28]),),
+        license=metadata(flag)["license"],
         notes=("v2 files (md5 " + v2_md5 + ") are accepted and recorded as version v2",),
     )
 
@@ -101,7 +169,7 @@ def _register(flag: str) -> None:
         files=(f"{flag}.npz",),
         checksums={_file_name(flag, s): f"md5:{m}" for s, m in md5s.items()},
         counts=(counts[0], counts[2]),
-        classes=ORGAN_CLASSES,
+        classes=metadata(flag)["classes"],
     )
     def load(
         root: Path, verify: bool = True, size: int = 28, pool: str = "train", normalization: str = "none"
@@ -126,7 +194,8 @@ def _register(flag: str) -> None:
             }
         except KeyError as error:
             raise DataError(
-                f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels"
+                f"MedMNIST file {root / name} has no array {error}; expected train/val/test_images/labels; "
+                "delete it and download it again"
             ) from None
 
         def stack(splits: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -24,14 +24,19 @@ _IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f
 def parse_idx(data: bytes, what: str = "IDX file") -> np.ndarray:
     """Decode an IDX buffer (big-endian magic: two zero bytes, a type code, the number of dimensions)."""
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] not in _IDX_TYPES:
-        raise DataError(f"{what} is not an IDX file (bad magic number {data[:4].hex()})")
+        raise DataError(
+            f"{what} is not an IDX file (bad magic number {data[:4].hex()}); delete it and download it again"
+        )
     ndim = data[3]
     header = 4 + 4 * ndim
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype = np.dtype(_IDX_TYPES[data[2]])
     expected = int(np.prod(dims)) * dtype.itemsize
     if len(data) - header != expected:
-        raise DataError(f"{what} is truncated: header says {dims} ({expected} bytes), found {len(data) - header}")
+        raise DataError(
+            f"{what} is truncated: header says {dims} ({expected} bytes), found {len(data) - header}; "
+            "delete it and download it again"
+        )
     return np.frombuffer(data, dtype=dtype, offset=header).reshape(dims).copy()  # writable
 
 

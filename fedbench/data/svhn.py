@@ -33,10 +33,12 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         mat = loadmat(path)
         images, labels = mat["X"], mat["y"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as error:  # IndexError: scipy on a non-.mat file
         raise DataError(f"cannot read SVHN file {path} ({error!r}); delete it and download it again") from None
     if images.ndim != 4 or images.shape[:3] != (32, 32, 3) or images.shape[3] != labels.shape[0]:
-        raise DataError(f"SVHN file {path}: X {images.shape} / y {labels.shape}, expected (32, 32, 3, N) / (N, 1)")
+        raise DataError(
+            f"SVHN file {path}: X {images.shape} / y {labels.shape}, expected (32, 32, 3, N) / (N, 1); delete it and download it again"
+        )
     # X is (H, W, C, N); label 10 stands for the digit 0.
     return np.ascontiguousarray(images.transpose(3, 2, 0, 1), dtype=np.uint8), labels.reshape(-1).astype(np.int64) % 10
 

@@ -28,7 +28,7 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], **par
     unknown = set(params) - allowed
     if unknown:
         raise ConfigError(
-            f"model {name!r} has no parameter(s) {', '.join(sorted(unknown))}; "
+            f"model {name!r} has no parameter(s) {', '.join(map(repr, sorted(unknown)))}; "
             f"model_params accepts: {', '.join(sorted(allowed)) or 'nothing'}"
         )
     _check_switches(name, builder, params)

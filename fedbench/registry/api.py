@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -17,7 +18,7 @@ from urllib.parse import quote, unquote
 
 from sqlalchemy import bindparam, create_engine, delete, event, select, text, update
 from sqlalchemy.engine import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError
+from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
@@ -27,7 +28,12 @@ from fedbench.registry.urls import display_url, scrub
 
 CLAIMABLE = ("pending", "failed", "interrupted")
 FINISHED = ("done", "diverged")
-STALE_AFTER = timedelta(minutes=30)  # a running claim whose worker stopped beating this long ago is free
+# Claims: a worker beats its run's heartbeat from a background thread every HEARTBEAT_EVERY, however long a round
+# takes (``Heartbeat``). A running claim whose heartbeat is older than STALE_AFTER (the claim timeout: ten missed
+# beats) is free: its worker is gone, or hung (the pid lives on this host but its heartbeat stopped). On the same
+# host a worker whose pid is gone is free at once.
+HEARTBEAT_EVERY = timedelta(seconds=30)
+STALE_AFTER = timedelta(minutes=5)
 
 
 def now() -> datetime:
@@ -276,10 +282,27 @@ class Registry:
 
     @staticmethod
     def _holder_is_dead(run: RunRow) -> bool:
-        host, _, pid = (run.worker or ":").rpartition(":")
-        if host == socket.gethostname() and pid.isdigit():
-            return not _pid_alive(int(pid))
-        return run.heartbeat_at is None or now() - run.heartbeat_at > STALE_AFTER
+        return stale_reason(run) is not None
+
+    def heartbeat(self, run_id: int, worker: str) -> bool:
+        """Mark ``worker``'s claim on the run alive now; False when the claim is no longer its own (taken over)."""
+        with Session(self.engine) as session:
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == "running", RunRow.worker == worker)
+                .values(heartbeat_at=now())
+            )
+            session.commit()
+            return result.rowcount == 1
+
+    def stale_runs(self) -> list[tuple[RunRow, str]]:
+        """Running claims a new worker would take over, with why (worker gone, or no heartbeat: hung)."""
+        out = []
+        for run in self.runs(status="running"):
+            reason = stale_reason(run)
+            if reason is not None:
+                out.append((run, reason))
+        return out
 
     # ------------------------------------------------------------------ logging
     def set_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
@@ -465,6 +488,52 @@ def _postgresql_read_only(dbapi_connection, _record) -> None:
     dbapi_connection.commit()
 
 
+def stale_reason(run: RunRow) -> str | None:
+    """Why a running claim is free to take over, or None while its worker is alive and beating."""
+    host, _, pid = (run.worker or ":").rpartition(":")
+    local = host == socket.gethostname() and pid.isdigit()
+    if local and not _pid_alive(int(pid)):
+        return f"worker {run.worker} is gone"
+    if run.heartbeat_at is None:
+        return f"worker {run.worker} never beat"
+    silent = now() - run.heartbeat_at
+    if silent > STALE_AFTER:
+        what = "hung (its process lives, its heartbeat stopped)" if local else "silent"
+        return f"worker {run.worker} {what}: no heartbeat for {int(silent.total_seconds())} s (timeout {int(STALE_AFTER.total_seconds())} s)"
+    return None
+
+
+class Heartbeat:
+    """Beat a claimed run's heartbeat from a background thread every ``every`` seconds while the run trains, so a
+    long round never makes a live worker look stale. ``lost`` turns True when another worker took the claim over.
+    Use as a context manager around the training."""
+
+    def __init__(self, registry: Registry, run_id: int, worker: str, every: float | None = None):
+        self.registry, self.run_id, self.worker = registry, run_id, worker
+        self.every = HEARTBEAT_EVERY.total_seconds() if every is None else every
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
+
+    def beat(self) -> None:
+        try:
+            self.lost = not self.registry.heartbeat(self.run_id, self.worker)
+        except OperationalError:  # a busy database: the next beat tries again, well within the timeout
+            pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every) and not self.lost:
+            self.beat()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA busy_timeout=60000")  # first, so that switching to WAL waits for other writers
@@ -473,4 +542,4 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cursor.close()
 
 
-__all__ = ["Registry", "default_registry_url", "worker_id"]
+__all__ = ["Registry", "Heartbeat", "default_registry_url", "worker_id", "stale_reason"]
