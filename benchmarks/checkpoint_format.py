@@ -76,7 +76,7 @@ def main() -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(dir=args.dir) as folder:
         print(
-            "| payload | size (MB) old / new | torch.save | torch.load | fedbench save | fedbench load | of which sha256 |"
+            "| payload | size (MB) old / new | torch.save | torch.load | fedbench save | fedbench load | sha256 of the file alone |"
         )
         print("|---|---|---|---|---|---|---|")
         for title, model, clients in cases:
