@@ -91,8 +91,9 @@ class Batch:
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
-    def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None]) -> None:
-        """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``."""
+    def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None], cluster: Any = None) -> None:
+        """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
+        ``cluster``: a ``fedbench.cluster.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
         from fedbench.executors import ExecutionOptions, execute
 
         options = ExecutionOptions(
@@ -102,6 +103,11 @@ class Batch:
             verify=self.verify,
             threads=self.threads,
         )
+        if cluster is not None:
+            from fedbench.cluster import execute_on_cluster
+
+            execute_on_cluster(self.todo, options, jobs, on_event, cluster)
+            return
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
