@@ -88,6 +88,7 @@ class Batch:
     data_root: str | None = None
     verify: bool = True
     threads: int = 1
+    checkpoints: str | None = None  # a shared checkpoint folder (``fedbench.cluster.checkpoints_folder``)
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
 
@@ -102,6 +103,7 @@ class Batch:
             data_root=self.data_root,
             verify=self.verify,
             threads=self.threads,
+            checkpoints=self.checkpoints,
         )
         if cluster is not None:
             from fedbench.cluster import execute_on_cluster
@@ -134,6 +136,7 @@ def prepare_batch(
     force: bool = False,
     device: str = "auto",
     threads: int = 1,
+    checkpoints: str | None = None,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
@@ -164,6 +167,7 @@ def prepare_batch(
         data_root=root,
         verify=verify,
         threads=threads,
+        checkpoints=checkpoints,
         arrays=arrays,
     )
 

@@ -55,6 +55,28 @@ class RayOptions:
     cpus_per_run: float = 1.0
 
 
+def checkpoints_folder(text: str | None) -> str | None:
+    """``--checkpoints`` (or ``$FEDBENCH_CHECKPOINTS``) as an absolute folder, the same string for every worker; None:
+    beside the registry. A folder or ``file://`` URL: shared storage every worker mounts (NFS, a cluster file
+    system, a bucket mounted with s3fs/gcsfuse); checkpoints are written there atomically (a temporary file, then
+    a rename), so a run whose worker died resumes on any machine from its last saved round."""
+    import os
+
+    text = text or os.environ.get("FEDBENCH_CHECKPOINTS") or None
+    if text is None:
+        return None
+    scheme, sep, rest = text.partition("://")
+    if sep and scheme != "file":
+        raise ConfigError(
+            f"--checkpoints {text!r}: only a folder (or file:// URL) is supported; mount the {scheme} storage on "
+            "every worker (e.g. s3fs, gcsfuse) and give that folder"
+        )
+    folder = Path(rest if sep else text).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--checkpoints {text!r}: {folder} is a file; give a folder")
+    return str(folder)
+
+
 def slurm_minutes(text: str) -> int:
     """``--slurm-time`` as whole minutes (rounded up): HH:MM:SS, MM:SS or D-HH:MM:SS, as sbatch reads them."""
     match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
@@ -291,6 +313,7 @@ __all__ = [
     "SlurmOptions",
     "RayOptions",
     "slurm_minutes",
+    "checkpoints_folder",
     "cluster_worker",
     "RegistryWatcher",
     "watch_until",

@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -46,6 +47,9 @@ class ExecutionOptions:
     # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
     threads: int = 1
     verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
+    # --checkpoints: a folder every worker sees (shared storage), so that any worker resumes any run; None: beside
+    # the registry (a SQLite file's folder, else ./registry/checkpoints)
+    checkpoints: str | None = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -114,6 +118,13 @@ def preflight(
             client_test_sets(spec, loaded, parts)
 
 
+def checkpoint_file(registry: Registry, options: ExecutionOptions, spec_hash: str) -> Path:
+    """Where a run's checkpoint lives: in ``--checkpoints`` when given, else beside the registry."""
+    if options.checkpoints:
+        return Path(options.checkpoints) / f"{spec_hash}.pt"
+    return registry.checkpoint_path(spec_hash)
+
+
 def execute_one(
     registry: Registry,
     planned: PlannedRun,
@@ -137,7 +148,7 @@ def execute_one(
         }
     )
     began = time.perf_counter()
-    checkpoint = registry.checkpoint_path(spec.spec_hash)
+    checkpoint = checkpoint_file(registry, options, spec.spec_hash)
     memory = PeakMemory(device)
     memory.start()
     try:

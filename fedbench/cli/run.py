@@ -74,6 +74,12 @@ def run(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the compiled runs and whether they are done; train nothing."
     ),
+    checkpoints: str | None = typer.Option(
+        None,
+        "--checkpoints",
+        help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
+        "[default: $FEDBENCH_CHECKPOINTS, else beside the registry].",
+    ),
     executor: str = typer.Option(
         "local",
         "--executor",
@@ -103,11 +109,13 @@ def run(
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
     from fedbench import batch
+    from fedbench.cluster import checkpoints_folder
     from fedbench.recipe import assignments_to_dict
 
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
     )
+    checkpoint_dir = checkpoints_folder(checkpoints)
     planned = batch.plan_runs(
         recipes,
         scale=scale,
@@ -142,6 +150,7 @@ def run(
         force=force,
         device=device,
         threads=threads,
+        checkpoints=checkpoint_dir,
     )
     if work.rerun:
         console.print(f"--force: re-running {len(work.rerun)} finished run(s)")
