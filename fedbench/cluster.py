@@ -35,6 +35,12 @@ from fedbench.registry.tables import RoundRow, RunRow
 Event = dict[str, Any]
 EXECUTORS = ("local", "ray", "slurm")
 POLL_SECONDS = 2.0  # how often the submitting process reads the registry for progress
+# How long a cluster worker that found runs held by other workers waits before it looks again: one of them may die
+# (a node lost, a job preempted), and its run is then taken over (at once for a dead process on the same host,
+# after the stale-claim delay for another host) instead of being left for the next `fedbench run`.
+REPASS_SECONDS = 10.0
+WAIT_STEP_SECONDS = 1.0  # how often it reads the statuses meanwhile (it stops once every run has ended)
+WAITING = ("pending", "running", "interrupted")  # a failed run stays failed for this batch (no retry loop)
 ENDED = (*FINISHED, "failed", "interrupted")
 
 
@@ -96,7 +102,8 @@ def _interrupt(signum, frame) -> None:
 
 
 def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool = True) -> str:
-    """What each Slurm job or Ray task runs: the local claim loop. In a Slurm job (``handle_signals``), SIGTERM
+    """What each Slurm job or Ray task runs: the local claim loop, repeated while other workers hold runs of the
+    batch (every REPASS_SECONDS), so that a run whose worker dies is taken over by a worker still up. In a Slurm job (``handle_signals``), SIGTERM
     (scancel, a node going down) and SIGUSR2 (Slurm's warning before the time limit) interrupt the run in progress,
     recorded as interrupted with its checkpoint, so that another worker resumes it at once instead of after the
     stale-claim delay. Ray delivers its cancellation as KeyboardInterrupt itself and keeps its signals."""
@@ -107,7 +114,16 @@ def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGUSR2, _interrupt)
     try:
-        work_through(planned, options, lambda event: None)
+        registry, last_pass = Registry(options.registry_url), -math.inf
+        while planned:
+            statuses = registry.statuses(p.spec_hash for p in planned)
+            planned = [p for p in planned if statuses.get(p.spec_hash) in WAITING]
+            claimable = any(statuses.get(p.spec_hash) != "running" for p in planned)
+            if planned and (claimable or time.monotonic() - last_pass >= REPASS_SECONDS):
+                work_through(planned, options, lambda event: None)
+                last_pass = time.monotonic()
+            elif planned:  # all held by other workers: wait for them to finish, or for one to die
+                time.sleep(WAIT_STEP_SECONDS)
     except KeyboardInterrupt:
         return f"{worker_id()} interrupted"
     return f"{worker_id()} done"

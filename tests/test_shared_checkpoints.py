@@ -77,3 +77,44 @@ def test_the_checkpoints_option_is_an_absolute_folder_and_other_urls_are_refused
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file"):
         checkpoints_folder("file")
+
+
+@pytest.mark.slow
+def test_a_cluster_worker_takes_over_the_run_of_a_worker_that_died_while_it_waited(tmp_path, monkeypatch):
+    """A cluster worker that found the run held by a live worker waits (it does not leave the run to the next
+    `fedbench run`); once that worker is killed, it claims the run and resumes it from the shared checkpoint."""
+    import threading
+
+    from fedbench import cluster, executors
+    from fedbench.recipe import expand, load_recipe
+
+    recipe = tmp_path / "kill.toml"
+    recipe.write_text(RECIPE)
+    url, shared = f"sqlite:///{tmp_path / 'r.db'}", tmp_path / "shared"
+    child = HeldFedbench(["run", str(recipe), "--registry", url, "--checkpoints", str(shared)], hold=3)
+    try:
+        child.wait_until_held(runs=1)
+        monkeypatch.setattr(cluster, "REPASS_SECONDS", 0.2)
+        monkeypatch.setattr(cluster, "WAIT_STEP_SECONDS", 0.05)
+        first_pass, original = threading.Event(), executors.work_through
+
+        def work_through(*args, **kwargs):
+            original(*args, **kwargs)
+            first_pass.set()  # it has tried (and failed) to claim the held run
+
+        monkeypatch.setattr(executors, "work_through", work_through)
+        options = executors.ExecutionOptions(registry_url=url, checkpoints=str(shared))
+        planned = expand(load_recipe(recipe))
+        outcome: list[str] = []
+        worker = threading.Thread(target=lambda: outcome.append(cluster.cluster_worker(planned, options, False)))
+        worker.start()
+        assert first_pass.wait(timeout=300)
+        assert Registry(url).runs()[0].worker.endswith(f":{child.process.pid}")  # still the held worker's
+        child.process.send_signal(signal.SIGKILL)
+        child.process.wait()
+        worker.join(timeout=300)
+    finally:
+        child.kill()
+    assert outcome and outcome[0].endswith("done")
+    (run,) = Registry(url).runs()
+    assert run.status == "done" and run.provenance["data"]["resumed_from"] == 3
