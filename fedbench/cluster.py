@@ -14,6 +14,7 @@ jobs or tasks; each worker then records its run as ``interrupted`` (its checkpoi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import signal
@@ -312,10 +313,44 @@ def _wait_for_cancelled(ray: Any, refs: list[Any], seconds: float = 60.0) -> Non
         pass
 
 
+def for_remote_workers(options: Any) -> Any:
+    """``options`` with the paths a worker elsewhere reads made absolute: a Ray or Slurm worker does not start in
+    this working directory (a relative SQLite URL would open another registry there)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(options.registry_url)
+    changes: dict[str, Any] = {}
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        absolute = str(Path(url.database).resolve())
+        if absolute != url.database:
+            changes["registry_url"] = url.set(database=absolute).render_as_string(hide_password=False)
+    if options.data_root is not None:
+        changes["data_root"] = str(Path(options.data_root).expanduser().resolve())
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def _sqlite_note(options: Any, many_machines: bool, emit: Callable[[Event], None]) -> None:
+    if many_machines and options.registry_url.startswith("sqlite"):
+        emit(
+            {
+                "kind": "note",
+                "message": "a SQLite registry serves workers on one machine (a shared file system does not make "
+                "its locks safe): give workers on other machines a PostgreSQL registry (--registry postgresql+psycopg://...)",
+            }
+        )
+
+
 def execute_on_cluster(
     planned: list[PlannedRun], options: Any, jobs: int, emit: Callable[[Event], None], cluster: Any
 ) -> None:
     """Run ``jobs`` workers as Slurm jobs (``SlurmOptions``) or Ray tasks (``RayOptions``)."""
+    options = for_remote_workers(options)
+    _sqlite_note(
+        options,
+        (isinstance(cluster, SlurmOptions) and cluster.cluster == "slurm")
+        or (isinstance(cluster, RayOptions) and cluster.address is not None),
+        emit,
+    )
     if isinstance(cluster, SlurmOptions):
         execute_on_slurm(planned, options, jobs, emit, cluster)
     elif isinstance(cluster, RayOptions):

@@ -136,3 +136,15 @@ def test_slurm_array_workers_on_the_local_executor_train_every_run_once(tmp_path
     assert runner.invoke(app, ["run", str(recipe), "--set", "rounds=2", "--registry", here]).exit_code == 0
     assert curves(url) == curves(here) and all(len(c) == 2 for c in curves(url).values())
     assert len(list(Path(tmp_path / "jobs").glob("*/*_log.out"))) == 2  # two array tasks ran
+
+
+def test_paths_are_made_absolute_for_workers_that_start_elsewhere(tmp_path, monkeypatch):
+    from fedbench.cluster import for_remote_workers
+
+    monkeypatch.chdir(tmp_path)
+    relative = ExecutionOptions(registry_url="sqlite:///registry/fedbench.db", data_root="data")
+    moved = for_remote_workers(relative)
+    assert moved.registry_url == f"sqlite:///{tmp_path}/registry/fedbench.db"
+    assert moved.data_root == str(tmp_path / "data")
+    shared = ExecutionOptions(registry_url="postgresql+psycopg://me:pw@dbhost/fedbench")
+    assert for_remote_workers(shared) == shared  # a server URL is the same everywhere
