@@ -166,3 +166,23 @@ def test_two_concurrent_cli_processes_never_duplicate_nor_lose_a_run(any_registr
         assert [r.round for r in registry.curve(row.id)] == [1, 2]
     listed = json.loads(CliRunner().invoke(app, ["runs", "--registry", any_registry_url, "--json"]).stdout)
     assert len(listed) == 4
+
+
+def test_non_finite_values_in_json_columns_are_stored_on_every_backend(any_registry_url, write_recipe):
+    """PostgreSQL's json type rejects NaN (it crashed recording a diverged run's summary there): a non-finite
+    value in a JSON column reads back as NaN (SQLite) or None (PostgreSQL), i.e. no value; finite ones intact."""
+    import math
+
+    registry, planned = registered(any_registry_url, write_recipe())
+    run_id = registry.claim(planned[0].spec_hash)
+    record = RoundRecord(
+        round=1, train_loss=0.5, wall_seconds=0.1, bytes_up=1, bytes_down=1, personal_per_client=[math.nan, 0.25]
+    )
+    registry.log_round(run_id, record)
+    registry.finish(run_id, "diverged", summary={"final": math.inf, "best": 0.25, "rounds": [math.nan]})
+    (stored,) = registry.curve(run_id)
+    first, second = stored.personal_per_client
+    assert (first is None or math.isnan(first)) and second == 0.25
+    summary = registry.get_run(run_id).summary
+    assert summary["best"] == 0.25 and summary["final"] in (None, math.inf)
+    assert summary["rounds"][0] is None or math.isnan(summary["rounds"][0])
