@@ -62,3 +62,90 @@ def test_ctrl_c_cancels_the_ray_tasks_and_their_runs_are_interrupted_with_a_chec
     assert run.status == "interrupted" and 1 <= run.rounds_done < 400, (run.status, run.rounds_done, run.error)
     assert registry.checkpoint_path(run.spec_hash).exists()
     assert [e["kind"] for e in seen][:2] == ["start", "round"]
+
+
+def _stop_processes_of(temp_dir: str) -> None:
+    """Stop the Ray processes this test started (those whose command line names its own temp dir), by pid:
+    `ray stop` would stop every Ray process of the user on the machine."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    def ours() -> set[int]:
+        named, parent = set(), {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                if temp_dir.encode() in (entry / "cmdline").read_bytes():
+                    named.add(int(entry.name))
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+        found, grew = set(named), True
+        while grew:  # and their descendants (Ray's agents rename themselves: their command lines name no dir)
+            children = {pid for pid, ppid in parent.items() if ppid in found} - found
+            found |= children
+            grew = bool(children)
+        return found
+
+    started = ours()  # collected once, before any parent dies and its children are re-parented
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in started:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        time.sleep(2)
+
+
+@pytest.mark.slow
+def test_a_ray_cluster_of_a_head_and_a_joined_worker_trains_the_runs(tmp_path, write_recipe, monkeypatch):
+    """`ray start --head` on 127.0.0.1, a second node joining it, and `fedbench run --executor ray --address`."""
+    import shutil
+    import socket
+    import subprocess
+    import tempfile
+
+    ray_cli = shutil.which("ray") or str(__import__("pathlib").Path(__import__("sys").executable).parent / "ray")
+    temp_dir = tempfile.mkdtemp(prefix="fbray")  # short: Ray's socket paths must fit in 107 bytes
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # a private test cluster: no token shared between the nodes
+    common = ["--node-ip-address=127.0.0.1", "--num-cpus=1", "--disable-usage-stats"]
+    try:
+        for args in (
+            ["--head", f"--port={port}", f"--temp-dir={temp_dir}", "--include-dashboard=false"],
+            [f"--address=127.0.0.1:{port}"],
+        ):
+            started = subprocess.run([ray_cli, "start", *args, *common], capture_output=True, text=True, timeout=300)
+            assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+        recipe = write_recipe()
+        url = f"sqlite:///{tmp_path / 'ray.db'}"
+        result = runner.invoke(
+            app,
+            [
+                "run",
+                str(recipe),
+                "--set",
+                "rounds=2",
+                "--registry",
+                url,
+                "--executor",
+                "ray",
+                "--address",
+                f"127.0.0.1:{port}",
+                "--jobs",
+                "2",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+    finally:
+        _stop_processes_of(temp_dir)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert {r.status for r in Registry(url).runs()} == {"done"} and len(Registry(url).runs()) == 4
+    local = f"sqlite:///{tmp_path / 'local.db'}"
+    assert runner.invoke(app, ["run", str(recipe), "--set", "rounds=2", "--registry", local]).exit_code == 0
+    assert curves(url) == curves(local)
