@@ -138,7 +138,9 @@ class RegistryWatcher:
         self.registry, self.emit = registry, emit
         self.rounds_of = {p.spec_hash: p.spec.rounds for p in planned}
         self.seen: dict[str, tuple[str, int]] = {}  # spec_hash → (status, rounds_done) last emitted
-        self.initial: dict[str, tuple[str, int]] | None = None
+        # What was there before any worker started (create the watcher before submitting them): a run finished
+        # before the first poll is then still news, and runs finished earlier are not.
+        self.initial = {h: (s, n) for h, (_, s, n, _) in self._state().items()}
 
     def _state(self) -> dict[str, tuple[int, str, int, str | None]]:
         hashes = list(self.rounds_of)
@@ -159,9 +161,10 @@ class RegistryWatcher:
 
     def poll(self) -> None:
         state = self._state()
-        if self.initial is None:  # what was there before this batch started: finished runs are not news
-            self.initial = {h: (s, n) for h, (_, s, n, _) in state.items()}
-        for spec_hash, (run_id, status, rounds_done, error) in state.items():
+        for spec_hash in self.rounds_of:  # in the batch's order
+            if spec_hash not in state:
+                continue
+            run_id, status, rounds_done, error = state[spec_hash]
             before = self.seen.get(spec_hash)
             if before is None and (status, rounds_done) == self.initial.get(spec_hash) and status != "running":
                 continue  # untouched since the start (pending, or left as it was)
@@ -247,9 +250,9 @@ def execute_on_slurm(
     registry = Registry(options.registry_url)
     folder = Path(slurm.folder) if slurm.folder is not None else registry.home / "slurm"
     executor = slurm_executor(slurm, jobs, options.threads, folder / "%j")
+    watcher = RegistryWatcher(registry, planned, emit)
     submitted = submit_slurm_workers(executor, planned, options, jobs)
     emit({"kind": "note", "message": f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"})
-    watcher = RegistryWatcher(registry, planned, emit)
     try:
         watch_until(watcher, lambda: all(job.done() for job in submitted))
     except BaseException:
@@ -285,9 +288,8 @@ def execute_on_ray(
         worker = ray.remote(cluster_worker).options(
             num_cpus=ray_options.cpus_per_run, num_gpus=ray_options.gpus_per_run, max_retries=0
         )
+        watcher = RegistryWatcher(Registry(options.registry_url), planned, emit)
         refs = [worker.remote(planned, options, False) for _ in range(jobs)]
-        registry = Registry(options.registry_url)
-        watcher = RegistryWatcher(registry, planned, emit)
         try:
             watch_until(watcher, lambda: len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs))
         except BaseException:
