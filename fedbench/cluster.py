@@ -281,7 +281,10 @@ def execute_on_ray(
     started_here = not ray.is_initialized()
     if started_here:
         try:
-            ray.init(address=ray_options.address, include_dashboard=False, log_to_driver=False)
+            # No --address: a new local Ray ("local"), never one that `ray start` left behind (ray.init(None) would
+            # connect to the last cluster `ray start` recorded, even a dead one).
+            address = ray_options.address or "local"
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
         except ConnectionError as exc:
             raise FedbenchError(f"--address {ray_options.address}: cannot reach a Ray cluster ({exc})") from None
     try:
