@@ -93,12 +93,14 @@ class Batch:
     gpus: tuple[int, ...] | None = None  # ExecutionOptions.gpus
     fast: bool = True  # ExecutionOptions.fast
     compile: bool = False  # ExecutionOptions.compile
+    checkpoints: str | None = None  # a shared checkpoint folder (``fedbench.cluster.checkpoints_folder``)
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
     warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
 
-    def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None]) -> None:
-        """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``."""
+    def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None], cluster: Any = None) -> None:
+        """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
+        ``cluster``: a ``fedbench.cluster.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
         from fedbench.executors import ExecutionOptions, execute
 
         options = ExecutionOptions(
@@ -111,7 +113,13 @@ class Batch:
             gpus=self.gpus,
             fast=self.fast,
             compile=self.compile,
+            checkpoints=self.checkpoints,
         )
+        if cluster is not None:
+            from fedbench.cluster import execute_on_cluster
+
+            execute_on_cluster(self.todo, options, jobs, on_event, cluster)
+            return
         execute(self.todo, options, jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
@@ -142,6 +150,7 @@ def prepare_batch(
     gpus: tuple[int, ...] | None = None,
     fast: bool = True,
     compile: bool = False,
+    checkpoints: str | None = None,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
@@ -179,6 +188,7 @@ def prepare_batch(
         gpus=gpus,
         fast=fast,
         compile=compile,
+        checkpoints=checkpoints,
         arrays=arrays,
         warnings=warnings,
     )

@@ -34,3 +34,7 @@ class RunDiverged(Exception):
         super().__init__(f"diverged at round {round_index}: {what}")
         self.round_index = round_index
         self.what = what
+
+
+class RunsFileError(FedbenchError):
+    """A runs file given to `fedbench import` is malformed (names the line and key)."""

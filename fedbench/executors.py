@@ -16,6 +16,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -58,6 +59,9 @@ class ExecutionOptions:
     # Not part of the spec (results agree up to rounding); provenance records them. No effect on a CPU.
     fast: bool = True
     compile: bool = False
+    # --checkpoints: a folder every worker sees (shared storage), so that any worker resumes any run; None: beside
+    # the registry (a SQLite file's folder, else ./registry/checkpoints)
+    checkpoints: str | None = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -147,6 +151,13 @@ def preflight(
     return list(warnings)
 
 
+def checkpoint_file(registry: Registry, options: ExecutionOptions, spec_hash: str) -> Path:
+    """Where a run's checkpoint lives: in ``--checkpoints`` when given, else beside the registry."""
+    if options.checkpoints:
+        return Path(options.checkpoints) / f"{spec_hash}.pt"
+    return registry.checkpoint_path(spec_hash)
+
+
 def execute_one(
     registry: Registry,
     planned: PlannedRun,
@@ -172,7 +183,7 @@ def execute_one(
         }
     )
     began = time.perf_counter()
-    checkpoint = registry.checkpoint_path(spec.spec_hash)
+    checkpoint = checkpoint_file(registry, options, spec.spec_hash)
     memory = PeakMemory(device)
     memory.start()
     sink = _RegistrySink(registry, run_id)

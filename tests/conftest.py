@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fedbench.data.store import TensorData
+from postgres_server import start_server
 
 torch.set_num_threads(1)
 
@@ -47,6 +48,27 @@ def float64(monkeypatch):
 @pytest.fixture
 def registry_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL server for the session (tests/postgres_server.py); skips when none can be had."""
+    server, reason = start_server()
+    if server is None:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_registry_url(request, tmp_path: Path, monkeypatch) -> str:
+    """The test once on a SQLite registry and once on a fresh PostgreSQL database (skipped without a server).
+    A PostgreSQL registry keeps checkpoints under ``registry/`` of the working directory: the test's own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
+    server = request.getfixturevalue("postgres_server")
+    monkeypatch.chdir(tmp_path)
+    return server.create_database()
 
 
 TINY_RECIPE = """

@@ -90,7 +90,7 @@ def test_an_old_registry_reports_and_its_done_runs_are_not_trained_again(tmp_pat
         ],
     )
     assert report.exit_code == 0, report.output
-    [accuracy] = [t for t in json.loads(report.output)["tables"] if t["table"] == "accuracy"]
+    [accuracy] = [t for t in json.loads(report.stdout)["tables"] if t["table"] == "accuracy"]
     best = {cell["row"]: cell["mean"] for cell in accuracy["cells"] if cell["n"] == 1}
     stored = dict(
         raw_rows(

@@ -1,19 +1,20 @@
 """fedbench command line: one thin module per command group over library calls.
 
 ``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
-``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``). Each command parses its options, calls
+``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``), ``export`` and ``import``
+(``cli/transfer.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
 
 Exit codes: 0 success, 2 user error (one line on stderr, nothing written to the registry),
-1 a run failed unexpectedly, 130 interrupted.
+1 a run failed unexpectedly (``import``: a run conflicted), 130 interrupted.
 """
 
 from __future__ import annotations
 
 import typer
 
-from fedbench.cli import catalog, datasets, plan, report, run, runs
+from fedbench.cli import catalog, datasets, plan, report, run, runs, transfer
 
 app = typer.Typer(
     add_completion=False,
@@ -30,6 +31,8 @@ app.command()(report.report)
 app.command()(report.compare)
 app.command()(runs.runs)
 app.command()(runs.show)
+app.command()(transfer.export)
+app.command("import")(transfer.import_runs)
 app.command()(catalog.algorithms)
 app.command()(catalog.models)
 datasets.register_cli(app)

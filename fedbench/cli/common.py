@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar, overload
@@ -70,6 +71,21 @@ RegistryOption: Any = typer.Option(
 )
 
 
+class _NoticeHandler(logging.Handler):
+    """Library notices (the ``fedbench`` loggers, e.g. a registry being upgraded) as one line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(f"[yellow]note:[/yellow] {escape(record.getMessage())}", highlight=False, soft_wrap=True)
+
+
+def show_library_notices() -> None:
+    """Route the library's notices to stderr (once per process; every command calls it through ``user_errors``)."""
+    logger = logging.getLogger("fedbench")
+    if not any(isinstance(h, _NoticeHandler) for h in logger.handlers):
+        logger.addHandler(_NoticeHandler(logging.INFO))
+        logger.setLevel(logging.INFO)
+
+
 @overload
 def user_errors(fn: F) -> F: ...
 @overload
@@ -83,6 +99,7 @@ def user_errors(fn: F | None = None, *, interrupted: str = RESUME_HINT) -> F | C
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            show_library_notices()
             try:
                 return command(*args, **kwargs)
             except FedbenchError as exc:

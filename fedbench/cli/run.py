@@ -99,15 +99,48 @@ def run(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the compiled runs and whether they are done; train nothing."
     ),
+    checkpoints: str | None = typer.Option(
+        None,
+        "--checkpoints",
+        help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
+        "[default: $FEDBENCH_CHECKPOINTS, else beside the registry].",
+    ),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where the --jobs workers run: local (processes here), ray (Ray tasks) or slurm (a Slurm array job).",
+    ),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray: auto (the running cluster) or ray://HOST:10001 [default: a local Ray]."
+    ),
+    gpus_per_run: float = typer.Option(
+        0.0, "--gpus-per-run", min=0.0, help="Ray: GPUs each worker (one run at a time) takes, e.g. 0.25."
+    ),
+    slurm_partition: str | None = typer.Option(None, "--slurm-partition", help="Slurm: partition of the jobs."),
+    slurm_time: str | None = typer.Option(None, "--slurm-time", help="Slurm: time limit per job, HH:MM:SS."),
+    slurm_gpus: int = typer.Option(0, "--slurm-gpus", min=0, help="Slurm: GPUs per worker job."),
+    slurm_folder: Path | None = typer.Option(
+        None, "--slurm-folder", help="Slurm: job scripts and logs, on shared storage [default: registry/slurm]."
+    ),
+    slurm_cluster: str = typer.Option(
+        "slurm", "--slurm-cluster", help="Slurm: 'local' runs the array as processes here (a try without Slurm)."
+    ),
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
 
     Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
-    `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5`
+    `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5` ·
+    `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
+    --registry postgresql+psycopg://me@dbhost/fedbench`
     """
     from fedbench import batch
+    from fedbench.cluster import checkpoints_folder
     from fedbench.recipe import assignments_to_dict
 
+    cluster = cluster_options(
+        executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
+    )
+    checkpoint_dir = checkpoints_folder(checkpoints)
     planned = batch.plan_runs(
         recipes,
         scale=scale,
@@ -146,6 +179,7 @@ def run(
         gpus=parse_gpus(gpus),
         fast=fast,
         compile=compile_model,
+        checkpoints=checkpoint_dir,
     )
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
@@ -154,7 +188,7 @@ def run(
     elif work.skipped:
         console.print(f"{len(work.skipped)} of {len(planned)} runs already done (skipped; --force re-runs them)")
     if work.todo:
-        train_with_progress(work, jobs)
+        train_with_progress(work, jobs, cluster)
     outcome = work.outcome()
     counts = ", ".join(f"{n} {status}" for status, n in outcome.counts.items())
     console.print(f"registry: {counts}  ({outcome.registry_url})")
@@ -164,7 +198,40 @@ def run(
         raise typer.Exit(1)
 
 
-def train_with_progress(work: Batch, jobs: int) -> None:
+def cluster_options(
+    executor: str,
+    address: str | None,
+    gpus_per_run: float,
+    slurm_partition: str | None,
+    slurm_time: str | None,
+    slurm_gpus: int,
+    slurm_folder: Path | None,
+    slurm_cluster: str,
+    threads: int,
+) -> Any:
+    """``--executor`` and its options as ``fedbench.cluster`` options (None: local workers)."""
+    from fedbench.cluster import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
+
+    if executor not in EXECUTORS:
+        raise FedbenchError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    slurm_given = slurm_partition or slurm_time or slurm_gpus or slurm_folder or slurm_cluster != "slurm"
+    if executor != "slurm" and slurm_given:
+        raise FedbenchError("--slurm-* options need --executor slurm")
+    if executor != "ray" and (address or gpus_per_run):
+        raise FedbenchError("--address and --gpus-per-run need --executor ray")
+    if executor == "slurm":
+        if slurm_time is None:
+            raise FedbenchError("--executor slurm needs --slurm-time HH:MM:SS (each worker job's time limit)")
+        if slurm_cluster not in ("slurm", "local"):
+            raise FedbenchError(f"--slurm-cluster {slurm_cluster!r}: expected slurm or local")
+        slurm_minutes(slurm_time)  # checked before anything is registered
+        return SlurmOptions(slurm_partition, slurm_time, slurm_folder, slurm_cluster, slurm_gpus, threads)
+    if executor == "ray":
+        return RayOptions(address, gpus_per_run, float(threads))
+    return None
+
+
+def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
     """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run."""
     todo = work.todo
     progress = Progress(
@@ -195,7 +262,9 @@ def train_with_progress(work: Batch, jobs: int) -> None:
         def on_event(event: dict[str, Any]) -> None:
             nonlocal finished
             key = str(event.get("spec_hash"))
-            if event["kind"] == "start":
+            if event["kind"] == "note":  # from the executor: jobs submitted, a worker failed
+                progress.console.print(f"  {escape(event['message'])}")
+            elif event["kind"] == "start":
                 current[key] = progress.add_task(f"  {label_of.get(key, key)}", total=event["rounds"], status="")
             elif event["kind"] == "round" and key in current:
                 acc = event.get("test_acc")
@@ -214,4 +283,4 @@ def train_with_progress(work: Batch, jobs: int) -> None:
                     error = event.get("error") or ""
                     progress.console.print(f"  {escape(label_of.get(key, key))}: {event['status']} {escape(error)}")
 
-        work.train(jobs, on_event)
+        work.train(jobs, on_event, cluster)

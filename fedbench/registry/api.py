@@ -5,6 +5,8 @@ The same code runs on PostgreSQL by URL.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import socket
 import threading
@@ -85,7 +87,8 @@ class Registry:
             engine_url = _read_only_sqlite_url(database)
         try:
             connect_args = {"timeout": 60} if self.is_sqlite else {}
-            self.engine: Engine = create_engine(engine_url, connect_args=connect_args)
+            json_options = {} if self.is_sqlite else {"json_serializer": json_without_nan}
+            self.engine: Engine = create_engine(engine_url, connect_args=connect_args, **json_options)
         except Exception as exc:  # missing DB driver, bad URL parts
             raise RegistryError(f"cannot open registry {self.display_url!r}: {self.scrub(str(exc))}") from None
         if self.is_sqlite:
@@ -532,6 +535,22 @@ class Heartbeat:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def json_without_nan(value: Any) -> str:
+    """JSON for a server database: PostgreSQL's json type has no NaN or infinity (a diverged run's summary, a
+    per-client metric of an empty split), so they are stored as null, which every reader takes as "no value"."""
+    return json.dumps(_finite(value))
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -1,0 +1,84 @@
+"""``fedbench export`` and ``fedbench import``: move finished runs between registries as JSON lines
+(library: ``fedbench.registry.transfer``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from fedbench.cli.common import RegistryOption, console, err_console, user_errors
+from fedbench.errors import FedbenchError
+
+
+@user_errors
+def export(
+    paper: str | None = typer.Option(None, "--paper", help="Only runs of this paper."),
+    recipe: str | None = typer.Option(
+        None, "--recipe", help="Only runs registered by this recipe (a recipe file, or its name)."
+    ),
+    out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file [default: stdout]."),
+    registry: str | None = RegistryOption,
+) -> None:
+    """Write the registry's finished runs (spec, provenance, summary, curve) as JSON lines.
+
+    Example: `fedbench export --paper fedtrip --registry postgresql+psycopg://me@dbhost/fedbench > runs.jsonl`
+    """
+    from fedbench.recipe import load_recipe
+    from fedbench.registry import Registry
+    from fedbench.registry.transfer import export_lines
+
+    store = Registry.open_existing(registry)
+    if store is None:
+        raise FedbenchError(f"no registry at {Registry.resolve_url(registry)}: nothing to export")
+    name = load_recipe(recipe).name if recipe is not None and Path(recipe).is_file() else recipe
+    lines = export_lines(store, paper=paper, recipe=name)
+    if out is None:
+        count = _write(lines, sys.stdout)
+    else:
+        try:
+            with out.open("w", encoding="utf-8") as handle:
+                count = _write(lines, handle)
+        except OSError as exc:
+            raise FedbenchError(f"--out {out}: cannot write ({exc.strerror})") from None
+    err_console.print(f"exported {count} finished run(s)", highlight=False)
+
+
+def _write(lines, handle) -> int:
+    count = -1  # the header is not a run
+    for line in lines:
+        handle.write(line + "\n")
+        count += 1
+    return count
+
+
+@user_errors
+def import_runs(
+    runs_file: Path = typer.Argument(..., help="A runs file written by `fedbench export`.", show_default=False),
+    registry: str | None = RegistryOption,
+) -> None:
+    """Merge finished runs from a runs file into the registry (idempotent; conflicts are reported, not overwritten).
+
+    Example: `fedbench import runs.jsonl` then `fedbench report --paper fedtrip`
+    """
+    from fedbench.registry import Registry
+    from fedbench.registry.transfer import import_runs as merge
+    from fedbench.registry.transfer import read_runs_file
+
+    runs = read_runs_file(runs_file)  # the whole file is checked before the registry is opened
+    outcome = merge(Registry(registry), runs)
+    console.print(
+        f"imported {len(outcome.added)} new run(s), completed {len(outcome.completed)}, "
+        f"{len(outcome.unchanged)} already there, {len(outcome.conflicts)} conflict(s)",
+        highlight=False,
+    )
+    for conflict in outcome.conflicts:
+        err_console.print(
+            f"[red]conflict[/red] {runs_file} line {conflict.line}: run {conflict.spec_hash}: {conflict.reason} "
+            "(kept the registry's result)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if outcome.conflicts:
+        raise typer.Exit(1)

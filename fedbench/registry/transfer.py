@@ -1,0 +1,251 @@
+"""Moving finished runs between registries as JSON lines (``fedbench export`` / ``fedbench import``).
+
+A runs file is plain JSON, never pickle: its first line is a header ``{"format": "fedbench-runs", "version": 1,
+...}``, then one object per finished run (done or diverged) with everything a report needs: spec, spec_hash,
+labels, status, provenance, summary and the per-round curve. Runs are identified by ``spec_hash`` (checked
+against the spec, so a line cannot file a result under another run's identity). Importing is idempotent: a
+run the registry lacks (or holds unfinished) gets the file's result; a finished run with the same result
+(same status, summary and curve; times and hosts may differ) is left alone; a finished run with another
+result is a conflict, reported and never overwritten. The whole file is checked before anything is written.
+
+Provenance and errors are exported with every URL's password replaced by ``***``: a runs file is meant to be
+handed around.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from sqlalchemy import Float, Integer, delete, select
+from sqlalchemy.orm import Session
+
+from fedbench.errors import RunsFileError
+from fedbench.registry.api import CLAIMABLE, FINISHED, Registry
+from fedbench.registry.tables import RoundRow, RunRow
+
+FORMAT = "fedbench-runs"
+VERSION = 1
+# The per-round columns a runs file carries: every column of the rounds table but its key to the run.
+ROUND_COLUMNS = [column for column in RoundRow.__table__.columns if column.name != "run_id"]
+# wall_seconds depends on the machine, not the run: two trainings of one spec agree on everything else.
+MACHINE_DEPENDENT = ("wall_seconds",)
+_PASSWORD_IN_URL = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^\s:/@]*):[^\s@/]*@")
+
+
+def redact(value: Any) -> Any:
+    """``value`` with the password of every URL in its strings replaced by ``***`` (recursively)."""
+    if isinstance(value, str):
+        return _PASSWORD_IN_URL.sub(r"\1:***@", value)
+    if isinstance(value, dict):
+        return {key: redact(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact(item) for item in value]
+    return value
+
+
+def _column_type(column) -> Any:
+    if isinstance(column.type, Integer):
+        return int
+    if isinstance(column.type, Float):
+        return float
+    return Any  # JSON columns: per-client lists, per-metric dicts
+
+
+class Header(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    format: Literal["fedbench-runs"]
+    version: int
+
+
+RoundLine: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "RoundLine",
+    __config__=ConfigDict(extra="forbid"),
+    **{c.name: ((int, ...) if c.name == "round" else (_column_type(c) | None, None)) for c in ROUND_COLUMNS},
+)
+
+
+class RunLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    spec_hash: str = Field(pattern=r"^[0-9a-f]{8,32}$")
+    spec: dict[str, Any]
+    labels: dict[str, str]
+    paper: str | None = None
+    recipe: str | None = None
+    targets: list[float] = []
+    status: Literal["done", "diverged"]
+    error: str | None = None
+    rounds_done: int = Field(ge=0)
+    diverged_round: int | None = None
+    summary: dict[str, Any]
+    provenance: dict[str, Any]
+    wall_seconds: float | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    rounds: list[RoundLine]
+
+
+# ---------------------------------------------------------------------------------------------------- export
+def export_lines(registry: Registry, paper: str | None = None, recipe: str | None = None) -> Iterator[str]:
+    """The runs file of ``registry``'s finished runs (of ``paper``, of the recipe named ``recipe``), line by line."""
+    from fedbench import __version__
+    from fedbench.registry.schema import head_revision
+
+    yield json.dumps({"format": FORMAT, "version": VERSION, "fedbench": __version__, "schema": head_revision()})
+    runs = [r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)]
+    for start in range(0, len(runs), 200):
+        chunk = runs[start : start + 200]
+        curves = registry.curves([r.id for r in chunk])
+        for run in chunk:
+            yield json.dumps(_run_record(run, curves[run.id]), sort_keys=True)
+
+
+def _run_record(run: RunRow, curve: list[RoundRow]) -> dict[str, Any]:
+    record = {name: getattr(run, name) for name in RunLine.model_fields if name != "rounds"}
+    for name in ("created_at", "started_at", "finished_at"):
+        record[name] = record[name].isoformat() if record[name] is not None else None
+    record["provenance"] = redact(record["provenance"] or {})
+    record["error"] = redact(record["error"])
+    record["rounds"] = [{c.name: getattr(row, c.name) for c in ROUND_COLUMNS} for row in curve]
+    return record
+
+
+# ---------------------------------------------------------------------------------------------------- import
+@dataclass(frozen=True)
+class Conflict:
+    line: int
+    spec_hash: str
+    reason: str
+
+
+@dataclass
+class ImportOutcome:
+    added: list[str] = field(default_factory=list)  # spec_hashes new to the registry
+    completed: list[str] = field(default_factory=list)  # runs the registry held unfinished, now finished
+    unchanged: list[str] = field(default_factory=list)  # already there with the same result
+    conflicts: list[Conflict] = field(default_factory=list)  # finished here with another result: left as they are
+
+
+def read_runs_file(path: Path) -> list[tuple[int, RunLine]]:
+    """Parse and check every line of a runs file (RunsFileError naming the line and key at the first bad one)."""
+    from fedbench.spec import RunSpec
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunsFileError(f"{path}: cannot read the runs file ({exc})") from None
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not numbered:
+        raise RunsFileError(f"{path}: empty; a runs file starts with a header line written by `fedbench export`")
+    runs: list[tuple[int, RunLine]] = []
+    seen: dict[str, int] = {}
+    for index, (number, line) in enumerate(numbered):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise RunsFileError(f"{path} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
+        if index == 0:
+            header = _validated(Header, data, path, number)
+            if header.version != VERSION:
+                raise RunsFileError(
+                    f"{path} line {number}: key version: runs file version {header.version}, this fedbench "
+                    f"reads version {VERSION}; export it again with this fedbench"
+                )
+            continue
+        run = _validated(RunLine, data, path, number)
+        spec = _validated(RunSpec, run.spec, path, number, prefix="spec.")
+        if spec.spec_hash != run.spec_hash:
+            raise RunsFileError(
+                f"{path} line {number}: key spec_hash: {run.spec_hash} is not the hash of the line's spec "
+                f"({spec.spec_hash}); the file was edited or written by an incompatible fedbench"
+            )
+        if run.spec_hash in seen:
+            raise RunsFileError(
+                f"{path} line {number}: key spec_hash: run {run.spec_hash} already on line {seen[run.spec_hash]}"
+            )
+        seen[run.spec_hash] = number
+        run.spec = spec.model_dump(mode="json")
+        runs.append((number, run))
+    return runs
+
+
+def _validated(model: Any, data: Any, path: Path, number: int, prefix: str = "") -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"])
+        raise RunsFileError(f"{path} line {number}: key {prefix}{key or '(the line)'}: {error['msg']}") from None
+
+
+def _result(status: str, summary: dict[str, Any], rounds: Iterable[dict[str, Any]]) -> Any:
+    return status, summary, [{k: v for k, v in r.items() if k not in MACHINE_DEPENDENT} for r in rounds]
+
+
+def import_runs(registry: Registry, runs: list[tuple[int, RunLine]]) -> ImportOutcome:
+    """Merge checked runs (``read_runs_file``) into ``registry`` in one transaction."""
+    outcome = ImportOutcome()
+    with Session(registry.engine) as session, session.begin():
+        for number, line in runs:
+            rounds = [r.model_dump() for r in line.rounds]
+            existing = session.scalar(select(RunRow).where(RunRow.spec_hash == line.spec_hash))
+            if existing is not None and existing.status in FINISHED:
+                here = session.scalars(select(RoundRow).where(RoundRow.run_id == existing.id).order_by(RoundRow.round))
+                ours = [{c.name: getattr(row, c.name) for c in ROUND_COLUMNS} for row in here]
+                if _result(existing.status, existing.summary, ours) == _result(line.status, line.summary, rounds):
+                    outcome.unchanged.append(line.spec_hash)
+                else:
+                    reason = _difference(existing, ours, line, rounds)
+                    outcome.conflicts.append(Conflict(number, line.spec_hash, reason))
+                continue
+            if existing is not None and existing.status not in CLAIMABLE:
+                outcome.conflicts.append(
+                    Conflict(number, line.spec_hash, f"running here (worker {existing.worker}): not replaced")
+                )
+                continue
+            values = line.model_dump(exclude={"rounds"})
+            spec = line.spec
+            values.update(
+                algorithm=spec["algorithm"],
+                dataset=spec["dataset"],
+                seed=spec["seed"],
+                scale=spec["scale"],
+                synthetic=spec["synthetic"],
+                worker=None,
+                heartbeat_at=None,
+            )
+            if existing is None:
+                run = RunRow(**values)
+                session.add(run)
+                session.flush()
+                outcome.added.append(line.spec_hash)
+            else:  # pending, failed or interrupted here: the file's finished result completes it
+                run = existing
+                for key, value in values.items():
+                    setattr(run, key, value)
+                session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
+                outcome.completed.append(line.spec_hash)
+            session.add_all(RoundRow(run_id=run.id, **r) for r in rounds)
+    return outcome
+
+
+def _difference(existing: RunRow, ours: list[dict[str, Any]], line: RunLine, theirs: list[dict[str, Any]]) -> str:
+    if existing.status != line.status:
+        return f"status {existing.status} here, {line.status} in the file"
+    if len(ours) != len(theirs):
+        return f"{len(ours)} rounds here, {len(theirs)} in the file"
+    for mine, other in zip(ours, theirs):
+        for key in mine:
+            if key not in MACHINE_DEPENDENT and mine[key] != other.get(key):
+                return f"round {mine['round']} {key}: {mine[key]!r} here, {other.get(key)!r} in the file"
+    return "summary differs"
+
+
+__all__ = ["export_lines", "read_runs_file", "import_runs", "ImportOutcome", "Conflict", "redact", "FORMAT", "VERSION"]
