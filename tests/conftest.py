@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -58,6 +59,15 @@ def postgres_server():
         pytest.skip(f"PostgreSQL tests skipped: {reason}")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def postgres_admin_url(request) -> str:
+    """A PostgreSQL URL whose role may create databases and roles: $FEDBENCH_TEST_POSTGRES_URL when set, else the
+    session's throwaway server (skipped without one)."""
+    if os.environ.get("FEDBENCH_TEST_POSTGRES_URL"):
+        return os.environ["FEDBENCH_TEST_POSTGRES_URL"]
+    return request.getfixturevalue("postgres_server").url("postgres")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -4,8 +4,8 @@ cannot write — no table creation, no migration attempt, no write — and `run`
 Tests run as root here, and root writes a chmod-ed file regardless, so read-only is made real in four ways:
 SQLite's own read-only URI (``file:...?mode=ro&uri=true``), a check that the reporters' connection refuses writes
 whatever the file's mode, (slow) a read-only bind mount made with ``unshare -m``, which stops root too, and
-(slow, when root can drop privileges) a subprocess run as ``nobody`` on a file mode 0444 in a folder mode 0555. PostgreSQL: a SELECT-only role, when $FEDBENCH_TEST_POSTGRES_URL names a server
-on which that URL's role may create databases and roles; skipped otherwise."""
+(slow, when root can drop privileges) a subprocess run as ``nobody`` on a file mode 0444 in a folder mode 0555. PostgreSQL: a SELECT-only role, on the suite's throwaway server (or the one
+$FEDBENCH_TEST_POSTGRES_URL names); skipped when there is none."""
 
 from __future__ import annotations
 
@@ -215,20 +215,14 @@ def test_a_registry_on_a_read_only_file_system_reports_and_refuses_run(filled, t
 
 
 # ------------------------------------------------------------------ PostgreSQL: a SELECT-only role
-ADMIN_URL = os.environ.get("FEDBENCH_TEST_POSTGRES_URL")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not ADMIN_URL,
-    reason="no PostgreSQL server: set FEDBENCH_TEST_POSTGRES_URL to a postgresql+psycopg:// URL whose role may "
-    "create databases and roles (docs/security.md shows the roles this test creates)",
-)
-def test_a_select_only_postgresql_role_reports_and_cannot_run(write_recipe):
+def test_a_select_only_postgresql_role_reports_and_cannot_run(write_recipe, postgres_admin_url):
     from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
-    admin = make_url(ADMIN_URL)
+    admin = make_url(postgres_admin_url)
     suffix = uuid.uuid4().hex[:8]
     database, reader, password = f"fedbench_ro_{suffix}", f"fedbench_reader_{suffix}", uuid.uuid4().hex
     server = create_engine(admin, isolation_level="AUTOCOMMIT")

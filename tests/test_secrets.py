@@ -8,7 +8,6 @@ The password must appear in no byte of stdout or stderr, nor anywhere in the reg
 from __future__ import annotations
 
 import importlib.util
-import os
 import uuid
 from pathlib import Path
 
@@ -109,19 +108,15 @@ def test_a_working_registry_with_a_password_never_shows_or_stores_it(write_recip
             assert PASSWORD.encode() not in sidecar.read_bytes(), sidecar
 
 
-ADMIN_URL = os.environ.get("FEDBENCH_TEST_POSTGRES_URL")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not ADMIN_URL, reason="no PostgreSQL server: set FEDBENCH_TEST_POSTGRES_URL (see tests/test_readonly_registry.py)"
-)
-def test_a_real_postgresql_registry_never_shows_or_stores_the_password(write_recipe, tmp_path, monkeypatch):
+def test_a_real_postgresql_registry_never_shows_or_stores_the_password(
+    write_recipe, tmp_path, monkeypatch, postgres_admin_url
+):
     """Every command against a live server, as a role whose password is in the URL: in no output, in no row."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
 
-    admin = make_url(ADMIN_URL)
+    admin = make_url(postgres_admin_url)
     suffix = uuid.uuid4().hex[:8]
     database, role = f"fedbench_pw_{suffix}", f"fedbench_worker_{suffix}"
     server = create_engine(admin, isolation_level="AUTOCOMMIT")
