@@ -155,3 +155,12 @@ def test_flop_measurement_restores_the_mode_and_gradients():
     model.train()
     measure_flops(model, (6,))
     assert model.training
+
+
+def test_defaults_of_the_step_formulas_and_a_one_sample_client():
+    assert steps_per_epoch(17, 16) == 2  # without drop_last: ⌈17/16⌉
+    assert local_steps_per_round(70, 16) == 5  # one epoch, no step budget, no drop_last
+    assert local_steps_per_round(17, 16, drop_last=True) == 1
+    assert local_steps_per_round(70, 16, local_steps=3) == 3
+    assert steps_per_epoch(1, 16) == steps_per_epoch(1, 16, True) == 1  # one sample: one step
+    assert local_steps_per_round(1, 16, local_epochs=2) == 2
