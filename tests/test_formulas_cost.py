@@ -164,3 +164,20 @@ def test_defaults_of_the_step_formulas_and_a_one_sample_client():
     assert local_steps_per_round(70, 16, local_steps=3) == 3
     assert steps_per_epoch(1, 16) == steps_per_epoch(1, 16, True) == 1  # one sample: one step
     assert local_steps_per_round(1, 16, local_epochs=2) == 2
+
+
+def test_conv_backward_counts_the_input_gradient_of_a_later_layer():
+    """Two stacked convolutions: the weight gradient of each costs its forward, and the second one's input gradient
+    (needed by the first) costs its forward again; the first one's input gradient is not computed."""
+    from fedbench.cost import flops_per_sample
+
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.Conv2d(3, 4, 3, padding=1))
+    first, second = 2 * 3 * 2 * 9 * 5 * 5, 2 * 4 * 3 * 9 * 5 * 5
+    assert flops_per_sample(model, (2, 5, 5)) == first + second
+    assert flops_per_sample(model, (2, 5, 5), backward=True) == (first + second) + first + 2 * second
+
+
+def test_a_model_without_parameters_costs_nothing():
+    from fedbench.cost import measure_flops
+
+    assert measure_flops(nn.Flatten(), (2, 3)) == (0, 0)
