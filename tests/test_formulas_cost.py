@@ -119,6 +119,8 @@ def test_every_figure_of_the_mlp_card_by_hand():
         "macs_forward": forward // 2,
     }
     assert card["papers"] == ["fedtrip"] and card["description"] and card["feature"]
+    counts = ("params", "update_bytes", "flops_forward", "flops_train", "macs_forward")
+    assert all(type(card[key]) is int for key in counts)  # whole numbers in `fedbench models --json`
 
 
 def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers():
