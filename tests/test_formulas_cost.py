@@ -136,8 +136,12 @@ def test_input_shapes_in_every_spelling(shape):
 
 
 def test_bad_card_overrides_are_config_errors():
-    with pytest.raises(ConfigError, match=r"input_shape must be like .*big"):
+    with pytest.raises(ConfigError) as raised:
         model_card("mlp", input_shape="big")
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got 'big'"
+    with pytest.raises(ConfigError) as raised:
+        model_card("mlp", input_shape=[1, "a"])
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got [1, 'a']"
     with pytest.raises(ConfigError, match="num_classes must be an integer, got 'ten'"):
         model_card("mlp", num_classes="ten")
     assert model_card("mlp", num_classes="12")["num_classes"] == 12
