@@ -156,11 +156,10 @@ def flops_per_sample(
 
 
 def _parse_shape(value: Any) -> tuple[int, ...]:
-    if isinstance(value, str):
-        value = value.replace("x", ",").replace("×", ",").split(",")
+    parts = value.replace("x", ",").replace("×", ",").split(",") if isinstance(value, str) else value
     try:
-        return tuple(int(v) for v in value)
-    except (TypeError, ValueError) as exc:
+        return tuple(int(v) for v in parts)
+    except (TypeError, ValueError) as exc:  # the message names the value as the user wrote it
         raise ConfigError(f"input_shape must be like [3, 32, 32] or '3x32x32', got {value!r}") from exc
 
 

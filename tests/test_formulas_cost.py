@@ -119,6 +119,8 @@ def test_every_figure_of_the_mlp_card_by_hand():
         "macs_forward": forward // 2,
     }
     assert card["papers"] == ["fedtrip"] and card["description"] and card["feature"]
+    counts = ("params", "update_bytes", "flops_forward", "flops_train", "macs_forward")
+    assert all(type(card[key]) is int for key in counts)  # whole numbers in `fedbench models --json`
 
 
 def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers():
@@ -134,8 +136,12 @@ def test_input_shapes_in_every_spelling(shape):
 
 
 def test_bad_card_overrides_are_config_errors():
-    with pytest.raises(ConfigError, match=r"input_shape must be like .*big"):
+    with pytest.raises(ConfigError) as raised:
         model_card("mlp", input_shape="big")
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got 'big'"
+    with pytest.raises(ConfigError) as raised:
+        model_card("mlp", input_shape=[1, "a"])
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got [1, 'a']"
     with pytest.raises(ConfigError, match="num_classes must be an integer, got 'ten'"):
         model_card("mlp", num_classes="ten")
     assert model_card("mlp", num_classes="12")["num_classes"] == 12
@@ -155,3 +161,29 @@ def test_flop_measurement_restores_the_mode_and_gradients():
     model.train()
     measure_flops(model, (6,))
     assert model.training
+
+
+def test_defaults_of_the_step_formulas_and_a_one_sample_client():
+    assert steps_per_epoch(17, 16) == 2  # without drop_last: ⌈17/16⌉
+    assert local_steps_per_round(70, 16) == 5  # one epoch, no step budget, no drop_last
+    assert local_steps_per_round(17, 16, drop_last=True) == 1
+    assert local_steps_per_round(70, 16, local_steps=3) == 3
+    assert steps_per_epoch(1, 16) == steps_per_epoch(1, 16, True) == 1  # one sample: one step
+    assert local_steps_per_round(1, 16, local_epochs=2) == 2
+
+
+def test_conv_backward_counts_the_input_gradient_of_a_later_layer():
+    """Two stacked convolutions: the weight gradient of each costs its forward, and the second one's input gradient
+    (needed by the first) costs its forward again; the first one's input gradient is not computed."""
+    from fedbench.cost import flops_per_sample
+
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.Conv2d(3, 4, 3, padding=1))
+    first, second = 2 * 3 * 2 * 9 * 5 * 5, 2 * 4 * 3 * 9 * 5 * 5
+    assert flops_per_sample(model, (2, 5, 5)) == first + second
+    assert flops_per_sample(model, (2, 5, 5), backward=True) == (first + second) + first + 2 * second
+
+
+def test_a_model_without_parameters_costs_nothing():
+    from fedbench.cost import measure_flops
+
+    assert measure_flops(nn.Flatten(), (2, 3)) == (0, 0)
