@@ -7,7 +7,9 @@ published value beside it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -191,6 +193,30 @@ def planned_for_view(
     return [p for p in planned if view.selects(p.labels)]
 
 
+def _curves(registry: Any, ids: list[int], fields: Iterable[str], cache: dict | None) -> dict[int, list[Any]]:
+    """The runs' stored rounds (``Registry.curves``); with ``cache`` (one report's) a run read for an earlier view
+    with the same fields is not read again (FedImpro's figure views show Table 1's runs again)."""
+    if cache is None:
+        return registry.curves(ids, fields)
+    read = cache.setdefault(("curves", tuple(fields)), {})
+    missing = [i for i in ids if i not in read]
+    if missing:
+        read.update(registry.curves(missing, tuple(fields)))
+    return {i: read[i] for i in ids}
+
+
+def _metric_curve(rows: list[Any], metric: str, client: int | None, memo: tuple[int, dict | None]) -> list:
+    """``metric_curve`` of a run's rounds, computed once per report (``memo``: the run id and the report's cache)
+    for every view that shows the run; callers treat it as read-only."""
+    run_id, cache = memo
+    if cache is None:
+        return metric_curve(rows, metric, client)
+    key = ("metric_curve", run_id, metric, client)
+    if key not in cache:
+        cache[key] = metric_curve(rows, metric, client)
+    return cache[key]
+
+
 def build_table(
     recipe: Recipe,
     view: TableView,
@@ -211,7 +237,7 @@ def build_table(
         for p in planned
         if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")
     ]
-    curves = registry.curves([row.id for row in finished], round_fields(view))
+    curves = _curves(registry, [row.id for row in finished], round_fields(view), cache)
 
     rows, columns = [], []
     groups: dict[tuple[str, str], list[PlannedRun]] = {}
@@ -241,7 +267,7 @@ def build_table(
                 continue
             round_rows = curves[run.id]
             client = p.extra.get("client_index")
-            curve = metric_curve(round_rows, cell_view.metric, client)
+            curve = _metric_curve(round_rows, cell_view.metric, client, (run.id, cache))
             cell.n += 1
             cell.diverged += run.status == "diverged"
             cell.rounds_limit = p.spec.rounds
