@@ -94,6 +94,7 @@ class Batch:
     fast: bool = True  # ExecutionOptions.fast
     compile: bool = False  # ExecutionOptions.compile
     checkpoints: str | None = None  # a shared checkpoint folder (``fedbench.cluster.checkpoints_folder``)
+    client_state_memory: int | None = None  # ExecutionOptions.client_state_memory
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
     arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
     warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
@@ -114,6 +115,7 @@ class Batch:
             fast=self.fast,
             compile=self.compile,
             checkpoints=self.checkpoints,
+            client_state_memory=self.client_state_memory,
         )
         if cluster is not None:
             from fedbench.cluster import execute_on_cluster
@@ -151,6 +153,7 @@ def prepare_batch(
     fast: bool = True,
     compile: bool = False,
     checkpoints: str | None = None,
+    client_state_memory: int | None = None,
 ) -> Batch:
     """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
     planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
@@ -189,6 +192,7 @@ def prepare_batch(
         fast=fast,
         compile=compile,
         checkpoints=checkpoints,
+        client_state_memory=client_state_memory,
         arrays=arrays,
         warnings=warnings,
     )

@@ -24,6 +24,7 @@ import torch
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
 from fedbench.engine.accel import Acceleration
+from fedbench.engine.checkpoint import remove_checkpoint
 from fedbench.errors import FedbenchError
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
@@ -62,6 +63,9 @@ class ExecutionOptions:
     # --checkpoints: a folder every worker sees (shared storage), so that any worker resumes any run; None: beside
     # the registry (a SQLite file's folder, else ./registry/checkpoints)
     checkpoints: str | None = None
+    # --client-state-memory: bytes of per-client state a run keeps in memory before the states its last checkpoint
+    # filed leave it (``engine/client_states.py``); None: the engine's default. Not part of the spec.
+    client_state_memory: int | None = None
 
 
 def resolve_device(name: str) -> torch.device:
@@ -201,6 +205,7 @@ def execute_one(
             arrays=arrays,
             packing=options.packing,
             acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
+            **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
             on_round=lambda r: emit(
                 {
                     "kind": "round",
@@ -241,7 +246,7 @@ def execute_one(
         diverged_round=result.diverged_round,
         wall_seconds=time.perf_counter() - began,
     )
-    checkpoint.unlink(missing_ok=True)
+    remove_checkpoint(checkpoint)  # and its client-state files
     emit(
         {"kind": "end", "spec_hash": spec.spec_hash, "status": result.status, "final": curve[-1][1] if curve else None}
     )

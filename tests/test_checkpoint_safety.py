@@ -345,3 +345,17 @@ def test_any_damage_to_a_checkpoint_is_a_rejection_never_another_error(tmp_path)
         path.write_bytes(struct.pack("<Q", len(header)) + header)
         with pytest.raises(CheckpointRejected):
             read_checkpoint(path, "abc")
+
+
+def test_a_header_whose_length_looks_like_a_pickle_is_still_read(tmp_path):
+    """The header length is little-endian: a header of 0x480 bytes makes a file begin with \\x80\\x04, a protocol-4
+    pickle's first two bytes. Such a checkpoint (1 in 32 of them, headers being padded to 8 bytes) is ours and is
+    read, not refused as a pickle — which made the run start again from round 0."""
+    for size in range(256):
+        payload = {"spec_hash": "abc", "round": 1, "x": torch.ones(2), "note": "n" * size}
+        header, _ = encode_checkpoint(payload)
+        if header[0] == 0x80:
+            break
+    assert header[0] == 0x80
+    save_checkpoint(tmp_path / "c.pt", payload)
+    assert read_checkpoint(tmp_path / "c.pt", "abc")["note"] == payload["note"]

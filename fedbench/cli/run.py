@@ -105,6 +105,14 @@ def run(
         help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
         "[default: $FEDBENCH_CHECKPOINTS, else beside the registry].",
     ),
+    client_state_memory: int | None = typer.Option(
+        None,
+        "--client-state-memory",
+        min=0,
+        help="MiB of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states "
+        "already in the run's checkpoint are read back from disk when needed [default: engine.client_states."
+        "DEFAULT_MEMORY_BUDGET, 1 GiB]. Not part of the spec.",
+    ),
     executor: str = typer.Option(
         "local",
         "--executor",
@@ -180,6 +188,7 @@ def run(
         fast=fast,
         compile=compile_model,
         checkpoints=checkpoint_dir,
+        client_state_memory=None if client_state_memory is None else client_state_memory << 20,
     )
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)

@@ -219,7 +219,9 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
 # ------------------------------------------------------------------ reading
 def _header(data: bytearray) -> tuple[dict[str, Any], dict[str, str], int]:
     """(tensor table, metadata, start of the tensor bytes) of a version-2 checkpoint, or CheckpointRejected."""
-    if data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]:
+    # A checkpoint's JSON header starts at byte 8; only a file without one is tested for a pickle's first bytes (a
+    # header of 0x480 bytes begins with \x80\x04, the same two bytes as a protocol-4 pickle)
+    if data[8:9] != b"{" and (data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]):
         raise CheckpointRejected(
             "it is a pickle (the format of fedbench 0.2 and earlier, or a file planted there), which fedbench "
             "never loads: it could run code"
@@ -350,15 +352,49 @@ def read_checkpoint(
     return payload
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def client_state_folder(path: Path) -> Path:
+    """The folder of a run's client-state files (``engine/client_states.py``): beside its checkpoint, named after
+    it."""
+    return path.with_name(path.name + ".clients")
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a run's checkpoint and its client-state files (a finished run needs neither)."""
+    Path(path).unlink(missing_ok=True)
+    folder = client_state_folder(Path(path))
+    if folder.is_dir():
+        for item in folder.iterdir():
+            item.unlink(missing_ok=True)
+        folder.rmdir()
+
+
 def load_checkpoint(
     path: Path, spec_hash: str, device: torch.device | str = "cpu", expected_sha256: str | None = None
 ) -> dict[str, Any] | None:
     """``read_checkpoint`` for inspection (tests, tools): None if the file is missing or fails a check.
-    With ``expected_sha256`` its bytes must also match that hash."""
+    With ``expected_sha256`` its bytes must also match that hash. The client states the checkpoint keeps in files
+    (its ``client_files`` manifest) are read in, each checked against the manifest's sha256, so ``client_states``
+    holds every client's state as the run had it."""
     try:
-        return read_checkpoint(path, spec_hash, device, expected_sha256, bound=expected_sha256 is not None)
+        payload = read_checkpoint(path, spec_hash, device, expected_sha256, bound=expected_sha256 is not None)
+        folder = client_state_folder(Path(path))
+        for client, (name, sha256) in payload.pop("client_files", {}).items():
+            payload["client_states"][client] = read_checkpoint(folder / name, spec_hash, device, sha256, bound=True)[
+                "state"
+            ]
     except (FileNotFoundError, CheckpointRejected):
         return None
+    payload["client_states"] = dict(sorted(payload["client_states"].items()))
+    return payload
 
 
 __all__ = [
@@ -366,9 +402,12 @@ __all__ = [
     "CheckpointRejected",
     "FORMAT",
     "VERSION",
+    "client_state_folder",
     "encode_checkpoint",
+    "file_sha256",
     "load_checkpoint",
     "read_checkpoint",
+    "remove_checkpoint",
     "save_checkpoint",
     "write_atomic",
 ]

@@ -15,6 +15,7 @@ from torch import nn
 from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
 from fedbench.engine.accel import flat_parameters
+from fedbench.engine.client_states import ClientStates
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
 
@@ -275,9 +276,15 @@ class RunState:
     device: torch.device
     spare_models: SpareModels
     eval_batch_size: int = 1000
-    client_states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # the store of every client's state (``client_states.py``: resident up to a budget, spilled to files); a plain
+    # dict given here (tests that build a RunState by hand) becomes an in-memory store
+    client_states: ClientStates = field(default_factory=ClientStates)
     frozen: torch.Tensor | None = None  # parameters the model fixes (ETF classifiers), over the flat vector
     optimizer_options: dict[str, Any] = field(default_factory=dict)  # every client optimizer's (``accel``)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.client_states, ClientStates):
+            self.client_states = ClientStates(self.client_states)
 
     def client_context(
         self,
@@ -307,7 +314,7 @@ class RunState:
         if purpose == "train":
             state = self.client_states.setdefault(client, {})
         else:  # evaluation and fine-tuning never change training state
-            state = copy.deepcopy(self.client_states.get(client, {}))
+            state = self.client_states.peek(client)
         indices, holdout = algorithm.local_split(spec, client, self.data.client_train[client])
         return ClientContext(
             spec=spec,

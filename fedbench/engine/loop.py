@@ -27,7 +27,14 @@ from fedbench.engine.accel import (
     prepare_model,
     set_precision,
 )
-from fedbench.engine.checkpoint import CheckpointLedger, CheckpointRejected, read_checkpoint, save_checkpoint
+from fedbench.engine.checkpoint import (
+    CheckpointLedger,
+    CheckpointRejected,
+    client_state_folder,
+    read_checkpoint,
+    save_checkpoint,
+)
+from fedbench.engine.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates
 from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.packed import choose_executor
@@ -125,7 +132,8 @@ def resume_point(
 
 def check_layout(spec: RunSpec, payload: dict[str, Any], fresh: ServerState) -> None:
     """A checkpoint's payload has the keys, types and shapes of this run's state (``fresh``: round 0's server)."""
-    if set(payload) != {"spec_hash", "round", "server", "client_states", "finetune_start"}:
+    # "client_files" (the client-state files' manifest) is absent from checkpoints written before the store
+    if set(payload) - {"client_files"} != {"spec_hash", "round", "server", "client_states", "finetune_start"}:
         raise CheckpointRejected(f"its payload has keys {sorted(payload)}, not those of this fedbench's checkpoints")
     if not 1 <= payload["round"] <= spec.rounds:
         raise CheckpointRejected(f"its round {payload['round']} is outside 1..{spec.rounds}")
@@ -151,6 +159,16 @@ def check_layout(spec: RunSpec, payload: dict[str, Any], fresh: ServerState) -> 
         isinstance(k, int) and 0 <= k < spec.num_clients and isinstance(v, dict) for k, v in clients.items()
     ):
         raise CheckpointRejected(f"its client states are not a dict of client 0..{spec.num_clients - 1} → state")
+    files = payload.get("client_files", {})
+    if not isinstance(files, dict) or not all(
+        isinstance(k, int)
+        and 0 <= k < spec.num_clients
+        and isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, str) for x in v)
+        for k, v in files.items()
+    ):
+        raise CheckpointRejected("its client-state manifest is not a dict of client → [file name, sha256]")
     if payload["finetune_start"] is not None and not isinstance(payload["finetune_start"], dict):
         raise CheckpointRejected("its fine-tuning start point is not a dict")
 
@@ -171,6 +189,7 @@ def run(
     on_warning: Callable[[str], None] | None = None,
     packing: str = "sequential",
     acceleration: Acceleration | None = None,
+    client_state_memory: int = DEFAULT_MEMORY_BUDGET,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
@@ -182,7 +201,8 @@ def run(
 
     ``packing``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
     packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
-    switches (``engine/accel.py``; default none)."""
+    switches (``engine/accel.py``; default none). ``client_state_memory``: bytes of client state kept in memory;
+    beyond it, states the last checkpoint filed leave memory (``engine/client_states.py``; needs a checkpoint)."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
@@ -193,6 +213,12 @@ def run(
     num_params = sum(p.numel() for p in model.parameters())
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
     frozen_values = flat_parameters(model.parameters()).detach()[frozen].clone()
+    client_states = ClientStates(
+        folder=client_state_folder(checkpoint_path) if checkpoint_path is not None else None,
+        spec_hash=spec.spec_hash,
+        device=device,
+        memory_budget=client_state_memory,
+    )
     state = RunState(
         spec=spec,
         data=data,
@@ -201,6 +227,7 @@ def run(
         spare_models=SpareModels(model),
         eval_batch_size=eval_batch_size,
         frozen=frozen,
+        client_states=client_states,
         optimizer_options=optimizer_options(acceleration, device),
         server=ServerState(
             params=flat_parameters(model.parameters()).detach().clone(),
@@ -218,12 +245,19 @@ def run(
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
     checkpoint, rejected = resume_point(spec, state.server, checkpoint_path, checkpoint_ledger, device)
+    try:  # the client-state files its manifest names: all there, as it recorded them
+        client_states.restore(
+            *((checkpoint["client_states"], checkpoint.get("client_files", {})) if checkpoint else ({}, {}))
+        )
+        client_states.verify_files()
+    except ClientStateError as exc:
+        checkpoint, rejected = None, str(exc)
+        client_states.restore({}, {})  # from round 0: no earlier attempt's file is kept
     if rejected is not None and on_warning is not None:
         on_warning(f"checkpoint {checkpoint_path} not used: {rejected}; the run starts again from round 0")
     if checkpoint is not None:
         start_round = checkpoint["round"]
         state.server = ServerState(**checkpoint["server"])
-        state.client_states = checkpoint["client_states"]
         finetune_start = checkpoint["finetune_start"]
         try:  # client states of an earlier fedbench are brought up to date, or rejected with a reason
             algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
@@ -289,18 +323,23 @@ def run(
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
+                # incremental: only the states that changed since the last checkpoint are written (to new files);
+                # the checkpoint names every client's file, and the files it supersedes go once it is recorded
+                inline_states, client_files = client_states.write_changed(round_index)
                 digest = save_checkpoint(
                     checkpoint_path,
                     {
                         "spec_hash": spec.spec_hash,
                         "round": round_index,
                         "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                        "client_states": state.client_states,
+                        "client_states": inline_states,
+                        "client_files": client_files,
                         "finetune_start": finetune_start,
                     },
                 )
                 if checkpoint_ledger is not None:
                     checkpoint_ledger.record_checkpoint(digest)
+                client_states.commit()
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
