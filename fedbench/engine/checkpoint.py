@@ -171,11 +171,22 @@ def encode_checkpoint(payload: dict[str, Any]) -> tuple[bytes, list[torch.Tensor
     return struct.pack("<Q", len(header)) + header, [tensors[key] for key in order]
 
 
+_HASH_THREAD_BYTES = 8 << 20  # below this, starting a thread costs more than overlapping hash and write saves
+
+
 def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview] | None = None) -> str:
     """``data`` (or ``chunks``, in order) at ``path`` atomically and durably: a reader sees the old file or the
     new one, never half. Returns the sha256 of what was written."""
+    return write_all_atomic([(path, [memoryview(data)] if data is not None else list(chunks or []))])[0]
+
+
+def _write_hashing(handle, parts: list[memoryview]) -> str:
     digest = hashlib.sha256()
-    parts = [memoryview(data)] if data is not None else list(chunks or [])
+    if sum(len(part) for part in parts) < _HASH_THREAD_BYTES:
+        for part in parts:
+            handle.write(part)
+            digest.update(part)
+        return digest.hexdigest()
 
     # hashed in a second thread while this one writes (both release the GIL on large buffers): the hash costs
     # about as much as the write for a large checkpoint, and overlapping them hides most of it
@@ -184,36 +195,66 @@ def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview]
             digest.update(part)
 
     hasher = threading.Thread(target=hash_parts, daemon=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     hasher.start()
     try:
-        with os.fdopen(fd, "wb") as handle:
-            for part in parts:
-                handle.write(part)
-            handle.flush()
-            os.fsync(handle.fileno())
+        for part in parts:
+            handle.write(part)
+    finally:
         hasher.join()
-        os.replace(tmp, path)  # atomic on POSIX
-    except BaseException:
-        hasher.join()
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # the rename itself survives a power cut once the folder is synced
-        folder = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
-    except OSError:
-        pass  # a file system that cannot sync folders: the file is written, only not yet durable
     return digest.hexdigest()
+
+
+def write_all_atomic(files: list[tuple[Path, list[memoryview]]]) -> list[str]:
+    """Each ``(path, parts)`` written atomically and durably (a temporary file beside it, synced, then renamed over
+    it); returns the sha256 of each. All files are written before any is synced, and each folder is synced once at
+    the end: a checkpoint's client-state files (``client_states.py``, up to a round's participants) then cost one
+    fsync each instead of two, and the file system can flush them together. On any error no temporary file stays
+    and no file is replaced before all were written and synced."""
+    written: list[tuple[Path, str]] = []  # (path, its temporary file)
+    digests = []
+    try:
+        for path, parts in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+            written.append((path, tmp))
+            with os.fdopen(fd, "wb") as handle:
+                digests.append(_write_hashing(handle, parts))
+        for _, tmp in written:  # fsync syncs the file, whichever descriptor asks: no descriptor stays open
+            descriptor = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        for path, tmp in written:
+            os.replace(tmp, path)  # atomic on POSIX
+    except BaseException:
+        for _, tmp in written:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for folder in dict.fromkeys(path.parent for path, _ in files):
+        try:  # the renames themselves survive a power cut once the folder is synced
+            descriptor = os.open(folder, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+        except OSError:
+            pass  # a file system that cannot sync folders: the files are written, only not yet durable
+    return digests
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
     """Write ``payload`` as a version-2 checkpoint at ``path`` (atomic); returns the sha256 of its bytes."""
-    header, tensors = encode_checkpoint(payload)
-    return write_atomic(path, chunks=[memoryview(header), *(_raw_bytes(t) for t in tensors)])
+    return save_checkpoints([(path, payload)])[0]
+
+
+def save_checkpoints(files: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """Write each ``(path, payload)`` as a version-2 checkpoint, together (``write_all_atomic``); their sha256s."""
+    encoded = []
+    for path, payload in files:
+        header, tensors = encode_checkpoint(payload)
+        encoded.append((path, [memoryview(header), *(_raw_bytes(t) for t in tensors)]))
+    return write_all_atomic(encoded)
 
 
 # ------------------------------------------------------------------ reading
@@ -409,5 +450,7 @@ __all__ = [
     "read_checkpoint",
     "remove_checkpoint",
     "save_checkpoint",
+    "save_checkpoints",
+    "write_all_atomic",
     "write_atomic",
 ]

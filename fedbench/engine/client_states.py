@@ -39,7 +39,7 @@ from fedbench.engine.checkpoint import (
     client_state_folder,
     file_sha256,
     read_checkpoint,
-    save_checkpoint,
+    save_checkpoints,
 )
 
 # One fact: how much client state a run keeps in memory before it spills (``fedbench run --client-state-memory``).
@@ -187,6 +187,7 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
         if self.folder is None:
             self._changed.clear()
             return dict(self._resident), {}
+        to_write = []
         for client in sorted(self._changed):
             old = self._files.pop(client, None)
             if old is not None:
@@ -195,8 +196,11 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
             if state:  # a deleted or empty state has no file
                 name = f"{client}-r{round_index}.state"
                 payload = {"spec_hash": self.spec_hash, "round": round_index, "client": client, "state": state}
-                self._files[client] = (name, save_checkpoint(self.folder / name, payload))
+                to_write.append((client, name, payload))
                 self._sizes[client] = state_bytes(state)
+        digests = save_checkpoints([(self.folder / name, payload) for _, name, payload in to_write])
+        for (client, name, _), sha256 in zip(to_write, digests):
+            self._files[client] = (name, sha256)
         self._changed.clear()
         inline = {client: state for client, state in self._resident.items() if not state}
         return inline, {client: [name, sha] for client, (name, sha) in sorted(self._files.items())}
