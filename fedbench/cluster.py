@@ -69,15 +69,14 @@ def checkpoints_folder(text: str | None) -> str | None:
     a rename), so a run whose worker died resumes on any machine from its last saved round."""
     import os
 
+    from fedbench.checkpoint_mirror import check_url, is_url
+
     text = text or os.environ.get("FEDBENCH_CHECKPOINTS") or None
     if text is None:
         return None
+    if is_url(text):  # object storage: each worker keeps a local copy and mirrors it there (checkpoint_mirror.py)
+        return check_url(text)
     scheme, sep, rest = text.partition("://")
-    if sep and scheme != "file":
-        raise ConfigError(
-            f"--checkpoints {text!r}: only a folder (or file:// URL) is supported; mount the {scheme} storage on "
-            "every worker (e.g. s3fs, gcsfuse) and give that folder"
-        )
     folder = Path(rest if sep else text).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--checkpoints {text!r}: {folder} is a file; give a folder")

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from fedbench.checkpoint_mirror import CheckpointMirror, is_url
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.engine import run as run_engine
 from fedbench.engine.accel import Acceleration
@@ -156,10 +157,18 @@ def preflight(
 
 
 def checkpoint_file(registry: Registry, options: ExecutionOptions, spec_hash: str) -> Path:
-    """Where a run's checkpoint lives: in ``--checkpoints`` when given, else beside the registry."""
-    if options.checkpoints:
+    """Where a run's checkpoint lives: in the ``--checkpoints`` folder when given, else beside the registry (also the
+    local copy of a checkpoint kept at a ``--checkpoints`` URL: ``checkpoint_mirror``)."""
+    if options.checkpoints and not is_url(options.checkpoints):
         return Path(options.checkpoints) / f"{spec_hash}.pt"
     return registry.checkpoint_path(spec_hash)
+
+
+def checkpoint_mirror(options: ExecutionOptions, spec_hash: str) -> CheckpointMirror | None:
+    """The copy of a run's checkpoint at a ``--checkpoints`` URL (s3://, gs://, …), or None for a folder."""
+    if options.checkpoints is None or not is_url(options.checkpoints):
+        return None
+    return CheckpointMirror(options.checkpoints, spec_hash)
 
 
 def execute_one(
@@ -191,7 +200,12 @@ def execute_one(
     memory = PeakMemory(device)
     memory.start()
     sink = _RegistrySink(registry, run_id)
+    mirror = None
     try:
+        mirror = checkpoint_mirror(options, spec.spec_hash)
+        if mirror is not None:  # the storage's copy is the one to resume from
+            remove_checkpoint(checkpoint)
+            mirror.fetch(checkpoint)
         result = run_engine(
             spec,
             sink,
@@ -203,6 +217,7 @@ def execute_one(
             eval_batch_size=options.eval_batch_size,
             verify=options.verify,
             arrays=arrays,
+            checkpoint_mirror=mirror,
             packing=options.packing,
             acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
             **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
@@ -247,6 +262,8 @@ def execute_one(
         wall_seconds=time.perf_counter() - began,
     )
     remove_checkpoint(checkpoint)  # and its client-state files
+    if mirror is not None:
+        mirror.remove()
     emit(
         {"kind": "end", "spec_hash": spec.spec_hash, "status": result.status, "final": curve[-1][1] if curve else None}
     )

@@ -64,7 +64,7 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_the_shared_checkpoi
     assert curve(any_registry_url) == curve(straight)
 
 
-def test_the_checkpoints_option_is_an_absolute_folder_and_other_urls_are_refused(tmp_path, monkeypatch):
+def test_the_checkpoints_option_is_an_absolute_folder_or_a_storage_url(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FEDBENCH_CHECKPOINTS", raising=False)
     assert checkpoints_folder(None) is None
@@ -72,8 +72,11 @@ def test_the_checkpoints_option_is_an_absolute_folder_and_other_urls_are_refused
     assert checkpoints_folder(f"file://{tmp_path}/x") == str(tmp_path / "x")
     monkeypatch.setenv("FEDBENCH_CHECKPOINTS", str(tmp_path / "env"))
     assert checkpoints_folder(None) == str(tmp_path / "env")
-    with pytest.raises(ConfigError, match="mount the s3 storage"):
-        checkpoints_folder("s3://bucket/checkpoints")
+    assert (
+        checkpoints_folder("memory://bucket/checkpoints/") == "memory://bucket/checkpoints"
+    )  # tests/test_checkpoint_mirror.py
+    with pytest.raises(ConfigError, match="fsspec knows no storage 'nosuch'"):
+        checkpoints_folder("nosuch://bucket/checkpoints")
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError, match="is a file"):
         checkpoints_folder("file")

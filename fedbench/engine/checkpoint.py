@@ -51,6 +51,15 @@ class CheckpointLedger(Protocol):
     def record_checkpoint(self, sha256: str | None) -> None: ...
 
 
+class CheckpointMirror(Protocol):
+    """A copy of a run's checkpoint on other storage (``fedbench/checkpoint_mirror.py``: any fsspec URL), kept in step
+    with the local file: ``publish`` after the engine wrote a checkpoint (``client_files``: the client-state files it
+    wrote), before the ledger records it; ``retire`` the client-state files it superseded, after."""
+
+    def publish(self, checkpoint: Path, client_files: list[Path]) -> None: ...
+    def retire(self, names: list[str]) -> None: ...
+
+
 # ------------------------------------------------------------------ payload ⇄ (tensors, JSON structure)
 def _encode(value: Any, tensors: dict[str, torch.Tensor], seen: dict[int, str]) -> Any:
     """JSON for ``value``: scalars as themselves, every container and tensor as a one-key object (so no JSON
@@ -440,6 +449,7 @@ def load_checkpoint(
 
 __all__ = [
     "CheckpointLedger",
+    "CheckpointMirror",
     "CheckpointRejected",
     "FORMAT",
     "VERSION",

@@ -80,6 +80,7 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
         self._files: dict[int, tuple[str, str]] = {}  # client → (file name, sha256) of the last checkpoint
         self._changed: set[int] = set()  # clients whose state may differ from their file
         self._superseded: set[str] = set()  # files the next commit may delete
+        self.last_written: list[Path] = []  # the files the last ``write_changed`` wrote
         for client, state in (initial or {}).items():
             self[client] = state
 
@@ -201,16 +202,19 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
         digests = save_checkpoints([(self.folder / name, payload) for _, name, payload in to_write])
         for (client, name, _), sha256 in zip(to_write, digests):
             self._files[client] = (name, sha256)
+        self.last_written = [self.folder / name for _, name, _ in to_write]
         self._changed.clear()
         inline = {client: state for client, state in self._resident.items() if not state}
         return inline, {client: [name, sha] for client, (name, sha) in sorted(self._files.items())}
 
-    def commit(self) -> None:
+    def commit(self) -> list[str]:
         """After the checkpoint that names the new files is in place (and recorded): delete superseded files and
-        let the least recently used filed states leave memory until the resident ones fit the budget."""
+        let the least recently used filed states leave memory until the resident ones fit the budget. Returns the
+        names of the files deleted."""
         if self.folder is None:
-            return
-        for name in sorted(self._superseded):
+            return []
+        removed = sorted(self._superseded)
+        for name in removed:
             (self.folder / name).unlink(missing_ok=True)
         self._superseded.clear()
         resident = sum(self._sizes.get(client, 0) for client in self._resident)
@@ -220,6 +224,7 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
             if client in self._files and client not in self._changed:
                 del self._resident[client]
                 resident -= self._sizes.pop(client, 0)
+        return removed
 
     def remove_unreferenced(self) -> None:
         """Delete files no manifest names: superseded ones a crash left, or a whole earlier attempt's when a run

@@ -29,6 +29,7 @@ from fedbench.engine.accel import (
 )
 from fedbench.engine.checkpoint import (
     CheckpointLedger,
+    CheckpointMirror,
     CheckpointRejected,
     client_state_folder,
     read_checkpoint,
@@ -190,6 +191,7 @@ def run(
     packing: str = "sequential",
     acceleration: Acceleration | None = None,
     client_state_memory: int = DEFAULT_MEMORY_BUDGET,
+    checkpoint_mirror: CheckpointMirror | None = None,
 ) -> RunResult:
     """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
     interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
@@ -202,7 +204,9 @@ def run(
     ``packing``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
     packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
     switches (``engine/accel.py``; default none). ``client_state_memory``: bytes of client state kept in memory;
-    beyond it, states the last checkpoint filed leave memory (``engine/client_states.py``; needs a checkpoint)."""
+    beyond it, states the last checkpoint filed leave memory (``engine/client_states.py``; needs a checkpoint).
+    ``checkpoint_mirror``: storage each checkpoint is copied to (``--checkpoints URL``), before the ledger records
+    it."""
     device = torch.device(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
     data = prepare_data(spec, device, data_root, verify, arrays)
@@ -337,9 +341,13 @@ def run(
                         "finetune_start": finetune_start,
                     },
                 )
+                if checkpoint_mirror is not None:
+                    checkpoint_mirror.publish(checkpoint_path, client_states.last_written)
                 if checkpoint_ledger is not None:
                     checkpoint_ledger.record_checkpoint(digest)
-                client_states.commit()
+                superseded = client_states.commit()
+                if checkpoint_mirror is not None:
+                    checkpoint_mirror.retire(superseded)
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
