@@ -94,11 +94,21 @@ def child(name: str, memory_mib: int | None) -> dict:
     in_checkpoint = [False]
     original_write = checkpoint.write_atomic
 
-    def counting_write(path, data=None, chunks=None):
-        written[-1] += len(data) if data is not None else sum(len(c) for c in chunks or [])
-        return original_write(path, data, chunks)
+    if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it since issue 16's store
+        original_write_all = checkpoint.write_all_atomic
 
-    checkpoint.write_atomic = counting_write
+        def counting_write_all(files):
+            written[-1] += sum(len(part) for _, parts in files for part in parts)
+            return original_write_all(files)
+
+        checkpoint.write_all_atomic = counting_write_all
+    else:
+
+        def counting_write(path, data=None, chunks=None):
+            written[-1] += len(data) if data is not None else sum(len(c) for c in chunks or [])
+            return original_write(path, data, chunks)
+
+        checkpoint.write_atomic = counting_write
 
     def timed(function):
         def wrapper(*args, **kwargs):
@@ -132,7 +142,10 @@ def child(name: str, memory_mib: int | None) -> dict:
 
     rounds_began: list[float] = []
 
+    rss_per_round: list[int] = []
+
     def next_round(record):
+        rss_per_round.append(round(status_mib("VmRSS")))
         rounds_began.append(time.perf_counter())
         seconds.append(0.0)
         written.append(0)
@@ -167,6 +180,7 @@ def child(name: str, memory_mib: int | None) -> dict:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_after_data_mib": round(rss_at_start[0]),
         "peak_rss_training_mib": round(status_mib("VmHWM")),
+        "rss_mib_per_round": rss_per_round,
         "checkpoint_seconds_per_round": [round(s, 4) for s in per_round_seconds],
         "checkpoint_mib_per_round": [round(b / 2**20, 1) for b in per_round_bytes],
         "checkpoint_seconds_last_5_mean": round(sum(per_round_seconds[-5:]) / 5, 4),
