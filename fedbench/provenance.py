@@ -58,11 +58,28 @@ def gpu_info(device: torch.device) -> dict[str, Any] | None:
     }
 
 
+def ray_info() -> dict[str, Any] | None:
+    """Inside a Ray task (``--executor ray``): its node, the resources Ray assigned it (a fractional GPU with
+    ``--gpus-per-run 0.25``) and the GPU ids Ray made visible to it; None elsewhere."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    if context.worker.mode != ray.WORKER_MODE:  # the driver (fedbench run itself), not a task
+        return None
+    return {
+        "node_id": context.get_node_id(),
+        "resources": dict(context.get_assigned_resources()),
+        "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
+    }
+
+
 def provenance(device: torch.device, **settings: Any) -> dict:
     """Where and with what a run was produced; ``settings``: the run's non-spec choices to record with it (the
     executor that trained it, TF32, ``torch.compile`` …)."""
     commit, dirty = git_state()
     gpu = gpu_info(device)
+    ray = ray_info()
     return {
         "fedbench_version": fedbench.__version__,
         "git_commit": commit,
@@ -72,6 +89,7 @@ def provenance(device: torch.device, **settings: Any) -> dict:
         "device": device_name(device),
         "host": socket.gethostname(),
         **({"gpu": gpu} if gpu is not None else {}),
+        **({"ray": ray} if ray is not None else {}),
         **settings,
     }
 

@@ -149,3 +149,26 @@ def test_a_ray_cluster_of_a_head_and_a_joined_worker_trains_the_runs(tmp_path, w
     local = f"sqlite:///{tmp_path / 'local.db'}"
     assert runner.invoke(app, ["run", str(recipe), "--set", "rounds=2", "--registry", local]).exit_code == 0
     assert curves(url) == curves(local)
+
+
+@pytest.mark.slow
+def test_fractional_gpus_pack_runs_onto_one_gpu(tmp_path, write_recipe):
+    """`--gpus-per-run 0.25` asks Ray for a quarter GPU per worker: on a node with one GPU (declared to Ray, which
+    schedules GPUs as resources; this machine need not have one) every run is recorded with the quarter Ray
+    assigned it and the one GPU id Ray made visible to it, and the four workers share that GPU."""
+    ray.init(num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        recipe = write_recipe()
+        url = f"sqlite:///{tmp_path / 'ray.db'}"
+        result = runner.invoke(
+            app,
+            ["run", str(recipe), "--set", "rounds=1", "--registry", url, "--device", "cpu"]
+            + ["--executor", "ray", "--jobs", "4", "--gpus-per-run", "0.25"],
+        )
+        assert result.exit_code == 0, result.output
+    finally:
+        ray.shutdown()
+    runs = Registry(url).runs()
+    assert len(runs) == 4 and {r.status for r in runs} == {"done"}
+    placements = [r.provenance["ray"] for r in runs]
+    assert all(p["resources"].get("GPU") == 0.25 and p["gpu_ids"] == ["0"] for p in placements), placements
