@@ -41,6 +41,7 @@ from fedbench.engine.checkpoint import (
     read_checkpoint,
     save_checkpoints,
 )
+from fedbench.errors import FedbenchError
 
 # One fact: how much client state a run keeps in memory before it spills (``fedbench run --client-state-memory``).
 DEFAULT_MEMORY_BUDGET = 1 << 30
@@ -58,8 +59,9 @@ def state_bytes(value: Any) -> int:
     return 0
 
 
-class ClientStateError(Exception):
-    """A client-state file that a resumed run needs is missing or changed since its checkpoint named it."""
+class ClientStateError(FedbenchError):
+    """A client-state file a run needs is missing or changed since its checkpoint named it: before a resume the
+    engine then starts again from round 0; during a run the run fails with this one line (and restarts)."""
 
 
 class ClientStates(MutableMapping[int, dict[str, Any]]):
