@@ -17,6 +17,7 @@ in the format, is truncated, belongs to another spec, or whose bytes differ from
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -25,10 +26,13 @@ import queue
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+
+from fedbench.errors import write_failure
 
 FORMAT = "fedbench-checkpoint"
 VERSION = 2
@@ -171,9 +175,19 @@ def encode_checkpoint(payload: dict[str, Any]) -> tuple[bytes, list[torch.Tensor
     return struct.pack("<Q", len(header)) + header, [tensors[key] for key in order]
 
 
-def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview] | None = None) -> str:
+def write_atomic(
+    path: Path,
+    data: bytes | None = None,
+    chunks: list[memoryview] | None = None,
+    record: Callable[[str], None] | None = None,
+) -> str:
     """``data`` (or ``chunks``, in order) at ``path`` atomically and durably: a reader sees the old file or the
-    new one, never half. Returns the sha256 of what was written."""
+    new one, never half. Returns the sha256 of what was written. ``record`` (the registry's ledger) gets that hash
+    once the new bytes are durable and before they replace the old file, so a failure to record it (a full or
+    read-only registry) leaves the old file in place, still matching the hash recorded for it.
+
+    A write the machine refuses (disk full, read-only file system, quota, permission) raises ``WriteFailed`` naming
+    the file and the cause; the temporary file is removed and the old file is left as it was."""
     digest = hashlib.sha256()
     parts = [memoryview(data)] if data is not None else list(chunks or [])
 
@@ -184,8 +198,11 @@ def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview]
             digest.update(part)
 
     hasher = threading.Thread(target=hash_parts, daemon=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    except OSError as exc:
+        raise _write_fault(exc, path) from None
     hasher.start()
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -194,10 +211,15 @@ def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview]
             handle.flush()
             os.fsync(handle.fileno())
         hasher.join()
+        if record is not None:
+            record(digest.hexdigest())
         os.replace(tmp, path)  # atomic on POSIX
-    except BaseException:
+    except BaseException as exc:
         hasher.join()
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a file system gone read-only the temporary file cannot go either
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_fault(exc, path) from None
         raise
     try:  # the rename itself survives a power cut once the folder is synced
         folder = os.open(path.parent, os.O_RDONLY)
@@ -210,10 +232,17 @@ def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview]
     return digest.hexdigest()
 
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
-    """Write ``payload`` as a version-2 checkpoint at ``path`` (atomic); returns the sha256 of its bytes."""
+def _write_fault(exc: OSError, path: Path) -> Exception:
+    """``exc`` as the one-line ``WriteFailed`` for the checkpoint ``path`` when the machine refused the write;
+    else ``exc`` itself (a bug, or a fault this cannot name)."""
+    return write_failure(exc, f"checkpoint {path}") or exc
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any], record: Callable[[str], None] | None = None) -> str:
+    """Write ``payload`` as a version-2 checkpoint at ``path`` (atomic); returns the sha256 of its bytes, which
+    ``record`` (the ledger's ``record_checkpoint``) gets before the file replaces the previous one."""
     header, tensors = encode_checkpoint(payload)
-    return write_atomic(path, chunks=[memoryview(header), *(_raw_bytes(t) for t in tensors)])
+    return write_atomic(path, chunks=[memoryview(header), *(_raw_bytes(t) for t in tensors)], record=record)
 
 
 # ------------------------------------------------------------------ reading

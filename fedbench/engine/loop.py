@@ -32,7 +32,7 @@ from fedbench.engine.context import RunState, ServerState, SpareModels, load_wei
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.packed import choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
-from fedbench.errors import FedbenchError, RunDiverged
+from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
 from fedbench.spec import RunSpec
@@ -229,7 +229,10 @@ def run(
             algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
         except FedbenchError as exc:
             raise type(exc)(f"checkpoint {checkpoint_path}: {exc}") from None
-    sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
+    try:
+        sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
+    except WriteFailed as exc:
+        raise exc.resuming(spec.spec_hash, start_round) from None
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
     if rejected is not None:
@@ -289,7 +292,7 @@ def run(
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
             if checkpoint_path is not None:
-                digest = save_checkpoint(
+                save_checkpoint(
                     checkpoint_path,
                     {
                         "spec_hash": spec.spec_hash,
@@ -298,13 +301,16 @@ def run(
                         "client_states": state.client_states,
                         "finetune_start": finetune_start,
                     },
+                    record=checkpoint_ledger.record_checkpoint if checkpoint_ledger is not None else None,
                 )
-                if checkpoint_ledger is not None:
-                    checkpoint_ledger.record_checkpoint(digest)
             if on_round is not None:
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
                 return RunResult("interrupted", round_index, info=info, settings=settings)
+    except WriteFailed as exc:
+        # The disk under the checkpoint or the registry refused a write in this round: the checkpoint of the round
+        # before (written every round, and replaced only once its hash is recorded) is the one the run resumes from.
+        raise exc.resuming(spec.spec_hash, round_index - 1 if checkpoint_path is not None else 0) from None
     except RunDiverged as exc:
         return RunResult(
             "diverged",
