@@ -248,7 +248,11 @@ def save_checkpoint(path: Path, payload: dict[str, Any], record: Callable[[str],
 # ------------------------------------------------------------------ reading
 def _header(data: bytearray) -> tuple[dict[str, Any], dict[str, str], int]:
     """(tensor table, metadata, start of the tensor bytes) of a version-2 checkpoint, or CheckpointRejected."""
-    if data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]:
+    # A header length whose low byte is 0x80 (one checkpoint in 32) starts the file like a pickle: the magic
+    # bytes name a pickle only where no JSON header follows a plausible length
+    size = struct.unpack("<Q", data[:8])[0] if len(data) >= 8 else 0
+    our_layout = 8 + size <= len(data) and size <= MAX_HEADER_BYTES and data[8:9] == b"{"
+    if not our_layout and (data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]):
         raise CheckpointRejected(
             "it is a pickle (the format of fedbench 0.2 and earlier, or a file planted there), which fedbench "
             "never loads: it could run code"
