@@ -422,8 +422,10 @@ def test_a_full_tmpfs_stops_the_run_with_one_line_and_it_resumes_once_space_is_f
 
 @pytest.mark.slow
 @pytest.mark.skipif(MOUNT_PROBLEM is not None, reason=str(MOUNT_PROBLEM))
-def test_checkpoints_on_a_read_only_mount_stop_the_run_with_one_line(tmp_path):
-    """--checkpoints on a read-only bind mount (which stops root too): the first checkpoint cannot even be created."""
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_checkpoints_on_a_read_only_mount_stop_the_run_with_one_line(tmp_path, jobs):
+    """--checkpoints on a read-only bind mount (which stops root too): the first checkpoint cannot even be created.
+    With --jobs 2 the worker process that fails tells `fedbench run`, which says it on one line too."""
     recipe = write_recipe(tmp_path)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
     source, mount = tmp_path / "source", tmp_path / "mount"
@@ -431,7 +433,7 @@ def test_checkpoints_on_a_read_only_mount_stop_the_run_with_one_line(tmp_path):
     mount.mkdir()
     script = (
         f"mount --bind {source} {mount} && mount -o remount,bind,ro {mount} || exit 90\n"
-        f'exec "$PYTHON" -m fedbench.cli run {recipe} --registry {url} --device cpu --checkpoints {mount}'
+        f'exec "$PYTHON" -m fedbench.cli run {recipe} --registry {url} --device cpu --checkpoints {mount} --jobs {jobs}'
     )
     done = in_namespace(script)
     assert done.returncode == 2, done.stdout + done.stderr
