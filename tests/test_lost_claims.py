@@ -165,9 +165,8 @@ def test_a_worker_that_wakes_after_a_takeover_stops_and_writes_nothing(
 
 
 @pytest.mark.parametrize("write", ["log_round", "record_checkpoint", "truncate_rounds", "finish", "set_provenance"])
-def test_a_registry_write_for_a_lost_claim_is_refused_and_changes_nothing(tmp_path, planned, clock, write):
-    url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    registry = registered(url, planned)
+def test_a_registry_write_for_a_lost_claim_is_refused_and_changes_nothing(any_registry_url, planned, clock, write):
+    registry = registered(any_registry_url, planned)
     run_id = registry.claim(planned.spec_hash, "oldhost:1")
     registry.log_round(run_id, RoundRecord(round=1, train_loss=0.5, wall_seconds=1.0, bytes_up=1, bytes_down=1))
     registry.record_checkpoint(run_id, "a" * 64)
