@@ -96,10 +96,10 @@ def sha256(path: Path) -> str:
 class FaultyFiles:
     """``os`` as the checkpoint module sees it, except that the ``fail_at``-th checkpoint file opened for writing
     takes half of its first write and then raises ``OSError(code)`` (the disk filled up, or was remounted read-only,
-    mid-write). Records the checkpoint file as it was just before that write."""
+    mid-write). Records the checkpoint file in ``folder`` (the run's only one) as it was just before that write."""
 
-    def __init__(self, fail_at: int, code: int):
-        self.fail_at, self.code, self.opened = fail_at, code, 0
+    def __init__(self, fail_at: int, code: int, folder: Path):
+        self.fail_at, self.code, self.folder, self.opened = fail_at, code, folder, 0
         self.before: bytes | None = None
 
     def __getattr__(self, name: str):
@@ -110,9 +110,8 @@ class FaultyFiles:
         self.opened += 1
         if self.opened != self.fail_at:
             return handle
-        temporary = Path(os.readlink(f"/proc/self/fd/{fd}"))  # SPEC_HASH.ptRANDOM.tmp beside SPEC_HASH.pt
-        previous = temporary.parent / (temporary.name.split(".pt")[0] + ".pt")
-        self.before = previous.read_bytes() if previous.exists() else None
+        previous = list(self.folder.glob("*.pt"))
+        self.before = previous[0].read_bytes() if previous else None
         code = self.code
 
         class Failing:
@@ -143,7 +142,7 @@ def test_a_checkpoint_write_that_fails_stops_the_run_keeps_the_previous_checkpoi
 ):
     recipe = write_recipe(tmp_path)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    files = FaultyFiles(FAIL_AT, code)
+    files = FaultyFiles(FAIL_AT, code, tmp_path / "registry" / "checkpoints")
     monkeypatch.setattr(checkpoint_module, "os", files)
     result = run_cli(recipe, url)
     monkeypatch.undo()
@@ -173,7 +172,7 @@ def test_a_checkpoint_write_that_fails_stops_the_run_keeps_the_previous_checkpoi
 def test_a_first_checkpoint_that_cannot_be_written_says_the_run_starts_again(tmp_path, monkeypatch, straight):
     recipe = write_recipe(tmp_path)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    monkeypatch.setattr(checkpoint_module, "os", FaultyFiles(1, errno.ENOSPC))
+    monkeypatch.setattr(checkpoint_module, "os", FaultyFiles(1, errno.ENOSPC, tmp_path / "registry" / "checkpoints"))
     result = run_cli(recipe, url)
     monkeypatch.undo()
     assert result.exit_code == 2
