@@ -1,5 +1,9 @@
 """Errors a user can cause. The CLI prints their message on one line and exits with code 2."""
 
+from __future__ import annotations
+
+import errno
+
 
 class FedbenchError(Exception):
     """Base class: a user-facing error whose message names the file/key/value and what to do."""
@@ -38,3 +42,73 @@ class RunDiverged(Exception):
 
 class RunsFileError(FedbenchError):
     """A runs file given to `fedbench import` is malformed (names the line and key)."""
+
+
+# Write failures that the user's environment causes, not fedbench: errno → (cause, what to do about it).
+_WRITE_FAULTS = {
+    errno.ENOSPC: ("disk full", "free space on that disk"),
+    errno.EDQUOT: ("disk quota exceeded", "free space within the quota"),
+    errno.EROFS: ("read-only file system", "make it writable (remount it read-write)"),
+    errno.EACCES: ("permission denied", "give this user write access"),
+    errno.EPERM: ("operation not permitted", "give this user write access"),
+}
+# The same faults as database drivers word them (SQLite's SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR; PostgreSQL's
+# disk_full and read_only_sql_transaction), lower case.
+_DATABASE_FAULTS = (
+    ("database or disk is full", errno.ENOSPC),
+    ("no space left on device", errno.ENOSPC),
+    ("could not extend file", errno.ENOSPC),
+    ("disk quota exceeded", errno.EDQUOT),
+    ("attempt to write a readonly database", errno.EROFS),
+    ("read-only file system", errno.EROFS),
+    ("read-only transaction", errno.EROFS),
+    ("permission denied", errno.EACCES),
+)
+
+
+class WriteFailed(FedbenchError):
+    """A checkpoint or the registry could not be written because of the machine, not of fedbench: the disk is full,
+    the file system read-only, a quota exceeded, write permission missing. The run stops; what it finished is kept
+    and the next `fedbench run` resumes it. ``target`` names what could not be written (a file, or a registry URL as
+    ``display_url`` shows it); ``resume`` says from where the run resumes, once the engine knows."""
+
+    def __init__(self, target: str, cause: str, remedy: str, resume: str | None = None):
+        self.target, self.cause, self.remedy, self.resume = target, cause, remedy, resume
+        again = "run the same `fedbench run` command again"
+        super().__init__(f"cannot write {target}: {cause}; {remedy}, then {again}" + (f": {resume}" if resume else ""))
+
+    def fields(self) -> dict[str, str | None]:
+        """What rebuilds this error in another process (a worker's failure, told to `fedbench run`)."""
+        return {"target": self.target, "cause": self.cause, "remedy": self.remedy, "resume": self.resume}
+
+    def resuming(self, spec_hash: str, round_index: int) -> WriteFailed:
+        """This failure, saying from which round the run ``spec_hash`` resumes."""
+        where = f"from round {round_index}" if round_index else "from the start (no round was saved)"
+        return WriteFailed(self.target, self.cause, self.remedy, f"run {spec_hash} resumes {where}")
+
+
+def write_failure(exc: BaseException, target: str) -> WriteFailed | None:
+    """``exc`` as a ``WriteFailed`` naming ``target`` when it is a write fault of the environment (an ``OSError`` with
+    ENOSPC, EDQUOT, EROFS, EACCES or EPERM, or a database driver's error saying the same); None for anything else."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else None
+    if code not in _WRITE_FAULTS:
+        text = " ".join(str(getattr(exc, "orig", None) or exc).split()).lower()
+        code = next((fault for words, fault in _DATABASE_FAULTS if words in text), None)
+        if code is None and "disk i/o error" in text:  # SQLite's word for a write the disk refused, cause unsaid
+            return WriteFailed(target, "disk I/O error", "check that its disk is present, writable and not full")
+        detail = None
+    if code is None:
+        return None
+    cause, remedy = _WRITE_FAULTS[code]
+    return WriteFailed(target, f"{cause} ({detail})" if detail and detail.lower() != cause else cause, remedy)
+
+
+class ClaimLost(Exception):
+    """Raised inside a worker whose claim on a run another worker took over (its heartbeat stopped long enough to
+    look hung, or it was presumed gone): it stops the run at once, writing nothing more for it: the new owner owns
+    the run's rounds, checkpoint and status. Not a user error and not a failure of the run."""
+
+    def __init__(self, run_id: int, worker: str):
+        super().__init__(f"run {run_id}: worker {worker} lost its claim (another worker took the run over)")
+        self.run_id, self.worker = run_id, worker

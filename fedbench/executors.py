@@ -7,6 +7,7 @@ resumes from its checkpoint. Progress events go to a callback (in process) or th
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue as queue_module
@@ -26,7 +27,7 @@ from fedbench.data.federated import ArraysCache, check_test_set, client_test_set
 from fedbench.engine import run as run_engine
 from fedbench.engine.accel import Acceleration
 from fedbench.engine.checkpoint import remove_checkpoint
-from fedbench.errors import FedbenchError
+from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
 from fedbench.metric_catalog import SUMMARY_METRIC, metric_curve
 from fedbench.metrics import summarize
 from fedbench.placement import place_workers
@@ -96,22 +97,44 @@ def deterministic_cuda() -> None:
 
 
 class _RegistrySink:
-    """The run's rounds and its checkpoint's content hash (``CheckpointLedger``) go to the registry."""
+    """The run's rounds, its checkpoint's content hash (``CheckpointLedger``), provenance and outcome go to the
+    registry, each only while this worker holds the run's claim (``heartbeat``): once another worker took the run
+    over, every write raises ``ClaimLost`` and writes nothing (the heartbeat's flag, checked first, costs nothing;
+    the registry's conditional write catches a takeover the heartbeat has not seen yet)."""
 
-    def __init__(self, registry: Registry, run_id: int):
-        self.registry, self.run_id = registry, run_id
+    def __init__(self, registry: Registry, run_id: int, heartbeat: Heartbeat | None = None):
+        self.registry, self.run_id, self.heartbeat = registry, run_id, heartbeat
+
+    def _write(self, method: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        worker = None
+        if self.heartbeat is not None:
+            if self.heartbeat.lost:
+                raise ClaimLost(self.run_id, self.heartbeat.worker)
+            worker = self.heartbeat.worker
+        try:
+            method(self.run_id, *args, worker=worker, **kwargs)
+        except ClaimLost:
+            if self.heartbeat is not None:
+                self.heartbeat.lost = True
+            raise
 
     def checkpoint_sha256(self) -> str | None:
         return self.registry.checkpoint_sha256(self.run_id)
 
     def record_checkpoint(self, sha256: str | None) -> None:
-        self.registry.record_checkpoint(self.run_id, sha256)
+        self._write(self.registry.record_checkpoint, sha256)
 
     def log_round(self, record) -> None:
-        self.registry.log_round(self.run_id, record)
+        self._write(self.registry.log_round, record)
 
     def truncate(self, after_round: int) -> None:
-        self.registry.truncate_rounds(self.run_id, after_round)
+        self._write(self.registry.truncate_rounds, after_round)
+
+    def set_provenance(self, info: dict[str, Any]) -> None:
+        self._write(self.registry.set_provenance, info)
+
+    def finish(self, status: str, **outcome: Any) -> None:
+        self._write(self.registry.finish, status, **outcome)
 
 
 def preflight(
@@ -178,14 +201,43 @@ def execute_one(
     options: ExecutionOptions,
     emit: Callable[[Event], None],
     arrays: ArraysCache | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> str:
     """Train one claimed run (loading its data set through the worker's ``arrays`` cache) and record its outcome.
-    Returns the final status."""
+    Returns the final status, or ``taken over`` when another worker took the claim over (``heartbeat``: this
+    worker's claim; then nothing more is written for the run).
+
+    A checkpoint or registry write that the machine refuses (``WriteFailed``: disk full, read-only) is recorded as
+    ``failed`` with its one-line message (no traceback: the disk, not fedbench, is at fault) when the registry can
+    still record it, and raised again: the worker stops, as every further run would fail on the same disk.
+    ``failed`` rather than ``interrupted``: the run stopped on an error the user must fix, which `fedbench runs`
+    and `show` list with it; both statuses are claimable (``Registry.claim``) and keep the checkpoint's recorded
+    hash, so the next `fedbench run` resumes the run from its last checkpoint either way. When the registry cannot
+    record it, the claim stays ``running`` under this process, and is taken over once the process has exited."""
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)  # the worker's GPU (``placement``) is also its default CUDA device
-    registry.set_provenance(run_id, provenance(device))
+    sink = _RegistrySink(registry, run_id, heartbeat)
+
+    def taken_over(exc: ClaimLost) -> str:
+        message = f"{exc}; this worker stopped it and wrote nothing more for it"
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "taken over", "error": message})
+        return "taken over"
+
+    def stop_for(exc: WriteFailed) -> WriteFailed:
+        message = registry.scrub(str(exc))
+        with contextlib.suppress(WriteFailed, ClaimLost):  # a registry that cannot be written cannot record it
+            sink.finish("failed", error=message)
+        emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": message})
+        return exc
+
+    try:
+        sink.set_provenance(provenance(device))
+    except ClaimLost as exc:
+        return taken_over(exc)
+    except WriteFailed as exc:
+        raise stop_for(exc) from None
     emit(
         {
             "kind": "start",
@@ -199,7 +251,6 @@ def execute_one(
     checkpoint = checkpoint_file(registry, options, spec.spec_hash)
     memory = PeakMemory(device)
     memory.start()
-    sink = _RegistrySink(registry, run_id)
     mirror = None
     try:
         mirror = checkpoint_mirror(options, spec.spec_hash)
@@ -231,16 +282,23 @@ def execute_one(
                 }
             ),
         )
+    except ClaimLost as exc:
+        return taken_over(exc)
     except KeyboardInterrupt:
-        registry.finish(run_id, "interrupted", error="interrupted by the user; re-run to resume")
+        with contextlib.suppress(WriteFailed, ClaimLost):  # the interruption is what the user is told about
+            sink.finish("interrupted", error="interrupted by the user; re-run to resume")
         raise
+    except WriteFailed as exc:
+        raise stop_for(exc) from None
     except FedbenchError as exc:
         message = registry.scrub(str(exc))  # errors are stored and shown: never with the registry's password
-        registry.finish(run_id, "failed", error=message)
+        with contextlib.suppress(ClaimLost):
+            sink.finish("failed", error=message)
         emit({"kind": "end", "spec_hash": spec.spec_hash, "status": "failed", "error": message})
         return "failed"
     except Exception as exc:  # a bug: keep the traceback in the registry, go on with other runs
-        registry.finish(run_id, "failed", error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
+        with contextlib.suppress(ClaimLost):
+            sink.finish("failed", error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
         emit(
             {
                 "kind": "end",
@@ -251,16 +309,20 @@ def execute_one(
         )
         return "failed"
     info = {**provenance(device, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
-    registry.set_provenance(run_id, info)
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
-    registry.finish(
-        run_id,
-        result.status,
-        summary=summarize(curve, planned.targets),
-        error=result.message,
-        diverged_round=result.diverged_round,
-        wall_seconds=time.perf_counter() - began,
-    )
+    try:
+        sink.set_provenance(info)
+        sink.finish(
+            result.status,
+            summary=summarize(curve, planned.targets),
+            error=result.message,
+            diverged_round=result.diverged_round,
+            wall_seconds=time.perf_counter() - began,
+        )
+    except ClaimLost as exc:  # the new owner's checkpoint is not this worker's to delete
+        return taken_over(exc)
+    except WriteFailed as exc:  # every round and the last checkpoint are recorded: the next run only records this
+        raise stop_for(exc.resuming(spec.spec_hash, result.rounds_done)) from None
     remove_checkpoint(checkpoint)  # and its client-state files
     if mirror is not None:
         mirror.remove()
@@ -284,8 +346,8 @@ def work_through(
         worker = worker_id()
         run_id = registry.claim(item.spec_hash, worker)
         if run_id is not None:
-            with Heartbeat(registry, run_id, worker):  # beats however long a round takes
-                execute_one(registry, item, run_id, options, emit, arrays)
+            with Heartbeat(registry, run_id, worker) as heartbeat:  # beats however long a round takes
+                execute_one(registry, item, run_id, options, emit, arrays, heartbeat)
 
 
 def _interrupt(signum, frame) -> None:
@@ -324,6 +386,8 @@ def _worker_main(
         work_through(planned, options, events.put)
     except KeyboardInterrupt:
         pass
+    except WriteFailed as exc:  # the parent says it on one line (and exits non-zero) once every worker has stopped
+        events.put({"kind": "write_failed", **exc.fields()})
     finally:
         events.put({"kind": "worker_exit", "pid": os.getpid()})
 
@@ -363,6 +427,7 @@ def _execute_in_workers(
     for worker in workers:
         worker.start()
     running = len(workers)
+    write_failure: WriteFailed | None = None
     try:
         while running:
             try:
@@ -373,6 +438,8 @@ def _execute_in_workers(
                 continue
             if event["kind"] == "worker_exit":
                 running -= 1
+            elif event["kind"] == "write_failed":
+                write_failure = write_failure or WriteFailed(**{k: v for k, v in event.items() if k != "kind"})
             else:
                 emit(event)
     except BaseException:
@@ -389,3 +456,5 @@ def _execute_in_workers(
             if worker.is_alive():  # stuck: its claim is taken over once its pid is gone
                 worker.kill()
                 worker.join()
+    if write_failure is not None:
+        raise write_failure

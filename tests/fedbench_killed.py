@@ -46,9 +46,9 @@ def _install(kill_at: int, delay: float) -> None:
         log_round(self, record)
         _event(kill_at, delay)
 
-    def saved(path, payload) -> None:
+    def saved(path, payload, **options) -> None:
         _event(kill_at, delay)
-        save_checkpoint(path, payload)
+        save_checkpoint(path, payload, **options)
         _event(kill_at, delay)
 
     executors._RegistrySink.log_round = logged

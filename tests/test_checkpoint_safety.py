@@ -284,6 +284,22 @@ def test_a_checkpoint_with_a_wrong_recorded_hash_is_refused_and_a_right_one_read
     assert not list(tmp_path.glob("*.tmp"))  # the atomic write left no temporary file
 
 
+def test_a_checkpoint_whose_header_length_starts_like_a_pickle_is_read(tmp_path):
+    """The header length is the file's first 8 bytes (little-endian): one length in 32 (low byte 0x80) starts the
+    file with a pickle's magic byte. Such a checkpoint is ours (a JSON header follows) and is read back."""
+    for pad in range(512):
+        payload = {"spec_hash": "abc", "round": 2, "note": "x" * pad, "w": torch.arange(4.0)}
+        if encode_checkpoint(payload)[0][:1] == b"\x80":
+            break
+    else:
+        pytest.fail("no padding gave a header length with low byte 0x80")
+    path = tmp_path / "c.pt"
+    digest = save_checkpoint(path, payload)
+    assert path.read_bytes()[:1] == b"\x80"
+    loaded = read_checkpoint(path, "abc", expected_sha256=digest, bound=True)
+    assert loaded["note"] == payload["note"] and torch.equal(loaded["w"], payload["w"])
+
+
 def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_recipe):
     """Revision 0003_checkpoint_hash adds ``runs.checkpoint_sha256``: a registry one revision older (a current one
     with the column dropped and its version set back) is upgraded on opening, keeps its runs and reports them."""

@@ -17,6 +17,7 @@ in the format, is truncated, belongs to another spec, or whose bytes differ from
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -25,11 +26,14 @@ import queue
 import struct
 import tempfile
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+
+from fedbench.errors import write_failure
 
 FORMAT = "fedbench-checkpoint"
 VERSION = 2
@@ -184,10 +188,22 @@ def encode_checkpoint(payload: dict[str, Any]) -> tuple[bytes, list[torch.Tensor
 _HASH_THREAD_BYTES = 8 << 20  # below this, starting a thread costs more than overlapping hash and write saves
 
 
-def write_atomic(path: Path, data: bytes | None = None, chunks: list[memoryview] | None = None) -> str:
+def write_atomic(
+    path: Path,
+    data: bytes | None = None,
+    chunks: list[memoryview] | None = None,
+    record: Callable[[str], None] | None = None,
+) -> str:
     """``data`` (or ``chunks``, in order) at ``path`` atomically and durably: a reader sees the old file or the
-    new one, never half. Returns the sha256 of what was written."""
-    return write_all_atomic([(path, [memoryview(data)] if data is not None else list(chunks or []))])[0]
+    new one, never half. Returns the sha256 of what was written. ``record`` (the registry's ledger) gets that hash
+    once the new bytes are durable and before they replace the old file, so a failure to record it (a full or
+    read-only registry) leaves the old file in place, still matching the hash recorded for it.
+
+    A write the machine refuses (disk full, read-only file system, quota, permission) raises ``WriteFailed`` naming
+    the file and the cause; the temporary file is removed and the old file is left as it was."""
+    parts = [memoryview(data)] if data is not None else list(chunks or [])
+    before_replace = None if record is None else (lambda _temporaries, digests: record(digests[0]))
+    return write_all_atomic([(path, parts)], before_replace)[0]
 
 
 def _write_hashing(handle, parts: list[memoryview]) -> str:
@@ -222,14 +238,20 @@ def _fsync_file(path: str) -> None:
         os.close(descriptor)
 
 
-def write_all_atomic(files: list[tuple[Path, list[memoryview]]]) -> list[str]:
+def write_all_atomic(
+    files: list[tuple[Path, list[memoryview]]],
+    before_replace: Callable[[list[Path], list[str]], None] | None = None,
+) -> list[str]:
     """Each ``(path, parts)`` written atomically and durably (a temporary file beside it, synced, then renamed over
     it); returns the sha256 of each. All files are written before any is synced, and each folder is synced once at
     the end: a checkpoint's client-state files (``client_states.py``, up to a round's participants) then cost one
-    fsync each instead of two, and the file system can flush them together. On any error no temporary file stays
-    and no file is replaced before all were written and synced."""
+    fsync each instead of two, and the file system can flush them together. ``before_replace`` gets the temporary
+    files (durable) and their hashes before any replaces its file. On any error no temporary file stays and no file
+    is replaced before all were written and synced; a write the machine refuses is a ``WriteFailed`` naming the
+    file."""
     written: list[tuple[Path, str]] = []  # (path, its temporary file)
     digests = []
+    path = files[0][0] if files else Path(".")
     try:
         for path, parts in files:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,11 +268,16 @@ def write_all_atomic(files: list[tuple[Path, list[memoryview]]]) -> list[str]:
         else:
             for tmp in temporaries:
                 _fsync_file(tmp)
+        if before_replace is not None:
+            before_replace([Path(tmp) for tmp in temporaries], digests)
         for path, tmp in written:
             os.replace(tmp, path)  # atomic on POSIX
-    except BaseException:
+    except BaseException as exc:
         for _, tmp in written:
-            Path(tmp).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # on a file system gone read-only the temporary file cannot go either
+                Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _write_fault(exc, path) from None
         raise
     for folder in dict.fromkeys(path.parent for path, _ in files):
         try:  # the renames themselves survive a power cut once the folder is synced
@@ -264,26 +291,39 @@ def write_all_atomic(files: list[tuple[Path, list[memoryview]]]) -> list[str]:
     return digests
 
 
-def save_checkpoint(path: Path, payload: dict[str, Any]) -> str:
-    """Write ``payload`` as a version-2 checkpoint at ``path`` (atomic); returns the sha256 of its bytes."""
-    return save_checkpoints([(path, payload)])[0]
+def _write_fault(exc: OSError, path: Path) -> Exception:
+    """``exc`` as the one-line ``WriteFailed`` for the checkpoint ``path`` when the machine refused the write;
+    else ``exc`` itself (a bug, or a fault this cannot name)."""
+    return write_failure(exc, f"checkpoint {path}") or exc
 
 
-def save_checkpoints(files: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+def save_checkpoint(path: Path, payload: dict[str, Any], record: Callable[[Path, str], None] | None = None) -> str:
+    """Write ``payload`` as a version-2 checkpoint at ``path`` (atomic); returns the sha256 of its bytes. ``record``
+    gets the new file (durable, under its temporary name) and that hash before the file replaces the previous one:
+    the engine copies it to ``--checkpoints`` storage and records the hash in the registry there."""
+    before_replace = None if record is None else (lambda temporaries, digests: record(temporaries[0], digests[0]))
+    return save_checkpoints([(path, payload)], before_replace)[0]
+
+
+def save_checkpoints(
+    files: list[tuple[Path, dict[str, Any]]], before_replace: Callable[[list[Path], list[str]], None] | None = None
+) -> list[str]:
     """Write each ``(path, payload)`` as a version-2 checkpoint, together (``write_all_atomic``); their sha256s."""
     encoded = []
     for path, payload in files:
         header, tensors = encode_checkpoint(payload)
         encoded.append((path, [memoryview(header), *(_raw_bytes(t) for t in tensors)]))
-    return write_all_atomic(encoded)
+    return write_all_atomic(encoded, before_replace)
 
 
 # ------------------------------------------------------------------ reading
 def _header(data: bytearray) -> tuple[dict[str, Any], dict[str, str], int]:
     """(tensor table, metadata, start of the tensor bytes) of a version-2 checkpoint, or CheckpointRejected."""
-    # A checkpoint's JSON header starts at byte 8; only a file without one is tested for a pickle's first bytes (a
-    # header of 0x480 bytes begins with \x80\x04, the same two bytes as a protocol-4 pickle)
-    if data[8:9] != b"{" and (data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]):
+    # A header length whose low byte is 0x80 (one checkpoint in 32) starts the file like a pickle: the magic
+    # bytes name a pickle only where no JSON header follows a plausible length
+    size = struct.unpack("<Q", data[:8])[0] if len(data) >= 8 else 0
+    our_layout = 8 + size <= len(data) and size <= MAX_HEADER_BYTES and data[8:9] == b"{"
+    if not our_layout and (data[:4] == _PICKLE_MAGICS[0] or data[:1] == _PICKLE_MAGICS[1]):
         raise CheckpointRejected(
             "it is a pickle (the format of fedbench 0.2 and earlier, or a file planted there), which fedbench "
             "never loads: it could run code"

@@ -40,7 +40,7 @@ from fedbench.engine.context import RunState, ServerState, SpareModels, load_wei
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.packed import choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
-from fedbench.errors import FedbenchError, RunDiverged
+from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
 from fedbench.spec import RunSpec
@@ -267,13 +267,26 @@ def run(
             algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
         except FedbenchError as exc:
             raise type(exc)(f"checkpoint {checkpoint_path}: {exc}") from None
-    sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
+    try:
+        sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
+    except WriteFailed as exc:
+        raise exc.resuming(spec.spec_hash, start_round) from None
 
     info = dict(data.info, num_params=num_params, resumed_from=start_round)
     if rejected is not None:
         info["checkpoint_rejected"] = rejected
     download = (num_params + algorithm.extra_download_floats(num_params)) * 4
     upload = (num_params + algorithm.extra_upload_floats(num_params)) * 4
+
+    def record_checkpoint(written: Path, digest: str) -> None:
+        """A new checkpoint is durable at ``written`` and about to replace the last one: its copy on the storage
+        (client files first) and then the registry's record of its hash come first, so that a failure to make either
+        leaves the last checkpoint in place and still matching its record."""
+        if checkpoint_mirror is not None:
+            checkpoint_mirror.publish(written, client_states.last_written)
+        if checkpoint_ledger is not None:
+            checkpoint_ledger.record_checkpoint(digest)
+
     round_index = start_round
     try:
         for round_index in range(start_round + 1, spec.rounds + 1):
@@ -330,7 +343,7 @@ def run(
                 # incremental: only the states that changed since the last checkpoint are written (to new files);
                 # the checkpoint names every client's file, and the files it supersedes go once it is recorded
                 inline_states, client_files = client_states.write_changed(round_index)
-                digest = save_checkpoint(
+                save_checkpoint(
                     checkpoint_path,
                     {
                         "spec_hash": spec.spec_hash,
@@ -340,11 +353,8 @@ def run(
                         "client_files": client_files,
                         "finetune_start": finetune_start,
                     },
+                    record=record_checkpoint,
                 )
-                if checkpoint_mirror is not None:
-                    checkpoint_mirror.publish(checkpoint_path, client_states.last_written)
-                if checkpoint_ledger is not None:
-                    checkpoint_ledger.record_checkpoint(digest)
                 superseded = client_states.commit()
                 if checkpoint_mirror is not None:
                     checkpoint_mirror.retire(superseded)
@@ -352,6 +362,10 @@ def run(
                 on_round(record)
             if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
                 return RunResult("interrupted", round_index, info=info, settings=settings)
+    except WriteFailed as exc:
+        # The disk under the checkpoint or the registry refused a write in this round: the checkpoint of the round
+        # before (written every round, and replaced only once its hash is recorded) is the one the run resumes from.
+        raise exc.resuming(spec.spec_hash, round_index - 1 if checkpoint_path is not None else 0) from None
     except RunDiverged as exc:
         return RunResult(
             "diverged",

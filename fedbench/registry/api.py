@@ -11,7 +11,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +24,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from fedbench.errors import RegistryError
+from fedbench.errors import ClaimLost, RegistryError, write_failure
 from fedbench.registry import schema
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.registry.urls import display_url, scrub
@@ -173,6 +174,19 @@ class Registry:
                     f"cannot open registry {self.display_url!r}: {reason}{self._stale_files_hint(reason)}"
                 ) from None
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write to the registry that the machine refuses (SQLite's "database or disk is full", "attempt to write
+        a readonly database", PostgreSQL's disk_full or read-only transaction) is a one-line ``WriteFailed`` naming
+        the registry (password masked), not a traceback: the user's disk, not fedbench, is at fault."""
+        try:
+            yield
+        except DBAPIError as exc:
+            failure = write_failure(exc, f"registry {self.display_url!r}")
+            if failure is None:
+                raise
+            raise failure from None
+
     @staticmethod
     def resolve_url(url: str | None) -> str:
         return url or default_registry_url()
@@ -229,7 +243,7 @@ class Registry:
     def ensure_runs(self, entries: Iterable[dict[str, Any]]) -> None:
         """Insert a ``pending`` row for every spec not yet in the registry (idempotent, race-safe)."""
         for entry in entries:
-            with Session(self.engine) as session:
+            with self._writing(), Session(self.engine) as session:
                 if session.scalar(select(RunRow.id).where(RunRow.spec_hash == entry["spec_hash"])) is not None:
                     continue
                 session.add(RunRow(status="pending", created_at=now(), **entry))
@@ -251,7 +265,7 @@ class Registry:
 
     def reset_for_rerun(self, spec_hashes: Iterable[str]) -> None:
         """``--force``: finished runs go back to pending, their curves are dropped."""
-        with Session(self.engine) as session:
+        with self._writing(), Session(self.engine) as session:
             for spec_hash in spec_hashes:
                 run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
                 if run is None or run.status not in FINISHED:
@@ -265,7 +279,7 @@ class Registry:
         """Atomically mark the run as ``running`` by this worker. Returns the run id, or None when
         another live worker holds it or it is finished."""
         worker = worker or worker_id()
-        with Session(self.engine) as session:
+        with self._writing(), Session(self.engine) as session:
             run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
             if run is None or run.status in FINISHED:
                 return None
@@ -308,18 +322,34 @@ class Registry:
         return out
 
     # ------------------------------------------------------------------ logging
-    def set_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
-        with Session(self.engine) as session:
-            session.execute(update(RunRow).where(RunRow.id == run_id).values(provenance=provenance))
+    # A write for a run may name the ``worker`` that claimed it: it is then made only while that worker still holds
+    # the claim (a condition in the same transaction, so a takeover cannot slip between the check and the write),
+    # else ``ClaimLost`` is raised and nothing is written: a worker that woke up after its run was taken over never
+    # overwrites the new owner's rounds, checkpoint hash or status.
+    @staticmethod
+    def _owned(run_id: int, worker: str | None) -> Any:
+        condition = RunRow.id == run_id
+        if worker is not None:
+            condition = condition & (RunRow.status == "running") & (RunRow.worker == worker)
+        return condition
+
+    def _update_owned(self, session: Session, run_id: int, worker: str | None, **values: Any) -> None:
+        result = session.execute(update(RunRow).where(self._owned(run_id, worker)).values(**values))
+        if worker is not None and result.rowcount != 1:
+            session.rollback()
+            raise ClaimLost(run_id, worker)
+
+    def set_provenance(self, run_id: int, provenance: dict[str, Any], worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            self._update_owned(session, run_id, worker, provenance=provenance)
             session.commit()
 
-    def log_round(self, run_id: int, record) -> None:
+    def log_round(self, run_id: int, record, worker: str | None = None) -> None:
         values = asdict(record)
-        with Session(self.engine) as session:
+        with self._writing(), Session(self.engine) as session:
+            # the claim is checked (and on SQLite the write lock taken) before the round is written
+            self._update_owned(session, run_id, worker, heartbeat_at=now(), rounds_done=record.round)
             session.merge(RoundRow(run_id=run_id, **values))
-            session.execute(
-                update(RunRow).where(RunRow.id == run_id).values(heartbeat_at=now(), rounds_done=record.round)
-            )
             session.commit()
 
     def checkpoint_sha256(self, run_id: int) -> str | None:
@@ -327,13 +357,15 @@ class Registry:
         with Session(self.engine) as session:
             return session.scalar(select(RunRow.checkpoint_sha256).where(RunRow.id == run_id))
 
-    def record_checkpoint(self, run_id: int, sha256: str | None) -> None:
-        with Session(self.engine) as session:
-            session.execute(update(RunRow).where(RunRow.id == run_id).values(checkpoint_sha256=sha256))
+    def record_checkpoint(self, run_id: int, sha256: str | None, worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            self._update_owned(session, run_id, worker, checkpoint_sha256=sha256)
             session.commit()
 
-    def truncate_rounds(self, run_id: int, after_round: int) -> None:
-        with Session(self.engine) as session:
+    def truncate_rounds(self, run_id: int, after_round: int, worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            if worker is not None:  # takes the write lock and checks the claim in the same transaction
+                self._update_owned(session, run_id, worker, heartbeat_at=now())
             session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
             session.commit()
 
@@ -346,22 +378,22 @@ class Registry:
         error: str | None = None,
         diverged_round: int | None = None,
         wall_seconds: float | None = None,
+        worker: str | None = None,
     ) -> None:
-        with Session(self.engine) as session:
-            session.execute(
-                update(RunRow)
-                .where(RunRow.id == run_id)
-                .values(
-                    status=status,
-                    summary=summary or {},
-                    error=error,
-                    diverged_round=diverged_round,
-                    finished_at=now(),
-                    wall_seconds=wall_seconds,
-                    heartbeat_at=now(),
-                    # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
-                    **({"checkpoint_sha256": None} if status in FINISHED else {}),
-                )
+        with self._writing(), Session(self.engine) as session:
+            self._update_owned(
+                session,
+                run_id,
+                worker,
+                status=status,
+                summary=summary or {},
+                error=error,
+                diverged_round=diverged_round,
+                finished_at=now(),
+                wall_seconds=wall_seconds,
+                heartbeat_at=now(),
+                # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
+                **({"checkpoint_sha256": None} if status in FINISHED else {}),
             )
             session.commit()
 
