@@ -25,6 +25,7 @@ mutate the dict they receive; evaluation and fine-tuning read through ``peek``, 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 from collections import OrderedDict
@@ -227,6 +228,14 @@ class ClientStates(MutableMapping[int, dict[str, Any]]):
                 del self._resident[client]
                 resident -= self._sizes.pop(client, 0)
         return removed
+
+    def abandon_written(self) -> None:
+        """The checkpoint that was to name the files ``write_changed`` just wrote failed: delete them (nothing names
+        them; on a full disk the space matters). The run stops there, and resumes from the last checkpoint."""
+        for path in self.last_written:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+        self.last_written = []
 
     def remove_unreferenced(self) -> None:
         """Delete files no manifest names: superseded ones a crash left, or a whole earlier attempt's when a run

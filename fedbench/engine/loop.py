@@ -343,18 +343,22 @@ def run(
                 # incremental: only the states that changed since the last checkpoint are written (to new files);
                 # the checkpoint names every client's file, and the files it supersedes go once it is recorded
                 inline_states, client_files = client_states.write_changed(round_index)
-                save_checkpoint(
-                    checkpoint_path,
-                    {
-                        "spec_hash": spec.spec_hash,
-                        "round": round_index,
-                        "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                        "client_states": inline_states,
-                        "client_files": client_files,
-                        "finetune_start": finetune_start,
-                    },
-                    record=record_checkpoint,
-                )
+                try:
+                    save_checkpoint(
+                        checkpoint_path,
+                        {
+                            "spec_hash": spec.spec_hash,
+                            "round": round_index,
+                            "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
+                            "client_states": inline_states,
+                            "client_files": client_files,
+                            "finetune_start": finetune_start,
+                        },
+                        record=record_checkpoint,
+                    )
+                except Exception:  # not replaced (past os.replace nothing raises): no checkpoint names these files
+                    client_states.abandon_written()
+                    raise
                 superseded = client_states.commit()
                 if checkpoint_mirror is not None:
                     checkpoint_mirror.retire(superseded)
