@@ -97,9 +97,9 @@ def child(name: str, memory_mib: int | None) -> dict:
     if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it since issue 16's store
         original_write_all = checkpoint.write_all_atomic
 
-        def counting_write_all(files):
+        def counting_write_all(files, *args, **kwargs):
             written[-1] += sum(len(part) for _, parts in files for part in parts)
-            return original_write_all(files)
+            return original_write_all(files, *args, **kwargs)
 
         checkpoint.write_all_atomic = counting_write_all
     else:
