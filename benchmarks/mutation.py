@@ -441,6 +441,34 @@ def touched_lines(module: str, base: str) -> set[int]:
     return lines
 
 
+# ------------------------------------------------------------------------------------------- survivors only
+def recorded_survivors(module: str, recorded: dict, mutants: list[Mutant]) -> list[Mutant]:
+    """The mutants of ``module`` that its recorded run lists as survivors; an error if there is no recorded run or
+    the module's source changed since it (the recorded verdicts would be of other mutants)."""
+    entry = recorded.get(module)
+    if entry is None:
+        raise MutationError(f"{module}: no recorded run to take the survivors from; run the whole module first")
+    changed = subprocess.run(["git", "diff", "--quiet", entry["commit"], "--", module], cwd=ROOT).returncode
+    if changed:
+        raise MutationError(f"{module} changed since its recorded run ({entry['commit'][:10]}); run the whole module")
+    wanted = {(s["line_number"], s["line"], s["mutant"]) for s in entry["survivors"]}
+    return [m for m in mutants if (m.line_number, m.original, m.mutated) in wanted]
+
+
+def merge_survivors(entry: dict, rerun: dict, stamp: dict) -> dict:
+    """The recorded entry with its survivors' new verdicts (killed, timed out, equivalent or still surviving)."""
+    merged = {**entry}
+    for key in ("killed", "timeout", "equivalent"):
+        merged[key] = entry[key] + rerun[key]
+    merged["survived"] = rerun["survived"]
+    merged["survivors"] = rerun["survivors"]
+    merged["equivalents"] = entry.get("equivalents", []) + rerun["equivalents"]
+    counted = merged["mutants"] - merged["equivalent"]
+    merged["score"] = round(100.0 * (merged["killed"] + merged["timeout"]) / counted, 1) if counted else 100.0
+    merged["survivors_rerun"] = {**stamp, "tests": rerun["tests"], "mutants": rerun["mutants"]}
+    return merged
+
+
 # ------------------------------------------------------------------------------------------- report
 def table(results: dict[str, dict]) -> str:
     lines = [f"{'module':<38} {'killed':>7} {'timeout':>7} {'survived':>8} {'equiv.':>6} {'total':>6} {'score':>7}"]
@@ -473,8 +501,15 @@ def main(argv: list[str] | None = None) -> int:
         help="run every mapped test for every mutant (default: a mutant inside a function runs only the mapped tests"
         " that call that function in the unmutated run)",
     )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="re-run only the survivors that --out records for these modules (after adding tests); the other mutants"
+        " keep their recorded verdicts, so the module's source must be unchanged since the recorded run",
+    )
     args = parser.parse_args(argv)
     log = (lambda _: None) if args.quiet else (lambda line: print(line, flush=True))
+    recorded = json.loads(args.out.read_text()).get("modules", {}) if args.out.exists() else {}
 
     try:
         mapping, equivalents = load_map(), load_equivalents()
@@ -491,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
             mutants = mutants_of(module, lines)
             if args.functions:
                 mutants = [m for m in mutants if m.function in args.functions]
+            if args.survivors:
+                mutants = recorded_survivors(module, recorded, mutants)
             plan[module] = (tests_for(module, mapping), mutants)
     except (MutationError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
         print(f"mutation: {exc}", file=sys.stderr)
@@ -521,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sandbox.remove()
 
+    if args.survivors:
+        print(f"re-run of the recorded survivors (verdicts of the other mutants as recorded in {args.out.name}):")
     print(table(results))
     for module, r in results.items():
         for survivor in r["survivors"]:
@@ -539,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         for module, r in results.items():
+            if args.survivors:  # the recorded run, its survivors replaced by this run's verdicts on them
+                record["modules"][module] = merge_survivors(recorded[module], r, stamp)
+                continue
             scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
             record["modules"][module] = {**scope, **r, **stamp}
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -134,3 +134,31 @@ def test_a_mutant_runs_only_the_tests_that_call_its_function(tmp_path):
     assert mutation.tests_calling("<module>", calls, tests) == tests
     assert mutation.tests_calling("unused", calls, tests) == tests
     assert mutation.tests_calling("A.f", None, tests) == tests
+
+
+def test_a_rerun_of_the_survivors_updates_the_recorded_counts():
+    entry = {
+        "mutants": 10,
+        "killed": 6,
+        "timeout": 0,
+        "survived": 3,
+        "equivalent": 1,
+        "score": 66.7,
+        "survivors": [{"line": "a"}, {"line": "b"}, {"line": "c"}],
+        "equivalents": [{"line": "e"}],
+        "commit": "x",
+    }
+    rerun = {
+        "tests": ["t"],
+        "mutants": 3,
+        "killed": 1,
+        "timeout": 0,
+        "survived": 1,
+        "equivalent": 1,
+        "survivors": [{"line": "c"}],
+        "equivalents": [{"line": "b"}],
+    }
+    merged = mutation.merge_survivors(entry, rerun, {"commit": "y", "date": "d"})
+    assert (merged["killed"], merged["survived"], merged["equivalent"]) == (7, 1, 2)
+    assert merged["score"] == round(100 * 7 / 8, 1) and merged["survivors"] == [{"line": "c"}]
+    assert merged["commit"] == "x" and merged["survivors_rerun"]["commit"] == "y"
