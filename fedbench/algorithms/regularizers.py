@@ -39,10 +39,6 @@ class RegularizerSpec(BaseModel):
     def mode(self) -> str:
         return self.combine or ("add" if self.name == "prox" else "convex")
 
-    @property
-    def needs_teacher(self) -> bool:
-        return self.name != "prox"
-
 
 def distillation(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
     """KD (Hinton): τ²·KL(softmax(z_g/τ) ‖ softmax(z/τ)), summed over classes, mean over the batch."""
