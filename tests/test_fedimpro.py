@@ -300,3 +300,132 @@ def test_cli_run_improves_accuracy(tmp_path):
     (row,) = reg.runs()
     curve = [r.test_acc for r in reg.curves([row.id])[row.id]]
     assert curve[-1] > max(0.5, curve[0] + 0.2)
+
+
+# ------------------------------------------------------------------------------------ Eq. 5–6 by hand (issue 19)
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("sample_from", ["local", "global"])
+def test_two_local_steps_follow_eq5_and_eq6_by_hand(sample_from):
+    """σ0 = 0 makes every ĥ its class mean, so two full-batch SGD steps can be written out: step k minimises
+    CE(high(low(x)), y) + λ·CE(high(μ⁽ᵏ⁾_ŷ), ŷ), ŷ = 0..C−1 repeated to ⌊B/C⌋+1 per class, λ = fw·e/T with
+    e = (round − 1)·E; after each step μ_c ← (1 − w)μ_c + w·mean_{y=c} low(x) (Eq. 6, w = 1 − β_m). Sampling
+    from the local copy ([code]) sees that update in step 2; from H^r ([paper] Alg. 1) it does not."""
+    import copy
+
+    params = {
+        "sigma0": 0.0,
+        "stat_weight": "beta",
+        "beta_m": 0.4,
+        "feature_weight": 0.7,
+        "feature_weight_epochs": 8,
+        "sample_from": sample_from,
+    }
+    algorithm, model, spec, server = bound(params)
+    setup = {k: v for k, v in BASE.items() if k not in ("model_params", "optimizer", "batch_size")}
+    spec = RunSpec(
+        algorithm="fedimpro",
+        algorithm_params={"split": "pool", **params},
+        **setup,
+        local_epochs=2,
+        batch_size=8,
+        optimizer={"lr": 0.2},  # plain SGD
+    )
+    mu0 = server.state["mu"].clone()
+    from fedbench.data.store import TensorData
+
+    torch.manual_seed(3)
+    x, y = torch.randn(8, *SHAPE), torch.tensor([0, 1, 1, 4, 4, 4, 9, 0])
+    reference = copy.deepcopy(model)
+    ctx = ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=3,
+        model=model,
+        server=server,
+        payload=algorithm.payload(server, 3),
+        state={},
+        data=TensorData(x, y, x, y),
+        indices=torch.arange(8),
+        generator=torch.Generator().manual_seed(0),
+        device=torch.device("cpu"),
+        lr=0.2,
+    )
+    update = algorithm.local_train(ctx)
+
+    lam = 0.7 * ((3 - 1) * 2) / 8  # λ(e) = fw·e/T, e = (r − 1)·E (the [code] "gradual" schedule)
+    fake_labels = torch.arange(10).repeat(8 // 10 + 1)
+    mu = mu0.clone()
+    for _ in range(2):  # E = 2 epochs of one full batch
+        fake = (mu if sample_from == "local" else mu0)[fake_labels].view(-1, *algorithm.feature_shape)
+        h = reference.low(x, "pool")
+        loss = F.cross_entropy(reference.high(h, "pool"), y) + lam * F.cross_entropy(
+            reference.high(fake, "pool"), fake_labels
+        )
+        grads = torch.autograd.grad(loss, list(reference.parameters()))
+        with torch.no_grad():
+            for p, g in zip(reference.parameters(), grads):
+                p.sub_(0.2 * g)
+            flat = h.detach().flatten(1)
+            for c in y.unique():
+                mu[c] = 0.4 * mu[c] + 0.6 * flat[y == c].mean(0)
+    expected = torch.nn.utils.parameters_to_vector(reference.parameters()).detach()
+    assert torch.allclose(update.params, expected, rtol=0, atol=F64_ATOL)
+    assert torch.allclose(update.extra["mu"], mu, rtol=0, atol=F64_ATOL)
+    assert torch.equal(update.extra["sigma"], torch.zeros_like(mu))  # σ clipped at σ0 = 0
+
+
+@pytest.mark.usefixtures("float64")
+def test_count_statistics_weight_is_min_one_class_count_over_the_reference():
+    """``stat_weight = "count"``: w_c = min(1, n_c/count_ref) per class (Eq. 6's weight from the class count)."""
+    algorithm, model, spec, server = bound({"stat_weight": "count", "count_ref": 4, "sigma0": 10.0})
+    ctx = context(algorithm, model, spec, server)
+    h = torch.randn(7, 128)
+    y = torch.tensor([1, 1, 6, 6, 6, 6, 6])  # n_1 = 2 → w = 0.5; n_6 = 5 → w = 1
+    algorithm.update_statistics(ctx, h, y)
+    mu0, sigma0 = server.state["mu"], server.state["sigma"]
+    assert torch.allclose(ctx.scratch["mu"][1], 0.5 * mu0[1] + 0.5 * h[:2].mean(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["mu"][6], h[2:].mean(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["sigma"][1], 0.5 * sigma0[1] + 0.5 * h[:2].std(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["sigma"][6], h[2:].std(0), rtol=0, atol=F64_ATOL)  # below the clip of 10
+
+
+def test_defaults_are_the_official_codes():
+    """Spec §1.10: σ0 = 0.1 (init and clip), the [code] statistics weight with its D/5000 rule (β_m = 0.9 only for
+    the "beta" rule), β_g = 0, no noise, sampling from the local copy, λ = e/500 uncapped with weight 1."""
+    assert build_algorithm("fedimpro", {}).params.model_dump() == {
+        "split": None,
+        "sigma0": 0.1,
+        "clip_sigma": True,
+        "stat_weight": "code",
+        "beta_m": 0.9,
+        "count_ref": 5000,
+        "beta_g": 0.0,
+        "noise_std": 0.0,
+        "sample_from": "local",
+        "feature_weight": 1.0,
+        "feature_weight_sched": "gradual",
+        "feature_weight_epochs": 500,
+        "regularizers": (),
+    }
+
+
+@pytest.mark.parametrize(
+    "accepted, rejected",
+    [
+        ({"sigma0": 0.0}, {"sigma0": -1e-9}),
+        ({"beta_m": 0.0}, {"beta_m": -1e-9}),
+        ({"beta_m": 1.0}, {"beta_m": 1.0 + 1e-9}),
+        ({"count_ref": 1}, {"count_ref": 0}),
+        ({"beta_g": 0.0}, {"beta_g": -1e-9}),
+        ({"beta_g": 0.999}, {"beta_g": 1.0}),
+        ({"noise_std": 0.0}, {"noise_std": -1e-9}),
+        ({"feature_weight": 0.0}, {"feature_weight": -1e-9}),
+        ({"feature_weight_epochs": 1}, {"feature_weight_epochs": 0}),
+    ],
+)
+def test_parameter_bounds(accepted, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+
+    validate_algorithm_params("fedimpro", accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params("fedimpro", rejected)

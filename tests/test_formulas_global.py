@@ -571,6 +571,30 @@ def test_moon_contrastive_loss_by_hand(representation):
     assert close(grad, torch.autograd.grad(expected, [w_leaf])[0])
 
 
+def test_moon_pre_activation_cuts_before_the_encoders_final_activation():
+    """FedTrip's MOON representation is the encoder's output before its last ReLU/ReLU6 (a trailing Dropout or
+    Identity may follow it); an encoder whose last layer is no activation has no such cut and is a user error."""
+    from torch import nn
+
+    from fedbench.algorithms.moon import activation_cut
+    from fedbench.errors import ConfigError
+
+    def with_encoder(*layers):
+        model = nn.Module()
+        model.encoder = nn.Sequential(*layers)
+        return model
+
+    assert activation_cut(with_encoder(nn.Linear(2, 2), nn.ReLU(), nn.Dropout(0.5), nn.Identity())) == 1
+    assert activation_cut(with_encoder(nn.ReLU(), nn.Linear(2, 2), nn.ReLU6())) == 2
+    for model in (
+        with_encoder(nn.ReLU(), nn.Linear(2, 2)),
+        with_encoder(nn.ReLU(), nn.Tanh(), nn.Dropout()),
+        nn.Linear(2, 2),
+    ):
+        with pytest.raises(ConfigError, match="representation = 'features'"):
+            activation_cut(model)
+
+
 def test_moon_cost_follows_table_viii():
     """K·M·(1+p)·FP with p = 1 (one previous model)."""
     assert algorithm_flops("moon") == 5 * 50 * (1 + 1) * 300.0

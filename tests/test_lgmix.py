@@ -446,3 +446,22 @@ def test_cli_run_improves_personal_accuracy(tmp_path):
     assert report.exit_code == 0, report.output
     cells = json.loads(report.stdout)["tables"][0]["cells"]
     assert {c["column"] for c in cells} == {"A", "B", "C", "D", "Avg."}
+
+
+def test_defaults_follow_the_official_code_and_fixed_lambda_is_a_ratio():
+    """Spec §1.5, §8 #1: history on, centred covariance without its smallest singular value; λ fixed in [0, 1]."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    assert build_algorithm("lgmix", {}).params.model_dump() == {
+        "history": True,
+        "center": True,
+        "drop_smallest": True,
+        "fixed_lambda": None,
+        "regularizers": (),
+    }
+    for value in (0.0, 1.0):
+        validate_algorithm_params("lgmix", {"fixed_lambda": value})
+    for value in (-1e-9, 1.0 + 1e-9):
+        with pytest.raises(ConfigError, match="fixed_lambda"):
+            validate_algorithm_params("lgmix", {"fixed_lambda": value})

@@ -1,0 +1,192 @@
+"""Defining formulas of the personalised and fixed-classifier methods, against hand computations (issue 19).
+
+As in ``test_formulas_global.py``: tiny float64 problems, the paper's equation written out in plain torch
+arithmetic, compared with what fedbench gives through its real hooks (``forward``, ``objective``,
+``local_train``) to within F64_ATOL.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from algorithm_fixtures import (  # noqa: F401  (head_mlp: a fixture, used through usefixtures)
+    MLP,
+    HeadMLP,
+    client_context,
+    fresh_server,
+    head_mlp,
+    make_spec,
+)
+from conftest import F64_ATOL
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
+from fedbench.data.store import TensorData
+
+CLASSES, DIM = 4, 6
+
+
+def etf_model(seed: int = 0) -> HeadMLP:
+    torch.manual_seed(seed)
+    model = HeadMLP(CLASSES, (DIM,), classifier="etf", hidden=5)
+    with torch.no_grad():
+        model.encoder[1].bias.add_(1.0)  # no all-zero ReLU feature row: every cosine is defined
+    return model
+
+
+# ------------------------------------------------------------------------------------------- FedDr+ / Dot-Regression
+@pytest.mark.usefixtures("float64")
+def test_dot_regression_loss_is_half_the_mean_squared_cosine_gap():
+    """FedDr+ Eq. 2: L_DR = ½·mean_b (cos(f_b, v_{y_b}) − 1)², the cosines being the etf head's logits."""
+    logits = torch.tensor([[0.2, -0.5, 0.9], [0.7, 0.1, -0.3], [-0.4, 0.6, 0.0], [1.0, 0.3, 0.2]])
+    y = torch.tensor([2, 0, 1, 1])
+    by_hand = 0.5 * ((0.9 - 1) ** 2 + (0.7 - 1) ** 2 + (0.6 - 1) ** 2 + (0.3 - 1) ** 2) / 4
+    assert float(dot_regression_loss(logits, y)) == pytest.approx(by_hand, rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize("feddr_plus", [False, True], ids=["dot_regression", "feddr_plus"])
+def test_feddrplus_objective_by_hand(feddr_plus):
+    """FedDr+ Eq. 2–4 through the method's hooks: the etf head's logits are ⟨f/‖f‖, v_c⟩ with V the frozen simplex
+    ETF; the objective is L_DR (β = 1) or 0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+, β = 0.9)."""
+    params = FEDDR_PLUS_PARAMS if feddr_plus else {}
+    spec = make_spec("dot_regression", params, model=MLP, model_params={"classifier": "etf"})
+    algorithm = build_algorithm("dot_regression", params)
+    model = etf_model()
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    torch.manual_seed(1)
+    x, y = torch.randn(7, DIM), torch.tensor([0, 1, 2, 3, 0, 1, 2])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(7), {})
+    algorithm.begin_local(ctx)
+    teacher_features = model.encoder(x).detach()
+    with torch.no_grad():
+        for p in model.encoder.parameters():
+            p.add_(0.2 * torch.randn_like(p))  # the client has moved away from θ_g
+    logits = algorithm.forward(ctx, x)
+    f = model.encoder(x)
+    v = model.classifier.weight.detach()
+    cosines = ((f / f.norm(dim=1, keepdim=True)) @ v.T).detach()
+    assert torch.allclose(logits, cosines, rtol=0, atol=F64_ATOL)
+    gram = v @ v.T  # simplex ETF: unit rows, pairwise inner products −1/(C−1)
+    assert torch.allclose(gram, torch.full_like(gram, -1 / (CLASSES - 1)).fill_diagonal_(1.0), rtol=0, atol=F64_ATOL)
+    l_dr = 0.5 * sum((float(cosines[b, y[b]]) - 1) ** 2 for b in range(7)) / 7
+    l_fd = float(((f - teacher_features) ** 2).sum().detach()) / (7 * 5)
+    assert l_fd > 0
+    expected = 0.9 * l_dr + 0.1 * l_fd if feddr_plus else l_dr
+    objective = algorithm.objective(ctx, x, y, logits)
+    assert float(objective.detach()) == pytest.approx(expected, rel=0, abs=F64_ATOL)
+
+
+# ------------------------------------------------------------------------------------------- LG-Mix
+def trace_by_hand(h: torch.Tensor, center: bool, drop_smallest: bool) -> float:
+    """tr(Σ) of LG-Mix Eq. 5 over the rows of h (÷ n: cancels in Eq. 6), centred and without the smallest eigenvalue
+    as the [code] computes it, or the paper's plain Σ h hᵀ."""
+    n = h.shape[0]
+    centred = h - h.mean(0) if center else h
+    sigma = centred.T @ centred / n
+    if not drop_smallest:
+        return float(torch.diagonal(sigma).sum())
+    eigenvalues = torch.linalg.eigvalsh(sigma).abs()
+    return float(eigenvalues.sum() - eigenvalues.min())
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize("center, drop_smallest", [(True, True), (False, False)])
+def test_lgmix_lambda_and_eq2_from_two_local_steps_by_hand(center, drop_smallest):
+    """LG-Mix Eq. 1–6 through ``local_train`` and ``after_aggregation``: two full-batch SGD steps from the personal
+    model w_c; h_c = its penultimate features before each step, h_g = those of u(t) (both steps); λ = tr Σ_c /
+    (tr Σ_c + tr Σ_g); the upload is u + Δw_c and the new personal model w_c + λΔw_c + (1 − λ)Δu."""
+    params = {"center": center, "drop_smallest": drop_smallest}
+    lr = 0.3
+    spec = make_spec("lgmix", params, model=MLP, local_steps=2, batch_size=8, optimizer={"lr": lr})
+    algorithm = build_algorithm("lgmix", params)
+    torch.manual_seed(2)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)  # the client's personal model differs from u(t)
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    x, y = torch.randn(8, DIM), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(8), state)
+    update = algorithm.local_train(ctx)
+
+    reference = HeadMLP(CLASSES, (DIM,), hidden=5)
+
+    def at(w: torch.Tensor) -> HeadMLP:
+        torch.nn.utils.vector_to_parameters(w, reference.parameters())
+        return reference
+
+    def features(w: torch.Tensor) -> torch.Tensor:
+        return at(w).encoder(x).detach()
+
+    def step(w: torch.Tensor) -> torch.Tensor:
+        loss = torch.nn.functional.cross_entropy(at(w.clone().requires_grad_(False))(x), y)
+        grad = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(reference.parameters()))])
+        return w - lr * grad
+
+    w_1 = step(w_c)
+    w_2 = step(w_1)
+    local = trace_by_hand(torch.cat([features(w_c), features(w_1)]), center, drop_smallest)
+    glob = trace_by_hand(torch.cat([features(u), features(u)]), center, drop_smallest)
+    lam = local / (local + glob)
+    assert 0.05 < lam < 0.95  # a λ that neither limit (FedAvg, local training) explains
+    assert float(state["lambda"]) == pytest.approx(lam, rel=0, abs=F64_ATOL)  # round 1: λ̄ = λ
+    assert torch.allclose(update.params, u + (w_2 - w_c), rtol=0, atol=F64_ATOL)  # upload u(t) + Δw_c
+    server.params = u + torch.linspace(-0.2, 0.3, u.numel())  # u(t+1): the server has aggregated
+    algorithm.after_aggregation(ctx, server)
+    expected = w_c + lam * (w_2 - w_c) + (1 - lam) * (server.params - u)  # LG-Mix Eq. 2
+    assert torch.allclose(state["personal_params"], expected, rtol=0, atol=F64_ATOL)
+
+
+def test_lgmix_attaching_flops_are_the_global_models_forward_pass_on_every_batch():
+    """Eq. 6's h_g: the global model's forward pass on each of the K local batches of B samples."""
+    flops = build_algorithm("lgmix", {}).attach_flops_per_round(
+        steps=5, samples=230, batch_size=50, num_params=1000, forward_flops=300.0, backward_flops=600.0
+    )
+    assert flops == 5 * 50 * 300.0
+
+
+# ------------------------------------------------------------------------------------------- regularizers
+def test_regularizer_defaults_and_bounds():
+    """FedDr+ spec §3.3: τ = 3 (FedNTD's) unless set, τ > 0, weights ≥ 0; prox is added, the others convex unless
+    ``combine`` says otherwise; convex weights may sum to exactly 1 (β = 0: the regularizers alone), not more."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    (kd,) = validate_algorithm_params("fedavg", {"regularizers": [{"name": "kd", "weight": 0.0}]}).regularizers
+    assert (kd.tau, kd.combine, kd.mode) == (3.0, None, "convex")
+    (prox,) = validate_algorithm_params(
+        "fedavg", {"regularizers": [{"name": "prox", "weight": 1, "combine": "convex"}]}
+    ).regularizers
+    assert prox.mode == "convex"
+    validate_algorithm_params("fedavg", {"regularizers": [{"name": "kd", "weight": 0.5, "tau": 1e-9}]})
+    validate_algorithm_params(
+        "fedavg", {"regularizers": [{"name": "kd", "weight": 0.5}, {"name": "fd", "weight": 0.5}]}
+    )
+    for bad in ({"name": "kd", "weight": -1e-9}, {"name": "kd", "weight": 0.1, "tau": 0.0}):
+        with pytest.raises(ConfigError, match="regularizers"):
+            validate_algorithm_params("fedavg", {"regularizers": [bad]})
+    with pytest.raises(ConfigError, match="sum to more than 1"):
+        validate_algorithm_params(
+            "fedavg", {"regularizers": [{"name": "kd", "weight": 0.5}, {"name": "fd", "weight": 0.5 + 1e-9}]}
+        )
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_proximal_term_skips_frozen_parameters():
+    """prox = ½‖Θ − Θ_g‖² over the *trainable* parameters: a frozen ETF classifier that differs from the teacher's
+    (it never does in training; here it is moved on purpose) adds nothing."""
+    from fedbench.algorithms.regularizers import proximal
+
+    model = etf_model()
+    reference = [p.detach().clone() for p in model.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert trainable < sum(p.numel() for p in model.parameters())  # the classifier is frozen
+    assert float(proximal(model, reference).detach()) == pytest.approx(0.5 * trainable * 0.01, rel=1e-12)
