@@ -190,3 +190,66 @@ def test_proximal_term_skips_frozen_parameters():
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert trainable < sum(p.numel() for p in model.parameters())  # the classifier is frozen
     assert float(proximal(model, reference).detach()) == pytest.approx(0.5 * trainable * 0.01, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------- FedAvg (the base class)
+@pytest.mark.usefixtures("float64")
+def test_fedavg_aggregation_by_hand():
+    """FedAvg: w ← Σ_k (n_k/Σn)·w_k; floating buffers (BN statistics) with the same weights; integer buffers
+    (num_batches_tracked) are the first client's."""
+    from fedbench.algorithms.base import ClientUpdate
+    from fedbench.engine.context import ServerState
+
+    algorithm = build_algorithm("fedavg", {})
+    server = ServerState(torch.zeros(3), {})
+    sizes = (1, 3, 6)
+    updates = [
+        ClientUpdate(
+            k,
+            torch.tensor([1.0, -2.0, 0.5]) * (k + 1),
+            {"bn.running_mean": torch.tensor([k, 2.0 * k]), "bn.num_batches_tracked": torch.tensor(4 + k)},
+            n,
+            1,
+            0.0,
+        )
+        for k, n in enumerate(sizes)
+    ]
+    algorithm.aggregate(server, updates, 1)
+    p = [0.1, 0.3, 0.6]
+    assert torch.allclose(
+        server.params, torch.tensor([1.0, -2.0, 0.5]) * (0.1 * 1 + 0.3 * 2 + 0.6 * 3), rtol=0, atol=F64_ATOL
+    )
+    assert torch.allclose(
+        server.buffers["bn.running_mean"], torch.tensor([p[1] + 2 * p[2], 2 * p[1] + 4 * p[2]]), rtol=0, atol=F64_ATOL
+    )
+    assert (
+        server.buffers["bn.num_batches_tracked"].dtype == torch.int64
+        and int(server.buffers["bn.num_batches_tracked"]) == 4
+    )
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_the_teacher_of_each_batch_is_the_global_model_on_that_batch():
+    """LD (Kim et al.): (1/C)‖z − z_g‖² with z_g the round's global model on *this* batch — on a second batch too
+    (the teacher's outputs are computed once per batch, never reused for another)."""
+    params = {"regularizers": [{"name": "ld", "weight": 1.0, "combine": "add"}]}
+    spec = make_spec("fedavg", params, model=MLP)
+    algorithm = build_algorithm("fedavg", params)
+    torch.manual_seed(4)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    teacher = HeadMLP(CLASSES, (DIM,), hidden=5)
+    teacher.load_state_dict(model.state_dict())
+    x, y = torch.randn(6, DIM), torch.tensor([0, 1, 2, 3, 0, 1])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(6), {})
+    algorithm.begin_local(ctx)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))  # the client moved away from θ_g
+    for batch in (x[:3], x[3:]):
+        target = y[: len(batch)]
+        logits = algorithm.forward(ctx, batch)
+        expected = torch.nn.functional.cross_entropy(logits, target) + ((logits - teacher(batch)) ** 2).mean()
+        actual = algorithm.objective(ctx, batch, target, logits)
+        assert float(actual.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
