@@ -253,3 +253,78 @@ def test_the_teacher_of_each_batch_is_the_global_model_on_that_batch():
         expected = torch.nn.functional.cross_entropy(logits, target) + ((logits - teacher(batch)) ** 2).mean()
         actual = algorithm.objective(ctx, batch, target, logits)
         assert float(actual.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_lgmix_traces_accumulate_over_the_rounds_batches():
+    """Eq. 5's Σ sums over every local batch of the round, for h_c and for h_g: one epoch of two different batches
+    (the batches as the engine draws them); h_c of the second batch is taken at the weights after the first step."""
+    spec = make_spec("lgmix", {}, model=MLP, local_epochs=1, batch_size=4, optimizer={"lr": 0.3})
+    algorithm = build_algorithm("lgmix", {})
+    torch.manual_seed(5)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)
+    x, y = torch.randn(8, DIM), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    data = TensorData(x, y, x, y)
+    twin = client_context(algorithm, spec, HeadMLP(CLASSES, (DIM,), hidden=5), server, data, torch.arange(8), {})
+    (x1, y1), (x2, y2) = list(twin.batches())
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    ctx = client_context(algorithm, spec, model, server, data, torch.arange(8), state)
+    algorithm.local_train(ctx)
+
+    reference = HeadMLP(CLASSES, (DIM,), hidden=5)
+
+    def at(w):
+        torch.nn.utils.vector_to_parameters(w, reference.parameters())
+        return reference
+
+    loss = torch.nn.functional.cross_entropy(at(w_c)(x1), y1)
+    w_1 = w_c - 0.3 * torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(reference.parameters()))])
+    local = trace_by_hand(torch.cat([at(w_c).encoder(x1), at(w_1).encoder(x2)]).detach(), True, True)
+    glob = trace_by_hand(at(u).encoder(torch.cat([x1, x2])).detach(), True, True)
+    assert float(state["lambda"]) == pytest.approx(local / (local + glob), rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_lgmix_client_without_data_keeps_the_global_update():
+    """A client with no local step has Δw_c = 0 and λ = 0 [proposal]: w_c(t+1) = w_c(t) + Δu(t)."""
+    spec = make_spec("lgmix", {}, model=MLP)
+    algorithm = build_algorithm("lgmix", {"history": False})
+    torch.manual_seed(6)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    x, y = torch.randn(1, DIM), torch.tensor([0])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(0), state)
+    update = algorithm.local_train(ctx)
+    assert float(state["lambda"]) == 0.0 and torch.allclose(update.params, u, rtol=0, atol=F64_ATOL)
+    server.params = u + 0.1
+    algorithm.after_aggregation(ctx, server)
+    assert torch.allclose(state["personal_params"], w_c + 0.1, rtol=0, atol=F64_ATOL)
+    evaluated = algorithm.eval_model(ctx)  # personalised evaluation uses w_c(t+1), not u(t+1)
+    assert torch.allclose(torch.nn.utils.parameters_to_vector(evaluated.parameters()), w_c + 0.1, rtol=0, atol=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp")
+def test_lgmix_needs_penultimate_features():
+    """Eq. 6 compares penultimate features: a model without a features/head split is a user error naming why."""
+    from fedbench.errors import ConfigError
+
+    spec = make_spec("lgmix", {}, model=MLP)
+    algorithm = build_algorithm("lgmix", {})
+    model = torch.nn.Sequential(torch.nn.Linear(DIM, CLASSES))
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    x, y = torch.randn(2, DIM), torch.tensor([0, 1])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(2), {})
+    with pytest.raises(
+        ConfigError, match=r"^lgmix needs a model with a features/head split \(penultimate features h\)$"
+    ):
+        algorithm.local_train(ctx)
