@@ -56,7 +56,7 @@ benchmark: $(INSTALL_STAMP)
 # (MODULES="fedbench/spec.py fedbench/cost.py" runs some); `mutation-changed` mutates only the functions changed
 # since $(BASE) and fails if one of their mutants survives; a mutant runs only the mapped tests that call its function
 # (a one-function change of a method: under a minute on 2 cores). Not part of `make test`: a function that many slow
-# tests reach (the engine's round loop) costs minutes.
+# tests reach (the engine's round loop) can cost minutes.
 MODULES ?=
 BASE ?= main
 mutation: $(DEV_STAMP)

@@ -228,8 +228,19 @@ def test_resume_gives_the_same_curve(tmp_path, sink):
 
 
 def test_unknown_split_is_a_config_error():
-    with pytest.raises(ConfigError, match="known split points: pool, hidden"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^fedimpro: model 'digits_cnn' has no split point 'layer2'; known split points: pool, hidden "
+        r"\(set algorithm_params.split\)$",
+    ):
         bound({}, split="layer2")
+    # a model without named cuts (and so without a default split)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    algorithm = build_algorithm("fedimpro", {})
+    spec = RunSpec(algorithm="fedimpro", **{k: v for k, v in BASE.items() if k != "model_params"}, model_params={})
+    with pytest.raises(ConfigError, match=r"has no split point None; known split points: none \("):
+        algorithm.bind_model(spec, model, SHAPE, 10)
 
 
 def test_resnet18_split_shapes_and_upload_size():
@@ -429,3 +440,44 @@ def test_parameter_bounds(accepted, rejected):
     validate_algorithm_params("fedimpro", accepted)
     with pytest.raises(ConfigError, match=next(iter(rejected))):
         validate_algorithm_params("fedimpro", rejected)
+
+
+@pytest.mark.usefixtures("float64")
+def test_estimates_and_samples_come_from_the_run_seeds_streams():
+    """H⁰: μ ~ U[0,1)^{C×D} from the run seed's ``fedimpro-init`` stream, σ = σ0 (spec §1.5); ĥ = μ_ŷ + σ_ŷ·ε with ε
+    from the (seed, ``fedimpro``, round, client) stream (fedbench.seeding: one named stream per purpose, so every
+    result is reproducible from the spec). Another seed gives another H⁰."""
+    from fedbench.seeding import torch_generator
+
+    for seed in (0, 7):
+        algorithm, model, spec, server = bound({"sigma0": 0.2, "sample_from": "global"}, seed=seed)
+        expected_mu = torch.rand(10, 128, generator=torch_generator(seed, "fedimpro-init"))
+        assert torch.equal(server.state["mu"], expected_mu) and torch.equal(
+            server.state["sigma"], torch.full((10, 128), 0.2)
+        )
+        ctx = context(algorithm, model, spec, server, round_index=3, client_id=2)
+        features, labels = algorithm.sample_features(ctx, 12)
+        noise = torch.randn(20, 128, generator=torch_generator(seed, "fedimpro", 3, 2))
+        assert torch.allclose(features.flatten(1), expected_mu[labels] + 0.2 * noise, rtol=0, atol=F64_ATOL)
+    assert not torch.equal(bound({}, seed=0)[3].state["mu"], bound({}, seed=7)[3].state["mu"])
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("local_epochs", [1, 3])
+def test_synthetic_weight_follows_the_global_epoch(local_epochs):
+    """λ(e) = fw·e/T with e = (round − 1)·E the [code] global epoch at the round's start: one batch's loss is
+    CE(high(h), y) + λ·CE(high(ĥ), ŷ); σ0 = 0 makes ĥ = μ_ŷ."""
+    algorithm, model, spec, server = bound(
+        {"sigma0": 0.0, "feature_weight": 0.7, "feature_weight_epochs": 8, "sample_from": "global"}
+    )
+    spec = spec.model_copy(update={"local_epochs": local_epochs})
+    ctx = context(algorithm, model, spec, server, round_index=3)
+    torch.manual_seed(2)
+    x, y = torch.randn(4, *SHAPE), torch.tensor([0, 3, 3, 9])
+    logits = algorithm.forward(ctx, x)
+    loss = algorithm.loss(ctx, x, y, logits)
+    labels = torch.arange(10)  # ⌊4/10⌋ + 1 = 1 of each class
+    fake = server.state["mu"][labels].view(-1, *algorithm.feature_shape)
+    lam = 0.7 * (3 - 1) * local_epochs / 8
+    expected = F.cross_entropy(model(x), y) + lam * F.cross_entropy(model.high(fake, "pool"), labels)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)

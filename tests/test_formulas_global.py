@@ -589,10 +589,84 @@ def test_moon_pre_activation_cuts_before_the_encoders_final_activation():
     for model in (
         with_encoder(nn.ReLU(), nn.Linear(2, 2)),
         with_encoder(nn.ReLU(), nn.Tanh(), nn.Dropout()),
+        with_encoder(nn.Dropout()),
+        with_encoder(),
         nn.Linear(2, 2),
     ):
-        with pytest.raises(ConfigError, match="representation = 'features'"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^moon: model \w+ has no final activation to cut before; use algorithm_params.representation = "
+            r"'features'$",
+        ):
             activation_cut(model)
+
+
+class BatchNormNet(torch.nn.Module):
+    """features = ReLU(BN(Linear(x))) (BN running statistics in eval mode), head = Linear."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.encoder = nn.Sequential(nn.Linear(DIM, 5), nn.BatchNorm1d(5), nn.ReLU())
+        self.classifier = nn.Linear(5, CLASSES)
+        self.feature_dim = 5
+        with torch.no_grad():
+            self.encoder[1].bias.fill_(2.0)  # no all-zero feature row: every cosine is defined
+
+    def features(self, x):
+        return self.encoder(x)
+
+    def head(self, z):
+        return self.classifier(z)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def test_moon_negative_pair_is_the_previous_model_with_its_own_batchnorm_statistics():
+    """MOON's z_prev comes from the client's previous local model — its weights *and* its BN running statistics
+    (eval mode), not those of w^0 or of the global model."""
+    mu, tau = 1.5, 0.5
+    params = {"mu": mu, "tau": tau}
+    x, y, data = problem(9, samples=8)
+    spec = make_spec("moon", params)
+    algorithm = build_algorithm("moon", params)
+    torch.manual_seed(9)
+    model = BatchNormNet()
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    previous = BatchNormNet()  # another model, with running statistics far from the initial ones
+    with torch.no_grad():
+        previous.encoder[1].running_mean.copy_(torch.linspace(-1, 1, 5))
+        previous.encoder[1].running_var.copy_(torch.linspace(0.5, 2, 5))
+    state = {
+        "previous_params": torch.nn.utils.parameters_to_vector(previous.parameters()).detach().clone(),
+        "previous_buffers": {name: b.detach().clone() for name, b in previous.named_buffers()},
+    }
+    ctx = client_context(algorithm, spec, model, server, data, torch.arange(8), state, 0, 2)
+    teacher = BatchNormNet()  # w^t with the server's BN statistics (train-mode passes below update the model's)
+    teacher.load_state_dict(model.state_dict())
+    algorithm.begin_local(ctx)
+    logits = algorithm.forward(ctx, x)
+    loss = algorithm.loss(ctx, x, y, logits)
+    z = model.features(x)
+    with torch.no_grad():
+        z_glob, z_prev = teacher.eval().features(x), previous.eval().features(x)
+    positive, negative = cosine(z, z_glob) / tau, cosine(z, z_prev) / tau
+    expected = F.cross_entropy(model(x), y) - mu * torch.log(positive.exp() / (positive.exp() + negative.exp())).mean()
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
+
+
+def test_moon_features_need_no_final_activation():
+    """The default representation is the features themselves: softmax regression (features = the input) trains."""
+    params = {"mu": 1.0, "tau": 0.5}
+    x, y, data = problem(10, samples=8)
+    spec = make_spec("moon", params, model=LINEAR)
+    algorithm = build_algorithm("moon", params)
+    model, server = server_and_model(algorithm, spec)
+    update = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(8), {}))
+    assert not torch.equal(update.params, server.params)
 
 
 def test_moon_cost_follows_table_viii():
