@@ -481,3 +481,31 @@ def test_synthetic_weight_follows_the_global_epoch(local_epochs):
     lam = 0.7 * (3 - 1) * local_epochs / 8
     expected = F.cross_entropy(model(x), y) + lam * F.cross_entropy(model.high(fake, "pool"), labels)
     assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("float64")
+def test_the_fd_regularizer_reads_the_real_batchs_features():
+    """Every method accepts the regularizers: FedImpro with ``fd`` (weight w, convex) minimises (1 − w)·L_FedImpro +
+    w·(1/d)‖f(x;θ) − f(x;θ_g)‖², f the penultimate features of the real batch. (fedbench 0.1 crashed here: FedImpro's
+    forward left no features for the regularizer.)"""
+    from fedbench.engine.context import SpareModels
+
+    params = {"sigma0": 0.0, "feature_weight_sched": "constant", "regularizers": [{"name": "fd", "weight": 0.2}]}
+    algorithm, model, spec, server = bound(params)
+    teacher = build_model("digits_cnn", 10, SHAPE, width=4, hidden=16)
+    teacher.load_state_dict(model.state_dict())
+    ctx = context(algorithm, model, spec, server, round_index=2)
+    ctx.spare_models = SpareModels(model)  # the teacher θ_g (the engine keeps these)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # the client moved away from θ_g
+    torch.manual_seed(4)
+    x, y = torch.randn(5, *SHAPE), torch.tensor([1, 2, 2, 7, 0])
+    logits = algorithm.forward(ctx, x)
+    objective = algorithm.objective(ctx, x, y, logits)
+    labels = torch.arange(10)
+    fake = ctx.payload["mu"][labels].view(-1, *algorithm.feature_shape)  # σ0 = 0: ĥ = μ_ŷ
+    own = F.cross_entropy(model(x), y) + 1.0 * F.cross_entropy(model.high(fake, "pool"), labels)
+    fd = F.mse_loss(model.features(x), teacher.eval().features(x))
+    assert float(fd.detach()) > 0
+    assert float(objective.detach()) == pytest.approx(float((0.8 * own + 0.2 * fd).detach()), rel=0, abs=F64_ATOL)
