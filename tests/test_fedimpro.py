@@ -473,10 +473,10 @@ def test_synthetic_weight_follows_the_global_epoch(local_epochs):
     spec = spec.model_copy(update={"local_epochs": local_epochs})
     ctx = context(algorithm, model, spec, server, round_index=3)
     torch.manual_seed(2)
-    x, y = torch.randn(4, *SHAPE), torch.tensor([0, 3, 3, 9])
+    x, y = torch.randn(12, *SHAPE), torch.tensor([0, 3, 3, 9, 1, 1, 2, 5, 5, 5, 8, 0])
     logits = algorithm.forward(ctx, x)
     loss = algorithm.loss(ctx, x, y, logits)
-    labels = torch.arange(10)  # ⌊4/10⌋ + 1 = 1 of each class
+    labels = torch.arange(10).repeat(2)  # ⌊12/10⌋ + 1 = 2 of each class
     fake = server.state["mu"][labels].view(-1, *algorithm.feature_shape)
     lam = 0.7 * (3 - 1) * local_epochs / 8
     expected = F.cross_entropy(model(x), y) + lam * F.cross_entropy(model.high(fake, "pool"), labels)
