@@ -624,26 +624,24 @@ class BatchNormNet(torch.nn.Module):
 
 
 def test_moon_negative_pair_is_the_previous_model_with_its_own_batchnorm_statistics():
-    """MOON's z_prev comes from the client's previous local model — its weights *and* its BN running statistics
-    (eval mode), not those of w^0 or of the global model."""
+    """MOON's z_prev comes from the client's previous local model — its round-1 upload, weights *and* BN running
+    statistics (eval mode), not those of w^0 or of the global model."""
     mu, tau = 1.5, 0.5
     params = {"mu": mu, "tau": tau}
     x, y, data = problem(9, samples=8)
-    spec = make_spec("moon", params)
+    spec = make_spec("moon", params, optimizer={"lr": 0.3})
     algorithm = build_algorithm("moon", params)
     torch.manual_seed(9)
     model = BatchNormNet()
     algorithm.bind_model(spec, model, (DIM,), CLASSES)
     server = fresh_server(model)
     algorithm.init_server(server)
-    previous = BatchNormNet()  # another model, with running statistics far from the initial ones
-    with torch.no_grad():
-        previous.encoder[1].running_mean.copy_(torch.linspace(-1, 1, 5))
-        previous.encoder[1].running_var.copy_(torch.linspace(0.5, 2, 5))
-    state = {
-        "previous_params": torch.nn.utils.parameters_to_vector(previous.parameters()).detach().clone(),
-        "previous_buffers": {name: b.detach().clone() for name, b in previous.named_buffers()},
-    }
+    state: dict = {}
+    first = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(8), state, 0, 1))
+    assert not torch.equal(first.buffers["encoder.1.running_mean"], server.buffers["encoder.1.running_mean"])
+    previous = BatchNormNet()
+    load_weights(previous, first.params, first.buffers)
+    server.params = server.params + 0.2 * torch.randn_like(server.params)  # another global model in round 2
     ctx = client_context(algorithm, spec, model, server, data, torch.arange(8), state, 0, 2)
     teacher = BatchNormNet()  # w^t with the server's BN statistics (train-mode passes below update the model's)
     teacher.load_state_dict(model.state_dict())
