@@ -199,6 +199,14 @@ def test_privacy_noise_only_on_the_upload():
     assert (update.extra["sigma"] >= 0).all()  # σ + ε clamped at 0 (spec §8 #9)
     assert torch.equal(ctx.scratch["mu"], server.state["mu"])  # the local estimate itself is clean
     assert torch.equal(update.params, server.params)
+    # Eq. 7's ε: N(0, σ_ε²) from the (seed, "fedimpro-noise", round, client) stream, first for μ, then for σ
+    from fedbench.seeding import torch_generator
+
+    stream = torch_generator(spec.seed, "fedimpro-noise", 3, 2)
+    eps_mu, eps_sigma = torch.randn(10, 128, generator=stream), torch.randn(10, 128, generator=stream)
+    assert torch.allclose(update.extra["mu"], server.state["mu"] + 0.05 * eps_mu, rtol=0, atol=1e-6)
+    expected_sigma = (server.state["sigma"] + 0.05 * eps_sigma).clamp_min(0)
+    assert torch.allclose(update.extra["sigma"], expected_sigma, rtol=0, atol=1e-6)
 
 
 def test_noise_changes_statistics_not_the_first_round_weights(tmp_path, sink):
