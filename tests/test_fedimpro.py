@@ -129,6 +129,11 @@ def test_code_statistics_weight_is_min_one_d_over_5000():
     algorithm.update_statistics(ctx, h, y)
     w = 128 / 5000
     assert torch.allclose(ctx.scratch["mu"][2], (1 - w) * server.state["mu"][2] + w * h.mean(0), rtol=0, atol=F64_ATOL)
+    # D ≥ count_ref: w = 1, the batch's class statistics replace the estimate (ResNet-18's layer2, D = 32,768)
+    algorithm, model, spec, server = bound({"count_ref": 100})
+    ctx = context(algorithm, model, spec, server)
+    algorithm.update_statistics(ctx, h, y)
+    assert torch.allclose(ctx.scratch["mu"][2], h.mean(0), rtol=0, atol=F64_ATOL)
 
 
 @pytest.mark.usefixtures("float64")
@@ -257,6 +262,8 @@ def test_resnet18_split_shapes_and_upload_size():
     algorithm.bind_model(RunSpec(algorithm="fedimpro", dataset="cifar10", model="resnet18"), model, (3, 32, 32), 10)
     assert algorithm.split == "layer2" and algorithm.feature_shape == (128, 16, 16)  # spec §1.3: D = 32,768
     assert algorithm.extra_upload_floats(0) == 2 * 10 * 32_768  # spec §1.11
+    # the static overhead table builds methods without a model: no feature size is known, none is counted
+    assert build_algorithm("fedimpro", {}).extra_upload_floats(0) == 0
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedimpro_*.toml")))
