@@ -485,6 +485,13 @@ def git_commit() -> str:
     return result.stdout.strip()
 
 
+def git_dirty() -> bool:
+    """Uncommitted changes in what the sandbox copies (the recorded commit then does not say what was mutated)."""
+    paths = ["fedbench", "tests", "recipes", "docs", "pyproject.toml"]
+    result = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=ROOT, capture_output=True, text=True)
+    return bool(result.stdout.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: every module of the targets)")
@@ -544,6 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:  # an optional one (hypothesis): the children import what they need
             pass
     signal.signal(signal.SIGTERM, _terminate)
+    # the commit the sandbox copies (taken now: the worktree may move on while the mutants run)
+    stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if git_dirty():
+        stamp["dirty"] = True
     sandbox = Sandbox()
     results: dict[str, dict] = {}
     try:
@@ -576,7 +587,6 @@ def main(argv: list[str] | None = None) -> int:
             "target_score": TARGET_SCORE,
             "modules": {**previous.get("modules", {})},
         }
-        stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         for module, r in results.items():
             if args.survivors:  # the recorded run, its survivors replaced by this run's verdicts on them
                 record["modules"][module] = merge_survivors(recorded[module], r, stamp)
