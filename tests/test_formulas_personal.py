@@ -170,10 +170,28 @@ def test_regularizer_defaults_and_bounds():
     for bad in ({"name": "kd", "weight": -1e-9}, {"name": "kd", "weight": 0.1, "tau": 0.0}):
         with pytest.raises(ConfigError, match="regularizers"):
             validate_algorithm_params("fedavg", {"regularizers": [bad]})
-    with pytest.raises(ConfigError, match="sum to more than 1"):
+    with pytest.raises(
+        ConfigError, match=r"regularizers: Value error, the weights of the convex regularizers sum to more than 1$"
+    ):
         validate_algorithm_params(
             "fedavg", {"regularizers": [{"name": "kd", "weight": 0.5}, {"name": "fd", "weight": 0.5 + 1e-9}]}
         )
+
+
+def test_only_trainable_scopes_the_trained_parameters_and_keeps_frozen_ones_frozen():
+    """Inside the block only the named parameters train; a parameter frozen before (a fixed ETF classifier) stays
+    frozen unless ``respect_frozen=False``; every flag comes back afterwards."""
+    from fedbench.algorithms.base import only_trainable
+
+    model = etf_model()
+    flags = {name: p.requires_grad for name, p in model.named_parameters()}
+    assert flags["classifier.weight"] is False and flags["encoder.1.weight"] is True
+    with only_trainable(model, ["classifier.weight", "encoder.1.weight"]):
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == {"encoder.1.weight"}
+    assert {name: p.requires_grad for name, p in model.named_parameters()} == flags
+    with only_trainable(model, ["classifier.weight"], respect_frozen=False):
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == {"classifier.weight"}
+    assert {name: p.requires_grad for name, p in model.named_parameters()} == flags
 
 
 @pytest.mark.usefixtures("head_mlp", "float64")
