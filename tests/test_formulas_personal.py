@@ -346,3 +346,36 @@ def test_lgmix_needs_penultimate_features():
         ConfigError, match=r"^lgmix needs a model with a features/head split \(penultimate features h\)$"
     ):
         algorithm.local_train(ctx)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize("name", ["kd", "ntd"])
+def test_kd_and_ntd_regularizers_through_the_objective_by_hand(name):
+    """FedDr+ Table 1's KD (Hinton: τ²·KL(softmax(z_g/τ) ‖ softmax(z/τ))) and NTD (the same over the not-true
+    classes only), convex with weight w: (1 − w)·CE + w·R, z_g the round's global model on the batch."""
+    tau, weight = 2.0, 0.3
+    params = {"regularizers": [{"name": name, "weight": weight, "tau": tau}]}
+    spec = make_spec("fedavg", params, model=MLP)
+    algorithm = build_algorithm("fedavg", params)
+    torch.manual_seed(8)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    teacher = HeadMLP(CLASSES, (DIM,), hidden=5)
+    teacher.load_state_dict(model.state_dict())
+    x, y = torch.randn(6, DIM), torch.tensor([0, 1, 2, 3, 0, 1])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(6), {})
+    algorithm.begin_local(ctx)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    logits = algorithm.forward(ctx, x)
+    objective = algorithm.objective(ctx, x, y, logits)
+    z, z_g = logits.detach(), teacher(x).detach()
+    total = 0.0
+    for b in range(6):
+        keep = [c for c in range(CLASSES) if name == "kd" or c != int(y[b])]
+        p_t = torch.softmax(z_g[b, keep] / tau, 0)
+        total += float((p_t * (torch.log(p_t) - torch.log_softmax(z[b, keep] / tau, 0))).sum())
+    expected = (1 - weight) * float(torch.nn.functional.cross_entropy(z, y)) + weight * tau**2 * total / 6
+    assert float(objective.detach()) == pytest.approx(expected, rel=0, abs=F64_ATOL)
