@@ -24,8 +24,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-REGULARIZER_NAMES = ("prox", "kd", "ntd", "ld", "fd")
-
 
 class RegularizerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
