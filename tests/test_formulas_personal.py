@@ -379,3 +379,15 @@ def test_kd_and_ntd_regularizers_through_the_objective_by_hand(name):
         total += float((p_t * (torch.log(p_t) - torch.log_softmax(z[b, keep] / tau, 0))).sum())
     expected = (1 - weight) * float(torch.nn.functional.cross_entropy(z, y)) + weight * tau**2 * total / 6
     assert float(objective.detach()) == pytest.approx(expected, rel=0, abs=F64_ATOL)
+
+
+def test_model_outputs_needs_both_halves_of_the_split():
+    """(logits, penultimate features) for a model with ``features`` and ``head``; a model with only one of them (a
+    torchvision VGG has a ``features`` block but no ``head``) is run whole and has no penultimate features."""
+    from fedbench.algorithms.base import model_outputs
+
+    vgg_like = torch.nn.Sequential()
+    vgg_like.features = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    logits, features = model_outputs(vgg_like, x)
+    assert features is None and torch.equal(logits, vgg_like(x))
