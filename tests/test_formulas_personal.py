@@ -178,6 +178,20 @@ def test_regularizer_defaults_and_bounds():
         )
 
 
+def test_a_regularizer_spec_rejects_unknown_keys_and_is_immutable():
+    """A misspelt key is an error, not a silently ignored setting; a resolved spec cannot change afterwards."""
+    import pydantic
+
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="temp"):
+        validate_algorithm_params("fedavg", {"regularizers": [{"name": "kd", "weight": 0.1, "temp": 3}]})
+    (kd,) = validate_algorithm_params("fedavg", {"regularizers": [{"name": "kd", "weight": 0.1}]}).regularizers
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
+        kd.weight = 0.5
+
+
 def test_only_trainable_scopes_the_trained_parameters_and_keeps_frozen_ones_frozen():
     """Inside the block only the named parameters train; a parameter frozen before (a fixed ETF classifier) stays
     frozen unless ``respect_frozen=False``; every flag comes back afterwards."""
