@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     for module, r in results.items():
         for survivor in r["survivors"]:
             print(f"survived: {module}:{survivor['line_number']} ({survivor['function']}): {survivor['mutant']}")
-        for entry in r["unmatched_equivalents"]:
+        for entry in [] if args.survivors else r["unmatched_equivalents"]:  # a re-run sees the survivors only
             print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
 
     if not args.changed_since:  # the per-module record is of whole-module runs only

@@ -481,9 +481,11 @@ def test_estimates_and_samples_come_from_the_run_seeds_streams():
 @pytest.mark.parametrize("local_epochs", [1, 3])
 def test_synthetic_weight_follows_the_global_epoch(local_epochs):
     """λ(e) = fw·e/T with e = (round − 1)·E the [code] global epoch at the round's start: one batch's loss is
-    CE(high(h), y) + λ·CE(high(ĥ), ŷ); σ0 = 0 makes ĥ = μ_ŷ."""
+    CE(high(h), y) + λ·CE(high(ĥ), ŷ), ĥ = μ_ŷ + σ_ŷ·ε for the B = 12 real samples: ŷ = two of each class."""
+    from fedbench.seeding import torch_generator
+
     algorithm, model, spec, server = bound(
-        {"sigma0": 0.0, "feature_weight": 0.7, "feature_weight_epochs": 8, "sample_from": "global"}
+        {"sigma0": 0.3, "feature_weight": 0.7, "feature_weight_epochs": 8, "sample_from": "global"}
     )
     spec = spec.model_copy(update={"local_epochs": local_epochs})
     ctx = context(algorithm, model, spec, server, round_index=3)
@@ -492,7 +494,8 @@ def test_synthetic_weight_follows_the_global_epoch(local_epochs):
     logits = algorithm.forward(ctx, x)
     loss = algorithm.loss(ctx, x, y, logits)
     labels = torch.arange(10).repeat(2)  # ⌊12/10⌋ + 1 = 2 of each class
-    fake = server.state["mu"][labels].view(-1, *algorithm.feature_shape)
+    noise = torch.randn(20, 128, generator=torch_generator(spec.seed, "fedimpro", 3, 0))
+    fake = (server.state["mu"][labels] + 0.3 * noise).view(-1, *algorithm.feature_shape)
     lam = 0.7 * (3 - 1) * local_epochs / 8
     expected = F.cross_entropy(model(x), y) + lam * F.cross_entropy(model.high(fake, "pool"), labels)
     assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
