@@ -750,6 +750,8 @@ def test_cost_per_round_is_forward_flops_of_the_samples_plus_the_attaching_opera
         ("feddyn", {"alpha": 0.01}),
         ("moon", {"mu": 1.0, "tau": 0.5, "representation": "features"}),  # FedTrip [paper] μ = 1, τ = 0.5
         ("slowmo", {"beta": 0.9, "slow_lr": 1.0}),  # FedTrip [code] server_momentum
+        ("fedntd", {"beta": 1.0, "tau": 3.0}),  # FedNTD's β = 1, τ = 3 (FedDr+ spec's baseline settings)
+        ("fedetf", {"beta": 1.0}),  # balanced softmax with the plain class counts
     ],
 )
 def test_method_defaults_are_the_documented_ones(name, defaults):
@@ -769,6 +771,9 @@ def test_method_defaults_are_the_documented_ones(name, defaults):
         ("slowmo", {"beta": 0.0, "slow_lr": 1e-9}, {"beta": 1.0}),
         ("slowmo", {"beta": 0.999}, {"beta": -1e-9}),
         ("slowmo", {"slow_lr": 1e-9}, {"slow_lr": 0.0}),
+        ("fedntd", {"beta": 0.0, "tau": 1e-9}, {"tau": 0.0}),
+        ("fedntd", {"beta": 0.0}, {"beta": -1e-9}),
+        ("fedetf", {"beta": 0.0}, {"beta": -1e-9}),
     ],
 )
 def test_method_parameter_bounds(name, accepted, rejected):

@@ -405,3 +405,29 @@ def test_model_outputs_needs_both_halves_of_the_split():
     x = torch.randn(2, 3)
     logits, features = model_outputs(vgg_like, x)
     assert features is None and torch.equal(logits, vgg_like(x))
+
+
+def test_a_fixed_classifier_must_be_frozen_normalising_and_of_its_kind():
+    """require_classifier: the head must be frozen, normalise the features and have the kind's Gram matrix; the
+    error says what to set."""
+    from fedbench.algorithms.fixed_classifier import require_classifier
+    from fedbench.errors import ConfigError
+    from fedbench.models.heads import build_classifier, simplex_etf
+
+    model = torch.nn.Module()
+    model.classifier = build_classifier("etf", 5, CLASSES)
+    require_classifier(model, "etf", "dot_regression")  # the real thing passes
+    hint = r"^dot_regression needs a fixed etf classifier: build the model with model_params.classifier = 'etf'"
+    plain = torch.nn.Linear(5, CLASSES, bias=False)  # ETF rows, frozen, but no feature normalisation
+    with torch.no_grad():
+        plain.weight.copy_(simplex_etf(CLASSES, 5))
+    plain.weight.requires_grad_(False)
+    model.classifier = plain
+    with pytest.raises(ConfigError, match=hint):
+        require_classifier(model, "etf", "dot_regression")
+    model.classifier = build_classifier("linear", 5, CLASSES, bias=False, normalize_features=True)  # trainable
+    with pytest.raises(ConfigError, match=hint):
+        require_classifier(model, "etf", "dot_regression")
+    model.classifier = build_classifier("orthonormal", 5, CLASSES)  # frozen and normalising, but not an ETF
+    with pytest.raises(ConfigError, match=hint + r".* \(the model's frozen classifier rows are not etf\)$"):
+        require_classifier(model, "etf", "dot_regression")
