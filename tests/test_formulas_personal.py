@@ -426,7 +426,7 @@ def test_a_fixed_classifier_must_be_frozen_normalising_and_of_its_kind():
     with pytest.raises(ConfigError, match=hint):
         require_classifier(model, "etf", "dot_regression")
     model.classifier = build_classifier("linear", 5, CLASSES, bias=False, normalize_features=True)  # trainable
-    with pytest.raises(ConfigError, match=hint):
+    with pytest.raises(ConfigError, match=hint + r" \(models with a 'classifier' option, e.g. vgg11, mobilenet\)$"):
         require_classifier(model, "etf", "dot_regression")
     model.classifier = build_classifier("orthonormal", 5, CLASSES)  # frozen and normalising, but not an ETF
     with pytest.raises(ConfigError, match=hint + r".* \(the model's frozen classifier rows are not etf\)$"):
