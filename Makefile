@@ -54,8 +54,9 @@ benchmark: $(INSTALL_STAMP)
 # report/table.py and cost.py, each against the tests tests/mutation_map.toml names; a killed/total table per module
 # and benchmarks/results/mutation.json. Equivalent mutants: tests/mutation_equivalents.toml. The full run takes hours
 # (MODULES="fedbench/spec.py fedbench/cost.py" runs some); `mutation-changed` mutates only the functions changed
-# since $(BASE) and fails if one of their mutants survives. Not part of `make test`: on a 2-core machine one touched
-# function of a method costs its module's tests per mutant, often more than a few minutes.
+# since $(BASE) and fails if one of their mutants survives; a mutant runs only the mapped tests that call its function
+# (a one-function change of a method: under a minute on 2 cores). Not part of `make test`: a function that many slow
+# tests reach (the engine's round loop) can cost minutes.
 MODULES ?=
 BASE ?= main
 mutation: $(DEV_STAMP)

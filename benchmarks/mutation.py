@@ -2,9 +2,10 @@
 
 Every mutant is one of mutmut's single-point changes (its operators: a comparison, an arithmetic operator, a number,
 a string, a keyword, an argument…), applied to one module of ``TARGETS``; the mutant then runs the tests that
-``tests/mutation_map.toml`` names for that module (``-m "not slow" -x``). A mutant the tests fail on is *killed*; one
-they pass is a *survivor*, unless ``tests/mutation_equivalents.toml`` lists it as equivalent (it cannot change any
-behaviour) with a reason. Score per module = (killed + timed out) / (mutants − equivalents).
+``tests/mutation_map.toml`` names for that module (``-m "not slow" -x``) — of those, only the tests that call the
+mutated function in the unmutated run (``call_recorder``; every mapped test for a mutant outside functions). A
+mutant the tests fail on is *killed*; one they pass is a *survivor*, unless ``tests/mutation_equivalents.toml`` lists
+it as equivalent (it cannot change any behaviour) with a reason. Score per module = (killed + timed out) / (mutants − equivalents).
 
 The mutants run in a private copy of the worktree (the worktree itself is never modified), in processes forked from
 this one after it imported the heavy dependencies (torch, pydantic, SQLAlchemy…) but not fedbench, so a mutant costs
@@ -205,19 +206,22 @@ class Sandbox:
         for name in ("pyproject.toml", "README.md"):
             shutil.copy2(ROOT / name, self.directory / name)
 
-    def run(self, module: str, source: str | None, tests: list[str], limit: float) -> tuple[str, float]:
+    def run(
+        self, module: str, source: str | None, tests: list[str], limit: float, record: Path | None = None
+    ) -> tuple[str, float]:
         """Run ``tests`` with ``module`` replaced by ``source`` (None: the original): (outcome, seconds), outcome
-        "passed", "failed" or "timeout"."""
+        "passed", "failed" or "timeout". ``record``: write there which of ``module``'s functions each test calls
+        (``CallRecorder``; fork only)."""
         path = self.directory / module
         original = path.read_text()
         if source is not None:
             path.write_text(source)
         try:
-            return self._pytest(tests, limit)
+            return self._pytest(tests, limit, (path, record) if record is not None else None)
         finally:
             path.write_text(original)
 
-    def _pytest(self, tests: list[str], limit: float) -> tuple[str, float]:
+    def _pytest(self, tests: list[str], limit: float, record: tuple[Path, Path] | None = None) -> tuple[str, float]:
         args = ["-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", "--timeout", str(int(limit) + 30), *tests]
         began = time.monotonic()
         pid = os.fork() if hasattr(os, "fork") else None
@@ -246,7 +250,10 @@ class Sandbox:
                 os.dup2(devnull, 2)
                 import pytest
 
-                code = int(pytest.main(args))
+                plugins = [call_recorder(*record)] if record is not None else []
+                code = int(pytest.main(args, plugins=plugins))
+                for plugin in plugins:
+                    plugin.write()
             finally:
                 os._exit(code)
         deadline = began + limit
@@ -270,12 +277,97 @@ class Sandbox:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def call_recorder(module_path: Path, out: Path):
+    """A pytest plugin for the unmutated run: which functions of the mutated module each test calls, directly or
+    through the fixtures it uses (a module- or session-scoped fixture runs once, inside the first test that needs
+    it, yet every test using it depends on what it computed). Only ``call`` events are traced, no lines: cheap.
+
+    A mutant inside a function then runs only the tests that call that function: a deterministic test that never
+    calls it runs identically on the mutant, so leaving it out changes no verdict. ``write()`` stores
+    ``{"order": [node ids, in run order], "calls": {node id: [function]}}`` in ``out``."""
+    import threading
+
+    import pytest
+
+    filename = str(module_path)
+    starts = {first: name for name, first, _ in function_spans(module_path.read_text())}
+
+    class CallRecorder:
+        def __init__(self):
+            self.active: list[str] = []  # the running test, and the fixtures being set up inside it
+            self.calls: dict[str, set[str]] = {}
+            self.fixtures: dict[str, list[str]] = {}  # node id -> the fixtures it uses
+            self.order: list[str] = []
+
+        def trace(self, frame, event, arg):
+            if event == "call" and frame.f_code.co_filename == filename:
+                name = starts.get(frame.f_code.co_firstlineno)
+                if name is not None:
+                    for context in self.active:
+                        self.calls.setdefault(context, set()).add(name)
+            return None  # no line tracing
+
+        @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+        def pytest_runtest_protocol(self, item, nextitem):
+            self.order.append(item.nodeid)
+            self.fixtures[item.nodeid] = list(getattr(item, "fixturenames", ()))
+            self.active = [item.nodeid]
+            sys.settrace(self.trace)
+            threading.settrace(self.trace)
+            try:
+                yield
+            finally:
+                sys.settrace(None)
+                threading.settrace(None)  # type: ignore[arg-type]
+                self.active = []
+
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_fixture_setup(self, fixturedef, request):
+            self.active.append(f"fixture:{fixturedef.argname}")
+            try:
+                yield
+            finally:
+                self.active.pop()
+
+        def write(self) -> None:
+            calls = {
+                nodeid: sorted(
+                    self.calls.get(nodeid, set()).union(
+                        *(self.calls.get(f"fixture:{name}", set()) for name in self.fixtures[nodeid])
+                    )
+                )
+                for nodeid in self.order
+            }
+            out.write_text(json.dumps({"order": self.order, "calls": calls}))
+
+    return CallRecorder()
+
+
+def tests_calling(function: str, calls: dict | None, tests: list[str]) -> list[str]:
+    """The tests (node ids, in run order) that call ``function`` in the unmutated run; all of ``tests`` for a mutant
+    outside functions (class bodies, module constants, decorators of classes: their effect reaches every test), when
+    no test calls the function (a function called only at import or in a worker process: no record of who depends on
+    it), or without a record."""
+    if calls is None or function == "<module>":
+        return tests
+    chosen = [nodeid for nodeid in calls["order"] if function in calls["calls"].get(nodeid, ())]
+    return chosen or tests
+
+
 def run_module(
-    sandbox: Sandbox, module: str, tests: list[str], mutants: list[Mutant], equivalents: list[dict], log
+    sandbox: Sandbox,
+    module: str,
+    tests: list[str],
+    mutants: list[Mutant],
+    equivalents: list[dict],
+    log,
+    select: bool = True,
 ) -> dict:
-    outcome, baseline = sandbox.run(module, None, tests, limit=1800)
+    record = sandbox.directory / ".mutation-calls.json" if select and hasattr(os, "fork") else None
+    outcome, baseline = sandbox.run(module, None, tests, limit=1800, record=record)
     if outcome != "passed":
         raise MutationError(f"{module}: its tests ({' '.join(tests)}) do not pass unmutated: {outcome}")
+    calls = json.loads(record.read_text()) if record is not None and record.exists() else None
     limit = max(60.0, 10 * baseline)
     for i, mutant in enumerate(mutants, 1):
         match = next(
@@ -288,9 +380,10 @@ def run_module(
             ),
             None,
         )
-        outcome, mutant.seconds = sandbox.run(module, mutant.source, tests, limit)
+        chosen = tests_calling(mutant.function, calls, tests)  # only the tests that reach the mutated function
+        outcome, mutant.seconds = sandbox.run(module, mutant.source, chosen, limit)
         if outcome == "timeout":  # a busy machine is no reason to call a mutant killed: once more, with 5× the time
-            outcome, mutant.seconds = sandbox.run(module, mutant.source, tests, 5 * limit)
+            outcome, mutant.seconds = sandbox.run(module, mutant.source, chosen, 5 * limit)
         if outcome == "passed" and match is not None:
             mutant.status, mutant.reason = "equivalent", match["reason"]
         else:
@@ -348,6 +441,34 @@ def touched_lines(module: str, base: str) -> set[int]:
     return lines
 
 
+# ------------------------------------------------------------------------------------------- survivors only
+def recorded_survivors(module: str, recorded: dict, mutants: list[Mutant]) -> list[Mutant]:
+    """The mutants of ``module`` that its recorded run lists as survivors; an error if there is no recorded run or
+    the module's source changed since it (the recorded verdicts would be of other mutants)."""
+    entry = recorded.get(module)
+    if entry is None:
+        raise MutationError(f"{module}: no recorded run to take the survivors from; run the whole module first")
+    changed = subprocess.run(["git", "diff", "--quiet", entry["commit"], "--", module], cwd=ROOT).returncode
+    if changed:
+        raise MutationError(f"{module} changed since its recorded run ({entry['commit'][:10]}); run the whole module")
+    wanted = {(s["line_number"], s["line"], s["mutant"]) for s in entry["survivors"]}
+    return [m for m in mutants if (m.line_number, m.original, m.mutated) in wanted]
+
+
+def merge_survivors(entry: dict, rerun: dict, stamp: dict) -> dict:
+    """The recorded entry with its survivors' new verdicts (killed, timed out, equivalent or still surviving)."""
+    merged = {**entry}
+    for key in ("killed", "timeout", "equivalent"):
+        merged[key] = entry[key] + rerun[key]
+    merged["survived"] = rerun["survived"]
+    merged["survivors"] = rerun["survivors"]
+    merged["equivalents"] = entry.get("equivalents", []) + rerun["equivalents"]
+    counted = merged["mutants"] - merged["equivalent"]
+    merged["score"] = round(100.0 * (merged["killed"] + merged["timeout"]) / counted, 1) if counted else 100.0
+    merged["survivors_rerun"] = {**stamp, "tests": rerun["tests"], "mutants": rerun["mutants"]}
+    return merged
+
+
 # ------------------------------------------------------------------------------------------- report
 def table(results: dict[str, dict]) -> str:
     lines = [f"{'module':<38} {'killed':>7} {'timeout':>7} {'survived':>8} {'equiv.':>6} {'total':>6} {'score':>7}"]
@@ -364,6 +485,13 @@ def git_commit() -> str:
     return result.stdout.strip()
 
 
+def git_dirty() -> bool:
+    """Uncommitted changes in what the sandbox copies (the recorded commit then does not say what was mutated)."""
+    paths = ["fedbench", "tests", "recipes", "docs", "pyproject.toml"]
+    result = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=ROOT, capture_output=True, text=True)
+    return bool(result.stdout.strip())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: every module of the targets)")
@@ -374,8 +502,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON results (merged: other modules' entries stay)")
     parser.add_argument("--fail-under", type=float, default=None, help="exit 1 if a module scores below this (%%)")
     parser.add_argument("--quiet", action="store_true", help="no line per mutant")
+    parser.add_argument(
+        "--all-tests",
+        action="store_true",
+        help="run every mapped test for every mutant (default: a mutant inside a function runs only the mapped tests"
+        " that call that function in the unmutated run)",
+    )
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="re-run only the survivors that --out records for these modules (after adding tests); the other mutants"
+        " keep their recorded verdicts, so the module's source must be unchanged since the recorded run",
+    )
     args = parser.parse_args(argv)
     log = (lambda _: None) if args.quiet else (lambda line: print(line, flush=True))
+    recorded = json.loads(args.out.read_text()).get("modules", {}) if args.out.exists() else {}
 
     try:
         mapping, equivalents = load_map(), load_equivalents()
@@ -392,6 +533,8 @@ def main(argv: list[str] | None = None) -> int:
             mutants = mutants_of(module, lines)
             if args.functions:
                 mutants = [m for m in mutants if m.function in args.functions]
+            if args.survivors:
+                mutants = recorded_survivors(module, recorded, mutants)
             plan[module] = (tests_for(module, mapping), mutants)
     except (MutationError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
         print(f"mutation: {exc}", file=sys.stderr)
@@ -408,6 +551,10 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:  # an optional one (hypothesis): the children import what they need
             pass
     signal.signal(signal.SIGTERM, _terminate)
+    # the commit the sandbox copies (taken now: the worktree may move on while the mutants run)
+    stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    if git_dirty():
+        stamp["dirty"] = True
     sandbox = Sandbox()
     results: dict[str, dict] = {}
     try:
@@ -415,18 +562,20 @@ def main(argv: list[str] | None = None) -> int:
             if not mutants:
                 continue
             log(f"{module}: {len(mutants)} mutants, tests {' '.join(tests)}")
-            results[module] = run_module(sandbox, module, tests, mutants, equivalents, log)
+            results[module] = run_module(sandbox, module, tests, mutants, equivalents, log, select=not args.all_tests)
     except MutationError as exc:
         print(f"mutation: {exc}", file=sys.stderr)
         return 2
     finally:
         sandbox.remove()
 
+    if args.survivors:
+        print(f"re-run of the recorded survivors (verdicts of the other mutants as recorded in {args.out.name}):")
     print(table(results))
     for module, r in results.items():
         for survivor in r["survivors"]:
             print(f"survived: {module}:{survivor['line_number']} ({survivor['function']}): {survivor['mutant']}")
-        for entry in r["unmatched_equivalents"]:
+        for entry in [] if args.survivors else r["unmatched_equivalents"]:  # a re-run sees the survivors only
             print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
 
     if not args.changed_since:  # the per-module record is of whole-module runs only
@@ -438,8 +587,10 @@ def main(argv: list[str] | None = None) -> int:
             "target_score": TARGET_SCORE,
             "modules": {**previous.get("modules", {})},
         }
-        stamp = {"commit": git_commit(), "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         for module, r in results.items():
+            if args.survivors:  # the recorded run, its survivors replaced by this run's verdicts on them
+                record["modules"][module] = merge_survivors(recorded[module], r, stamp)
+                continue
             scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
             record["modules"][module] = {**scope, **r, **stamp}
         args.out.parent.mkdir(parents=True, exist_ok=True)

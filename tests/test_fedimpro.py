@@ -129,6 +129,11 @@ def test_code_statistics_weight_is_min_one_d_over_5000():
     algorithm.update_statistics(ctx, h, y)
     w = 128 / 5000
     assert torch.allclose(ctx.scratch["mu"][2], (1 - w) * server.state["mu"][2] + w * h.mean(0), rtol=0, atol=F64_ATOL)
+    # D ≥ count_ref: w = 1, the batch's class statistics replace the estimate (ResNet-18's layer2, D = 32,768)
+    algorithm, model, spec, server = bound({"count_ref": 100})
+    ctx = context(algorithm, model, spec, server)
+    algorithm.update_statistics(ctx, h, y)
+    assert torch.allclose(ctx.scratch["mu"][2], h.mean(0), rtol=0, atol=F64_ATOL)
 
 
 @pytest.mark.usefixtures("float64")
@@ -199,6 +204,14 @@ def test_privacy_noise_only_on_the_upload():
     assert (update.extra["sigma"] >= 0).all()  # σ + ε clamped at 0 (spec §8 #9)
     assert torch.equal(ctx.scratch["mu"], server.state["mu"])  # the local estimate itself is clean
     assert torch.equal(update.params, server.params)
+    # Eq. 7's ε: N(0, σ_ε²) from the (seed, "fedimpro-noise", round, client) stream, first for μ, then for σ
+    from fedbench.seeding import torch_generator
+
+    stream = torch_generator(spec.seed, "fedimpro-noise", 3, 2)
+    eps_mu, eps_sigma = torch.randn(10, 128, generator=stream), torch.randn(10, 128, generator=stream)
+    assert torch.allclose(update.extra["mu"], server.state["mu"] + 0.05 * eps_mu, rtol=0, atol=1e-6)
+    expected_sigma = (server.state["sigma"] + 0.05 * eps_sigma).clamp_min(0)
+    assert torch.allclose(update.extra["sigma"], expected_sigma, rtol=0, atol=1e-6)
 
 
 def test_noise_changes_statistics_not_the_first_round_weights(tmp_path, sink):
@@ -228,8 +241,19 @@ def test_resume_gives_the_same_curve(tmp_path, sink):
 
 
 def test_unknown_split_is_a_config_error():
-    with pytest.raises(ConfigError, match="known split points: pool, hidden"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^fedimpro: model 'digits_cnn' has no split point 'layer2'; known split points: pool, hidden "
+        r"\(set algorithm_params.split\)$",
+    ):
         bound({}, split="layer2")
+    # a model without named cuts (and so without a default split)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    algorithm = build_algorithm("fedimpro", {})
+    spec = RunSpec(algorithm="fedimpro", **{k: v for k, v in BASE.items() if k != "model_params"}, model_params={})
+    with pytest.raises(ConfigError, match=r"has no split point None; known split points: none \("):
+        algorithm.bind_model(spec, model, SHAPE, 10)
 
 
 def test_resnet18_split_shapes_and_upload_size():
@@ -238,6 +262,8 @@ def test_resnet18_split_shapes_and_upload_size():
     algorithm.bind_model(RunSpec(algorithm="fedimpro", dataset="cifar10", model="resnet18"), model, (3, 32, 32), 10)
     assert algorithm.split == "layer2" and algorithm.feature_shape == (128, 16, 16)  # spec §1.3: D = 32,768
     assert algorithm.extra_upload_floats(0) == 2 * 10 * 32_768  # spec §1.11
+    # the static overhead table builds methods without a model: no feature size is known, none is counted
+    assert build_algorithm("fedimpro", {}).extra_upload_floats(0) == 0
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedimpro_*.toml")))
@@ -300,3 +326,204 @@ def test_cli_run_improves_accuracy(tmp_path):
     (row,) = reg.runs()
     curve = [r.test_acc for r in reg.curves([row.id])[row.id]]
     assert curve[-1] > max(0.5, curve[0] + 0.2)
+
+
+# ------------------------------------------------------------------------------------ Eq. 5–6 by hand (issue 19)
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("sample_from", ["local", "global"])
+def test_two_local_steps_follow_eq5_and_eq6_by_hand(sample_from):
+    """σ0 = 0 makes every ĥ its class mean, so two full-batch SGD steps can be written out: step k minimises
+    CE(high(low(x)), y) + λ·CE(high(μ⁽ᵏ⁾_ŷ), ŷ), ŷ = 0..C−1 repeated to ⌊B/C⌋+1 per class, λ = fw·e/T with
+    e = (round − 1)·E; after each step μ_c ← (1 − w)μ_c + w·mean_{y=c} low(x) (Eq. 6, w = 1 − β_m). Sampling
+    from the local copy ([code]) sees that update in step 2; from H^r ([paper] Alg. 1) it does not."""
+    import copy
+
+    params = {
+        "sigma0": 0.0,
+        "stat_weight": "beta",
+        "beta_m": 0.4,
+        "feature_weight": 0.7,
+        "feature_weight_epochs": 8,
+        "sample_from": sample_from,
+    }
+    algorithm, model, spec, server = bound(params)
+    setup = {k: v for k, v in BASE.items() if k not in ("model_params", "optimizer", "batch_size")}
+    spec = RunSpec(
+        algorithm="fedimpro",
+        algorithm_params={"split": "pool", **params},
+        **setup,
+        local_epochs=2,
+        batch_size=8,
+        optimizer={"lr": 0.2},  # plain SGD
+    )
+    mu0 = server.state["mu"].clone()
+    from fedbench.data.store import TensorData
+
+    torch.manual_seed(3)
+    x, y = torch.randn(8, *SHAPE), torch.tensor([0, 1, 1, 4, 4, 4, 9, 0])
+    reference = copy.deepcopy(model)
+    ctx = ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=3,
+        model=model,
+        server=server,
+        payload=algorithm.payload(server, 3),
+        state={},
+        data=TensorData(x, y, x, y),
+        indices=torch.arange(8),
+        generator=torch.Generator().manual_seed(0),
+        device=torch.device("cpu"),
+        lr=0.2,
+    )
+    update = algorithm.local_train(ctx)
+
+    lam = 0.7 * ((3 - 1) * 2) / 8  # λ(e) = fw·e/T, e = (r − 1)·E (the [code] "gradual" schedule)
+    fake_labels = torch.arange(10).repeat(8 // 10 + 1)
+    mu = mu0.clone()
+    for _ in range(2):  # E = 2 epochs of one full batch
+        fake = (mu if sample_from == "local" else mu0)[fake_labels].view(-1, *algorithm.feature_shape)
+        h = reference.low(x, "pool")
+        loss = F.cross_entropy(reference.high(h, "pool"), y) + lam * F.cross_entropy(
+            reference.high(fake, "pool"), fake_labels
+        )
+        grads = torch.autograd.grad(loss, list(reference.parameters()))
+        with torch.no_grad():
+            for p, g in zip(reference.parameters(), grads):
+                p.sub_(0.2 * g)
+            flat = h.detach().flatten(1)
+            for c in y.unique():
+                mu[c] = 0.4 * mu[c] + 0.6 * flat[y == c].mean(0)
+    expected = torch.nn.utils.parameters_to_vector(reference.parameters()).detach()
+    assert torch.allclose(update.params, expected, rtol=0, atol=F64_ATOL)
+    assert torch.allclose(update.extra["mu"], mu, rtol=0, atol=F64_ATOL)
+    assert torch.equal(update.extra["sigma"], torch.zeros_like(mu))  # σ clipped at σ0 = 0
+
+
+@pytest.mark.usefixtures("float64")
+def test_count_statistics_weight_is_min_one_class_count_over_the_reference():
+    """``stat_weight = "count"``: w_c = min(1, n_c/count_ref) per class (Eq. 6's weight from the class count)."""
+    algorithm, model, spec, server = bound({"stat_weight": "count", "count_ref": 4, "sigma0": 10.0})
+    ctx = context(algorithm, model, spec, server)
+    h = torch.randn(7, 128)
+    y = torch.tensor([1, 1, 6, 6, 6, 6, 6])  # n_1 = 2 → w = 0.5; n_6 = 5 → w = 1
+    algorithm.update_statistics(ctx, h, y)
+    mu0, sigma0 = server.state["mu"], server.state["sigma"]
+    assert torch.allclose(ctx.scratch["mu"][1], 0.5 * mu0[1] + 0.5 * h[:2].mean(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["mu"][6], h[2:].mean(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["sigma"][1], 0.5 * sigma0[1] + 0.5 * h[:2].std(0), rtol=0, atol=F64_ATOL)
+    assert torch.allclose(ctx.scratch["sigma"][6], h[2:].std(0), rtol=0, atol=F64_ATOL)  # below the clip of 10
+
+
+def test_defaults_are_the_official_codes():
+    """Spec §1.10: σ0 = 0.1 (init and clip), the [code] statistics weight with its D/5000 rule (β_m = 0.9 only for
+    the "beta" rule), β_g = 0, no noise, sampling from the local copy, λ = e/500 uncapped with weight 1."""
+    assert build_algorithm("fedimpro", {}).params.model_dump() == {
+        "split": None,
+        "sigma0": 0.1,
+        "clip_sigma": True,
+        "stat_weight": "code",
+        "beta_m": 0.9,
+        "count_ref": 5000,
+        "beta_g": 0.0,
+        "noise_std": 0.0,
+        "sample_from": "local",
+        "feature_weight": 1.0,
+        "feature_weight_sched": "gradual",
+        "feature_weight_epochs": 500,
+        "regularizers": (),
+    }
+
+
+@pytest.mark.parametrize(
+    "accepted, rejected",
+    [
+        ({"sigma0": 0.0}, {"sigma0": -1e-9}),
+        ({"beta_m": 0.0}, {"beta_m": -1e-9}),
+        ({"beta_m": 1.0}, {"beta_m": 1.0 + 1e-9}),
+        ({"count_ref": 1}, {"count_ref": 0}),
+        ({"beta_g": 0.0}, {"beta_g": -1e-9}),
+        ({"beta_g": 0.999}, {"beta_g": 1.0}),
+        ({"noise_std": 0.0}, {"noise_std": -1e-9}),
+        ({"feature_weight": 0.0}, {"feature_weight": -1e-9}),
+        ({"feature_weight_epochs": 1}, {"feature_weight_epochs": 0}),
+    ],
+)
+def test_parameter_bounds(accepted, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+
+    validate_algorithm_params("fedimpro", accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params("fedimpro", rejected)
+
+
+@pytest.mark.usefixtures("float64")
+def test_estimates_and_samples_come_from_the_run_seeds_streams():
+    """H⁰: μ ~ U[0,1)^{C×D} from the run seed's ``fedimpro-init`` stream, σ = σ0 (spec §1.5); ĥ = μ_ŷ + σ_ŷ·ε with ε
+    from the (seed, ``fedimpro``, round, client) stream (fedbench.seeding: one named stream per purpose, so every
+    result is reproducible from the spec). Another seed gives another H⁰."""
+    from fedbench.seeding import torch_generator
+
+    for seed in (0, 7):
+        algorithm, model, spec, server = bound({"sigma0": 0.2, "sample_from": "global"}, seed=seed)
+        expected_mu = torch.rand(10, 128, generator=torch_generator(seed, "fedimpro-init"))
+        assert torch.equal(server.state["mu"], expected_mu) and torch.equal(
+            server.state["sigma"], torch.full((10, 128), 0.2)
+        )
+        ctx = context(algorithm, model, spec, server, round_index=3, client_id=2)
+        features, labels = algorithm.sample_features(ctx, 12)
+        noise = torch.randn(20, 128, generator=torch_generator(seed, "fedimpro", 3, 2))
+        assert torch.allclose(features.flatten(1), expected_mu[labels] + 0.2 * noise, rtol=0, atol=F64_ATOL)
+    assert not torch.equal(bound({}, seed=0)[3].state["mu"], bound({}, seed=7)[3].state["mu"])
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("local_epochs", [1, 3])
+def test_synthetic_weight_follows_the_global_epoch(local_epochs):
+    """λ(e) = fw·e/T with e = (round − 1)·E the [code] global epoch at the round's start: one batch's loss is
+    CE(high(h), y) + λ·CE(high(ĥ), ŷ), ĥ = μ_ŷ + σ_ŷ·ε for the B = 12 real samples: ŷ = two of each class."""
+    from fedbench.seeding import torch_generator
+
+    algorithm, model, spec, server = bound(
+        {"sigma0": 0.3, "feature_weight": 0.7, "feature_weight_epochs": 8, "sample_from": "global"}
+    )
+    spec = spec.model_copy(update={"local_epochs": local_epochs})
+    ctx = context(algorithm, model, spec, server, round_index=3)
+    torch.manual_seed(2)
+    x, y = torch.randn(12, *SHAPE), torch.tensor([0, 3, 3, 9, 1, 1, 2, 5, 5, 5, 8, 0])
+    logits = algorithm.forward(ctx, x)
+    loss = algorithm.loss(ctx, x, y, logits)
+    labels = torch.arange(10).repeat(2)  # ⌊12/10⌋ + 1 = 2 of each class
+    noise = torch.randn(20, 128, generator=torch_generator(spec.seed, "fedimpro", 3, 0))
+    fake = (server.state["mu"][labels] + 0.3 * noise).view(-1, *algorithm.feature_shape)
+    lam = 0.7 * (3 - 1) * local_epochs / 8
+    expected = F.cross_entropy(model(x), y) + lam * F.cross_entropy(model.high(fake, "pool"), labels)
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("float64")
+def test_the_fd_regularizer_reads_the_real_batchs_features():
+    """Every method accepts the regularizers: FedImpro with ``fd`` (weight w, convex) minimises (1 − w)·L_FedImpro +
+    w·(1/d)‖f(x;θ) − f(x;θ_g)‖², f the penultimate features of the real batch. (fedbench 0.1 crashed here: FedImpro's
+    forward left no features for the regularizer.)"""
+    from fedbench.engine.context import SpareModels
+
+    params = {"sigma0": 0.0, "feature_weight_sched": "constant", "regularizers": [{"name": "fd", "weight": 0.2}]}
+    algorithm, model, spec, server = bound(params)
+    teacher = build_model("digits_cnn", 10, SHAPE, width=4, hidden=16)
+    teacher.load_state_dict(model.state_dict())
+    ctx = context(algorithm, model, spec, server, round_index=2)
+    ctx.spare_models = SpareModels(model)  # the teacher θ_g (the engine keeps these)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))  # the client moved away from θ_g
+    torch.manual_seed(4)
+    x, y = torch.randn(5, *SHAPE), torch.tensor([1, 2, 2, 7, 0])
+    logits = algorithm.forward(ctx, x)
+    objective = algorithm.objective(ctx, x, y, logits)
+    labels = torch.arange(10)
+    fake = ctx.payload["mu"][labels].view(-1, *algorithm.feature_shape)  # σ0 = 0: ĥ = μ_ŷ
+    own = F.cross_entropy(model(x), y) + 1.0 * F.cross_entropy(model.high(fake, "pool"), labels)
+    fd = F.mse_loss(model.features(x), teacher.eval().features(x))
+    assert float(fd.detach()) > 0
+    assert float(objective.detach()) == pytest.approx(float((0.8 * own + 0.2 * fd).detach()), rel=0, abs=F64_ATOL)

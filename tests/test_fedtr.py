@@ -55,6 +55,8 @@ def test_no_centroid_and_no_drift_term_is_fedavg(tmp_path, drift_update):
     assert torch.equal(fedavg["server"]["params"], off["server"]["params"])
     assert not torch.equal(fedavg["server"]["params"], on["server"]["params"])
     assert "centroids" in on["server"]["state"] and all("drift" in s for s in on["client_states"].values())
+    # α_G = 0 switches drift releasing off entirely: no d_i is kept (spec §1.6's per-client state) or uploaded
+    assert not any("drift" in s for s in off["client_states"].values())
 
 
 class TinyNet(torch.nn.Module):
@@ -142,6 +144,9 @@ def test_centroids_are_per_class_mean_features_and_eq9_weights_by_counts():
         centroids[1].double(), (5 * expected[1] + 15 * torch.ones(4)) / 20, rtol=2 * FLOAT32_ROUNDING, atol=F64_ATOL
     )
     assert defined.tolist() == [True, True, True]
+    # what the server broadcasts in round 2 (spec §1.6): these centroids and their mask
+    broadcast = algorithm.payload(server, 2)
+    assert torch.equal(broadcast["centroids"], centroids) and torch.equal(broadcast["centroid_defined"], defined)
 
 
 @pytest.mark.usefixtures("float64")
@@ -208,6 +213,8 @@ def test_adaptive_alpha_scales_by_mean_size_over_client_size():
     ctx = _context(model, server, {}, {}, x, y)
     ctx.indices, ctx.num_samples = torch.arange(2), 2
     assert algorithm.client_alpha(ctx) == pytest.approx(0.01 * 3 / 2)
+    ctx.indices, ctx.num_samples = torch.arange(1), 1  # a one-sample client: α_i = α_G·3/1
+    assert algorithm.client_alpha(ctx) == pytest.approx(0.01 * 3)
 
 
 @pytest.mark.parametrize("name", ["fedtr_table1.toml", "fedtr_table2.toml"])
@@ -272,11 +279,12 @@ figure = "best"
     assert curve[-1] > curve[0] and max(curve) > 0.5
 
 
-def test_resume_is_bit_identical(tmp_path):
+@pytest.mark.parametrize("drift_update", ["feddc", "grad"])
+def test_resume_is_bit_identical(tmp_path, drift_update):
     """Drift vectors (client state) and centroids (server state) survive a checkpoint."""
     from conftest import ListSink
 
-    spec = RunSpec(algorithm="fedtr", algorithm_params={"alpha_g": 0.1}, **BASE)
+    spec = RunSpec(algorithm="fedtr", algorithm_params={"alpha_g": 0.1, "drift_update": drift_update}, **BASE)
     straight = final(spec, tmp_path / "a")
     path = tmp_path / "b.pt"
     assert run(spec, ListSink(), checkpoint_path=path, stop_after_round=1).status == "interrupted"
@@ -360,3 +368,162 @@ def test_fig2_through_the_cli_with_and_without_data(tmp_path, monkeypatch):
     (table,) = json.loads(missing.stdout)["tables"]
     assert all(c["mean"] is None for c in table["cells"])
     assert any("fedbench datasets download cifar10" in note for note in table["notes"])
+
+
+# ------------------------------------------------------------------------------------ options, by hand (issue 19)
+@pytest.mark.usefixtures("float64")
+def test_variant_a_with_its_own_drift_lr_follows_algorithm_1_line_11():
+    """``drift_lr`` = η_g ≠ η_f: one step w₁ = w₀ − η_f(∇CE + α(d₀ + w₀ − w_g)), then d₁ = d₀ − η_g·α(d₀ + w₁ − w_g)."""
+    torch.manual_seed(3)
+    model = TinyNet()
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
+    w_global = _vector(model)
+    server = ServerState(params=w_global.clone(), buffers={})
+    offset, d0 = 0.05 * torch.randn_like(w_global), 0.1 * torch.randn_like(w_global)
+    alpha, lr, eta_g = 0.5, 0.1, 0.7
+    algorithm = build_algorithm("fedtr", {"lambda_r": 0.0, "alpha_g": alpha, "drift_update": "grad", "drift_lr": eta_g})
+    state = {"drift": d0.clone()}
+    ctx = _context(model, server, state, {}, x, y, lr=lr)
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(w_global + offset, model.parameters())
+    w0 = _vector(model)
+    update = algorithm.local_train(ctx)
+    ref = TinyNet()
+    torch.nn.utils.vector_to_parameters(w0.clone(), ref.parameters())
+    grad = torch.cat(
+        [g.flatten() for g in torch.autograd.grad(torch.nn.functional.cross_entropy(ref(x), y), list(ref.parameters()))]
+    )
+    w1 = w0 - lr * (grad + alpha * (d0 + w0 - w_global))
+    d1 = d0 - eta_g * alpha * (d0 + w1 - w_global)
+    assert torch.allclose(state["drift"], d1, rtol=0, atol=F64_ATOL)
+    assert torch.allclose(update.params, w1 + d1, rtol=0, atol=F64_ATOL)
+
+
+@pytest.mark.usefixtures("float64")
+def test_eq4_sum_over_dims_reduction_by_hand():
+    """``r_reduction = "sum_dim_mean_batch"``: R = mean_j Σ_k (z_jk − C_{y_j,k})², weighted by λ_R."""
+    torch.manual_seed(4)
+    model = TinyNet()
+    server = ServerState(params=_vector(model), buffers={})
+    algorithm = build_algorithm("fedtr", {"lambda_r": 0.3, "alpha_g": 0.0, "r_reduction": "sum_dim_mean_batch"})
+    x, y = torch.randn(5, 3), torch.tensor([0, 1, 2, 2, 0])
+    centroids = torch.randn(3, 4)
+    payload = {"centroids": centroids, "centroid_defined": torch.tensor([True, True, True])}
+    ctx = _context(model, server, {}, payload, x, y)
+    logits = algorithm.forward(ctx, x)
+    with torch.no_grad():
+        z = model.features(x)
+    r = sum(float(((z[j] - centroids[y[j]]) ** 2).sum()) for j in range(5)) / 5
+    expected = float(torch.nn.functional.cross_entropy(model(x), y).detach()) + 0.3 * r
+    assert float(algorithm.loss(ctx, x, y, logits).detach()) == pytest.approx(expected, rel=0, abs=F64_ATOL)
+    # no class with a centroid in the batch: R = 0
+    payload["centroid_defined"] = torch.tensor([False, False, False])
+    ctx = _context(model, server, {}, payload, x, y)
+    logits = algorithm.forward(ctx, x)
+    assert torch.equal(algorithm.loss(ctx, x, y, logits), torch.nn.functional.cross_entropy(logits, y))
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize("batch_size", [1, 3, 1000])
+def test_eq7_centroids_do_not_depend_on_the_centroid_batch(batch_size):
+    """Eq. 7's per-class means, accumulated over batches of any size, equal the whole-split means; the model is
+    back in train mode afterwards."""
+    from fedbench.algorithms.fedtr import local_centroids
+
+    torch.manual_seed(5)
+    model = TinyNet()
+    x, y = torch.randn(10, 3), torch.tensor([2, 0, 1, 0, 0, 0, 2, 0, 0, 2])
+    with torch.no_grad():
+        z = model.features(x)
+    means, counts = local_centroids(model, x, y, torch.arange(10), batch_size)
+    expected = torch.stack([z[y == c].mean(0) for c in range(3)])
+    assert counts.tolist() == [6.0, 1.0, 3.0]  # class 1: one sample
+    assert torch.allclose(means.double(), expected, rtol=FLOAT32_ROUNDING, atol=F64_ATOL)
+    assert model.training
+
+
+def test_communication_follows_section_1_6():
+    """Spec §1.6: download |w| + M·dim(z), upload |w| + M·dim(z) + M (the counts n_ij); λ_R = 0 sends none."""
+    model = TinyNet()
+    model.feature_dim = 4
+    spec = RunSpec(algorithm="fedtr", dataset="digits", model="digits_mlp")
+    on, off = build_algorithm("fedtr", {}), build_algorithm("fedtr", {"lambda_r": 0.0})
+    for algorithm in (on, off):
+        algorithm.bind_model(spec, model, (3,), 3)
+    assert (on.extra_download_floats(43), on.extra_upload_floats(43)) == (3 * 4, 3 * 4 + 3)
+    assert (off.extra_download_floats(43), off.extra_upload_floats(43)) == (0, 0)
+    # the static overhead table builds methods without a model: no centroid size is known, none is counted
+    unbound = build_algorithm("fedtr", {})
+    assert (unbound.extra_download_floats(43), unbound.extra_upload_floats(43)) == (0, 0)
+    # what local training actually uploads besides the weights matches the accounting
+    x, y = torch.randn(6, 3), torch.tensor([0, 1, 2, 0, 1, 2])
+    for algorithm in (on, off):
+        server = ServerState(params=_vector(model), buffers={})
+        update = algorithm.local_train(_context(model, server, {}, {}, x, y))
+        sent = sum(t.numel() for t in update.extra.values())
+        assert sent == algorithm.extra_upload_floats(43)
+
+
+def test_attaching_flops_are_the_drift_term_and_one_centroid_pass():
+    """A_FedTR = 3·K·|w| for G's gradient (w − w_g + d and the scaled add) + n·FP for Eq. 7's forward pass."""
+    kwargs = {"steps": 5, "samples": 250, "batch_size": 50, "num_params": 1000, "forward_flops": 300.0}
+    flops = {
+        (lam, alpha): build_algorithm("fedtr", {"lambda_r": lam, "alpha_g": alpha}).attach_flops_per_round(**kwargs)
+        for lam in (0.0, 1.0)
+        for alpha in (0.0, 0.01)
+    }
+    assert flops == {(0.0, 0.0): 0.0, (0.0, 0.01): 3 * 5 * 1000, (1.0, 0.0): 250 * 300.0, (1.0, 0.01): 15000 + 75000.0}
+
+
+@pytest.mark.parametrize(
+    "accepted, rejected",
+    [
+        ({"lambda_r": 0.0, "alpha_g": 0.0}, {"lambda_r": -1e-9}),
+        ({"alpha_g": 0.0}, {"alpha_g": -1e-9}),
+        ({"drift_lr": 1e-3}, {"drift_lr": 0.0}),
+        ({"centroid_batch_size": 1}, {"centroid_batch_size": 0}),
+    ],
+)
+def test_parameter_bounds(accepted, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    validate_algorithm_params("fedtr", accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params("fedtr", rejected)
+
+
+def test_defaults_are_the_specs_proposals():
+    """Spec §1.7: λ_R = 1 with the MSE reduction, α_G = 0.01 (FedDC), variant B, η_g = η_f; centroids in
+    batches of 1000 (resolved into every spec, so a changed default cannot reuse old results)."""
+    params = build_algorithm("fedtr", {}).params
+    assert params.model_dump() == {
+        "lambda_r": 1.0,
+        "r_reduction": "mse",
+        "alpha_g": 0.01,
+        "adaptive_alpha": False,
+        "drift_update": "feddc",
+        "drift_lr": None,
+        "centroid_batch_size": 1000,
+        "regularizers": (),
+    }
+
+
+@pytest.mark.usefixtures("float64")
+def test_eq9_a_class_one_sample_holds_gets_that_samples_centroid():
+    """Eq. 9 over the sampled clients: C_j = Σ_i n_ij c_ij / Σ_i n_ij is defined as soon as one sample of class j
+    was seen (here: one sample of class 0, two of class 1, none of class 2, which stays masked)."""
+    algorithm = build_algorithm("fedtr", {"alpha_g": 0.0})
+    server = ServerState(params=torch.zeros(5), buffers={})
+    c0, c1 = torch.randn(3, 4), torch.randn(3, 4)
+    updates = [
+        ClientUpdate(
+            0, torch.zeros(5), {}, 1, 1, 0.0, extra={"centroids": c0, "class_counts": torch.tensor([1.0, 0, 0])}
+        ),
+        ClientUpdate(
+            1, torch.zeros(5), {}, 2, 1, 0.0, extra={"centroids": c1, "class_counts": torch.tensor([0.0, 2, 0])}
+        ),
+    ]
+    algorithm.aggregate(server, updates, 1)
+    assert server.state["centroid_defined"].tolist() == [True, True, False]
+    assert torch.allclose(server.state["centroids"][:2].double(), torch.stack([c0[0], c1[1]]), rtol=FLOAT32_ROUNDING)

@@ -571,6 +571,102 @@ def test_moon_contrastive_loss_by_hand(representation):
     assert close(grad, torch.autograd.grad(expected, [w_leaf])[0])
 
 
+def test_moon_pre_activation_cuts_before_the_encoders_final_activation():
+    """FedTrip's MOON representation is the encoder's output before its last ReLU/ReLU6 (a trailing Dropout or
+    Identity may follow it); an encoder whose last layer is no activation has no such cut and is a user error."""
+    from torch import nn
+
+    from fedbench.algorithms.moon import activation_cut
+    from fedbench.errors import ConfigError
+
+    def with_encoder(*layers):
+        model = nn.Module()
+        model.encoder = nn.Sequential(*layers)
+        return model
+
+    assert activation_cut(with_encoder(nn.Linear(2, 2), nn.ReLU(), nn.Dropout(0.5), nn.Identity())) == 1
+    assert activation_cut(with_encoder(nn.ReLU(), nn.Linear(2, 2), nn.ReLU6())) == 2
+    for model in (
+        with_encoder(nn.ReLU(), nn.Linear(2, 2)),
+        with_encoder(nn.ReLU(), nn.Tanh(), nn.Dropout()),
+        with_encoder(nn.Dropout()),
+        with_encoder(),
+        nn.Linear(2, 2),
+    ):
+        with pytest.raises(
+            ConfigError,
+            match=r"^moon: model \w+ has no final activation to cut before; use algorithm_params.representation = "
+            r"'features'$",
+        ):
+            activation_cut(model)
+
+
+class BatchNormNet(torch.nn.Module):
+    """features = ReLU(BN(Linear(x))) (BN running statistics in eval mode), head = Linear."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.encoder = nn.Sequential(nn.Linear(DIM, 5), nn.BatchNorm1d(5), nn.ReLU())
+        self.classifier = nn.Linear(5, CLASSES)
+        self.feature_dim = 5
+        with torch.no_grad():
+            self.encoder[1].bias.fill_(2.0)  # no all-zero feature row: every cosine is defined
+
+    def features(self, x):
+        return self.encoder(x)
+
+    def head(self, z):
+        return self.classifier(z)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
+def test_moon_negative_pair_is_the_previous_model_with_its_own_batchnorm_statistics():
+    """MOON's z_prev comes from the client's previous local model — its round-1 upload, weights *and* BN running
+    statistics (eval mode), not those of w^0 or of the global model."""
+    mu, tau = 1.5, 0.5
+    params = {"mu": mu, "tau": tau}
+    x, y, data = problem(9, samples=8)
+    spec = make_spec("moon", params, optimizer={"lr": 0.3})
+    algorithm = build_algorithm("moon", params)
+    torch.manual_seed(9)
+    model = BatchNormNet()
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    state: dict = {}
+    first = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(8), state, 0, 1))
+    assert not torch.equal(first.buffers["encoder.1.running_mean"], server.buffers["encoder.1.running_mean"])
+    previous = BatchNormNet()
+    load_weights(previous, first.params, first.buffers)
+    server.params = server.params + 0.2 * torch.randn_like(server.params)  # another global model in round 2
+    ctx = client_context(algorithm, spec, model, server, data, torch.arange(8), state, 0, 2)
+    teacher = BatchNormNet()  # w^t with the server's BN statistics (train-mode passes below update the model's)
+    teacher.load_state_dict(model.state_dict())
+    algorithm.begin_local(ctx)
+    logits = algorithm.forward(ctx, x)
+    loss = algorithm.loss(ctx, x, y, logits)
+    z = model.features(x)
+    with torch.no_grad():
+        z_glob, z_prev = teacher.eval().features(x), previous.eval().features(x)
+    positive, negative = cosine(z, z_glob) / tau, cosine(z, z_prev) / tau
+    expected = F.cross_entropy(model(x), y) - mu * torch.log(positive.exp() / (positive.exp() + negative.exp())).mean()
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=0, abs=F64_ATOL)
+
+
+def test_moon_features_need_no_final_activation():
+    """The default representation is the features themselves: softmax regression (features = the input) trains."""
+    params = {"mu": 1.0, "tau": 0.5}
+    x, y, data = problem(10, samples=8)
+    spec = make_spec("moon", params, model=LINEAR)
+    algorithm = build_algorithm("moon", params)
+    model, server = server_and_model(algorithm, spec)
+    update = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(8), {}))
+    assert not torch.equal(update.params, server.params)
+
+
 def test_moon_cost_follows_table_viii():
     """K·M·(1+p)·FP with p = 1 (one previous model)."""
     assert algorithm_flops("moon") == 5 * 50 * (1 + 1) * 300.0
@@ -654,6 +750,8 @@ def test_cost_per_round_is_forward_flops_of_the_samples_plus_the_attaching_opera
         ("feddyn", {"alpha": 0.01}),
         ("moon", {"mu": 1.0, "tau": 0.5, "representation": "features"}),  # FedTrip [paper] μ = 1, τ = 0.5
         ("slowmo", {"beta": 0.9, "slow_lr": 1.0}),  # FedTrip [code] server_momentum
+        ("fedntd", {"beta": 1.0, "tau": 3.0}),  # FedNTD's β = 1, τ = 3 (FedDr+ spec's baseline settings)
+        ("fedetf", {"beta": 1.0}),  # balanced softmax with the plain class counts
     ],
 )
 def test_method_defaults_are_the_documented_ones(name, defaults):
@@ -673,6 +771,9 @@ def test_method_defaults_are_the_documented_ones(name, defaults):
         ("slowmo", {"beta": 0.0, "slow_lr": 1e-9}, {"beta": 1.0}),
         ("slowmo", {"beta": 0.999}, {"beta": -1e-9}),
         ("slowmo", {"slow_lr": 1e-9}, {"slow_lr": 0.0}),
+        ("fedntd", {"beta": 0.0, "tau": 1e-9}, {"tau": 0.0}),
+        ("fedntd", {"beta": 0.0}, {"beta": -1e-9}),
+        ("fedetf", {"beta": 0.0}, {"beta": -1e-9}),
     ],
 )
 def test_method_parameter_bounds(name, accepted, rejected):

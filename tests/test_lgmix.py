@@ -160,12 +160,19 @@ def test_gram_traces_equal_the_closed_forms():
     assert gram_trace(moments) == pytest.approx(eigenvalues.sum() - eigenvalues.min())
     spatial = feature_moments(torch.ones(2, 3, 4, 4), None)  # feature maps are average-pooled
     assert spatial[0].shape == (3, 3) and spatial[2] == 2
+    sequence = torch.randn(5, 3, 7)  # 1-D feature maps (B, C, L) too: h = the mean over L
+    pooled = sequence.double().mean(2)
+    outer, total, n = feature_moments(sequence, None)
+    assert n == 5 and torch.allclose(outer, pooled.T @ pooled) and torch.allclose(total, pooled.sum(0))
 
 
 def test_mixing_ratio_stays_in_the_unit_interval():
     assert mixing_ratio(3.0, 1.0) == pytest.approx(0.75)
     assert mixing_ratio(0.0, 2.0) == 0.0 and mixing_ratio(2.0, 0.0) == 1.0
     assert mixing_ratio(0.0, 0.0) == 0.5
+    assert mixing_ratio(0.2, 0.6) == pytest.approx(0.25)  # small traces are ratios too
+    # a centred trace that rounding left slightly below 0 still gives λ in [0, 1]
+    assert mixing_ratio(1.0, -1e-12) == 1.0 and mixing_ratio(-1e-12, 1.0) == 0.0
     for a, b in np.random.default_rng(0).exponential(size=(20, 2)):
         assert 0.0 <= mixing_ratio(a, b) <= 1.0
 
@@ -356,7 +363,9 @@ def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_
     with monkeypatch.context() as patch:
         with_old_lgmix(patch)
         train(tmp_path, "lgmix", stop_after_round=2, **setting)
-    with pytest.raises(FedbenchError, match=r"checkpoint .*LG-Mix client \d+ .* cannot be completed exactly\. Delete"):
+    with pytest.raises(
+        FedbenchError, match=r"^checkpoint \S+: LG-Mix client \d+ holds .* cannot be completed exactly\. Delete"
+    ):
         train(tmp_path, "lgmix", **setting)
 
 
@@ -446,3 +455,22 @@ def test_cli_run_improves_personal_accuracy(tmp_path):
     assert report.exit_code == 0, report.output
     cells = json.loads(report.stdout)["tables"][0]["cells"]
     assert {c["column"] for c in cells} == {"A", "B", "C", "D", "Avg."}
+
+
+def test_defaults_follow_the_official_code_and_fixed_lambda_is_a_ratio():
+    """Spec §1.5, §8 #1: history on, centred covariance without its smallest singular value; λ fixed in [0, 1]."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    assert build_algorithm("lgmix", {}).params.model_dump() == {
+        "history": True,
+        "center": True,
+        "drop_smallest": True,
+        "fixed_lambda": None,
+        "regularizers": (),
+    }
+    for value in (0.0, 1.0):
+        validate_algorithm_params("lgmix", {"fixed_lambda": value})
+    for value in (-1e-9, 1.0 + 1e-9):
+        with pytest.raises(ConfigError, match="fixed_lambda"):
+            validate_algorithm_params("lgmix", {"fixed_lambda": value})

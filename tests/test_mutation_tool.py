@@ -93,3 +93,72 @@ def test_touched_lines_cover_the_whole_changed_function(tmp_path, monkeypatch):
     assert mutation.touched_lines("pkg/m.py", "HEAD") == {h, h + 1}
     module.write_text(SOURCE)
     assert mutation.touched_lines("pkg/m.py", "HEAD") == set()
+
+
+def test_a_mutant_runs_only_the_tests_that_call_its_function(tmp_path):
+    """The unmutated run records, per test, the module's functions it calls (directly or through a fixture set up
+    once for several tests); a mutant inside a function then runs those tests only, a mutant outside every function
+    (or in a function no test calls) all of them."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(SOURCE)
+    (tmp_path / "test_m.py").write_text(
+        "import pytest\n"
+        "from pkg.m import A, h\n\n"
+        "@pytest.fixture(scope='module')\n"
+        "def shared():\n    return h()\n\n"
+        "def test_f():\n    assert A().f() == 1\n\n"
+        "def test_g():\n    assert A.g(3)() == 3\n\n"
+        "def test_first_user(shared):\n    assert shared == 2\n\n"
+        "def test_second_user(shared):\n    assert shared == 2\n"
+    )
+    out = tmp_path / "calls.json"
+    script = (
+        "import sys, pytest, importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('driver', {str(ROOT / 'benchmarks' / 'mutation.py')!r})\n"
+        "driver = importlib.util.module_from_spec(spec); sys.modules['driver'] = driver; spec.loader.exec_module(driver)\n"
+        "from pathlib import Path\n"
+        f"recorder = driver.call_recorder(Path({str(tmp_path / 'pkg' / 'm.py')!r}), Path({str(out)!r}))\n"
+        "code = pytest.main(['-q', '-p', 'no:cacheprovider', 'test_m.py'], plugins=[recorder])\n"
+        "recorder.write(); sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    calls = json.loads(out.read_text())
+    tests = ["test_m.py"]
+    assert mutation.tests_calling("A.f", calls, tests) == ["test_m.py::test_f"]
+    assert mutation.tests_calling("A.g.inner", calls, tests) == ["test_m.py::test_g"]
+    assert mutation.tests_calling("h", calls, tests) == ["test_m.py::test_first_user", "test_m.py::test_second_user"]
+    assert mutation.tests_calling("<module>", calls, tests) == tests
+    assert mutation.tests_calling("unused", calls, tests) == tests
+    assert mutation.tests_calling("A.f", None, tests) == tests
+
+
+def test_a_rerun_of_the_survivors_updates_the_recorded_counts():
+    entry = {
+        "mutants": 10,
+        "killed": 6,
+        "timeout": 0,
+        "survived": 3,
+        "equivalent": 1,
+        "score": 66.7,
+        "survivors": [{"line": "a"}, {"line": "b"}, {"line": "c"}],
+        "equivalents": [{"line": "e"}],
+        "commit": "x",
+    }
+    rerun = {
+        "tests": ["t"],
+        "mutants": 3,
+        "killed": 1,
+        "timeout": 0,
+        "survived": 1,
+        "equivalent": 1,
+        "survivors": [{"line": "c"}],
+        "equivalents": [{"line": "b"}],
+    }
+    merged = mutation.merge_survivors(entry, rerun, {"commit": "y", "date": "d"})
+    assert (merged["killed"], merged["survived"], merged["equivalent"]) == (7, 1, 2)
+    assert merged["score"] == round(100 * 7 / 8, 1) and merged["survivors"] == [{"line": "c"}]
+    assert merged["commit"] == "x" and merged["survivors_rerun"]["commit"] == "y"

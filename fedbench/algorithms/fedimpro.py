@@ -125,13 +125,15 @@ class FedImpro(Algorithm):
 
     def forward(self, ctx, x):
         h = ctx.model.low(x, self.split)
-        ctx.scratch["features"] = None
         if self.params.feature_weight == 0:  # no synthetic branch: exactly FedAvg's step
-            logits = ctx.model.high(h, self.split)
+            features = ctx.model.high_features(h, self.split)
+            logits = ctx.model.head(features)
         else:
             fake, ctx.scratch["fake_labels"] = self.sample_features(ctx, x.shape[0])
-            both = ctx.model.high(torch.cat([h, fake]), self.split)  # shared high-part BN ([code])
-            logits, ctx.scratch["fake_logits"] = both[: x.shape[0]], both[x.shape[0] :]
+            both = ctx.model.high_features(torch.cat([h, fake]), self.split)  # shared high-part BN ([code])
+            features, logits_both = both[: x.shape[0]], ctx.model.head(both)
+            logits, ctx.scratch["fake_logits"] = logits_both[: x.shape[0]], logits_both[x.shape[0] :]
+        ctx.scratch["features"] = features  # the real batch's penultimate features, for the fd regularizer
         ctx.scratch["real_features"] = h.detach().flatten(1)  # the labels arrive in objective
         return logits
 

@@ -24,8 +24,6 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, Field
 
-REGULARIZER_NAMES = ("prox", "kd", "ntd", "ld", "fd")
-
 
 class RegularizerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,10 +36,6 @@ class RegularizerSpec(BaseModel):
     @property
     def mode(self) -> str:
         return self.combine or ("add" if self.name == "prox" else "convex")
-
-    @property
-    def needs_teacher(self) -> bool:
-        return self.name != "prox"
 
 
 def distillation(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:

@@ -60,7 +60,11 @@ class FedModel(nn.Module):
 
     def high(self, h: torch.Tensor, split: str) -> torch.Tensor:
         """The high-level part: the rest of the encoder, then the head."""
-        return self.head(self.encoder[self._split_index(split) + 1 :](h))
+        return self.head(self.high_features(h, split))
+
+    def high_features(self, h: torch.Tensor, split: str) -> torch.Tensor:
+        """The rest of the encoder only: the penultimate features ``features(x)`` of ``h = low(x, split)``."""
+        return self.encoder[self._split_index(split) + 1 :](h)
 
     # -- parameter groups by name ---------------------------------------------------------------
     def head_parameter_names(self) -> list[str]:
