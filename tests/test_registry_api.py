@@ -300,3 +300,28 @@ def test_the_heartbeat_thread_is_named_after_its_run_and_ends_with_the_block(reg
     assert not helper.is_alive()
     assert len(names) == 1 and f"heartbeat-{run_id}" in names[0]
     assert f"heartbeat-{run_id}" not in {thread.name for thread in threading.enumerate()}
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["every-given", "default-every"])
+def test_the_heartbeat_beats_at_the_interval_given_or_else_at_heartbeat_every(registry_url, clock, monkeypatch, given):
+    """every=0.001 s beats at once however long HEARTBEAT_EVERY is; without it HEARTBEAT_EVERY (here 0.001 s) sets
+    the pace. Three beats are awaited (60 s bounds a hang; it is not a timing assertion): at the other interval,
+    an hour, none would come."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    run_id = registry.claim(entry(1)["spec_hash"], worker="h:1")
+    monkeypatch.setattr(api, "HEARTBEAT_EVERY", timedelta(hours=1) if given else timedelta(milliseconds=1))
+    three = threading.Event()
+    beats: list[bool] = []
+    original = registry.heartbeat
+
+    def counted(run: int, worker: str) -> bool:
+        beats.append(original(run, worker))
+        if len(beats) >= 3:
+            three.set()
+        return beats[-1]
+
+    registry.heartbeat = counted  # type: ignore[method-assign]
+    with api.Heartbeat(registry, run_id, "h:1", **({"every": 0.001} if given else {})):
+        assert three.wait(timeout=60)
+    assert all(beats)
