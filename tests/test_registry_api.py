@@ -9,6 +9,7 @@ test_registry_migration.py stay, marked slow)."""
 from __future__ import annotations
 
 import socket
+import threading
 from datetime import datetime, timedelta
 
 import pytest
@@ -208,3 +209,119 @@ def test_queries_over_more_runs_than_one_chunk_return_each_run_once(registry_url
     curves = registry.curves(ids)
     assert sorted(curves) == sorted(ids) and all(len(c) == 1 and c[0].run_id == i for i, c in curves.items())
     assert [r.spec_hash for r in registry.runs(status="done")] == hashes[1::2]
+
+
+def test_a_local_worker_of_another_user_is_alive_not_gone(registry_url, clock, monkeypatch):
+    """Signalling another user's process is refused (EPERM): the process exists, so its claim is kept while it
+    beats, and only its silence frees it."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    host = socket.gethostname()
+    run_id = registry.claim(entry(1)["spec_hash"], worker=f"{host}:4242")
+    assert run_id is not None
+
+    def not_permitted(pid: int, signal: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(api.os, "kill", not_permitted)
+    assert registry.claim(entry(1)["spec_hash"], worker=f"{host}:1") is None
+    assert registry.stale_runs() == []
+    clock.advance(api.STALE_AFTER + timedelta(seconds=1))
+    (run,) = registry.runs()
+    assert (
+        api.stale_reason(run)
+        == f"worker {host}:4242 hung (its process lives, its heartbeat stopped): no heartbeat for 301 s (timeout 300 s)"
+    )
+
+
+def test_a_takeover_takes_only_the_claim_it_judged_stale(registry_url, clock, monkeypatch):
+    """Two workers find the same silent claim; one takes it over while the other is still deciding. The slower one
+    must not take the claim the first one now holds (and beats): its takeover applies only to the claim it saw."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    spec_hash = entry(1)["spec_hash"]
+    run_id = registry.claim(spec_hash, worker="otherhost:7")
+    clock.advance(api.STALE_AFTER + timedelta(seconds=1))
+    judged = api.stale_reason
+    raced: list[int | None] = []
+
+    def judged_while_another_takes_over(run):
+        reason = judged(run)
+        if not raced:  # the other worker is faster: it takes the claim over between our look and our update
+            raced.append(None)
+            raced.append(registry.claim(spec_hash, worker="thirdhost:9"))
+        return reason
+
+    monkeypatch.setattr(api, "stale_reason", judged_while_another_takes_over)
+    assert registry.claim(spec_hash, worker="thishost:8") is None
+    assert raced == [None, run_id]
+    (run,) = registry.runs()
+    assert (run.status, run.worker) == ("running", "thirdhost:9")
+
+
+def test_stale_runs_say_why_each_claim_is_free(registry_url, clock):
+    """The reasons `fedbench runs --stale` shows: a local worker whose process is gone, a remote one silent for more
+    than STALE_AFTER (300 s), and a claim that never beat."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1), entry(2), entry(3)])
+    host = socket.gethostname()
+    registry.claim(entry(1)["spec_hash"], worker=f"{host}:999999999")  # above any pid_max: no such process
+    registry.claim(entry(2)["spec_hash"], worker="otherhost:7")
+    never = registry.claim(entry(3)["spec_hash"], worker="otherhost:8")
+    with Session(registry.engine) as session:  # a claim made before heartbeats were recorded
+        row = session.get(RunRow, never)
+        row.heartbeat_at = None
+        session.commit()
+    clock.advance(timedelta(minutes=7))
+    reasons = {run.spec_hash: reason for run, reason in registry.stale_runs()}
+    assert reasons == {
+        entry(1)["spec_hash"]: f"worker {host}:999999999 is gone",
+        entry(2)["spec_hash"]: "worker otherhost:7 silent: no heartbeat for 420 s (timeout 300 s)",
+        entry(3)["spec_hash"]: "worker otherhost:8 never beat",
+    }
+
+
+def test_the_heartbeat_thread_is_named_after_its_run_and_ends_with_the_block(registry_url, clock):
+    """A thread dump (py-spy, faulthandler) of a busy worker shows which run each heartbeat thread keeps alive; the
+    thread ends when the block does (run in a helper thread, so that a heartbeat that never stops fails the test
+    instead of hanging it)."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    run_id = registry.claim(entry(1)["spec_hash"], worker="h:1")
+    names: list[set[str]] = []
+
+    def block() -> None:
+        with api.Heartbeat(registry, run_id, "h:1", every=3600):
+            names.append({thread.name for thread in threading.enumerate()})
+
+    helper = threading.Thread(target=block, daemon=True)
+    helper.start()
+    helper.join(timeout=30)
+    assert not helper.is_alive()
+    assert len(names) == 1 and f"heartbeat-{run_id}" in names[0]
+    assert f"heartbeat-{run_id}" not in {thread.name for thread in threading.enumerate()}
+
+
+@pytest.mark.parametrize("given", [True, False], ids=["every-given", "default-every"])
+def test_the_heartbeat_beats_at_the_interval_given_or_else_at_heartbeat_every(registry_url, clock, monkeypatch, given):
+    """every=0.001 s beats at once however long HEARTBEAT_EVERY is; without it HEARTBEAT_EVERY (here 0.001 s) sets
+    the pace. Three beats are awaited (60 s bounds a hang; it is not a timing assertion): at the other interval,
+    an hour, none would come."""
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    run_id = registry.claim(entry(1)["spec_hash"], worker="h:1")
+    monkeypatch.setattr(api, "HEARTBEAT_EVERY", timedelta(hours=1) if given else timedelta(milliseconds=1))
+    three = threading.Event()
+    beats: list[bool] = []
+    original = registry.heartbeat
+
+    def counted(run: int, worker: str) -> bool:
+        beats.append(original(run, worker))
+        if len(beats) >= 3:
+            three.set()
+        return beats[-1]
+
+    registry.heartbeat = counted  # type: ignore[method-assign]
+    with api.Heartbeat(registry, run_id, "h:1", **({"every": 0.001} if given else {})):
+        assert three.wait(timeout=60)
+    assert all(beats)
