@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,13 +57,21 @@ def reports(recipe: Path, url: str) -> dict[str, object]:
 
 
 @pytest.fixture
-def filled(tmp_path, write_recipe) -> tuple[Path, Path]:
-    """(recipe, registry file) after `fedbench run` of the tiny recipe at the smoke scale (2 runs)."""
+def filled(tmp_path, write_recipe) -> Iterator[tuple[Path, Path]]:
+    """(recipe, registry file) after `fedbench run` of the tiny recipe at the smoke scale (2 runs).
+
+    A connection stays open for the test: the last connection to close a WAL-mode database checkpoints the log into
+    the file, and the run's pooled connections close whenever they are garbage-collected, which could be in the
+    middle of the command under test (which then seemed to write). With this one open, none of them is the last."""
     recipe = write_recipe()
     database = tmp_path / "registry" / "fedbench.db"
     result = CliRunner().invoke(app, ["run", str(recipe), "--scale", "smoke", "--registry", f"sqlite:///{database}"])
     assert result.exit_code == 0, result.output
-    return recipe, database
+    keeper = sqlite3.connect(database)
+    try:
+        yield recipe, database
+    finally:
+        keeper.close()
 
 
 def test_reports_from_a_read_only_uri_equal_those_from_the_writable_file_and_change_nothing(filled):
