@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint test test-fast fuzz benchmark mutation mutation-changed reproduce-all clean
+.PHONY: install install-dev quickstart lint test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,15 +55,20 @@ benchmark: $(INSTALL_STAMP)
 # and benchmarks/results/mutation.json. Equivalent mutants: tests/mutation_equivalents.toml. The full run takes hours
 # (MODULES="fedbench/spec.py fedbench/cost.py" runs some); `mutation-changed` mutates only the functions changed
 # since $(BASE) and fails if one of their mutants survives; a mutant runs only the mapped tests that call its function
-# (a one-function change of a method: under a minute on 2 cores). Not part of `make test`: a function that many slow
-# tests reach (the engine's round loop) can cost minutes.
+# (a one-function change of a method: under a minute on 2 cores). `mutation-ci` (run by .ci/run after `make test`)
+# mutates the functions changed since each module's recorded run in benchmarks/results/mutation.json, at most
+# $(CI_MUTANTS) mutants evenly spaced over them, and fails if one survives: the recorded scores stay true of the code.
 MODULES ?=
 BASE ?= main
+CI_MUTANTS ?= 60
 mutation: $(DEV_STAMP)
 	nice -n 19 $(BIN)/python benchmarks/mutation.py --fail-under 85 $(MODULES)
 
 mutation-changed: $(DEV_STAMP)
 	nice -n 19 $(BIN)/python benchmarks/mutation.py --changed-since $(BASE) $(MODULES)
+
+mutation-ci: $(DEV_STAMP)
+	$(BIN)/python benchmarks/mutation.py --changed-since-record --max-mutants $(CI_MUTANTS) $(MODULES)
 
 JOBS ?= 2
 # Papers with recipes; `make reproduce-all` runs every recipe and writes each paper's report.

@@ -15,7 +15,9 @@ a timeout.
 
     python benchmarks/mutation.py                       # every module of TARGETS (hours)
     python benchmarks/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
-    python benchmarks/mutation.py --changed-since main  # only the functions a change touched (CI)
+    python benchmarks/mutation.py --changed-since main  # only the functions a change touched since main
+    python benchmarks/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
+                                                        # module's recorded run (the recorded scores stay true)
 
 Results: a killed/total table per module on stdout and ``benchmarks/results/mutation.json``.
 """
@@ -441,6 +443,25 @@ def touched_lines(module: str, base: str) -> set[int]:
     return lines
 
 
+def record_base(module: str, recorded: dict) -> str | None:
+    """The commit of ``module``'s recorded whole-module run (CI mutates the functions changed since it, so the recorded
+    score stays a statement about the code as it is); None without a record or when this clone lacks that commit (a
+    shallow clone: the caller says so)."""
+    entry = recorded.get(module)
+    if entry is None:
+        return None
+    known = subprocess.run(["git", "cat-file", "-e", f"{entry['commit']}^{{commit}}"], cwd=ROOT, capture_output=True)
+    return entry["commit"] if known.returncode == 0 else None
+
+
+def spread(mutants: list[Mutant], limit: int) -> list[Mutant]:
+    """At most ``limit`` of ``mutants``, evenly spaced over the list (modules, then lines, in order): every touched
+    function of a large change keeps a share of CI's budget, and the choice is the same on every run."""
+    if limit <= 0 or len(mutants) <= limit:
+        return mutants
+    return [mutants[(i * len(mutants)) // limit] for i in range(limit)]
+
+
 # ------------------------------------------------------------------------------------------- survivors only
 def recorded_survivors(module: str, recorded: dict, mutants: list[Mutant]) -> list[Mutant]:
     """The mutants of ``module`` that its recorded run lists as survivors; an error if there is no recorded run or
@@ -497,6 +518,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="modules to mutate (default: every module of the targets)")
     parser.add_argument("--changed-since", metavar="BASE", help="mutate only the functions changed since git BASE")
     parser.add_argument(
+        "--changed-since-record",
+        action="store_true",
+        help="mutate only the functions changed since each module's recorded run in --out (CI; modules without a"
+        " record are skipped)",
+    )
+    parser.add_argument(
+        "--max-mutants",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run at most N mutants, evenly spaced over all the selected ones (CI's time budget; 0: no limit)",
+    )
+    parser.add_argument(
         "--functions", nargs="+", metavar="NAME", help="mutate only these functions (qualified: Class.method)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="JSON results (merged: other modules' entries stay)")
@@ -514,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
         help="re-run only the survivors that --out records for these modules (after adding tests); the other mutants"
         " keep their recorded verdicts, so the module's source must be unchanged since the recorded run",
     )
+    parser.add_argument("--list", action="store_true", help="print the mutants that would run, and run none")
     args = parser.parse_args(argv)
     log = (lambda _: None) if args.quiet else (lambda line: print(line, flush=True))
     recorded = json.loads(args.out.read_text()).get("modules", {}) if args.out.exists() else {}
@@ -525,9 +560,18 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [m for m in modules if m not in known]
         if unknown:
             raise MutationError(f"not a mutation target: {', '.join(unknown)} (targets: {', '.join(TARGETS)})")
+        if args.changed_since and args.changed_since_record:
+            raise MutationError("--changed-since and --changed-since-record exclude each other")
         plan = {}
+        unrecorded = []
         for module in modules:
-            lines = touched_lines(module, args.changed_since) if args.changed_since else None
+            base = args.changed_since
+            if args.changed_since_record:
+                base = record_base(module, recorded)
+                if base is None:
+                    unrecorded.append(module)
+                    continue
+            lines = touched_lines(module, base) if base else None
             if lines is not None and not lines:
                 continue
             mutants = mutants_of(module, lines)
@@ -539,8 +583,23 @@ def main(argv: list[str] | None = None) -> int:
     except (MutationError, subprocess.CalledProcessError, tomllib.TOMLDecodeError) as exc:
         print(f"mutation: {exc}", file=sys.stderr)
         return 2
+    changed_only = bool(args.changed_since or args.changed_since_record)
+    if unrecorded:
+        print(f"mutation: no recorded run (or its commit is not in this clone) for: {', '.join(unrecorded)}")
+    if args.max_mutants:
+        selected = spread([m for _, mutants in plan.values() for m in mutants], args.max_mutants)
+        total = sum(len(mutants) for _, mutants in plan.values())
+        if len(selected) < total:
+            print(f"mutation: {len(selected)} of the {total} mutants, evenly spaced (--max-mutants {args.max_mutants})")
+        keep = {id(m) for m in selected}
+        plan = {module: (tests, [m for m in mutants if id(m) in keep]) for module, (tests, mutants) in plan.items()}
     if not any(mutants for _, mutants in plan.values()):
-        print("mutation: no function of the targets changed" if args.changed_since else "mutation: no mutants")
+        print("mutation: no function of the targets changed" if changed_only else "mutation: no mutants")
+        return 0
+    if args.list:
+        for module, (_, mutants) in plan.items():
+            for m in mutants:
+                print(f"{module}:{m.line_number} ({m.function}): {m.original} → {m.mutated}")
         return 0
 
     import importlib
@@ -578,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
         for entry in [] if args.survivors else r["unmatched_equivalents"]:  # a re-run sees the survivors only
             print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
 
-    if not args.changed_since:  # the per-module record is of whole-module runs only
+    if not changed_only and not args.max_mutants:  # the per-module record is of whole-module runs only
         from importlib.metadata import version
 
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -599,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
 
     failing = (
         [m for m, r in results.items() if r["survived"]]
-        if args.changed_since
+        if changed_only or args.max_mutants
         else [m for m, r in results.items() if args.fail_under is not None and r["score"] < args.fail_under]
     )
     return 1 if failing else 0

@@ -162,3 +162,35 @@ def test_a_rerun_of_the_survivors_updates_the_recorded_counts():
     assert (merged["killed"], merged["survived"], merged["equivalent"]) == (7, 1, 2)
     assert merged["score"] == round(100 * 7 / 8, 1) and merged["survivors"] == [{"line": "c"}]
     assert merged["commit"] == "x" and merged["survivors_rerun"]["commit"] == "y"
+
+
+def test_ci_spreads_its_mutant_budget_over_the_whole_change():
+    mutants = [mutation.Mutant("m.py", f"f{i // 10}", i, "a", "b") for i in range(100)]
+    chosen = mutation.spread(mutants, 10)
+    assert [m.line_number for m in chosen] == list(range(0, 100, 10))  # one per function of ten mutants each
+    assert mutation.spread(mutants, 0) == mutants and mutation.spread(mutants[:5], 10) == mutants[:5]
+    assert len({id(m) for m in mutation.spread(mutants, 33)}) == 33  # never the same mutant twice
+
+
+def test_ci_mutates_what_changed_since_each_modules_recorded_run(tmp_path, monkeypatch):
+    """`--changed-since-record`: the base of a module is the commit its recorded run names; a module without a record,
+    or whose recorded commit this clone lacks, has none."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    module = repo / "pkg" / "m.py"
+    module.write_text(SOURCE)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "recorded"], check=True)
+    recorded_commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    module.write_text(SOURCE.replace("return 2", "return 3"))
+    subprocess.run([*git, "commit", "-qam", "later"], check=True)
+    monkeypatch.setattr(mutation, "ROOT", repo)
+    recorded = {"pkg/m.py": {"commit": recorded_commit}, "pkg/gone.py": {"commit": "0" * 40}}
+    base = mutation.record_base("pkg/m.py", recorded)
+    assert base == recorded_commit
+    h = SOURCE.splitlines().index("def h():") + 1
+    assert mutation.touched_lines("pkg/m.py", base) == {h, h + 1}  # the change after the record, not the last commit
+    assert mutation.record_base("pkg/gone.py", recorded) is None
+    assert mutation.record_base("pkg/other.py", recorded) is None
