@@ -1,0 +1,128 @@
+"""Evaluation (fedbench/engine/evaluation.py) against hand computations: accuracy and mean cross-entropy of a fixed
+linear model, Dice of thresholded masks counted by hand, and the batching rules (any batch size gives the same
+figures; segmentation batches are capped by pixels)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from fedbench.engine.evaluation import SEGMENTATION_EVAL_PIXELS, dice_scores, eval_batch_size, evaluate
+
+
+def linear_model(weight: list[list[float]]) -> nn.Module:
+    model = nn.Linear(len(weight[0]), len(weight), bias=False).double()
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor(weight, dtype=torch.float64))
+    return model
+
+
+# Three samples, two features, three classes; logits = W x.
+W = [[1.0, 0.0], [0.0, 1.0], [0.5, 0.5]]
+X = torch.tensor([[2.0, 0.0], [0.0, 3.0], [1.0, 1.0]], dtype=torch.float64)
+Y = torch.tensor([0, 0, 2])
+
+
+def hand_cross_entropy(logits: list[float], label: int) -> float:
+    return math.log(sum(math.exp(z) for z in logits)) - logits[label]
+
+
+def test_accuracy_and_mean_cross_entropy_by_hand():
+    # logits: [2, 0, 1] (argmax 0, label 0: right), [0, 3, 1.5] (argmax 1, label 0: wrong), [1, 1, 1] (argmax 0 by
+    # the first maximum, label 2: wrong)
+    rows = [[2.0, 0.0, 1.0], [0.0, 3.0, 1.5], [1.0, 1.0, 1.0]]
+    expected_loss = sum(hand_cross_entropy(r, int(y)) for r, y in zip(rows, Y, strict=True)) / 3
+    for batch_size in (1, 2, 3, 1000):  # the batch split changes neither figure
+        accuracy, loss = evaluate(linear_model(W), X, Y, batch_size=batch_size)
+        assert accuracy == pytest.approx(1 / 3, abs=1e-15)
+        assert loss == pytest.approx(expected_loss, rel=1e-12)
+    accuracy, loss = evaluate(linear_model(W), X[:1], Y[:1])  # one sample: the means divide by one
+    assert (accuracy, loss) == (1.0, pytest.approx(hand_cross_entropy(rows[0], 0), rel=1e-12))
+
+
+def test_evaluation_restores_the_training_mode_and_changes_no_parameter():
+    model = linear_model(W)
+    before = model.weight.detach().clone()
+    model.train()
+    evaluate(model, X, Y)
+    assert model.training
+    model.eval()
+    evaluate(model, X, Y)
+    assert not model.training
+    assert torch.equal(model.weight, before)
+
+
+def test_evaluation_uses_inference_mode_behaviour_of_dropout():
+    """The model is evaluated in eval mode (dropout off): a dropout layer with p close to 1 would otherwise zero
+    nearly every logit and make the accuracy that of ties."""
+    model = nn.Sequential(nn.Dropout(p=0.999), linear_model([[1.0, 0.0], [0.0, 1.0]]))
+    x = torch.tensor([[5.0, 0.0], [0.0, 5.0]], dtype=torch.float64)
+    y = torch.tensor([0, 1])
+    accuracy, loss = evaluate(model, x, y)
+    assert accuracy == 1.0
+    assert loss == pytest.approx(hand_cross_entropy([5.0, 0.0], 0), rel=1e-12)
+
+
+def test_an_empty_evaluation_set_gives_zeros_not_a_division_error():
+    accuracy, loss = evaluate(linear_model(W), X[:0], Y[:0])
+    assert (accuracy, loss) == (0.0, 0.0)
+
+
+def test_dice_of_thresholded_masks_counted_by_hand():
+    # One image, three channels of 2×2 pixels. Logits > 0 means sigmoid > 0.5 (predicted).
+    logits = torch.tensor([[[[5.0, 5.0], [-5.0, -5.0]], [[-5.0, -5.0], [-5.0, -5.0]], [[5.0, -5.0], [-5.0, -5.0]]]])
+    masks = torch.tensor([[[[1.0, 0.0], [1.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]]]])
+    # channel 0: P = 2 pixels, T = 2, P∩T = 1 → 2·1/4; channel 1: both empty → 1; channel 2: disjoint → 0
+    scores = dice_scores(logits, masks)
+    assert scores.dtype == torch.float64
+    assert scores.tolist() == [[0.5, 1.0, 0.0]]
+
+
+def test_dice_thresholds_at_one_half_on_both_sides():
+    # sigmoid(0) = 0.5 is not > 0.5: not predicted; a mask value of exactly 0.5 is not foreground either
+    logits = torch.tensor([[[[0.0, 0.01]]]])
+    masks = torch.tensor([[[[0.5, 0.6]]]])
+    # P = {pixel 1}, T = {pixel 1}: Dice 1. Were 0 predicted or 0.5 foreground, it would be 2·1/3 or less.
+    assert dice_scores(logits, masks).tolist() == [[1.0]]
+
+
+def test_segmentation_evaluation_is_mean_dice_and_mean_soft_dice_loss_by_hand():
+    class Constant(nn.Module):
+        def __init__(self, logits: torch.Tensor):
+            super().__init__()
+            self.logits = logits
+
+        def forward(self, x):  # x holds the image indices
+            return self.logits[x[:, 0, 0, 0].long()]
+
+    logits = torch.tensor(
+        [[[[3.0, -3.0], [-3.0, -3.0]]], [[[3.0, 3.0], [-3.0, -3.0]]]], dtype=torch.float64
+    )  # two images, one channel
+    masks = torch.tensor([[[[1.0, 1.0], [0.0, 0.0]]], [[[1.0, 1.0], [0.0, 0.0]]]], dtype=torch.float64)
+    x = torch.arange(2, dtype=torch.float64).view(2, 1, 1, 1).expand(2, 1, 2, 2).contiguous()
+    # Dice: image 0 predicts 1 pixel of the 2 → 2·1/3; image 1 predicts both → 1
+    expected_dice = (2 / 3 + 1.0) / 2
+
+    def soft_dice(image: int) -> float:
+        p = [1 / (1 + math.exp(-v)) for v in logits[image].flatten().tolist()]
+        g = masks[image].flatten().tolist()
+        return 1 - (2 * sum(a * b for a, b in zip(p, g, strict=True)) + 1) / (sum(p) + sum(g) + 1)
+
+    for batch_size in (1, 2):
+        dice, loss = evaluate(Constant(logits), x, masks, batch_size=batch_size, task="segmentation")
+        assert dice == pytest.approx(expected_dice, rel=1e-12)
+        assert loss == pytest.approx((soft_dice(0) + soft_dice(1)) / 2, rel=1e-12)
+
+
+def test_segmentation_batches_are_capped_by_pixels_and_classification_ones_are_not():
+    image = torch.zeros(3, 1, 256, 256)
+    assert eval_batch_size(1000, image, "segmentation") == SEGMENTATION_EVAL_PIXELS // (256 * 256) == 64
+    assert eval_batch_size(10, image, "segmentation") == 10  # below the cap: as asked
+    huge = torch.zeros(1, 1, 4096, 2048)  # one image above the cap: still one per batch, never zero
+    assert eval_batch_size(1000, huge, "segmentation") == 1
+    assert eval_batch_size(1000, image, "classification") == 1000
+    flat = torch.zeros(5, 7)  # a segmentation task's 2-D input has no pixels to cap
+    assert eval_batch_size(1000, flat, "segmentation") == 1000
