@@ -3,6 +3,10 @@ to rounding (float64), a CPU run gets none of the switches, and precision is a h
 
 from __future__ import annotations
 
+import dataclasses
+import types
+
+import pytest
 import torch
 
 from fedbench.engine import accel
@@ -77,3 +81,30 @@ def test_cpu_provenance_records_the_settings(tmp_path):
         "precision": "fp32",
         "tf32": False,
     }
+
+
+def test_the_switches_are_an_immutable_value():
+    fast = Acceleration(channels_last=True)
+    assert {fast, Acceleration(channels_last=True)} == {fast}  # hashable: equal settings are one value
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.compile = True  # type: ignore[misc]
+
+
+def test_channels_last_applies_only_when_asked_and_only_to_conv_models():
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    assert accel.prepare_model(conv, Acceleration()).get_submodule("0").weight.is_contiguous()
+    nhwc = accel.prepare_model(conv, Acceleration(channels_last=True)).get_submodule("0").weight
+    assert nhwc.is_contiguous(memory_format=torch.channels_last) and not nhwc.is_contiguous()
+    mlp = torch.nn.Sequential(torch.nn.Linear(3, 4))
+    assert accel.prepare_model(mlp, Acceleration(channels_last=True)).get_submodule("0").weight.is_contiguous()
+
+
+def test_precision_sets_the_legacy_flags_of_a_pytorch_before_2_9(monkeypatch):
+    """PyTorch < 2.9 has no ``fp32_precision``: the legacy ``allow_tf32`` flags carry the setting."""
+    matmul, cudnn = types.SimpleNamespace(allow_tf32=None), types.SimpleNamespace(allow_tf32=None)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", matmul)
+    monkeypatch.setattr(torch.backends, "cudnn", cudnn)
+    assert accel.set_precision("tf32", torch.device("cuda")) == {"precision": "tf32", "tf32": True}
+    assert (matmul.allow_tf32, cudnn.allow_tf32) == (True, True)
+    accel.set_precision("fp32", torch.device("cuda"))
+    assert (matmul.allow_tf32, cudnn.allow_tf32) == (False, False)

@@ -79,6 +79,8 @@ def test_dice_of_thresholded_masks_counted_by_hand():
     scores = dice_scores(logits, masks)
     assert scores.dtype == torch.float64
     assert scores.tolist() == [[0.5, 1.0, 0.0]]
+    # one predicted pixel and an empty mask (|P| + |T| = 1): nothing overlaps, Dice 0 (only 0 + 0 gives 1)
+    assert dice_scores(logits[:, 2:], torch.zeros_like(masks[:, 2:])).tolist() == [[0.0]]
 
 
 def test_dice_thresholds_at_one_half_on_both_sides():
@@ -117,12 +119,56 @@ def test_segmentation_evaluation_is_mean_dice_and_mean_soft_dice_loss_by_hand():
         assert loss == pytest.approx((soft_dice(0) + soft_dice(1)) / 2, rel=1e-12)
 
 
+def test_evaluation_batches_cover_every_sample_once_at_the_asked_size():
+    seen: list[int] = []
+    model = linear_model(W)
+    model.register_forward_hook(lambda module, inputs, output: seen.append(len(inputs[0])))
+    x, y = X.repeat(500, 1), Y.repeat(500)  # 1,500 samples
+    evaluate(model, x, y)
+    assert seen == [1000, 500]  # the default batch: 1,000
+    seen.clear()
+    evaluate(model, x, y, batch_size=700)
+    assert seen == [700, 700, 100]
+
+
+def test_evaluation_records_no_autograd_graph():
+    """Cheap evaluation: the forward passes run without autograd (no graph is kept for a backward that never
+    comes)."""
+    grad_enabled: list[bool] = []
+    model = linear_model(W)
+    model.register_forward_hook(lambda module, inputs, output: grad_enabled.append(torch.is_grad_enabled()))
+    with torch.enable_grad():
+        evaluate(model, X, Y)
+    assert grad_enabled == [False]
+
+
+def test_a_capped_segmentation_batch_evaluates():
+    """Large images: the pixel cap (512 images of 64×128 here) is below the asked batch and is what runs."""
+    seen: list[int] = []
+
+    class Zero(nn.Module):
+        def forward(self, x):
+            seen.append(len(x))
+            return torch.zeros_like(x)
+
+    images = torch.zeros(3, 1, 64, 128)
+    dice, _ = evaluate(Zero(), images, torch.zeros_like(images), batch_size=1000, task="segmentation")
+    assert seen == [3] and dice == 1.0  # nothing predicted, nothing to find: Dice 1 per image
+    seen.clear()
+    images = torch.zeros(3, 1, 1024, 2048)  # 2 Mi pixels each: 2 images per batch
+    evaluate(Zero(), images, torch.zeros_like(images), batch_size=1000, task="segmentation")
+    assert seen == [2, 1]
+
+
 def test_segmentation_batches_are_capped_by_pixels_and_classification_ones_are_not():
     image = torch.zeros(3, 1, 256, 256)
-    assert eval_batch_size(1000, image, "segmentation") == SEGMENTATION_EVAL_PIXELS // (256 * 256) == 64
+    capped = eval_batch_size(1000, image, "segmentation")
+    assert capped == SEGMENTATION_EVAL_PIXELS // (256 * 256) == 64 and isinstance(capped, int)
     assert eval_batch_size(10, image, "segmentation") == 10  # below the cap: as asked
     huge = torch.zeros(1, 1, 4096, 2048)  # one image above the cap: still one per batch, never zero
     assert eval_batch_size(1000, huge, "segmentation") == 1
     assert eval_batch_size(1000, image, "classification") == 1000
-    flat = torch.zeros(5, 7)  # a segmentation task's 2-D input has no pixels to cap
-    assert eval_batch_size(1000, flat, "segmentation") == 1000
+    flat = torch.zeros(5, 7)  # a segmentation task's 2-D input has no pixels to cap, whatever the batch
+    assert eval_batch_size(2 * SEGMENTATION_EVAL_PIXELS, flat, "segmentation") == 2 * SEGMENTATION_EVAL_PIXELS
+    signals = torch.zeros(1, 1, 1 << 21)  # 1-D segmentation (N, C, L): L pixels per channel
+    assert eval_batch_size(1000, signals, "segmentation") == 2

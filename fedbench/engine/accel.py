@@ -80,11 +80,12 @@ def set_precision(precision: str, device: torch.device) -> dict[str, Any]:
     if device.type != "cuda":
         return {"precision": precision, "tf32": False}
     tf32 = precision == "tf32"
-    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
-    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
-        # PyTorch ≥ 2.9's API (mixing it with the legacy allow_tf32 flags is an error there)
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):
+        # PyTorch ≥ 2.9's API, which brought matmul's and cuDNN convolutions' fp32_precision together (mixing it
+        # with the legacy allow_tf32 flags is an error there)
         matmul.fp32_precision = "tf32" if tf32 else "ieee"
-        conv.fp32_precision = "tf32" if tf32 else "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if tf32 else "ieee"  # type: ignore[attr-defined]
     else:
         matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
