@@ -555,3 +555,26 @@ def test_stored_models_are_copies():
     ctx.state["m_params"], ctx.state["m_buffers"] = torch.tensor([2.0, 3.0]), {}
     assert restore_model(ctx, "m", model) is True
     assert float(model.weight) == 2.0 and float(model.bias) == 3.0
+
+
+# ------------------------------------------------------------------------------------------- the catalogue
+@pytest.mark.parametrize(
+    "name, papers",
+    [
+        ("fedper", {"feddrplus"}),
+        ("fedbn", {"lgmix"}),
+        ("fedbabu", {"feddrplus", "lgmix"}),
+        ("fedalt", {"lgmix"}),
+        ("fedrep", {"lgmix", "feddrplus"}),
+        # LG-Mix Fig. 2b's "client standalone training" (shared/papers/lgmix.md: a figure-only baseline, no
+        # recipe trains it yet); FedDr+ Table 3's "Local only" rows
+        ("local", {"lgmix", "feddrplus"}),
+        ("perfedavg", {"lgmix", "feddrplus"}),
+        ("ditto", {"feddrplus"}),
+        ("apfl", {"lgmix"}),
+    ],
+)
+def test_each_personalised_baseline_is_listed_under_the_papers_that_compare_it(name, papers):
+    from fedbench.algorithms import ALGORITHMS
+
+    assert set(ALGORITHMS.info(name)["papers"]) == papers
