@@ -199,25 +199,28 @@ def test_ditto_evaluates_the_personal_model_or_the_global_one_and_sends_w0():
 # ------------------------------------------------------------------------------------------- APFL
 @pytest.mark.usefixtures("head_mlp", "float64")
 @pytest.mark.parametrize(
-    "params, first_participation",
+    "params, start, clipped",
     [
-        ({}, True),  # α = 0.5, η_α = η, v from w^0
-        ({"alpha": 0.3, "alpha_lr": 0.7}, False),
-        ({"alpha": 0.3, "adaptive_alpha": False}, False),
-        ({"alpha_lr": 400.0}, False),  # a step past the clip: α ∈ {0, 1}
+        ({}, "w0", None),  # first participation: α = 0.5, η_α = η, v from w^0
+        ({"alpha": 0.3, "alpha_lr": 0.7}, "noisy", None),
+        ({"alpha": 0.3, "adaptive_alpha": False}, "noisy", None),
+        ({"alpha_lr": 400.0}, "noisy", 0.0),  # a worse v: α steps below 0 and is clipped
+        ({"alpha_lr": 400.0}, "trained", 1.0),  # a better v: α steps above 1 and is clipped
     ],
 )
-def test_apfl_two_local_steps_by_hand(params, first_participation):
+def test_apfl_two_local_steps_by_hand(params, start, clipped):
     """APFL Alg. 1 per step: w ← w − η∇f(w); v̄ = αv + (1 − α)w (Eq. 3, with the new w);
     v ← v − ηα∇f(v̄); α ← clip[0,1](α − η_α⟨v − w, ∇f(v̄)⟩) (Eq. 6, with the v before its step)."""
     lr = 0.3
     torch.manual_seed(4)
     v0 = flat(mlp()) + 0.5 * torch.randn(flat(mlp()).shape)
     a0 = 0.6  # the client's α from an earlier round (state), not the configured start
-    state = {} if first_participation else {"personal_params": v0.clone(), "personal_buffers": {}, "alpha": a0}
-    if not first_participation:
-        state["alpha"] = torch.tensor(a0)
+    first_participation = start == "w0"
+    state = {} if first_participation else {"personal_params": v0, "personal_buffers": {}, "alpha": torch.tensor(a0)}
     algorithm, ctx, server, w0, x, y = setup("apfl", params, state, local_epochs=2, lr=lr)
+    if start == "trained":
+        v0 = gd(ctx.model, server.params, x, y, 0.5, 20)
+        state["personal_params"] = v0.clone()
     update = algorithm.local_train(ctx)
     w, v = server.params.clone(), (w0 if first_participation else v0)
     a = params.get("alpha", 0.5) if first_participation else a0
@@ -229,8 +232,8 @@ def test_apfl_two_local_steps_by_hand(params, first_participation):
     assert torch.allclose(update.params, w, rtol=0, atol=F64_ATOL)
     assert torch.allclose(state["personal_params"], v, rtol=0, atol=F64_ATOL)
     assert float(state["alpha"]) == pytest.approx(a, abs=F64_ATOL)
-    if "alpha_lr" in params and params["alpha_lr"] > 100:
-        assert a in (0.0, 1.0)
+    if clipped is not None:
+        assert a == clipped
     elif adaptive:
         assert 0.0 < a < 1.0 and a != pytest.approx(params.get("alpha", 0.5) if first_participation else a0)
 
