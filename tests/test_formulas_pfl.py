@@ -557,7 +557,7 @@ def test_stored_models_are_copies():
     assert restore_model(ctx, "other", model) is False
     ctx.state["m_params"], ctx.state["m_buffers"] = torch.tensor([2.0, 3.0]), {}
     assert restore_model(ctx, "m", model) is True
-    assert float(model.weight) == 2.0 and float(model.bias) == 3.0
+    assert float(model.weight.detach()) == 2.0 and float(model.bias.detach()) == 3.0
 
 
 # ------------------------------------------------------------------------------------------- the catalogue
