@@ -10,7 +10,7 @@ from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import create_engine
+from sqlalchemy import String, create_engine, inspect
 
 from fedbench.registry.api import Registry
 from fedbench.registry.schema import upgrade
@@ -33,12 +33,37 @@ def _version_table(difference) -> bool:
     return difference[0] == "remove_table" and difference[1].name == "alembic_version"
 
 
+def declared_and_built(url: str) -> tuple[dict, dict]:
+    """Per table: (primary-key columns, {string column: length}) as the ORM declares them and as the database has
+    them. Alembic's comparison skips both: it compares no primary keys, and no length where one side has none."""
+    engine = create_engine(url)
+    try:
+        inspector = inspect(engine)
+        declared, built = {}, {}
+        for name, table in Base.metadata.tables.items():
+            declared[name] = (
+                sorted(c.name for c in table.primary_key.columns),
+                {c.name: c.type.length for c in table.columns if isinstance(c.type, String)},
+            )
+            columns = inspector.get_columns(name)
+            built[name] = (
+                sorted(inspector.get_pk_constraint(name)["constrained_columns"]),
+                {c["name"]: c["type"].length for c in columns if isinstance(c["type"], String)},
+            )
+        return declared, built
+    finally:
+        engine.dispose()
+
+
 def test_a_new_registry_has_exactly_the_tables_columns_and_indexes_the_orm_declares(tmp_path):
     url = f"sqlite:///{tmp_path / 'new.db'}"
     engine = create_engine(url)
     upgrade(engine)
     engine.dispose()
     assert differences(url) == []
+    declared, built = declared_and_built(url)
+    assert declared == built
+    assert declared["rounds"][0] == ["round", "run_id"]  # one row per (run, round)
 
 
 def test_a_migrated_0_1_0_registry_has_exactly_what_the_orm_declares(tmp_path):
@@ -50,6 +75,8 @@ def test_a_migrated_0_1_0_registry_has_exactly_what_the_orm_declares(tmp_path):
     upgrade(engine)
     engine.dispose()
     assert differences(url) == []
+    declared, built = declared_and_built(url)
+    assert declared == built
 
 
 def test_the_comparison_notices_a_schema_change(tmp_path):
