@@ -68,7 +68,14 @@ class Client:
         self.server.params = global_params.clone()  # x̄ = w^t, the server's average
         data = TensorData(self.x, self.y, self.x, self.y)
         return client_context(
-            self.algorithm, self.spec, self.model, self.server, data, torch.arange(6), self.state, round_index=round_index
+            self.algorithm,
+            self.spec,
+            self.model,
+            self.server,
+            data,
+            torch.arange(6),
+            self.state,
+            round_index=round_index,
         )
 
     def start(self, round_index: int, global_params: torch.Tensor) -> torch.Tensor:
