@@ -26,6 +26,12 @@ CASES = {
     "fedavg": ({}, {"optimizer": {"lr": 0.05, "momentum": 0.9, "weight_decay": 1e-3}}),
     "fedprox": ({"mu": 0.1}, {"optimizer": {"lr": 0.05, "momentum": 0.9, "nesterov": True}}),
     "fedtrip": ({"mu": 0.4}, {"optimizer": {"lr": 0.05, "momentum": 0.9}}),
+    # μ/E with E = 2 epochs; μ = 1 with E = 1 (the scaling then leaves μ as it is)
+    "fedtrip_epoch_scaled": (
+        {"mu": 0.4, "epoch_scaled": True},
+        {"algorithm": "fedtrip", "local_epochs": 2, "optimizer": {"lr": 0.05}},
+    ),
+    "fedtrip_mu_one": ({"mu": 1.0, "epoch_scaled": True}, {"algorithm": "fedtrip", "optimizer": {"lr": 0.05}}),
     "scaffold": ({}, {"optimizer": {"lr": 0.05, "momentum": 0.5}}),
     "feddyn": ({"alpha": 0.1}, {"optimizer": {"lr": 0.05}}),
     "moon": ({"mu": 1.0, "tau": 0.5}, {"optimizer": {"lr": 0.05, "momentum": 0.9}}),
