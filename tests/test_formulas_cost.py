@@ -18,6 +18,7 @@ from fedbench.cost import (
 from fedbench.errors import ConfigError
 from fedbench.models import MODELS
 from fedbench.models.base import FedModel
+from fedbench.spec import RunSpec
 
 
 @pytest.mark.parametrize(
@@ -187,3 +188,178 @@ def test_a_model_without_parameters_costs_nothing():
     from fedbench.cost import measure_flops
 
     assert measure_flops(nn.Flatten(), (2, 3)) == (0, 0)
+
+
+# ------------------------------------------------------------------------------------------- cards of a tiny model
+class TinyNet(FedModel):
+    """Linear(6→hidden) → ReLU, then the classifier Linear(hidden→classes)."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...], hidden: int = 4):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(input_shape[-1], hidden), nn.ReLU())
+        self.classifier = nn.Linear(hidden, num_classes)
+        self.feature_dim = hidden
+
+
+@pytest.fixture
+def tiny_models(monkeypatch):
+    """Two registrations of TinyNet: ``tiny_bare`` with only the required info (input shape, classes), ``tiny_full``
+    with every optional one; an empty card cache, so that the test's cards are its own."""
+    import fedbench.cost as cost
+
+    def tiny(num_classes: int, input_shape: tuple[int, ...], hidden: int = 4) -> FedModel:
+        return TinyNet(num_classes, input_shape, hidden)
+
+    infos = {
+        "tiny_bare": {"input_shape": (6,), "num_classes": 3},
+        "tiny_full": {
+            "input_shape": (6,),
+            "num_classes": 3,
+            "papers": ("fedtr",),
+            "description": "a stand-in",
+            "feature": "hidden ReLU",
+            "faithful": False,
+            "task": "segmentation",
+        },
+    }
+    for name, info in infos.items():
+        monkeypatch.setitem(MODELS._entries, name, tiny)
+        monkeypatch.setitem(MODELS._info, name, info)
+    monkeypatch.setattr(cost, "_CARDS", {})
+    return cost
+
+
+def test_the_card_of_a_model_registered_with_only_its_shape_by_hand(tiny_models):
+    """6 → 4 → ReLU → 3: |w| = 6·4 + 4 + 4·3 + 3 = 43; 6·4 + 4·3 = 36 multiply-adds forward (72 FLOPs); backward
+    ∂W₂ (12 MACs), ∂h (12) and ∂W₁ (24), not the input's gradient; what the registration leaves out takes the
+    documented defaults (no papers, no description or feature text, faithful, classification)."""
+    card = model_card("tiny_bare")
+    assert card == {
+        "name": "tiny_bare",
+        "papers": [],
+        "description": "",
+        "faithful": True,
+        "task": "classification",
+        "input_shape": [6],
+        "num_classes": 3,
+        "model_params": {},
+        "feature_dim": 4,
+        "feature": "",
+        "split_points": [],
+        "params": 43,
+        "trainable_params": 43,
+        "head_params": 4 * 3 + 3,
+        "body_params": 6 * 4 + 4,
+        "batchnorm_params": 0,
+        "buffers": 0,
+        "update_bytes": 4 * 43,
+        "update_bytes_with_buffers": 4 * 43,
+        "flops_forward": 2 * 36,
+        "flops_train": 2 * 36 + 2 * (12 + 12 + 24),
+        "macs_forward": 36,
+    }
+
+
+def test_a_card_carries_what_the_model_was_registered_with(tiny_models):
+    card = model_card("tiny_full", hidden=5, num_classes=2)
+    assert {key: card[key] for key in ("papers", "description", "feature", "faithful", "task")} == {
+        "papers": ["fedtr"],
+        "description": "a stand-in",
+        "feature": "hidden ReLU",
+        "faithful": False,
+        "task": "segmentation",
+    }
+    # 6 → 5 → 2: 6·5 + 5·2 = 40 multiply-adds, |w| = 30 + 5 + 10 + 2
+    assert (card["macs_forward"], card["params"], card["model_params"], card["num_classes"]) == (
+        40,
+        47,
+        {"hidden": 5},
+        2,
+    )
+
+
+def test_cards_are_cached_per_configuration_whatever_the_order_of_the_overrides(tiny_models, monkeypatch):
+    """One build per configuration (overrides in any order); each caller gets its own deep copy, so changing a
+    card's lists or dicts never reaches the cache."""
+    builds = []
+    real_card = tiny_models._card
+    monkeypatch.setattr(
+        tiny_models,
+        "_card",
+        lambda name, overrides: builds.append((name, dict(overrides))) or real_card(name, overrides),
+    )
+    first = model_card("tiny_full", hidden=5, num_classes=2)
+    second = model_card("tiny_full", num_classes=2, hidden=5)
+    assert first == second and builds == [("tiny_full", {"hidden": 5, "num_classes": 2})]
+    model_card("tiny_full", hidden=6, num_classes=2)
+    assert len(builds) == 2
+    first["papers"].append("lgmix")
+    first["model_params"]["hidden"] = 99
+    first["input_shape"][0] = 7
+    again = model_card("tiny_full", hidden=5, num_classes=2)
+    assert (again["papers"], again["model_params"], again["input_shape"]) == (["fedtr"], {"hidden": 5}, [6])
+
+
+def test_a_bad_number_of_classes_is_named_as_written(tiny_models):
+    for value in ("ten", None, [3]):
+        with pytest.raises(ConfigError) as raised:
+            model_card("tiny_bare", num_classes=value)
+        assert str(raised.value) == f"num_classes must be an integer, got {value!r}"
+
+
+# ------------------------------------------------------------------------------------------- per-method cost
+# digits_mlp with hidden = 8 on 8×8 digits: 64 → 8 → ReLU → 10.
+TINY_FP = 64 * 8 + 8 * 10  # forward multiply-adds of one sample: 592
+TINY_W = (64 * 8 + 8) + (8 * 10 + 10)  # parameters: 610
+# two clients of 100 and 140 samples (n = 120), E = 2, B = 50: K = E·⌈n/B⌉ = 2·3 = 6 local iterations
+N, E, B, K = 120, 2, 50, 6
+TABLE_VIII = {  # the attaching FLOPs of one client's round (FedTrip Table VIII, p = 1 history model for MOON)
+    "fedavg": 0,
+    "slowmo": 0,  # server-side momentum only
+    "fedprox": 2 * K * TINY_W,  # 2K|w| = 7,320
+    "feddyn": 4 * K * TINY_W,  # 4K|w| = 14,640
+    "fedtrip": 4 * K * TINY_W,  # 4K|w| = 14,640
+    "moon": K * B * (1 + 1) * TINY_FP,  # K·M·(1+p)·FP = 355,200
+    "scaffold": 2 * (K + 1) * TINY_W,  # 2(K+1)|w| = 8,540 (option II: no full-batch gradient n(FP+BP))
+}
+
+
+@pytest.mark.parametrize("name", list(TABLE_VIII))
+def test_each_methods_flops_per_round_on_a_tiny_mlp_by_hand(name):
+    """FedTrip §4 / Table V: one participating client's round costs n·E·FP + A_method FLOPs (forward multiply-adds,
+    thop-style); n·E·FP = 120·2·592 = 142,080."""
+    from fedbench.report.table import cost_per_round_flops
+
+    spec = RunSpec(
+        algorithm=name,
+        dataset="digits",
+        model="digits_mlp",
+        model_params={"hidden": 8},
+        local_epochs=E,
+        batch_size=B,
+    )
+    assert cost_per_round_flops(spec, [100, 140]) == N * E * TINY_FP + TABLE_VIII[name]
+
+
+@pytest.mark.parametrize("name", list(TABLE_VIII))
+def test_each_methods_bytes_per_round_on_a_tiny_mlp_by_hand(tmp_path, name):
+    """Table VIII's communication: one model down and one up per selected client, 4 bytes per float32 parameter,
+    SCAFFOLD 2|w| more (the server's c down, the client's Δc up): 3 clients × 4 × 610 = 7,320 bytes each way."""
+    from algorithm_fixtures import Sink
+    from fedbench.engine import run
+
+    spec = RunSpec(
+        algorithm=name,
+        dataset="digits",
+        model="digits_mlp",
+        model_params={"hidden": 8},
+        num_clients=4,
+        clients_per_round=3,
+        rounds=1,
+        batch_size=B,
+    )
+    sink = Sink()
+    run(spec, sink, checkpoint_path=tmp_path / "run.pt")
+    (record,) = sink.records
+    per_client = 4 * (TINY_W + (TINY_W if name == "scaffold" else 0))
+    assert (record.bytes_up, record.bytes_down) == (3 * per_client, 3 * per_client)

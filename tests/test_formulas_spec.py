@@ -4,7 +4,9 @@ as close to the boundary as the rule allows (issue 19)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+from typing import Annotated
 
 import pytest
 import torch
@@ -17,7 +19,7 @@ from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
 from fedbench.recipe import expand, load_recipe
 from fedbench.seeding import torch_generator
-from fedbench.spec import RunSpec, ScheduleSpec
+from fedbench.spec import HashNeutral, RunSpec, ScheduleSpec, _Strict
 
 BASE = dict(
     algorithm="fedavg",
@@ -220,10 +222,23 @@ SPEC_RULES = [
     ({"clip_grad_norm": 1e-9}, {"clip_grad_norm": 0.0}, ("field", "clip_grad_norm")),
     ({"eval_every": 1}, {"eval_every": 0}, ("field", "eval_every")),
     ({"client_val_fraction": 0.0}, {"client_val_fraction": -0.1}, ("field", "client_val_fraction")),
+    # the field's own bound, before the sum rule (which alone would also reject 1.0, naming no field)
+    ({"client_val_fraction": 0.99}, {"client_val_fraction": 1.0}, ("field", "client_val_fraction")),
     ({"client_test_fraction": 0.99}, {"client_test_fraction": 1.0}, ("field", "client_test_fraction")),
     ({"augmentation": {"crop_padding": 0}}, {"augmentation": {"crop_padding": -1}}, ("field", "crop_padding")),
     ({"augmentation": {"cutout": 0}}, {"augmentation": {"cutout": -1}}, ("field", "cutout")),
     ({"augmentation": {"cutout": 2}}, {"augmentation": {"cutout": 2.0}}, ("field", "cutout")),  # strict: no silent cast
+    ({"precision": "tf32"}, {"precision": "fp16"}, ("field", "precision")),
+    # unknown keys, at the top and in a section, are errors naming the key (not silently ignored)
+    ({"rounds": 3}, {"roundz": 3}, ("field", "roundz")),
+    ({"optimizer": {"lr": 0.1}}, {"optimizer": {"lrr": 0.1}}, ("field", "lrr")),
+    ({"lr_schedule": {"gamma": 0.5}}, {"lr_schedule": {"gama": 0.5}}, ("field", "gama")),
+    # a plug-in name must be a string and its parameters a table: a type error naming the key, before any
+    # parameter is resolved against the plug-in
+    ({"algorithm": "fedprox"}, {"algorithm": None}, ("field", "algorithm")),
+    ({"model": "digits_mlp"}, {"model": 3}, ("field", "model")),
+    ({"model_params": {"hidden": 4}}, {"model_params": [4]}, ("field", "model_params")),
+    ({"partition_params": {}}, {"partition_params": "iid"}, ("field", "partition_params")),
     (
         {"augmentation": {"affine": {"degrees": 0.0}}},
         {"augmentation": {"affine": {"degrees": -1.0}}},
@@ -269,6 +284,28 @@ def test_every_spec_rule_accepts_its_boundary_and_rejects_past_it(accepted, reje
         assert [e["loc"][-1] for e in errors] == [message[1]], errors
     else:
         assert [e["msg"] for e in errors] == [f"Value error, {message}"]
+
+
+def test_a_spec_and_each_of_its_sections_is_frozen():
+    """A spec is a run's identity: changing a field of a built spec (or of one of its sections) is an error naming
+    the field, never a silent change that its stored hash would no longer describe."""
+    from pydantic import ValidationError
+
+    spec = RunSpec(**BASE, augmentation={"affine": {}}, client_test_fraction=0.2, finetune={})
+    sections = [
+        (spec, "rounds", 5),
+        (spec.optimizer, "lr", 0.5),
+        (spec.lr_schedule, "gamma", 0.5),
+        (spec.augmentation, "cutout", 4),
+        (spec.augmentation.affine, "degrees", 5.0),
+        (spec.finetune, "epochs", 2),
+    ]
+    before = spec.spec_hash
+    for section, key, value in sections:
+        with pytest.raises(ValidationError) as raised:
+            setattr(section, key, value)
+        assert [(e["type"], e["loc"]) for e in raised.value.errors()] == [("frozen_instance", (key,))]
+    assert spec.spec_hash == before and spec.rounds == 2
 
 
 def test_finetune_optimizer_spec_carries_the_finetune_settings():
@@ -317,6 +354,30 @@ def test_spec_defaults_are_the_documented_ones():
         "full",
     )
     assert (finetune.loss, finetune.start, finetune.batch_size, finetune.weight_decay) == ("ce", "best", None, 0.0)
+    assert (spec.scale, spec.synthetic, spec.precision, spec.drop_last, spec.clip_grad_norm) == (
+        "full",
+        False,
+        "fp32",
+        False,
+        None,
+    )
+    assert (spec.client_test, spec.client_test_params, spec.client_test_fraction, spec.client_val_fraction) == (
+        "split",
+        {},
+        0.0,
+        0.0,
+    )
+    augmentation = spec.augmentation
+    assert (augmentation.crop_padding, augmentation.horizontal_flip, augmentation.affine, augmentation.cutout) == (
+        0,
+        False,
+        None,
+        0,
+    )
+    # an affine section given without values is the identity, as torchvision's RandomAffine(0): no rotation,
+    # no translation (0, 0), scale range (1, 1)
+    affine = RunSpec(**BASE, augmentation={"affine": {}}).augmentation.affine
+    assert (affine.degrees, affine.translate, affine.scale) == (0.0, (0.0, 0.0), (1.0, 1.0))
 
 
 # ------------------------------------------------------------------------------------------- recipe rules
@@ -566,3 +627,138 @@ def test_canonical_json_normalises_numbers_and_sorts_keys():
     assert canonical_json({"a": 2.0**53}) == '{"a":9007199254740992.0}'
     assert canonical_json({"a": False, "b": 0}) == '{"a":false,"b":0}'  # a bool is not the number 0
     assert repr(HashNeutral(0)) == "HashNeutral(0)" and repr(HashNeutral("split")) == "HashNeutral('split')"
+
+
+# ------------------------------------------------------------------------------------------- spec hash by hand
+def sha16(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# The canonical JSON of RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp"), written out by hand from
+# the documented defaults: keys sorted at every level, no whitespace, integral floats as ints (lr_schedule.gamma 1.0,
+# momentum 0.0 …), tuples as lists, the plug-ins' defaults filled in (digits: test_fraction 0.2, split_seed 0;
+# digits_mlp: hidden 128; fedavg: no regularizers; iid: no parameters), and the fields holding their hash-neutral
+# value (client_test 'split', client_test_params {}, precision 'fp32', augmentation.cutout 0) left out.
+DEFAULT_CANONICAL = (
+    '{"algorithm":"fedavg","algorithm_params":{"regularizers":[]},'
+    '"augmentation":{"affine":null,"crop_padding":0,"horizontal_flip":false},'
+    '"batch_size":32,"client_test_fraction":0,"client_val_fraction":0,"clients_per_round":10,"clip_grad_norm":null,'
+    '"dataset":"digits","dataset_params":{"split_seed":0,"test_fraction":0.2},"drop_last":false,"eval_every":1,'
+    '"eval_metrics":[],"eval_mode":"global","finetune":null,"local_epochs":1,"local_steps":null,'
+    '"lr_schedule":{"gamma":1,"milestones":[],"name":"constant"},"model":"digits_mlp","model_params":{"hidden":128},'
+    '"num_clients":10,'
+    '"optimizer":{"betas":[0.9,0.999],"lr":0.01,"momentum":0,"name":"sgd","nesterov":false,"weight_decay":0},'
+    '"partition":"iid","partition_params":{},"rounds":10,"scale":"full","seed":0,"synthetic":false}'
+)
+MINIMAL = dict(algorithm="fedavg", dataset="digits", model="digits_mlp")
+
+
+def test_the_default_spec_hashes_to_the_sha256_of_its_canonical_json_written_by_hand():
+    spec = RunSpec(**MINIMAL)
+    assert spec.canonical_json() == DEFAULT_CANONICAL
+    assert spec.spec_hash == spec.hash_at(algorithm_revision=1) == sha16(DEFAULT_CANONICAL)
+    # the hash-neutral values spelled out, and the numbers written another way, give the same identity
+    spelled = RunSpec(
+        **MINIMAL,
+        precision="fp32",
+        client_test="split",
+        client_test_params={},
+        augmentation={"cutout": 0},
+        optimizer={"lr": 1e-2, "momentum": 0, "betas": [0.9, 0.999]},
+        lr_schedule={"gamma": 1},
+        model_params={"hidden": 128},
+        dataset_params={"test_fraction": 0.2},
+    )
+    assert spelled.spec_hash == sha16(DEFAULT_CANONICAL)
+    # a method whose fix changed its result: the revision joins the JSON (after "algorithm_params", sorted)
+    revised = DEFAULT_CANONICAL.replace(
+        '"algorithm_params":{"regularizers":[]},', '"algorithm_params":{"regularizers":[]},"algorithm_revision":2,'
+    )
+    assert spec.canonical_json(algorithm_revision=2) == revised
+    assert spec.hash_at(algorithm_revision=2) == sha16(revised)
+
+
+def test_a_spec_with_every_section_set_hashes_to_its_canonical_json_written_by_hand():
+    """Non-neutral values of the hash-neutral fields are in the JSON (cutout 4, precision 'tf32', client_test and
+    its parameters); the affine and finetune sections carry their defaults; 1e-1 is written 0.1, 10.0 as 10."""
+    spec = RunSpec(
+        **MINIMAL,
+        model_params={"hidden": 16},
+        num_clients=4,
+        clients_per_round=2,
+        optimizer={"lr": 1e-1, "momentum": 0.9},
+        lr_schedule={"name": "step", "milestones": (2,), "gamma": 0.5},
+        augmentation={"affine": {}, "cutout": 4},
+        precision="tf32",
+        eval_mode="both",
+        client_test="class_matched",
+        client_test_params={"cap_per_class": 3},
+        finetune={"start": "final"},
+        clip_grad_norm=10.0,
+        scale="smoke",
+        synthetic=True,
+        seed=3,
+    )
+    expected = (
+        '{"algorithm":"fedavg","algorithm_params":{"regularizers":[]},'
+        '"augmentation":{"affine":{"degrees":0,"scale":[1,1],"translate":[0,0]},"crop_padding":0,"cutout":4,'
+        '"horizontal_flip":false},'
+        '"batch_size":32,"client_test":"class_matched","client_test_fraction":0,"client_test_params":{"cap_per_class":3},'
+        '"client_val_fraction":0,"clients_per_round":2,"clip_grad_norm":10,'
+        '"dataset":"digits","dataset_params":{"split_seed":0,"test_fraction":0.2},"drop_last":false,"eval_every":1,'
+        '"eval_metrics":[],"eval_mode":"both",'
+        '"finetune":{"batch_size":null,"epochs":5,"loss":"ce","lr":0.001,"momentum":0.9,"optimizer":"sgd","part":"full",'
+        '"start":"final","weight_decay":0},'
+        '"local_epochs":1,"local_steps":null,"lr_schedule":{"gamma":0.5,"milestones":[2],"name":"step"},'
+        '"model":"digits_mlp","model_params":{"hidden":16},"num_clients":4,'
+        '"optimizer":{"betas":[0.9,0.999],"lr":0.1,"momentum":0.9,"name":"sgd","nesterov":false,"weight_decay":0},'
+        '"partition":"iid","partition_params":{},"precision":"tf32","rounds":10,"scale":"smoke","seed":3,'
+        '"synthetic":true}'
+    )
+    assert spec.canonical_json() == expected
+    assert spec.spec_hash == sha16(expected)
+
+
+class _Knob(_Strict):
+    """A spec section that gained a hash-neutral field after runs were registered."""
+
+    knob: Annotated[int, HashNeutral(0)] = 0
+    size: int = 1
+
+
+class _Holder(_Strict):
+    plain: _Knob = _Knob()
+    optional: _Knob | None = None  # as RunSpec.finetune and AugmentationSpec.affine
+    none_first: None | _Knob = None
+    annotated: Annotated[_Knob, "a note"] = _Knob()
+    count: int = 0
+    table: dict[str, int] = {}
+
+
+def test_hash_neutral_fields_are_left_out_of_every_kind_of_nested_section():
+    """A hash-neutral field of a section held plainly, optionally (``X | None``, ``None | X``) or annotated is left
+    out while it holds its value, and kept otherwise; fields that are no section are never searched."""
+    from fedbench.spec import _hash_layout, _without_neutral
+
+    holder = _Holder(optional={}, none_first={"size": 2}, annotated={"knob": 5})
+    assert _without_neutral(_Holder, holder.model_dump(mode="json")) == {
+        "plain": {"size": 1},
+        "optional": {"size": 1},
+        "none_first": {"size": 2},
+        "annotated": {"knob": 5, "size": 1},
+        "count": 0,
+        "table": {},
+    }
+    assert _without_neutral(_Holder, _Holder().model_dump(mode="json"))["optional"] is None
+    # the sections of the real spec, the optional finetune and affine ones included
+    from fedbench.spec import AffineSpec, AugmentationSpec, FinetuneSpec, OptimizerSpec
+
+    assert _hash_layout(RunSpec)[1] == {
+        "optimizer": OptimizerSpec,
+        "lr_schedule": ScheduleSpec,
+        "augmentation": AugmentationSpec,
+        "finetune": FinetuneSpec,
+    }
+    assert _hash_layout(AugmentationSpec) == ({"cutout": 0}, {"affine": AffineSpec})
+    # fixed per class, so worked out once: every spec hash (thousands per report) reuses it
+    assert _hash_layout(RunSpec) is _hash_layout(RunSpec)
