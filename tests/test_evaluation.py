@@ -69,6 +69,9 @@ def test_evaluation_uses_inference_mode_behaviour_of_dropout():
 def test_an_empty_evaluation_set_gives_zeros_not_a_division_error():
     accuracy, loss = evaluate(linear_model(W), X[:0], Y[:0])
     assert (accuracy, loss) == (0.0, 0.0)
+    masks = torch.zeros(0, 1, 256, 256)  # an empty segmentation split: its batch size comes from the shape
+    assert eval_batch_size(1000, masks, "segmentation") == 64
+    assert evaluate(nn.Identity(), masks, masks, task="segmentation") == (0.0, 0.0)
 
 
 def test_dice_of_thresholded_masks_counted_by_hand():

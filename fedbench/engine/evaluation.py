@@ -7,6 +7,8 @@ sigmoid > 0.5 (LG-Mix [code] util), which equals ``fedbench.metrics.dice``. The 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -20,7 +22,8 @@ SEGMENTATION_EVAL_PIXELS = 1 << 22
 
 def eval_batch_size(batch_size: int, x: torch.Tensor, task: str = "classification") -> int:
     if task == "segmentation" and x.dim() > 2:
-        return max(1, min(batch_size, SEGMENTATION_EVAL_PIXELS // x[0, 0].numel()))
+        pixels = math.prod(x.shape[2:])  # per image and channel; from the shape, so an empty split has a size too
+        return max(1, min(batch_size, SEGMENTATION_EVAL_PIXELS // pixels))
     return batch_size
 
 

@@ -35,7 +35,10 @@ from fedbench.spec import RunSpec, ScheduleSpec
 def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
     was_training = model.training
     model.eval()
-    out = torch.cat([model(x[s : s + batch_size]) for s in range(0, len(x), batch_size)]) if len(x) else torch.empty(0)
+    # an empty split still goes through the model once: its output keeps the shape of logits, (0, classes) or
+    # (0, C, H, W), which extra_metrics reads (a 1-D empty tensor made it fail on a client without test samples)
+    starts = range(0, len(x), batch_size) or [0]
+    out = torch.cat([model(x[s : s + batch_size]) for s in starts])
     model.train(was_training)
     return out
 
@@ -47,7 +50,7 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
     if y.ndim > 1:
         pred = (torch.sigmoid(logits) > 0.5).cpu().numpy()
         fns = {"dice": metrics.dice, "iou": metrics.iou, "hausdorff": metrics.hausdorff}
-        return {n: fns[n](pred, labels > 0) if n in fns else None for n in names}
+        return {n: fns[n](pred, labels > 0) if n in fns and len(labels) else None for n in names}
     probabilities = torch.softmax(logits.double(), dim=1).cpu().numpy()
     predictions, num_classes = probabilities.argmax(1), probabilities.shape[1]
     fns = {
@@ -57,7 +60,7 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
         "specificity": lambda: metrics.specificity(labels, predictions, num_classes),
         "f1": lambda: metrics.f1_macro(labels, predictions),
     }
-    # segmentation metrics on a classification task, and any metric of an empty test split, are None
+    # segmentation metrics on a classification task, and any metric of an empty test split, are None (as above)
     return {name: fns[name]() if name in fns and len(labels) else None for name in names}
 
 
