@@ -465,3 +465,75 @@ def test_a_view_without_a_baseline_compares_nothing(stored):
     assert built.baseline is None and all(c.comparison is None for c in built.cells.values())
     chosen = table(stored, figure="best", baseline="fedprox")
     assert chosen.baseline == "fedprox" and cell(chosen, "fedavg").comparison.difference == pytest.approx(27.5)
+
+
+def test_a_ratio_needs_both_numbers(stored):
+    """FedProx ÷ FedAvg: FedProx has no finished run (no mean) and the paper prints no FedAvg value, so neither
+    ratio exists; FedAvg ÷ itself is 1."""
+    recipe, registry = stored
+    for run in registry.runs():
+        if run.algorithm == "fedprox":
+            registry.finish(run.id, "failed")
+    built = table(stored, figure="best", published={"fedprox": 60.0}, ratio_to="fedavg")
+    fedprox = cell(built, "fedprox")
+    assert (fedprox.mean, fedprox.ratio, fedprox.published_ratio) == (None, None, None)
+    assert cell(built, "fedavg").ratio == 1.0
+
+
+RATIO_RECIPE = """
+paper = "testpaper"
+name = "ratios"
+seeds = [0]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+local_epochs = [1, 2]
+
+[[combination]]
+match = { algorithm = "fedprox", local_epochs = "1" }
+skip = true
+
+[[tables]]
+name = "ratios"
+rows = ["algorithm"]
+columns = ["local_epochs"]
+ratio_to = "fedprox"
+
+[tables.published]
+fedavg = { "1" = 30.0, "2" = 40.0 }
+fedprox = { "2" = 80.0 }
+"""
+
+
+def test_a_cell_without_a_reference_cell_leaves_the_others_ratios(write_recipe, registry_url):
+    """FedProx at E = 1 is not run, so FedAvg's E = 1 cell has no reference (and no ratio); the E = 2 cells after it
+    still get theirs: the paper's 40 ÷ 80 and 80 ÷ 80."""
+    recipe = load_recipe(write_recipe(RATIO_RECIPE))
+    built = build_table(recipe, recipe.tables[0], Registry(registry_url))
+    assert list(built.cells) == [("fedavg", "1"), ("fedavg", "2"), ("fedprox", "2")]
+    assert cell(built, "fedavg", "1").published_ratio is None
+    assert cell(built, "fedavg", "2").published_ratio == 0.5 and cell(built, "fedprox", "2").published_ratio == 1.0
+
+
+def test_bytes_to_target_of_the_seed_mean_curve(stored):
+    """fedavg's mean curve 55, 75, 80 % reaches 75 % at round 2: the bytes of rounds 1 and 2 (the same for every
+    seed), (100 + 10) + (100 + 20) = 230."""
+    built = table(stored, figure="total_bytes_to_target", target=75, summary="mean_curve")
+    assert cell(built, "fedavg").mean == 230.0
+
+
+def test_the_peak_memory_note_lists_each_measure_with_its_runs(stored):
+    recipe, registry = stored
+    for run in registry.runs():
+        measure = "cuda_max_allocated" if run.seed == 0 else "cpu_rss"
+        registry.set_provenance(run.id, {"peak_memory": {"bytes": 3 * 2**20, "measure": measure}})
+    built = table(stored, figure="peak_memory_mb")
+    assert built.notes == ["peak memory measured as: cpu_rss (2 runs), cuda_max_allocated (2 runs)."]
+    assert cell(built, "fedavg").values == [3.0, 3.0]
