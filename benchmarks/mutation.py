@@ -375,8 +375,8 @@ def run_module(
                 e
                 for e in equivalents
                 if e["module"] == module
-                and e["line"].strip() == mutant.original
-                and e["mutant"].strip() == mutant.mutated
+                and e["line"].strip() == mutant.original.strip()
+                and e["mutant"].strip() == mutant.mutated.strip()
             ),
             None,
         )
@@ -392,7 +392,7 @@ def run_module(
     counted = [m for m in mutants if m.status != "equivalent"]
     detected = sum(m.status in ("killed", "timeout") for m in counted)
     used = {(e["line"].strip(), e["mutant"].strip()) for e in equivalents if e["module"] == module}
-    matched = {(m.original, m.mutated) for m in mutants if m.status == "equivalent"}
+    matched = {(m.original.strip(), m.mutated.strip()) for m in mutants if m.status == "equivalent"}
     return {
         "tests": tests,
         "baseline_seconds": round(baseline, 1),
