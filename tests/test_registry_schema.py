@@ -52,6 +52,18 @@ def test_a_migration_waits_for_the_lock_another_worker_holds(tmp_path):
     assert not worker.is_alive() and current_revision(create_engine(url)) == head_revision()
 
 
+def test_a_registry_given_as_a_file_uri_is_locked_beside_its_file(tmp_path, monkeypatch):
+    """``sqlite:///file:PATH?...&uri=true`` (docs/cli.md) names the file PATH: the lock is PATH.migrate.lock, and
+    nothing is written in the working directory."""
+    work, database = tmp_path / "work", tmp_path / "data" / "fedbench.db"
+    work.mkdir()
+    database.parent.mkdir()
+    monkeypatch.chdir(work)
+    registry = Registry(f"sqlite:///file:{database}?mode=rwc&uri=true")
+    assert current_revision(registry.engine) == head_revision()
+    assert Path(f"{database}.migrate.lock").exists() and list(work.iterdir()) == []
+
+
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
 def test_an_in_memory_registry_leaves_no_lock_file(url, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
