@@ -293,3 +293,247 @@ def test_a_loss_target_is_reached_at_or_below_it():
     assert figure_of(view.model_copy(update={"figure": "best"}), loss) == pytest.approx(0.5)
     assert figure_of(view.model_copy(update={"figure": "best_round"}), loss) == 3
     assert figure_of(view.model_copy(update={"figure": "final"}), loss) == pytest.approx(0.7)
+
+
+def test_value_at_round_and_val_selected_cells_are_in_percent(stored):
+    """Both figures are a value of the metric itself: shown ×100 with the unit %."""
+    at_two = table(stored, figure="value_at_round", at_round=2)
+    assert at_two.unit == "%" and cell(at_two, "fedavg").values == pytest.approx([80.0, 70.0])
+    # personal_val_mean is 0.1, 0.3, 0.2: the best validation round is 2, where the test accuracy is read
+    selected = table(stored, figure="val_selected")
+    assert selected.unit == "%"
+    assert cell(selected, "fedavg").values == pytest.approx([80.0, 70.0])
+    assert cell(selected, "fedprox").values == pytest.approx([85.0, 20.0])
+
+
+def test_a_row_of_two_keys_is_labelled_by_both_joined_with_a_slash(stored):
+    built = table(
+        stored, figure="final", rows=["algorithm", "metric"], metrics={"Acc": "test_acc", "Loss": "test_loss"}
+    )
+    assert built.rows == ["fedavg / Acc", "fedavg / Loss", "fedprox / Acc", "fedprox / Loss"]
+    assert cell(built, "fedavg / Loss").values == pytest.approx([0.6, 0.3])
+    assert cell(built, "fedprox / Acc").labels == {"algorithm": "fedprox", "metric": "Acc"}
+
+
+def test_a_round_costs_the_partitions_fixed_client_size_without_recorded_sizes():
+    """FedTrip §4 with n the partition's samples_per_client when the run recorded no client sizes: the MLP on
+    MNIST, n = 600, B = 50, E = 1: K = 12 steps, cost n·FP + 2K|w| for FedProx; with no size at all n = 0."""
+    from fedbench.cost import model_card
+    from fedbench.report.table import cost_per_round_flops
+    from fedbench.spec import RunSpec
+
+    card = model_card("mlp", num_classes=10, input_shape=[1, 28, 28])
+    common = dict(algorithm="fedprox", dataset="mnist", model="mlp", batch_size=50)
+    fixed = RunSpec(**common, partition="orthogonal", partition_params={"samples_per_client": 600})
+    expected = 600 * card["macs_forward"] + 2 * 12 * card["params"]
+    assert cost_per_round_flops(fixed, None) == pytest.approx(expected, rel=1e-12)
+    assert cost_per_round_flops(fixed, []) == pytest.approx(expected, rel=1e-12)
+    assert cost_per_round_flops(RunSpec(**common, partition="iid"), None) == 0.0
+
+
+def test_a_reports_shared_cache_keeps_each_scale_and_data_kind_apart(stored):
+    """One report builds many tables with one cache (``collect``): the real-data, synthetic and smoke-scale tables
+    built with it are those built without it. Smoke scale has seed 0 only and no run stored; the synthetic runs
+    (fedavg done, fedprox failed) have no rounds, so no figure."""
+    recipe, registry = stored
+    synthetic = expand(recipe, synthetic=True)
+    registry.ensure_runs([p.registry_entry() for p in synthetic])
+    for p in synthetic:
+        registry.finish(registry.claim(p.spec_hash), "done" if p.spec.algorithm == "fedavg" else "failed")
+    view, cache = recipe.tables[0], {}
+    for _ in range(2):  # the second time from the cache
+        real = build_table(recipe, view, registry, cache=cache)
+        assert cell(real, "fedavg").values == pytest.approx([80.0, 90.0])
+        assert (cell(real, "fedavg").synthetic_available, cell(real, "fedprox").synthetic_available) == (2, 0)
+        fake = build_table(recipe, view, registry, synthetic=True, cache=cache)
+        assert (cell(fake, "fedavg").n, cell(fake, "fedavg").values, cell(fake, "fedprox").n) == (2, [None, None], 0)
+        smoke = build_table(recipe, view, registry, scale="smoke", cache=cache)
+        assert [(c.expected, c.n) for c in smoke.cells.values()] == [(1, 0), (1, 0)]
+
+
+def test_a_view_shows_the_full_scale_real_data_runs_by_default(stored):
+    from fedbench.report.table import planned_for_view
+
+    recipe, _ = stored
+    planned = planned_for_view(recipe, recipe.tables[0])
+    assert [(p.labels["algorithm"], p.spec.seed, p.spec.rounds) for p in planned] == [
+        ("fedavg", 0, 3),
+        ("fedavg", 1, 3),
+        ("fedprox", 0, 3),
+        ("fedprox", 1, 3),
+    ]
+    assert {p.spec.dataset for p in planned} == {"digits"}
+    assert {p.spec_hash for p in planned} == {p.spec_hash for p in expand(recipe)}
+
+
+def test_a_table_is_built_without_checking_the_recipe_against_the_data(write_recipe, registry_url):
+    """A report reads the registry and needs no data set: a recipe that `fedbench run` refuses (a Cutout square
+    larger than digits' 8×8 images) still gets its table, of runs not stored."""
+    from conftest import TINY_RECIPE
+    from fedbench.errors import ConfigError
+
+    recipe = load_recipe(
+        write_recipe(TINY_RECIPE.replace("optimizer = {", "augmentation = { cutout = 9 }\noptimizer = {"))
+    )
+    with pytest.raises(ConfigError, match="cutout"):
+        expand(recipe)
+    built = build_table(recipe, recipe.tables[0], Registry(registry_url))
+    assert built.rows == ["fedavg", "fedprox"] and [c.expected for c in built.cells.values()] == [2, 2]
+
+
+def test_an_unfinished_first_seed_is_skipped_and_the_next_seeds_counted(stored):
+    """Seed 0 failed, seed 1 done: the cell has seed 1's figure. Seed 0 of fedprox diverged too, as seed 1 did:
+    two diverged runs in the cell, each still a finished seed with its figure."""
+    recipe, registry = stored
+    runs = {(r.algorithm, r.seed): r for r in registry.runs()}
+    registry.finish(runs[("fedavg", 0)].id, "failed")
+    registry.finish(runs[("fedprox", 0)].id, "diverged")
+    built = table(stored, figure="best")
+    fedavg, fedprox = cell(built, "fedavg"), cell(built, "fedprox")
+    assert (fedavg.n, fedavg.seeds, fedavg.values, fedavg.diverged) == (1, [1], pytest.approx([90.0]), 0)
+    assert (fedprox.n, fedprox.diverged, fedprox.values) == (2, 2, pytest.approx([85.0, 30.0]))
+
+
+def test_gflops_to_target_of_the_seed_mean_curve(stored):
+    """summary = "mean_curve": fedavg's mean curve 55, 75, 80 % reaches 75 % at round 2, so 2 rounds × one client's
+    round (40·FP, n̄ = 40 from the client sizes 30 and 50: see test_gflops_to_target_uses_each_runs_client_sizes)."""
+    recipe, registry = stored
+    for run in registry.runs():
+        registry.set_provenance(run.id, {"data": {"client_sizes": [30, 50]}})
+    built = table(stored, figure="gflops_to_target", target=75, summary="mean_curve")
+    macs = 64 * 32 + 32 * 10
+    assert cell(built, "fedavg").mean == pytest.approx(2 * 40 * macs / 1e9) and cell(built, "fedavg").std is None
+
+
+def test_published_only_rows_keep_the_tables_columns_even_without_runs(stored):
+    """The rows the paper quotes get a cell in every column; a view with no column keeps its single column ""
+    also when ``where`` leaves no run to show."""
+    quoted = {"published": {"FedX": 70.0}, "published_only": ["FedX"], "published_std": {}}
+    empty = table(stored, figure="best", where={"algorithm": "fedyy"}, **quoted)
+    assert (empty.rows, empty.columns) == (["FedX"], [""])
+    assert cell(empty, "FedX").published == 70.0 and cell(empty, "FedX").published_only
+    by_metric = table(
+        stored, figure="final", columns=["metric"], metrics={"Acc": "test_acc", "Loss": "test_loss"}, **quoted
+    )
+    assert by_metric.columns == ["Acc", "Loss"] and by_metric.rows == ["FedX", "fedavg", "fedprox"]
+    assert cell(by_metric, "FedX", "Acc").published_only and cell(by_metric, "FedX", "Loss").published_only
+
+
+def test_each_cell_is_compared_with_fedavgs_seed_by_seed_and_with_the_paper(stored):
+    """FedProx − FedAvg per seed: 85 − 80 = 5 and 30 − 90 = −60, mean −27.5. Against the paper's 50 % (the
+    recipe's published FedAvg value): FedAvg's 80 and 90 give the 95 % t interval 85 ± t(0.975, 1)·5 =
+    85 ± 63.53, which holds 50 (reproduced); a published 10 lies below it, so ours is higher."""
+    built = table(stored, figure="best")
+    assert built.baseline == "fedavg" and cell(built, "fedavg").comparison is None
+    comparison = cell(built, "fedprox").comparison
+    assert (comparison.baseline, comparison.pairs, comparison.difference) == ("fedavg", 2, pytest.approx(-27.5))
+    t = 12.706204736174707  # t(0.975) with one degree of freedom
+    verdict = cell(built, "fedavg").verdict
+    assert verdict.status == "reproduced" and verdict.ci_low == pytest.approx(85 - 5 * t, rel=1e-9)
+    assert cell(built, "fedprox").verdict is None  # no published value
+    assert cell(table(stored, figure="best", published={"fedavg": 10.0}), "fedavg").verdict.status == "higher"
+
+
+def test_the_baseline_label_of_a_view():
+    """``baseline`` given, "none", or unset: the one label spelled FedAvg (any case), else the one label whose runs
+    all train FedAvg; none when the axis is not shown or the choice is ambiguous."""
+    from types import SimpleNamespace
+
+    from fedbench.report.table import baseline_label
+
+    def runs(*pairs):
+        return [SimpleNamespace(labels=labels, spec=SimpleNamespace(algorithm=a)) for labels, a in pairs]
+
+    view = TableView(name="v", rows=["algorithm"], columns=["dataset"])
+    mixed = runs(({"algorithm": "Ours", "dataset": "d"}, "fedprox"), ({"algorithm": "Base", "dataset": "d"}, "fedavg"))
+    assert baseline_label(view, mixed) == "Base"
+    assert baseline_label(view.model_copy(update={"baseline": "Ours"}), mixed) == "Ours"
+    assert baseline_label(view.model_copy(update={"baseline": "none"}), mixed) is None
+    assert baseline_label(view.model_copy(update={"rows": ["seed"]}), mixed) is None  # the axis is not shown
+    assert baseline_label(view.model_copy(update={"baseline_axis": "dataset"}), mixed) is None  # d: two methods
+    named = runs(({"algorithm": "FEDAVG"}, "fedprox"), ({"algorithm": "Base"}, "fedavg"), ({"dataset": "d"}, "fedavg"))
+    assert baseline_label(view, named) == "FEDAVG"  # the name wins over what its runs train
+    two = runs(({"algorithm": "A"}, "fedavg"), ({"algorithm": "B"}, "fedavg"), ({"algorithm": "C"}, "fedprox"))
+    assert baseline_label(view, two) is None
+    assert baseline_label(view, runs(({"algorithm": "FedAvg"}, "fedavg"), ({"algorithm": "fedavg"}, "fedavg"))) is None
+    both = runs(({"algorithm": "Base"}, "fedavg"), ({"algorithm": "Base"}, "fedprox"), ({"algorithm": "X"}, "fedprox"))
+    assert baseline_label(view, both) is None  # Base's runs do not all train FedAvg
+
+
+def test_a_view_without_a_baseline_compares_nothing(stored):
+    built = table(stored, figure="best", baseline="none")
+    assert built.baseline is None and all(c.comparison is None for c in built.cells.values())
+    chosen = table(stored, figure="best", baseline="fedprox")
+    assert chosen.baseline == "fedprox" and cell(chosen, "fedavg").comparison.difference == pytest.approx(27.5)
+
+
+def test_a_ratio_needs_both_numbers(stored):
+    """FedProx ÷ FedAvg: FedProx has no finished run (no mean) and the paper prints no FedAvg value, so neither
+    ratio exists; FedAvg ÷ itself is 1."""
+    recipe, registry = stored
+    for run in registry.runs():
+        if run.algorithm == "fedprox":
+            registry.finish(run.id, "failed")
+    built = table(stored, figure="best", published={"fedprox": 60.0}, ratio_to="fedavg")
+    fedprox = cell(built, "fedprox")
+    assert (fedprox.mean, fedprox.ratio, fedprox.published_ratio) == (None, None, None)
+    assert cell(built, "fedavg").ratio == 1.0
+
+
+RATIO_RECIPE = """
+paper = "testpaper"
+name = "ratios"
+seeds = [0]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+local_epochs = [1, 2]
+
+[[combination]]
+match = { algorithm = "fedprox", local_epochs = "1" }
+skip = true
+
+[[tables]]
+name = "ratios"
+rows = ["algorithm"]
+columns = ["local_epochs"]
+ratio_to = "fedprox"
+
+[tables.published]
+fedavg = { "1" = 30.0, "2" = 40.0 }
+fedprox = { "2" = 80.0 }
+"""
+
+
+def test_a_cell_without_a_reference_cell_leaves_the_others_ratios(write_recipe, registry_url):
+    """FedProx at E = 1 is not run, so FedAvg's E = 1 cell has no reference (and no ratio); the E = 2 cells after it
+    still get theirs: the paper's 40 ÷ 80 and 80 ÷ 80."""
+    recipe = load_recipe(write_recipe(RATIO_RECIPE))
+    built = build_table(recipe, recipe.tables[0], Registry(registry_url))
+    assert list(built.cells) == [("fedavg", "1"), ("fedavg", "2"), ("fedprox", "2")]
+    assert cell(built, "fedavg", "1").published_ratio is None
+    assert cell(built, "fedavg", "2").published_ratio == 0.5 and cell(built, "fedprox", "2").published_ratio == 1.0
+
+
+def test_bytes_to_target_of_the_seed_mean_curve(stored):
+    """fedavg's mean curve 55, 75, 80 % reaches 75 % at round 2: the bytes of rounds 1 and 2 (the same for every
+    seed), (100 + 10) + (100 + 20) = 230."""
+    built = table(stored, figure="total_bytes_to_target", target=75, summary="mean_curve")
+    assert cell(built, "fedavg").mean == 230.0
+
+
+def test_the_peak_memory_note_lists_each_measure_with_its_runs(stored):
+    recipe, registry = stored
+    for run in registry.runs():
+        measure = "cuda_max_allocated" if run.seed == 0 else "cpu_rss"
+        registry.set_provenance(run.id, {"peak_memory": {"bytes": 3 * 2**20, "measure": measure}})
+    built = table(stored, figure="peak_memory_mb")
+    assert built.notes == ["peak memory measured as: cpu_rss (2 runs), cuda_max_allocated (2 runs)."]
+    assert cell(built, "fedavg").values == [3.0, 3.0]

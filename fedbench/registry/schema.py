@@ -58,7 +58,8 @@ def current_revision(engine: Engine) -> str | None:
 
 @contextlib.contextmanager
 def _file_lock(database: str | None) -> Iterator[None]:
-    if not database or database == ":memory:":
+    """The migration lock beside the SQLite database file ``database`` (None: in memory, nothing to share)."""
+    if not database:
         yield
         return
     from filelock import FileLock
@@ -74,8 +75,10 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
     if revision == head_revision():
         return
     check_not_newer(engine, revision)
+    from fedbench.registry.api import _sqlite_file  # the file of a path or of a ``file:`` URI (uri=true)
+
     is_sqlite = engine.dialect.name == "sqlite"
-    with _file_lock(engine.url.database if is_sqlite else None), engine.begin() as connection:
+    with _file_lock(_sqlite_file(engine.url) if is_sqlite else None), engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
         revision = MigrationContext.configure(connection).get_current_revision()
