@@ -172,7 +172,7 @@ def test_which_objective_fine_tunes_and_what_is_checked_when_the_run_starts(line
     model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))  # a linear classifier, not a fixed ETF one
     personal.check_finetune(spec, method, model)  # the method's own objective: checked when the run binds it
     dr = spec.model_copy(update={"finetune": spec.finetune.model_copy(update={"loss": "dr"})})
-    with pytest.raises(ConfigError, match=r"finetune\.loss = 'dr'"):
+    with pytest.raises(ConfigError, match=r"^finetune\.loss = 'dr' needs a fixed etf classifier"):
         personal.check_finetune(dr, build_algorithm("fedavg", {}), model)
 
 
