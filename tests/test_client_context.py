@@ -482,3 +482,24 @@ def test_training_gets_the_clients_state_and_evaluation_and_finetuning_a_copy():
     fresh.state["x"] = 2
     assert run.client_states.peek(1) == {"x": 2}
     assert math.isfinite(ctx.lr)
+
+
+def test_param_views_walk_the_parameters_in_order():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    vector = torch.arange(1.0, 10.0)
+    views = param_views(vector, model)
+    assert [v.tolist() for v in views] == [[[1.0, 2.0], [3.0, 4.0]], [5.0, 6.0], [[7.0, 8.0]], [9.0]]
+
+
+def test_one_step_reports_its_own_loss_and_a_half_mask_is_background():
+    ctx = _context(_spec())
+    ctx.record_step(torch.tensor(2.5, dtype=D))
+    assert ctx.make_update().train_loss == 2.5
+    x = _images(n=4)
+    half = torch.full((4, 1, 4, 4), 0.5)  # midway between foreground and background, as bilinear resampling can give
+    _, masks = _context(_spec(augmentation={"horizontal_flip": True})).augment_with_masks(x, half)
+    assert torch.equal(masks, torch.zeros(4, 1, 4, 4))
+
+
+def test_evaluation_batches_default_to_a_thousand_samples():
+    assert _run_state(_spec()).eval_batch_size == 1000

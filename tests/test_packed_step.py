@@ -170,6 +170,7 @@ def _choice(algorithm="fedavg", params=None, requested="packed", device="cpu", m
 def test_the_decision_and_its_reason_in_words():
     assert _choice().as_dict() == {"executor": "packed", "reason": "requested"}
     assert _choice().packed and not _choice(requested="sequential").packed
+    assert _choice(clients_per_round=2).packed  # two clients are already worth packing
     assert _choice(requested="auto", device="cuda").as_dict() == {
         "executor": "packed",
         "reason": "auto: CUDA, packable run",
