@@ -6,6 +6,7 @@ per-purpose random streams and state handling (``fedbench.seeding``'s keyed stre
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -67,9 +68,16 @@ def _context(spec, data=None, indices=None, model=None, seed=7, lr=0.1, options=
     )
 
 
+def _take(batches, limit: int = 40) -> list:
+    """At most ``limit`` batches: a generator that never ends fails the test instead of hanging it."""
+    taken = list(itertools.islice(batches, limit))
+    assert len(taken) < limit, "more batches than any test asks for"
+    return taken
+
+
 def _labels(batches) -> list[list[int]]:
     out = []
-    for x, y in batches:
+    for x, y in _take(batches):
         assert torch.equal(x[:, 0, 0, 0].long(), y)  # each image travels with its own label
         out.append(y.tolist())
     return out
@@ -127,7 +135,7 @@ def test_explicit_epochs_and_steps_and_indices():
 def test_a_client_without_samples_gets_no_batches():
     ctx = _context(_spec(batch_size=4, local_steps=3), indices=torch.tensor([], dtype=torch.long))
     assert ctx.num_samples == 0 and ctx.planned_steps() == 0
-    assert list(ctx.batches()) == [] and list(ctx.batches(steps=2)) == [] and list(ctx.batches(epochs=2)) == []
+    assert _take(ctx.batches()) == [] and _take(ctx.batches(steps=2)) == [] and _take(ctx.batches(epochs=2)) == []
 
 
 def test_the_batch_order_is_the_contexts_generator_stream():
@@ -301,17 +309,17 @@ def test_segmentation_batches_augment_images_and_masks_together():
     masks = (x > 8).to(torch.float32)
     data = TensorData(train_x=x, train_y=masks, test_x=x, test_y=masks, fill=0.0, task="segmentation")
     ctx = _context(_spec(batch_size=n, augmentation={"horizontal_flip": True}), data=data)
-    ((bx, by),) = list(ctx.batches())
+    ((bx, by),) = _take(ctx.batches())
     assert torch.equal(by, (bx > 8).float()) and not torch.equal(bx.sum(0), x.flip(-1).sum(0))
     plain = _context(_spec(batch_size=n, augmentation={"horizontal_flip": True}), data=_data(8))
-    ((px, _),) = list(plain.batches())
+    ((px, _),) = _take(plain.batches())
     assert px.shape == (8, 1, 2, 2)
 
 
 def test_classification_batches_are_augmented():
     data = TensorData(train_x=_images(n=8), train_y=torch.arange(8), test_x=_images(8), test_y=torch.arange(8))
     ctx = _context(_spec(batch_size=8, augmentation={"cutout": 2}), data=data)
-    ((bx, _),) = list(ctx.batches())
+    ((bx, _),) = _take(ctx.batches())
     assert bool((bx == 0).any())
 
 
