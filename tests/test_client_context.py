@@ -68,6 +68,20 @@ def _context(spec, data=None, indices=None, model=None, seed=7, lr=0.1, options=
     )
 
 
+@pytest.fixture(autouse=True)
+def _bounded_permutations(monkeypatch):
+    """Every test here needs far fewer than 50 permutations (one per epoch): a batch loop that never ends — never
+    yielding, even — fails at the 50th instead of hanging the test."""
+    draws, randperm = [0], torch.randperm
+
+    def counted(*args, **kwargs):
+        draws[0] += 1
+        assert draws[0] < 50, "more permutations than any test asks for"
+        return randperm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "randperm", counted)
+
+
 def _take(batches, limit: int = 40) -> list:
     """At most ``limit`` batches: a generator that never ends fails the test instead of hanging it."""
     taken = list(itertools.islice(batches, limit))
@@ -306,11 +320,12 @@ def test_masks_are_rebinarised_after_the_affine_and_keep_their_labels_under_cuto
 def test_segmentation_batches_augment_images_and_masks_together():
     n = 8
     x = _images(n=n)
-    masks = (x > 8).to(torch.float32)
+    masks = ((x - 1) % 4 == 0).to(torch.float32)  # the first column: a flip moves it
     data = TensorData(train_x=x, train_y=masks, test_x=x, test_y=masks, fill=0.0, task="segmentation")
     ctx = _context(_spec(batch_size=n, augmentation={"horizontal_flip": True}), data=data)
     ((bx, by),) = _take(ctx.batches())
-    assert torch.equal(by, (bx > 8).float()) and not torch.equal(bx.sum(0), x.flip(-1).sum(0))
+    assert torch.equal(by, ((bx - 1) % 4 == 0).float())
+    assert not torch.equal(bx, x) and not torch.equal(bx, x.flip(-1))  # some images flipped, some not
     plain = _context(_spec(batch_size=n, augmentation={"horizontal_flip": True}), data=_data(8))
     ((px, _),) = _take(plain.batches())
     assert px.shape == (8, 1, 2, 2)
@@ -345,7 +360,10 @@ def test_the_update_carries_the_mean_loss_steps_and_a_copy_of_the_weights():
         ctx.record_step(torch.tensor(loss, dtype=D, requires_grad=True))
     update = ctx.make_update()
     assert update.train_loss == 3.0 and update.num_steps == 3 and ctx.num_steps == 3
-    assert update.client_id == 3 and update.num_samples == 3
+    assert update.client_id == 3 and update.num_samples == 3 and update.extra == {}
+    update.extra["c"] = 1
+    assert ctx.make_update().extra == {}  # a fresh upload dict per update
+    assert ServerState(params=update.params, buffers={}).state == {}
     assert torch.equal(update.params, torch.tensor([1.0, -2.0, 0.5], dtype=D))
     assert update.buffers.keys() == {"count"} and torch.equal(update.buffers["count"], torch.tensor([3.0], dtype=D))
     with torch.no_grad():
@@ -391,11 +409,13 @@ def test_global_model_is_the_rounds_weights_frozen():
     ctx = _context(_spec(), model=model, spares=SpareModels(model))
     with torch.no_grad():
         model.w.add_(1.0)  # local training moves the working model, never the teacher
+        model.count.add_(1.0)
     teacher = ctx.global_model()
+    assert teacher.count.item() == 3.0  # the round's buffers too
     assert teacher is not model and teacher.w.tolist() == [1.0, -2.0] and not teacher.training
     assert [t.shape for t in ctx.global_tensors] == [(2,), (1,)]
     assert ctx.frozen_model("x", torch.ones(3, dtype=D)).b.item() == 1.0
-    with pytest.raises(AssertionError, match="spare"):
+    with pytest.raises(AssertionError, match="^engine created no spare models$"):
         _context(_spec()).global_model()
 
 
@@ -511,3 +531,20 @@ def test_one_step_reports_its_own_loss_and_a_half_mask_is_background():
 
 def test_evaluation_batches_default_to_a_thousand_samples():
     assert _run_state(_spec()).eval_batch_size == 1000
+
+
+class _HoldsOut:
+    """A method that holds the last two of a client's samples out of training (as FedFomo's validation split)."""
+
+    def local_split(self, spec, client_id, indices):
+        return indices[:-2], indices[-2:]
+
+
+def test_the_context_carries_the_methods_holdout_device_and_a_fresh_scratch():
+    run = _run_state(_spec())
+    ctx = run.client_context(_HoldsOut(), 1, 1, lr=0.1)
+    assert ctx.indices.tolist() == [6, 7, 8, 9] and ctx.holdout.tolist() == [10, 11] and ctx.num_samples == 4
+    assert ctx.device == torch.device("cpu") and ctx.task == "classification"
+    assert ctx.scratch == {}
+    ctx.scratch["features"] = 1
+    assert run.client_context(_HoldsOut(), 1, 1, lr=0.1).scratch == {}
