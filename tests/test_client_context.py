@@ -529,8 +529,9 @@ def test_one_step_reports_its_own_loss_and_a_half_mask_is_background():
     assert torch.equal(masks, torch.zeros(4, 1, 4, 4))
 
 
-def test_evaluation_batches_default_to_a_thousand_samples():
-    assert _run_state(_spec()).eval_batch_size == 1000
+def test_a_hand_built_run_state_evaluates_in_batches_of_a_thousand_and_fixes_no_parameter():
+    state = _run_state(_spec())
+    assert state.eval_batch_size == 1000 and state.frozen is None
 
 
 class _HoldsOut:
