@@ -7,6 +7,7 @@ reason a user reads."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -222,6 +223,13 @@ def test_unpackable_runs_fall_back_with_their_reason(algorithm, params, override
         assert choice.as_dict() == {"executor": "sequential", "reason": f"fallback: {reason}"}
 
 
+def test_a_recorded_decision_cannot_be_changed():
+    choice = _choice()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        choice.reason = "edited"  # type: ignore[misc]
+    assert choice.as_dict() == {"executor": "packed", "reason": "requested"}
+
+
 def test_a_dropout_of_zero_and_one_frozen_parameter_among_many_are_judged_right():
     assert _choice(model=nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.0))).packed
     partly = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
@@ -236,3 +244,17 @@ def test_unknown_executor_is_a_config_error_naming_the_choices():
         packed.check_packing("gpu")
     with pytest.raises(ConfigError):
         _choice(requested="gpu")
+
+
+@pytest.mark.parametrize("name", ["fedprox", "scaffold"])
+def test_a_packed_round_of_one_client_is_that_clients_local_training(name, float64):
+    spec = make_spec(name, {"mu": 0.5} if name == "fedprox" else {}, batch_size=3, optimizer={"lr": 0.5})
+    algorithm = build_algorithm(name, spec.algorithm_params)
+    sequential, together = _run(spec), _run(spec)
+    for state in (sequential, together):
+        algorithm.init_server(state.server)
+    ctx = sequential.client_context(algorithm, 2, 1, lr=0.3, payload=algorithm.payload(sequential.server, 1))
+    want = algorithm.local_train(ctx)
+    (got,), _ = packed.train_round(together, algorithm, [2], 1, 0.3, algorithm.payload(together.server, 1))
+    assert got.num_steps == want.num_steps == 3
+    torch.testing.assert_close(got.params, want.params, rtol=0, atol=ATOL)
