@@ -253,8 +253,10 @@ def test_a_packed_round_of_one_client_is_that_clients_local_training(name, float
     sequential, together = _run(spec), _run(spec)
     for state in (sequential, together):
         algorithm.init_server(state.server)
-    ctx = sequential.client_context(algorithm, 2, 1, lr=0.3, payload=algorithm.payload(sequential.server, 1))
-    want = algorithm.local_train(ctx)
-    (got,), _ = packed.train_round(together, algorithm, [2], 1, 0.3, algorithm.payload(together.server, 1))
-    assert got.num_steps == want.num_steps == 3
-    torch.testing.assert_close(got.params, want.params, rtol=0, atol=ATOL)
+    for client, steps in ((2, 3), (1, 1)):  # ⌈7/3⌉ batches; one short batch of 2, whose mean loss is its own
+        ctx = sequential.client_context(algorithm, client, 1, lr=0.3, payload=algorithm.payload(sequential.server, 1))
+        want = algorithm.local_train(ctx)
+        (got,), _ = packed.train_round(together, algorithm, [client], 1, 0.3, algorithm.payload(together.server, 1))
+        assert got.num_steps == want.num_steps == steps
+        torch.testing.assert_close(got.params, want.params, rtol=0, atol=ATOL)
+        assert got.train_loss == pytest.approx(want.train_loss, rel=0, abs=ATOL)
