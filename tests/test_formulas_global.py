@@ -254,6 +254,27 @@ def test_scaffold_with_adam_divides_by_the_step_count():
     assert close(algorithm.payload(server, 2)["control"], (1 / 4) * (w - y_1) / (steps * lr))
 
 
+def test_scaffold_client_without_samples_keeps_its_control_and_sends_a_zero_delta():
+    """Eq. (4)'s (x − y_i)/(Kη) is undefined for K = 0: a client with no training sample keeps c_i and counts as
+    Δc_i = 0 in Alg. 1 line 17 (it was NaN, which then spread to c and every client)."""
+    lr = 0.1
+    x, y, data = problem(3)
+    spec = make_spec("scaffold", {}, model=LINEAR, local_steps=1, batch_size=64, optimizer={"lr": lr})
+    algorithm = build_algorithm("scaffold", {})
+    model, server = server_and_model(algorithm, spec)
+    w = server.params.clone()
+    busy = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(len(y)), {}))
+    state: dict = {}
+    idle = algorithm.local_train(client_context(algorithm, spec, model, server, data, torch.arange(0), state, 1))
+    assert idle.num_steps == 0 and torch.equal(idle.params, w)
+    assert torch.equal(idle.extra["control_delta"], torch.zeros_like(w))
+    assert torch.equal(state["control"], torch.zeros_like(w))  # c_i as it was (its first round: 0)
+    algorithm.aggregate(server, [busy, idle], 1)
+    # c = (|S|/N)·mean(Δc_busy, 0) with Δc_busy = (w − y_1)/(1·η); |S| = 2 of N = 4 clients (make_spec)
+    y_1 = w - lr * ce_grad(w, x, y)
+    assert close(algorithm.payload(server, 2)["control"], (2 / 4) * 0.5 * (w - y_1) / lr)
+
+
 def test_scaffold_costs_follow_table_viii():
     """Table VIII: SCAFFOLD communicates 2|w| more per round (c down, Δc up); its attaching computation is
     2(K+1)|w| without option I's n(FP+BP) full-batch gradient (option II is implemented)."""

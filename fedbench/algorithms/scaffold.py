@@ -68,6 +68,9 @@ class Scaffold(Algorithm):
         momentum = opt.momentum if (opt.name == "sgd" and self.params.momentum_corrected_steps) else 0.0
         steps = effective_steps(update.num_steps, momentum)
         c_i, c = ctx.state["control"], ctx.payload["control"]
+        if steps == 0:  # a client without samples took no step: (x − y_i)/(Kη) is undefined, and it learned nothing
+            update.extra["control_delta"] = torch.zeros_like(c_i)  # c_i stays; the server's mean counts a zero Δc
+            return
         # Eq. (4), option II: c_i⁺ = c_i − c + (x − y_i)/(K η)
         new_control = c_i - c + (ctx.global_params - update.params) / (steps * ctx.lr)
         update.extra["control_delta"] = new_control - c_i
