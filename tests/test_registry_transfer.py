@@ -6,6 +6,7 @@ conflict) with the reason a person reads."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime
 from pathlib import Path
@@ -417,6 +418,8 @@ def test_a_run_held_unfinished_is_completed_with_exactly_the_files_result(target
     pending = add_run(target, spec(0), "pending")
     failed = add_run(target, spec(1), "failed", (record(1, 0.1), record(2, 0.2), record(3, 0.3)), error="oom")
     interrupted = add_run(target, spec(2), "interrupted", (record(1, 0.1),))
+    add_run(target, spec(3), "done", (record(1, 0.125),))
+    kept = state(target)[spec(3).spec_hash]
     outcome = merge(target, tmp_path, line(spec(0)), line(spec(1), accs=(0.5,)), line(spec(2), status="diverged"))
     assert outcome.completed == [spec(0).spec_hash, spec(1).spec_hash, spec(2).spec_hash] and outcome.added == []
     runs = state(target)
@@ -433,15 +436,18 @@ def test_a_run_held_unfinished_is_completed_with_exactly_the_files_result(target
         assert run["provenance"] == {"host": "elsewhere"} and run["labels"]["seed"] == str(run["seed"])
         assert run["paper"] is None and run["targets"] == []  # the file's values, not the registry's
     assert runs[spec(2).spec_hash]["status"] == "diverged" and runs[spec(1).spec_hash]["rounds_done"] == 1
+    assert runs[spec(3).spec_hash] == kept  # another run's curve is not touched by replacing these
 
 
 def test_a_run_running_here_is_a_conflict_and_is_left_to_its_worker(target, tmp_path):
     add_run(target, spec(0), "running", (record(1, 0.1),), worker="gpu7:42")
     before = state(target)
-    outcome = merge(target, tmp_path, line(spec(0)))
+    outcome = merge(target, tmp_path, line(spec(0)), line(spec(1)))
     assert outcome.conflicts == [Conflict(2, spec(0).spec_hash, "running here (worker gpu7:42): not replaced")]
-    assert outcome.added == outcome.completed == outcome.unchanged == []
-    assert state(target) == before
+    assert outcome.added == [spec(1).spec_hash] and outcome.completed == outcome.unchanged == []  # the next line
+    after = state(target)
+    del after[spec(1).spec_hash]
+    assert after == before
 
 
 @pytest.mark.parametrize(
@@ -463,8 +469,8 @@ def test_a_finished_run_with_another_result_is_a_conflict_naming_the_first_diffe
     other = line(spec(0), accs=accs, **theirs)
     for row in other["rounds"]:
         row["wall_seconds"] = 99.0  # another machine's times never count
-    outcome = merge(target, tmp_path, line(spec(1)), other)
-    assert outcome.conflicts == [Conflict(3, spec(0).spec_hash, reason)] and outcome.added == [spec(1).spec_hash]
+    outcome = merge(target, tmp_path, other, line(spec(1)))  # a conflict does not stop the lines after it
+    assert outcome.conflicts == [Conflict(2, spec(0).spec_hash, reason)] and outcome.added == [spec(1).spec_hash]
     after = state(target)
     del after[spec(1).spec_hash]
     assert after == before
@@ -476,6 +482,29 @@ def test_a_finished_run_with_the_same_result_is_unchanged_whatever_its_times_and
     before = state(target)
     elsewhere = {**first, "provenance": {"host": "faster"}, "wall_seconds": 1.0, "finished_at": "2031-01-01T00:00:00"}
     elsewhere["rounds"] = [{**row, "wall_seconds": 0.25} for row in first["rounds"]]
-    outcome = merge(target, tmp_path, elsewhere)
-    assert outcome.unchanged == [spec(0).spec_hash] and outcome.conflicts == [] and outcome.added == []
-    assert state(target) == before  # nothing of the file's copy replaced the registry's
+    outcome = merge(target, tmp_path, elsewhere, line(spec(1)))
+    assert outcome.unchanged == [spec(0).spec_hash] and outcome.conflicts == [] and outcome.added == [spec(1).spec_hash]
+    after = state(target)
+    assert after.pop(spec(1).spec_hash)["curve"][1]["test_acc"] == 0.75  # the line after it was imported
+    assert after == before  # nothing of the file's copy replaced the registry's
+
+
+def test_a_conflict_is_an_immutable_record_and_the_public_names_import():
+    conflict = Conflict(3, "ab" * 8, "summary differs")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        conflict.reason = "edited"  # type: ignore[misc]
+    assert len({conflict, Conflict(3, "ab" * 8, "summary differs")}) == 1
+    names: dict = {}
+    exec("from fedbench.registry.transfer import *", names)
+    public = [
+        "export_lines",
+        "read_runs_file",
+        "import_runs",
+        "ImportOutcome",
+        "Conflict",
+        "redact",
+        "FORMAT",
+        "VERSION",
+    ]
+    assert all(name in names for name in public)
+    assert names["FORMAT"] == "fedbench-runs" and names["VERSION"] == 1
