@@ -305,3 +305,137 @@ def test_an_in_memory_sqlite_uri_has_no_database_file(tmp_path, monkeypatch):
     registry.ensure_runs([entry(1)])
     assert [r.seed for r in registry.runs()] == [1] and not (tmp_path / "shared").exists()
     assert Registry.open_existing("sqlite:///file:shared?mode=memory&cache=shared&uri=true") is None
+
+
+# ------------------------------------------------------------------------------------------- read-only fallbacks
+def test_a_wal_database_sqlite_cannot_open_read_only_is_read_as_immutable(tmp_path, monkeypatch):
+    """A WAL database in a folder the reporter cannot write, with no -shm file: SQLite says "unable to open", and
+    the registry reads it as immutable instead (made here by a first schema query that fails so)."""
+    database = tmp_path / "fedbench.db"
+    writer = Registry(f"sqlite:///{database}")
+    writer.ensure_runs([entry(1)])
+    writer.engine.dispose()  # the last connection to close moves the WAL into the file, as a finished run leaves it
+    real = api.schema.current_revision
+    calls = []
+
+    def current_revision(engine):
+        calls.append(str(engine.url))
+        if len(calls) == 1:
+            raise OperationalError("SELECT", {}, Exception("unable to open database file"))
+        return real(engine)
+
+    monkeypatch.setattr(api.schema, "current_revision", current_revision)
+    reader = Registry(f"sqlite:///{database}", read_only=True)
+    assert [r.seed for r in reader.runs()] == [1] and len(calls) == 2
+    assert "immutable=1" in calls[1] and "immutable" not in calls[0]
+    assert pragma(reader, "query_only") == 1  # the immutable connection has the read-only settings too
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:///{database}", "disk I/O\nerror"),  # another error: not retried as immutable
+        ("sqlite:///file:{database}?mode=ro&uri=true", "unable to open database file"),  # declared: nothing to retry
+    ],
+)
+def test_other_failures_of_a_read_only_open_are_one_line_errors(tmp_path, monkeypatch, url, message):
+    database = tmp_path / "fedbench.db"
+    Registry(f"sqlite:///{database}")
+    url = url.format(database=database)
+
+    def current_revision(engine):
+        raise OperationalError("SELECT", {}, Exception(message))
+
+    monkeypatch.setattr(api.schema, "current_revision", current_revision)
+    with pytest.raises(RegistryError) as raised:
+        Registry(url, read_only=True)
+    assert str(raised.value) == f"cannot open registry {Registry.shown_url(url)!r}: {' '.join(message.split())}"
+
+
+def test_a_read_only_open_of_an_old_writable_registry_migrates_it_first(tmp_path, monkeypatch):
+    database = tmp_path / "fedbench.db"
+    Registry(f"sqlite:///{database}").ensure_runs([entry(1)])
+    real, upgrades = api.schema.current_revision, []
+    revisions = iter(["0002"])
+    monkeypatch.setattr(api.schema, "current_revision", lambda engine: next(revisions, None) or real(engine))
+    monkeypatch.setattr(api.schema, "upgrade", lambda engine, folder=None: upgrades.append(folder))
+    reader = Registry(f"sqlite:///{database}", read_only=True)
+    assert upgrades == [tmp_path / "checkpoints"] and [r.seed for r in reader.runs()] == [1]
+
+
+def test_a_read_only_open_whose_migration_is_refused_says_to_open_it_with_write_access(tmp_path, monkeypatch):
+    database = tmp_path / "fedbench.db"
+    Registry(f"sqlite:///{database}")
+    monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002")
+    head = api.schema.head_revision()
+    for refusal, refused in (("permission denied for table runs", True), ("no space left", False)):
+
+        def upgrade(engine, folder=None, refusal=refusal):
+            raise OperationalError("ALTER", {}, Exception(refusal))
+
+        monkeypatch.setattr(api.schema, "upgrade", upgrade)
+        with pytest.raises(RegistryError) as raised:
+            Registry(f"sqlite:///{database}", read_only=True)
+        opened = f"cannot open registry 'sqlite:///{database}': {refusal}"
+        if refused:
+            assert str(raised.value) == (
+                f"registry 'sqlite:///{database}' is at schema revision 0002 and this fedbench needs {head}; it is "
+                f"read-only here ({opened}): open it once with write access (e.g. `fedbench runs` as a user or "
+                "worker role that may write it)"
+            )
+        else:
+            assert str(raised.value) == opened
+
+
+# ------------------------------------------------------------------------------------------- PostgreSQL
+def test_postgresql_worker_and_select_only_roles(postgres_admin_url):
+    """A worker role opens the registry for writing; a SELECT-only role is a one-line error for writing (without
+    its password) and reads as a reporter; a reporter's session cannot write even as the owner."""
+    import uuid
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(postgres_admin_url)
+    suffix = uuid.uuid4().hex[:8]
+    database, reader, password = f"fedbench_open_{suffix}", f"fedbench_open_reader_{suffix}", uuid.uuid4().hex
+    server = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {database}"))
+        connection.execute(text(f"CREATE ROLE {reader} LOGIN PASSWORD '{password}'"))
+    try:
+        worker_url = admin.set(database=database).render_as_string(hide_password=False)
+        worker = Registry(worker_url)
+        assert not worker.is_sqlite and worker.database_file is None and worker.home == Path("registry")
+        worker.ensure_runs([entry(1)])
+        run_id = worker.get_run(entry(1)["spec_hash"]).id
+        with Session(worker.engine) as session:  # NaN has no PostgreSQL JSON spelling: stored as null
+            session.add(RoundRow(run_id=run_id, round=1, personal_metrics={"auc": [math.nan, 0.5]}))
+            session.commit()
+        assert worker.curve(run_id)[0].personal_metrics == {"auc": [None, 0.5]}
+        with worker.engine.begin() as connection:
+            connection.execute(text(f"GRANT CONNECT ON DATABASE {database} TO {reader}"))
+            connection.execute(text(f"GRANT USAGE ON SCHEMA public TO {reader}"))
+            connection.execute(text(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {reader}"))
+        worker.engine.dispose()
+        reader_url = admin.set(database=database, username=reader, password=password)
+        reader_url = reader_url.render_as_string(hide_password=False)
+        with pytest.raises(RegistryError) as raised:
+            Registry(reader_url)
+        assert str(raised.value) == (
+            f"registry {Registry.shown_url(reader_url)!r}: this database role may only read it; `fedbench run` "
+            "records runs, so connect as a worker role (docs/security.md)"
+        )
+        assert password not in str(raised.value)
+        assert [r.seed for r in Registry(reader_url, read_only=True).runs()] == [1]
+        owner_reading = Registry(worker_url, read_only=True)
+        assert [r.seed for r in owner_reading.runs()] == [1]
+        with pytest.raises(Exception, match="read-only transaction"), owner_reading.engine.begin() as connection:
+            connection.execute(text("DELETE FROM runs"))
+        owner_reading.engine.dispose()
+        assert [r.seed for r in Registry(worker_url).runs()] == [1]
+    finally:
+        with server.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            connection.execute(text(f"DROP ROLE IF EXISTS {reader}"))
+        server.dispose()
