@@ -219,6 +219,16 @@ def test_a_file_this_process_may_not_write_is_refused_for_writing(tmp_path, monk
             Registry(f"sqlite:///{database}")
         assert str(raised.value).startswith(f"registry 'sqlite:///{database}' cannot be written (the file or its")
         assert Registry(f"sqlite:///{database}", read_only=True).runs() == []  # a reporter still reads it
+    # a read-only open of an older registry this process may not write: no migration is tried
+    monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002")
+    monkeypatch.setattr(api.schema, "upgrade", lambda engine, folder=None: pytest.fail("migrated"))
+    with pytest.raises(RegistryError) as raised:
+        Registry(f"sqlite:///{database}", read_only=True)
+    assert str(raised.value) == (
+        f"registry 'sqlite:///{database}' is at schema revision 0002 and this fedbench needs "
+        f"{api.schema.head_revision()}; it is read-only here: open it once with write access (e.g. `fedbench runs` "
+        "as a user or worker role that may write it)"
+    )
     monkeypatch.setattr(api.os, "access", lambda path, mode: Path(path) != database and real_access(path, mode))
     assert api._sqlite_writable(str(tmp_path / "new.db"))  # a file to be made: only its folder counts
     assert api._sqlite_writable(None)
@@ -368,7 +378,15 @@ def test_a_read_only_open_whose_migration_is_refused_says_to_open_it_with_write_
     Registry(f"sqlite:///{database}")
     monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002")
     head = api.schema.head_revision()
-    for refusal, refused in (("permission denied for table runs", True), ("no space left", False)):
+    refusals = [
+        ("Permission denied for table runs", True),
+        ("must be owner of table runs", True),
+        ("cannot execute ALTER TABLE in a read-only transaction", True),
+        ("attempt to write a readonly database", True),
+        ("this database role may only read it", True),
+        ("no space left on device", False),
+    ]
+    for refusal, refused in refusals:
 
         def upgrade(engine, folder=None, refusal=refusal):
             raise OperationalError("ALTER", {}, Exception(refusal))
@@ -439,3 +457,39 @@ def test_postgresql_worker_and_select_only_roles(postgres_admin_url):
             connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
             connection.execute(text(f"DROP ROLE IF EXISTS {reader}"))
         server.dispose()
+
+
+# ------------------------------------------------------------------------------------------- registering
+def test_ensure_runs_adds_only_the_new_entries_and_never_changes_a_registered_run(registry_url):
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1)])
+    registry.claim(entry(1)["spec_hash"], worker="w:1")
+    registry.ensure_runs([entry(1, paper="other"), entry(2), entry(3)])  # the known one first
+    runs = registry.runs()
+    assert [(r.seed, r.status, r.paper) for r in runs] == [
+        (1, "running", "p"),
+        (2, "pending", "p"),
+        (3, "pending", "p"),
+    ]
+    assert all(r.created_at is not None and r.rounds_done == 0 for r in runs)
+
+
+def test_run_states_over_more_hashes_than_one_chunk_return_each_run_once(registry_url):
+    registry = Registry(registry_url)
+    count = 501  # one full chunk of 500 and one more run
+    with Session(registry.engine) as session:
+        session.add_all([RunRow(status="done" if i % 3 else "pending", **entry(i)) for i in range(count)])
+        session.commit()
+    hashes = [entry(i)["spec_hash"] for i in range(count)]
+    rows = registry.run_states([*hashes, "f" * 16])
+    assert sorted(row.spec_hash for row in rows) == hashes
+    assert {row.spec_hash: (row.seed, row.status) for row in rows} == {
+        h: (i, "done" if i % 3 else "pending") for i, h in enumerate(hashes)
+    }
+    assert len(registry.statuses(hashes)) == count and len(registry.runs(spec_hashes=hashes)) == count
+
+
+def test_the_public_names_of_the_api_import():
+    names: dict = {}
+    exec("from fedbench.registry.api import *", names)
+    assert all(name in names for name in ["Registry", "Heartbeat", "default_registry_url", "worker_id", "stale_reason"])
