@@ -334,7 +334,7 @@ def refused(path: Path, message: str) -> str:
     with pytest.raises(RunsFileError) as raised:
         read_runs_file(path)
     text = str(raised.value)
-    assert message in text and "\n" not in text, text
+    assert text.startswith(f"{path}") and message in text and "\n" not in text, text
     return text
 
 
@@ -390,6 +390,22 @@ def test_a_damaged_or_edited_runs_file_is_refused_naming_line_and_key(tmp_path, 
     refused(write(tmp_path / "runs.jsonl", lines), message)
 
 
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["", " "], ": empty; a runs file starts with a header line written by `fedbench export`"),
+        ([HEADER, '{"a": 1,}'], " line 2: not JSON (Expecting property name enclosed in double quotes at column 9)"),
+        ([HEADER, line(spec(0)), line(spec(0))], f" line 3: key spec_hash: run {spec(0).spec_hash} already on line 2"),
+        ([HEADER, {**line(spec(0)), "worker": "me"}], " line 2: key worker: Extra inputs are not permitted"),
+        ([HEADER, "7"], " line 2: key (the line): Input should be a valid dictionary or instance of RunLine"),
+        ([HEADER, {**line(spec(0)), "rounds": [5]}], " line 2: key rounds.0: Input should be a valid dictionary or instance of RoundLine"),
+    ],
+)  # fmt: skip
+def test_the_whole_refusal_is_the_file_then_what_is_wrong(tmp_path, lines, message):
+    path = write(tmp_path / "runs.jsonl", lines)
+    assert refused(path, message) == f"{path}{message}"
+
+
 def test_round_columns_holding_lists_and_dicts_are_taken_as_they_are(tmp_path):
     rounds = [{"round": 1, "personal_per_client": [0.5, None], "personal_metrics": {"dice": [0.25]}, "bytes_up": 7}]
     (_, run), = read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, line(spec(0), rounds=rounds)]))  # fmt: skip
@@ -398,7 +414,11 @@ def test_round_columns_holding_lists_and_dicts_are_taken_as_they_are(tmp_path):
 
 
 def test_a_runs_file_that_cannot_be_read_is_a_runs_file_error(tmp_path):
-    refused(tmp_path / "missing.jsonl", "missing.jsonl: cannot read the runs file")
+    missing = tmp_path / "missing.jsonl"
+    assert (
+        refused(missing, "")
+        == f"{missing}: cannot read the runs file ([Errno 2] No such file or directory: '{missing}')"
+    )
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(b"\x80\x04\x95 a pickle, not text")
     refused(binary, "binary.jsonl: cannot read the runs file")
