@@ -493,3 +493,61 @@ def test_the_public_names_of_the_api_import():
     names: dict = {}
     exec("from fedbench.registry.api import *", names)
     assert all(name in names for name in ["Registry", "Heartbeat", "default_registry_url", "worker_id", "stale_reason"])
+
+
+def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, monkeypatch):
+    monkeypatch.delenv("FEDBENCH_REGISTRY", raising=False)
+    registry = Registry(registry_url)
+    assert registry.resolve_url(None) == Registry.resolve_url(None) == "sqlite:///registry/fedbench.db"
+    assert registry.resolve_url("sqlite:///other.db") == "sqlite:///other.db"
+
+
+def test_the_claim_timeout_is_ten_missed_heartbeats_of_thirty_seconds():
+    """The documented figures (api.py's comment, docs): a beat every 30 s, a claim free after ten missed beats."""
+    assert api.HEARTBEAT_EVERY.total_seconds() == 30 and api.STALE_AFTER == 10 * api.HEARTBEAT_EVERY
+
+
+def test_a_disk_io_error_names_the_leftover_files_of_a_deleted_registry_and_only_then(tmp_path, monkeypatch):
+    database = tmp_path / "fedbench.db"
+    url = f"sqlite:///{database}"
+
+    def upgrade(engine, folder=None):
+        raise OperationalError("CREATE TABLE", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(api.schema, "upgrade", upgrade)
+    with pytest.raises(RegistryError) as bare:
+        Registry(url)
+    assert str(bare.value) == f"cannot open registry {url!r}: disk I/O error"
+    (tmp_path / "fedbench.db-wal").write_bytes(b"")
+    (tmp_path / "fedbench.db-shm").write_bytes(b"")
+    with pytest.raises(RegistryError) as hinted:
+        Registry(url)
+    assert str(hinted.value) == (
+        f"cannot open registry {url!r}: disk I/O error; {database}-wal and {database}-shm belong to a registry file "
+        "that was deleted while a process still had it open: stop that process (an old `fedbench run`?) or delete "
+        "those files, then retry"
+    )
+
+
+def test_reset_for_rerun_skips_unfinished_and_unknown_runs_and_forgets_the_checkpoint(registry_url):
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1), entry(2), entry(3)])
+    for seed in (2, 3):
+        run_id = registry.claim(entry(seed)["spec_hash"], worker="w:1")
+        registry.record_checkpoint(run_id, "ab" * 32)
+        registry.finish(run_id, "interrupted" if seed == 3 else "done", summary={"best": 1.0})
+    done, interrupted = registry.get_run(entry(2)["spec_hash"]), registry.get_run(entry(3)["spec_hash"])
+    assert (
+        done.checkpoint_sha256 is None and interrupted.checkpoint_sha256 == "ab" * 32
+    )  # (finish: only a finished run's)
+    registry.record_checkpoint(done.id, "cd" * 32)
+    # unknown and unfinished runs first: they are skipped, the finished one after them is still reset
+    registry.reset_for_rerun(["f" * 16, entry(1)["spec_hash"], entry(3)["spec_hash"], entry(2)["spec_hash"]])
+    assert registry.statuses([entry(n)["spec_hash"] for n in (1, 2, 3)]) == {
+        entry(1)["spec_hash"]: "pending",
+        entry(2)["spec_hash"]: "pending",
+        entry(3)["spec_hash"]: "interrupted",
+    }
+    assert registry.checkpoint_sha256(done.id) is None  # "None if it wrote none since it was last reset"
+    assert registry.checkpoint_sha256(interrupted.id) == "ab" * 32  # an unfinished run keeps its checkpoint to resume
+    assert registry.get_run(done.id).summary == {}
