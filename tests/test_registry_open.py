@@ -306,6 +306,7 @@ def test_json_for_a_server_database_has_null_for_every_non_finite_number():
     assert api.json_without_nan([True, 0, 1e308]) == "[true, 0, 1e+308]"
 
 
+@pytest.mark.filterwarnings("ignore:Selection of the SingletonThreadPool:sqlalchemy.exc.SADeprecationWarning")
 def test_an_in_memory_sqlite_uri_has_no_database_file(tmp_path, monkeypatch):
     """SQLAlchemy hands mode=memory of the URL's query on to SQLite: the registry lives in memory, not in a file
     named after the URI's path (a bug: fedbench took ``file:shared?mode=memory&uri=true`` for the file "shared")."""
