@@ -486,7 +486,9 @@ def _sqlite_file(parsed: URL) -> str | None:
         return None
     if str(parsed.query.get("uri", "")).lower() in ("true", "1") and database.startswith("file:"):
         path = unquote(database[len("file:") :].split("?", 1)[0])
-        return None if path in ("", ":memory:") or "mode=memory" in database else path
+        # mode=memory: in the URL's query (SQLAlchemy hands it on to SQLite's URI) or in the file name part
+        in_memory = str(parsed.query.get("mode", "")).lower() == "memory" or "mode=memory" in database
+        return None if path in ("", ":memory:") or in_memory else path
     return database
 
 
