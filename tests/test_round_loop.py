@@ -1,3 +1,359 @@
-"""The round loop (engine/loop.py) checked by hand: sampling, bytes, eval_every, divergence, resume."""
+"""The round loop (engine/loop.py) checked by hand: the client schedule, bytes, the per-round record, eval_every,
+divergence (the round it is recorded at), stop_after_round, resume, and the checkpoint layout check."""
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from algorithm_fixtures import Sink, make_spec, train
+
+from fedbench.algorithms.fedavg import FedAvg
+from fedbench.engine import loop, packed
+from fedbench.engine.checkpoint import CheckpointRejected
+from fedbench.engine.context import ServerState
+from fedbench.errors import RunDiverged, WriteFailed
+from fedbench.seeding import derive_seed
+
+# digits (8×8 inputs, 10 classes), digits_mlp with hidden 16: 64·16 + 16 weights/biases, then 16·10 + 10
+MLP16_PARAMS = 64 * 16 + 16 + 16 * 10 + 10
+
+
+def test_client_schedule_is_drawn_round_by_round_from_the_sampling_stream():
+    spec = make_spec("fedavg", num_clients=7, clients_per_round=3, rounds=5, seed=3)
+    rng = np.random.default_rng(derive_seed(3, "sampling"))
+    expected = [sorted(int(c) for c in rng.choice(7, 3, replace=False)) for _ in range(5)]
+    assert loop.client_schedule(spec) == expected
+    assert len(expected) == 5 and all(len(set(r)) == 3 for r in expected)
+
+
+def test_a_non_finite_client_loss_is_divergence_at_that_round():
+    class Update:
+        client_id = 4
+        train_loss = 0.5
+
+    loop.check_client_loss(Update(), 3)  # finite: nothing
+    for bad in (math.nan, math.inf, -math.inf):
+        Update.train_loss = bad
+        with pytest.raises(RunDiverged) as caught:
+            loop.check_client_loss(Update(), 3)
+        assert caught.value.round_index == 3 and "client 4" in str(caught.value)
+
+
+def test_init_model_is_seeded_and_leaves_the_global_generator_alone():
+    spec = make_spec("fedavg", seed=5)
+    before = torch.random.get_rng_state()
+    a = loop.init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    assert torch.equal(torch.random.get_rng_state(), before)
+    torch.manual_seed(derive_seed(5, "init"))
+    from fedbench.models import build_model
+
+    b = build_model(spec.model, 10, (1, 8, 8), **spec.model_params)
+    for p, q in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert sum(p.numel() for p in a.parameters()) == MLP16_PARAMS
+
+
+@pytest.mark.parametrize(("algorithm", "up_floats", "down_floats"), [("fedavg", 1, 1), ("scaffold", 2, 2)])
+def test_bytes_are_four_per_float_sent_times_the_rounds_clients(algorithm, up_floats, down_floats):
+    """FedAvg sends w both ways; SCAFFOLD also sends its control variate (c down, Δc up): float32 = 4 bytes."""
+    spec = make_spec(algorithm, num_clients=5, clients_per_round=3, rounds=2)
+    sink = Sink()
+    result = loop.run(spec, sink)
+    assert result.info["num_params"] == MLP16_PARAMS
+    for record in sink.records:
+        assert record.bytes_up == 3 * up_floats * MLP16_PARAMS * 4
+        assert record.bytes_down == 3 * down_floats * MLP16_PARAMS * 4
+
+
+def test_train_loss_is_the_sample_weighted_mean_of_the_clients_losses(monkeypatch):
+    seen: list = []
+    real = FedAvg.local_train
+
+    def spy(self, ctx):
+        update = real(self, ctx)
+        seen.append((ctx.round_index, update.train_loss, update.num_samples))
+        return update
+
+    monkeypatch.setattr(FedAvg, "local_train", spy)
+    spec = make_spec("fedavg", num_clients=4, clients_per_round=3, rounds=2)
+    sink = Sink()
+    loop.run(spec, sink)
+    for record in sink.records:
+        mine = [(loss, n) for r, loss, n in seen if r == record.round]
+        assert len(mine) == 3 and len({n for _, n in mine}) > 1  # unequal sizes: weighting matters
+        expected = sum(loss * n for loss, n in mine) / sum(n for _, n in mine)
+        assert record.train_loss == pytest.approx(expected, rel=1e-12)
+        assert record.wall_seconds >= 0.0
+
+
+def test_evaluation_every_eval_every_rounds_and_at_the_last_and_only_then(tmp_path):
+    spec = make_spec("fedavg", rounds=5, eval_every=2)
+    result, sink, checkpoint = train(spec, tmp_path)
+    assert result.status == "done" and result.rounds_done == 5
+    assert [r.round for r in sink.records] == [1, 2, 3, 4, 5]
+    evaluated = [r.round for r in sink.records if r.test_acc is not None]
+    assert evaluated == [2, 4, 5]
+    optional = [
+        "test_acc",
+        "test_loss",
+        "personal_mean",
+        "personal_weighted_mean",
+        "personal_std",
+        "personal_per_client",
+        "personal_val_mean",
+        "personal_val_per_client",
+        "personal_metrics",
+        "finetune_mean",
+        "finetune_weighted_mean",
+        "finetune_std",
+        "finetune_per_client",
+    ]
+    for record in sink.records:
+        if record.round in (1, 3):
+            assert all(getattr(record, name) is None for name in optional)
+        else:  # global only: no personalised field
+            assert all(getattr(record, name) is None for name in optional[2:])
+    # the last round's accuracy is the final global model's, on the test set, counted by hand
+    from fedbench.data.federated import prepare_data
+
+    data = prepare_data(spec, torch.device("cpu"))
+    model = loop.init_model(spec, data.num_classes, data.input_shape, torch.device("cpu"))
+    torch.nn.utils.vector_to_parameters(checkpoint["server"]["params"], model.parameters())
+    with torch.no_grad():
+        predicted = model(data.tensors.test_x).argmax(1)
+    correct = int((predicted == data.tensors.test_y).sum())
+    assert sink.records[-1].test_acc == correct / len(data.tensors.test_y)
+    assert sink.records[-1].test_loss > 0
+
+
+def test_personal_evaluation_only_in_personal_or_both_modes():
+    for mode, has_global, has_personal in (("personal", False, True), ("both", True, True), ("global", True, False)):
+        spec = make_spec("fedavg", rounds=1, eval_mode=mode, client_test_fraction=0.25)
+        sink = Sink()
+        loop.run(spec, sink)
+        (record,) = sink.records
+        assert (record.test_acc is not None) == has_global
+        assert (record.personal_mean is not None) == has_personal
+
+
+def diverging(monkeypatch, at_round: int, how: str):
+    """FedAvg that goes wrong in round ``at_round``: a NaN client loss, or NaN aggregated weights."""
+    real_train, real_aggregate = FedAvg.local_train, FedAvg.aggregate
+
+    def local_train(self, ctx):
+        update = real_train(self, ctx)
+        if how == "loss" and ctx.round_index == at_round:
+            update.train_loss = math.nan
+        return update
+
+    def aggregate(self, server, updates, round_index):
+        real_aggregate(self, server, updates, round_index)
+        if how == "weights" and round_index == at_round:
+            server.params[0] = math.inf
+
+    real_round = packed.train_round
+
+    def train_round(state, algorithm, clients, round_index, *args):
+        updates, contexts = real_round(state, algorithm, clients, round_index, *args)
+        if how == "loss" and round_index == at_round:
+            updates[-1].train_loss = math.nan
+        return updates, contexts
+
+    monkeypatch.setattr(FedAvg, "local_train", local_train)
+    monkeypatch.setattr(FedAvg, "aggregate", aggregate)
+    monkeypatch.setattr(packed, "train_round", train_round)
+
+
+@pytest.mark.parametrize("how", ["loss", "weights"])
+@pytest.mark.parametrize("packing", ["sequential", "packed"])
+def test_divergence_is_recorded_at_the_round_it_happens(monkeypatch, tmp_path, how, packing):
+    diverging(monkeypatch, 3, how)
+    spec = make_spec("fedavg", rounds=5)
+    sink = Sink()
+    result = loop.run(spec, sink, checkpoint_path=tmp_path / "run.pt", packing=packing)
+    assert result.status == "diverged"
+    assert result.diverged_round == 3 and result.rounds_done == 2
+    assert "round 3" in result.message
+    assert [r.round for r in sink.records] == [1, 2]
+    assert result.info["num_params"] == MLP16_PARAMS
+    assert result.settings["packing"]["executor"] == packing
+
+
+def test_a_non_finite_test_loss_is_divergence(monkeypatch):
+    real = loop.evaluate
+    monkeypatch.setattr(loop, "evaluate", lambda *a: (real(*a)[0], math.inf))
+    result = loop.run(make_spec("fedavg", rounds=3, eval_every=2), Sink())
+    assert result.status == "diverged" and result.diverged_round == 2 and result.rounds_done == 1
+
+
+def test_stop_after_round_interrupts_there_and_a_rerun_gives_the_same_numbers(tmp_path):
+    spec = make_spec("fedavg", rounds=4, num_clients=5, clients_per_round=2)
+    _, straight, reference = train(spec, tmp_path / "a")
+
+    seen: list[int] = []
+    sink = Sink()
+    first, _, _ = train(spec, tmp_path / "b", sink=sink, stop_after_round=2, on_round=lambda r: seen.append(r.round))
+    assert first.status == "interrupted" and first.rounds_done == 2 and seen == [1, 2]
+    second, _, final = train(spec, tmp_path / "b", sink=sink, on_round=lambda r: seen.append(r.round))
+    assert second.status == "done" and second.rounds_done == 4
+    assert second.info["resumed_from"] == 2 and "checkpoint_rejected" not in second.info
+    assert seen == [1, 2, 3, 4]
+    assert torch.equal(final["server"]["params"], reference["server"]["params"])
+    fields = [(r.round, r.train_loss, r.test_acc, r.test_loss, r.bytes_up, r.bytes_down) for r in sink.records]
+    assert fields == [
+        (r.round, r.train_loss, r.test_acc, r.test_loss, r.bytes_up, r.bytes_down) for r in straight.records
+    ]
+
+
+def test_stop_after_the_last_round_is_a_finished_run(tmp_path):
+    spec = make_spec("fedavg", rounds=2)
+    assert loop.run(spec, Sink(), stop_after_round=2).status == "done"
+    assert loop.run(spec, Sink(), stop_after_round=5).status == "done"
+    result = loop.run(spec, Sink(), stop_after_round=1)
+    assert (result.status, result.rounds_done) == ("interrupted", 1)
+
+
+def test_a_learning_rate_schedule_sets_each_rounds_client_lr(monkeypatch):
+    lrs: list = []
+    real = FedAvg.local_train
+
+    def spy(self, ctx):
+        lrs.append((ctx.round_index, ctx.lr))
+        return real(self, ctx)
+
+    monkeypatch.setattr(FedAvg, "local_train", spy)
+    spec = make_spec(
+        "fedavg",
+        rounds=3,
+        clients_per_round=1,
+        optimizer={"lr": 0.2},
+        lr_schedule={"name": "exponential", "gamma": 0.5},
+    )
+    loop.run(spec, Sink())
+    assert lrs == [(1, pytest.approx(0.2)), (2, pytest.approx(0.1)), (3, pytest.approx(0.05))]
+
+
+def test_a_write_failure_says_the_run_resumes_from_the_round_before(tmp_path):
+    class FailingSink(Sink):
+        def log_round(self, record) -> None:
+            if record.round == 3:
+                raise WriteFailed("the registry", "disk full", "free space")
+            super().log_round(record)
+
+    spec = make_spec("fedavg", rounds=4)
+    with pytest.raises(WriteFailed) as caught:
+        loop.run(spec, FailingSink(), checkpoint_path=tmp_path / "run.pt")
+    assert "from round 2" in str(caught.value)
+    with pytest.raises(WriteFailed) as caught:
+        loop.run(spec, FailingSink())
+    assert "from the start" in str(caught.value)
+
+
+# ---- check_layout: a checkpoint's payload must be laid out as this run's state ----
+
+SPEC = make_spec("fedavg", num_clients=4, rounds=3)
+
+
+def fresh_server() -> ServerState:
+    return ServerState(params=torch.zeros(6), buffers={"running": torch.ones(2)})
+
+
+def valid_payload(**changes):
+    payload = {
+        "spec_hash": SPEC.spec_hash,
+        "round": 2,
+        "server": {"params": torch.zeros(6), "buffers": {"running": torch.ones(2)}, "state": {}},
+        "client_states": {0: {}, 3: {"x": torch.zeros(1)}},
+        "client_files": {1: ["a.safetensors", "0" * 64]},
+        "finetune_start": None,
+    }
+    payload.update(changes)
+    return payload
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"round": 1},
+        {"round": 3},
+        {"finetune_start": {"params": torch.zeros(6)}},
+        {"client_files": {}},
+        {"client_states": {}},
+    ],
+)
+def test_a_checkpoint_laid_out_as_this_runs_state_passes(changes):
+    loop.check_layout(SPEC, valid_payload(**changes), fresh_server())
+    without_manifest = valid_payload(**changes)
+    del without_manifest["client_files"]  # checkpoints from before the client-state store
+    loop.check_layout(SPEC, without_manifest, fresh_server())
+
+
+def server(**changes):
+    value = {"params": torch.zeros(6), "buffers": {"running": torch.ones(2)}, "state": {}}
+    value.update(changes)
+    return value
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"extra": 1},
+        {"round": 0},
+        {"round": 4},
+        {"server": [1]},
+        {"server": {"params": torch.zeros(6), "buffers": {}}},
+        {"server": server(params=torch.zeros(5))},
+        {"server": server(params=torch.zeros(6, dtype=torch.float64))},
+        {"server": server(params=[0.0] * 6)},
+        {"server": server(buffers={})},
+        {"server": server(buffers=[])},
+        {"server": server(buffers={"running": torch.ones(3)})},
+        {"server": server(buffers={"running": torch.ones(2, dtype=torch.float64)})},
+        {"server": server(buffers={"running": [1.0, 1.0]})},
+        {"server": server(state=[])},
+        {"client_states": []},
+        {"client_states": {4: {}}},
+        {"client_states": {-1: {}}},
+        {"client_states": {"0": {}}},
+        {"client_states": {0: []}},
+        {"client_files": []},
+        {"client_files": {4: ["a", "b"]}},
+        {"client_files": {-1: ["a", "b"]}},
+        {"client_files": {"1": ["a", "b"]}},
+        {"client_files": {1: ("a", "b")}},
+        {"client_files": {1: ["a"]}},
+        {"client_files": {1: ["a", "b", "c"]}},
+        {"client_files": {1: ["a", 2]}},
+        {"finetune_start": [1]},
+    ],
+)
+def test_a_checkpoint_laid_out_otherwise_is_rejected(changes):
+    payload = valid_payload(**changes)
+    with pytest.raises(CheckpointRejected):
+        loop.check_layout(SPEC, payload, fresh_server())
+
+
+def test_a_missing_key_is_rejected():
+    for key in ("spec_hash", "round", "server", "client_states", "finetune_start"):
+        payload = valid_payload()
+        del payload[key]
+        with pytest.raises(CheckpointRejected):
+            loop.check_layout(SPEC, payload, fresh_server())
+
+
+def test_no_checkpoint_file_is_a_fresh_start_and_a_bad_one_a_reason(tmp_path):
+    assert loop.resume_point(SPEC, fresh_server(), None, None, torch.device("cpu")) == (None, None)
+    missing = tmp_path / "none.pt"
+    assert loop.resume_point(SPEC, fresh_server(), missing, None, torch.device("cpu")) == (None, None)
+    garbage = tmp_path / "bad.pt"
+    garbage.write_bytes(b"not a checkpoint")
+    payload, reason = loop.resume_point(SPEC, fresh_server(), garbage, None, torch.device("cpu"))
+    assert payload is None and isinstance(reason, str) and reason
+    folder = tmp_path / "a_folder.pt"
+    folder.mkdir()
+    payload, reason = loop.resume_point(SPEC, fresh_server(), folder, None, torch.device("cpu"))
+    assert payload is None and "cannot be read" in reason
