@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from algorithm_fixtures import Sink, make_spec, train
 
+from algorithm_fixtures import Sink, make_spec, train
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.engine import loop, packed
 from fedbench.engine.checkpoint import CheckpointRejected
