@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from algorithm_fixtures import Sink, make_spec, train
+from algorithm_fixtures import MLP, Sink, head_mlp, make_spec, train  # noqa: F401 (head_mlp: a fixture)
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.engine import loop, packed
 from fedbench.engine.checkpoint import CheckpointRejected
@@ -357,3 +357,41 @@ def test_no_checkpoint_file_is_a_fresh_start_and_a_bad_one_a_reason(tmp_path):
     folder.mkdir()
     payload, reason = loop.resume_point(SPEC, fresh_server(), folder, None, torch.device("cpu"))
     assert payload is None and "cannot be read" in reason
+
+
+@pytest.mark.usefixtures("head_mlp")
+def test_frozen_parameters_are_restored_after_an_aggregation_that_moves_them(monkeypatch, tmp_path):
+    """A fixed ETF classifier keeps w^0's values exactly even when the aggregate moves every coordinate."""
+    real = FedAvg.aggregate
+
+    def aggregate(self, server, updates, round_index):
+        real(self, server, updates, round_index)
+        server.params += 0.25
+
+    monkeypatch.setattr(FedAvg, "aggregate", aggregate)
+    spec = make_spec("fedavg", model=MLP, model_params={"classifier": "etf"}, rounds=2)
+    _, _, checkpoint = train(spec, tmp_path)
+    model = loop.init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    start = torch.nn.utils.parameters_to_vector(model.parameters()).detach()
+    fixed = torch.cat([torch.full((p.numel(),), not p.requires_grad) for p in model.parameters()])
+    assert 0 < int(fixed.sum()) < len(fixed)
+    final = checkpoint["server"]["params"]
+    assert torch.equal(final[fixed], start[fixed])
+    assert not torch.equal(final[~fixed], start[~fixed])
+
+
+def test_a_rejected_checkpoint_is_reported_once_and_the_run_starts_from_round_zero(tmp_path):
+    spec = make_spec("fedavg", rounds=2)
+    straight = Sink()
+    loop.run(spec, straight)
+    path = tmp_path / "run.pt"
+    path.write_bytes(b"\x00" * 40)
+    warnings: list[str] = []
+    sink = Sink()
+    result = loop.run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
+    assert result.status == "done" and result.info["resumed_from"] == 0
+    assert len(warnings) == 1 and str(path) in warnings[0] and "round 0" in warnings[0]
+    assert result.info["checkpoint_rejected"] in warnings[0]
+    assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
+        (r.round, r.train_loss, r.test_acc) for r in straight.records
+    ]
