@@ -395,3 +395,14 @@ def test_a_rejected_checkpoint_is_reported_once_and_the_run_starts_from_round_ze
     assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
         (r.round, r.train_loss, r.test_acc) for r in straight.records
     ]
+
+
+def test_a_finished_run_has_no_divergence_and_a_bare_result_is_empty():
+    result = loop.run(make_spec("fedavg", rounds=1), Sink())
+    assert (result.status, result.rounds_done, result.diverged_round, result.message) == ("done", 1, None, None)
+    bare = loop.RunResult("done", 3)
+    assert (bare.settings, bare.info, bare.diverged_round, bare.message) == ({}, {}, None, None)
+    assert bare.settings is not loop.RunResult("done", 3).settings  # never one dict shared by every result
+    record = loop.RoundRecord(round=1, train_loss=0.5, wall_seconds=0.0, bytes_up=0, bytes_down=0)
+    assert record.test_acc is None and record.test_loss is None and record.personal_metrics is None
+    assert record.finetune_per_client is None and record.personal_val_per_client is None
