@@ -39,7 +39,8 @@ def test_a_non_finite_client_loss_is_divergence_at_that_round():
         Update.train_loss = bad
         with pytest.raises(RunDiverged) as caught:
             loop.check_client_loss(Update(), 3)
-        assert caught.value.round_index == 3 and "client 4" in str(caught.value)
+        assert caught.value.round_index == 3
+        assert str(caught.value) == f"diverged at round 3: client 4 training loss is {bad}"
 
 
 def test_init_model_is_seeded_and_leaves_the_global_generator_alone():
@@ -298,43 +299,61 @@ def server(**changes):
     return value
 
 
+KEYS = "its payload has keys {}, not those of this fedbench's checkpoints"
+SERVER_KEYS = "its server state is not {params, buffers, state}"
+WEIGHTS = "its global weights are not (6,) torch.float32 (another model?)"
+BUFFERS = "its model buffers are not this model's"
+BUFFER = "its buffer 'running' does not have this model's shape (2,)"
+CLIENTS = "its client states are not a dict of client 0..3 → state"
+MANIFEST = "its client-state manifest is not a dict of client → [file name, sha256]"
+
+
 @pytest.mark.parametrize(
-    "changes",
+    ("changes", "reason"),
     [
-        {"extra": 1},
-        {"round": 0},
-        {"round": 4},
-        {"server": [1]},
-        {"server": {"params": torch.zeros(6), "buffers": {}}},
-        {"server": server(params=torch.zeros(5))},
-        {"server": server(params=torch.zeros(6, dtype=torch.float64))},
-        {"server": server(params=[0.0] * 6)},
-        {"server": server(buffers={})},
-        {"server": server(buffers=[])},
-        {"server": server(buffers={"running": torch.ones(3)})},
-        {"server": server(buffers={"running": torch.ones(2, dtype=torch.float64)})},
-        {"server": server(buffers={"running": [1.0, 1.0]})},
-        {"server": server(state=[])},
-        {"client_states": []},
-        {"client_states": {4: {}}},
-        {"client_states": {-1: {}}},
-        {"client_states": {"0": {}}},
-        {"client_states": {0: []}},
-        {"client_files": []},
-        {"client_files": {4: ["a", "b"]}},
-        {"client_files": {-1: ["a", "b"]}},
-        {"client_files": {"1": ["a", "b"]}},
-        {"client_files": {1: ("a", "b")}},
-        {"client_files": {1: ["a"]}},
-        {"client_files": {1: ["a", "b", "c"]}},
-        {"client_files": {1: ["a", 2]}},
-        {"finetune_start": [1]},
+        (
+            {"extra": 1},
+            KEYS.format(["client_files", "client_states", "extra", "finetune_start", "round", "server", "spec_hash"]),
+        ),
+        ({"round": 0}, "its round 0 is outside 1..3"),
+        ({"round": 4}, "its round 4 is outside 1..3"),
+        ({"server": [1]}, SERVER_KEYS),
+        ({"server": {"params": torch.zeros(6), "buffers": {"running": torch.ones(2)}}}, SERVER_KEYS),
+        ({"server": server(extra={})}, SERVER_KEYS),
+        ({"server": server(params=torch.zeros(5))}, WEIGHTS),
+        ({"server": server(params=torch.zeros(6, dtype=torch.float64))}, WEIGHTS),
+        ({"server": server(params=[0.0] * 6)}, WEIGHTS),
+        ({"server": server(buffers={})}, BUFFERS),
+        ({"server": server(buffers=[])}, BUFFERS),
+        ({"server": server(buffers={"running": torch.ones(2), "other": torch.ones(2)})}, BUFFERS),
+        ({"server": server(buffers={"running": torch.ones(3)})}, BUFFER),
+        ({"server": server(buffers={"running": torch.ones(2, dtype=torch.float64)})}, BUFFER),
+        ({"server": server(buffers={"running": [1.0, 1.0]})}, BUFFER),
+        ({"server": server(state=[])}, "its server state is not a dict"),
+        ({"client_states": []}, CLIENTS),
+        ({"client_states": {4: {}}}, CLIENTS),
+        ({"client_states": {-1: {}}}, CLIENTS),
+        ({"client_states": {"0": {}}}, CLIENTS),
+        ({"client_states": {0: []}}, CLIENTS),
+        ({"client_states": {0: {}, 3: []}}, CLIENTS),
+        ({"client_files": []}, MANIFEST),
+        ({"client_files": {4: ["a", "b"]}}, MANIFEST),
+        ({"client_files": {-1: ["a", "b"]}}, MANIFEST),
+        ({"client_files": {"1": ["a", "b"]}}, MANIFEST),
+        ({"client_files": {1: ("a", "b")}}, MANIFEST),
+        ({"client_files": {1: ["a"]}}, MANIFEST),
+        ({"client_files": {1: ["a", "b", "c"]}}, MANIFEST),
+        ({"client_files": {1: ["a", 2]}}, MANIFEST),
+        ({"client_files": {1: [2, "b"]}}, MANIFEST),
+        ({"client_files": {1: ["a", "b"], 2: ["a"]}}, MANIFEST),
+        ({"finetune_start": [1]}, "its fine-tuning start point is not a dict"),
     ],
 )
-def test_a_checkpoint_laid_out_otherwise_is_rejected(changes):
+def test_a_checkpoint_laid_out_otherwise_is_rejected_with_its_reason(changes, reason):
     payload = valid_payload(**changes)
-    with pytest.raises(CheckpointRejected):
+    with pytest.raises(CheckpointRejected) as caught:
         loop.check_layout(SPEC, payload, fresh_server())
+    assert caught.value.reason == reason
 
 
 def test_a_missing_key_is_rejected():
@@ -356,7 +375,7 @@ def test_no_checkpoint_file_is_a_fresh_start_and_a_bad_one_a_reason(tmp_path):
     folder = tmp_path / "a_folder.pt"
     folder.mkdir()
     payload, reason = loop.resume_point(SPEC, fresh_server(), folder, None, torch.device("cpu"))
-    assert payload is None and "cannot be read" in reason
+    assert payload is None and reason == "it cannot be read (Is a directory)"
 
 
 @pytest.mark.usefixtures("head_mlp")
