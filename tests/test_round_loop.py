@@ -425,3 +425,34 @@ def test_a_finished_run_has_no_divergence_and_a_bare_result_is_empty():
     record = loop.RoundRecord(round=1, train_loss=0.5, wall_seconds=0.0, bytes_up=0, bytes_down=0)
     assert record.test_acc is None and record.test_loss is None and record.personal_metrics is None
     assert record.finetune_per_client is None and record.personal_val_per_client is None
+
+
+def test_wall_seconds_is_the_rounds_elapsed_clock(monkeypatch):
+    """A fake clock that advances 1.5 s per reading: each round reads it when it begins and when it ends."""
+    readings = iter(range(100))
+    monkeypatch.setattr(loop, "time", type("Clock", (), {"perf_counter": staticmethod(lambda: 1.5 * next(readings))}))
+    sink = Sink()
+    result = loop.run(make_spec("fedavg", rounds=3), sink)
+    assert [r.wall_seconds for r in sink.records] == [1.5, 1.5, 1.5]
+    assert result.settings["packing"]["executor"] == "sequential"  # the default path
+
+
+def test_fine_tuning_is_evaluated_after_the_last_round_only_and_survives_a_resume(tmp_path, monkeypatch):
+    """finetune.start = best: a scripted accuracy per evaluation (0.5, 0.9, 0.3) makes round 2 the best; a run
+    interrupted after round 2 must carry that start point through its checkpoint."""
+    real = loop.evaluate
+    script: list[float] = []
+    monkeypatch.setattr(loop, "evaluate", lambda *a: (script.pop(0), real(*a)[1]))
+    spec = make_spec("fedavg", rounds=3, client_test_fraction=0.25, finetune={"epochs": 1, "start": "best"})
+    script[:] = [0.5, 0.9, 0.3]
+    _, straight, final = train(spec, tmp_path / "a")
+    assert [r.finetune_mean is not None for r in straight.records] == [False, False, True]
+    assert len(straight.records[-1].finetune_per_client) == 4
+    assert final["finetune_start"]["round"] == 2
+    script[:] = [0.5, 0.9, 0.3]
+    sink = Sink()
+    assert train(spec, tmp_path / "b", sink=sink, stop_after_round=2)[0].status == "interrupted"
+    _, _, resumed = train(spec, tmp_path / "b", sink=sink)
+    assert resumed["finetune_start"]["round"] == 2 and not script
+    fields = [(r.round, r.test_acc, r.finetune_mean, r.finetune_per_client) for r in sink.records]
+    assert fields == [(r.round, r.test_acc, r.finetune_mean, r.finetune_per_client) for r in straight.records]
