@@ -12,6 +12,7 @@ import torch
 from algorithm_fixtures import MLP, Sink, head_mlp, make_spec, train  # noqa: F401 (head_mlp: a fixture)
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.engine import loop, packed
+from fedbench.engine.accel import Acceleration
 from fedbench.engine.checkpoint import CheckpointRejected
 from fedbench.engine.context import ServerState
 from fedbench.errors import RunDiverged, WriteFailed
@@ -435,6 +436,7 @@ def test_wall_seconds_is_the_rounds_elapsed_clock(monkeypatch):
     result = loop.run(make_spec("fedavg", rounds=3), sink)
     assert [r.wall_seconds for r in sink.records] == [1.5, 1.5, 1.5]
     assert result.settings["packing"]["executor"] == "sequential"  # the default path
+    assert result.settings["acceleration"] == Acceleration().as_dict()  # none asked for: none used
 
 
 def test_fine_tuning_is_evaluated_after_the_last_round_only_and_survives_a_resume(tmp_path, monkeypatch):
