@@ -458,3 +458,21 @@ def test_fine_tuning_is_evaluated_after_the_last_round_only_and_survives_a_resum
     assert resumed["finetune_start"]["round"] == 2 and not script
     fields = [(r.round, r.test_acc, r.finetune_mean, r.finetune_per_client) for r in sink.records]
     assert fields == [(r.round, r.test_acc, r.finetune_mean, r.finetune_per_client) for r in straight.records]
+
+
+def test_a_run_reuses_a_cache_filled_with_verified_data(monkeypatch):
+    """By default a run verifies its data set: a worker's cache loaded (verified) for an earlier run is reused."""
+    from fedbench.data import federated
+
+    loads: list[bool] = []
+    real = federated.load_arrays
+    monkeypatch.setattr(
+        federated, "load_arrays", lambda spec, root, verify: loads.append(verify) or real(spec, root, verify)
+    )
+    cache = federated.ArraysCache()
+    spec = make_spec("fedavg", rounds=1)
+    cache.load(spec, None, True)
+    loop.run(spec, Sink(), arrays=cache)
+    assert loads == [True]
+    loop.run(spec, Sink(), arrays=cache, verify=False)  # unverified data is another entry
+    assert loads == [True, False]
