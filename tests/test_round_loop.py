@@ -476,3 +476,30 @@ def test_a_run_reuses_a_cache_filled_with_verified_data(monkeypatch):
     assert loads == [True]
     loop.run(spec, Sink(), arrays=cache, verify=False)  # unverified data is another entry
     assert loads == [True, False]
+
+
+def test_the_test_set_is_evaluated_in_batches_of_a_thousand_by_default(monkeypatch, tmp_path):
+    """A 2,500-sample test set (digits' test split tiled): the test loss is the sum of float32 per-batch sums over
+    batches of 1,000, 1,000 and 500, in float64, as computed here by hand from the final weights."""
+    real = loop.prepare_data
+
+    def tiled(*args):
+        data = real(*args)
+        repeats = -(-2500 // len(data.tensors.test_y))
+        data.tensors.test_x = data.tensors.test_x.repeat(repeats, 1, 1, 1)[:2500]
+        data.tensors.test_y = data.tensors.test_y.repeat(repeats)[:2500]
+        return data
+
+    monkeypatch.setattr(loop, "prepare_data", tiled)
+    spec = make_spec("fedavg", rounds=1)
+    _, sink, checkpoint = train(spec, tmp_path)
+    data = tiled(spec, torch.device("cpu"), None, True, None)
+    model = loop.init_model(spec, data.num_classes, data.input_shape, torch.device("cpu"))
+    torch.nn.utils.vector_to_parameters(checkpoint["server"]["params"], model.parameters())
+    model.eval()
+    total = 0.0
+    with torch.no_grad():
+        for start in (0, 1000, 2000):
+            x, y = data.tensors.test_x[start : start + 1000], data.tensors.test_y[start : start + 1000]
+            total += float(torch.nn.functional.cross_entropy(model(x), y, reduction="sum").double())
+    assert sink.records[-1].test_loss == total / 2500
