@@ -15,7 +15,7 @@ from fedbench.engine import loop, packed
 from fedbench.engine.accel import Acceleration
 from fedbench.engine.checkpoint import CheckpointRejected
 from fedbench.engine.context import ServerState
-from fedbench.errors import RunDiverged, WriteFailed
+from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.seeding import derive_seed
 
 # digits (8×8 inputs, 10 classes), digits_mlp with hidden 16: 64·16 + 16 weights/biases, then 16·10 + 10
@@ -410,8 +410,8 @@ def test_a_rejected_checkpoint_is_reported_once_and_the_run_starts_from_round_ze
     sink = Sink()
     result = loop.run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
     assert result.status == "done" and result.info["resumed_from"] == 0
-    assert len(warnings) == 1 and str(path) in warnings[0] and "round 0" in warnings[0]
-    assert result.info["checkpoint_rejected"] in warnings[0]
+    reason = result.info["checkpoint_rejected"]
+    assert warnings == [f"checkpoint {path} not used: {reason}; the run starts again from round 0"]
     assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
         (r.round, r.train_loss, r.test_acc) for r in straight.records
     ]
@@ -503,3 +503,30 @@ def test_the_test_set_is_evaluated_in_batches_of_a_thousand_by_default(monkeypat
             x, y = data.tensors.test_x[start : start + 1000], data.tensors.test_y[start : start + 1000]
             total += float(torch.nn.functional.cross_entropy(model(x), y, reduction="sum").double())
     assert sink.records[-1].test_loss == total / 2500
+
+
+def test_a_resumed_method_is_told_the_last_round_and_the_clients_that_trained_in_it(monkeypatch, tmp_path):
+    trained: list[tuple[int, int]] = []
+    told: list = []
+    real = FedAvg.local_train
+
+    def local_train(self, ctx):
+        trained.append((ctx.round_index, ctx.client_id))
+        return real(self, ctx)
+
+    monkeypatch.setattr(FedAvg, "local_train", local_train)
+    monkeypatch.setattr(FedAvg, "resume_states", lambda self, server, states, r, clients: told.append((r, clients)))
+    spec = make_spec("fedavg", rounds=4, num_clients=6, clients_per_round=2)
+    train(spec, tmp_path, stop_after_round=3)
+    assert told == []
+    train(spec, tmp_path)
+    assert told == [(3, sorted(c for r, c in trained if r == 3))]
+
+    def refuse(self, server, states, r, clients):
+        raise FedbenchError("its client states are stale")
+
+    monkeypatch.setattr(FedAvg, "resume_states", refuse)
+    train(spec, tmp_path / "again", stop_after_round=2)
+    with pytest.raises(FedbenchError) as caught:
+        train(spec, tmp_path / "again")
+    assert str(caught.value) == f"checkpoint {tmp_path / 'again' / 'run.pt'}: its client states are stale"
