@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from algorithm_fixtures import MLP, Sink, head_mlp, make_spec, train  # noqa: F401 (head_mlp: a fixture)
+from conftest import F64_ATOL
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.engine import loop, packed
 from fedbench.engine.accel import Acceleration
@@ -178,7 +179,12 @@ def test_divergence_is_recorded_at_the_round_it_happens(monkeypatch, tmp_path, h
     result = loop.run(spec, sink, checkpoint_path=tmp_path / "run.pt", packing=packing)
     assert result.status == "diverged"
     assert result.diverged_round == 3 and result.rounds_done == 2
-    assert "round 3" in result.message
+    if how == "weights":
+        assert result.message == "diverged at round 3: aggregated global weights contain NaN/inf"
+    else:  # the first client checked with a NaN loss: every client sequentially, the last one when packed
+        clients = loop.client_schedule(spec)[2]
+        client = clients[0] if packing == "sequential" else clients[-1]
+        assert result.message == f"diverged at round 3: client {client} training loss is nan"
     assert [r.round for r in sink.records] == [1, 2]
     assert result.info["num_params"] == MLP16_PARAMS
     assert result.settings["packing"]["executor"] == packing
@@ -189,6 +195,7 @@ def test_a_non_finite_test_loss_is_divergence(monkeypatch):
     monkeypatch.setattr(loop, "evaluate", lambda *a: (real(*a)[0], math.inf))
     result = loop.run(make_spec("fedavg", rounds=3, eval_every=2), Sink())
     assert result.status == "diverged" and result.diverged_round == 2 and result.rounds_done == 1
+    assert result.message == "diverged at round 2: test loss is not finite"
 
 
 def test_stop_after_round_interrupts_there_and_a_rerun_gives_the_same_numbers(tmp_path):
@@ -530,3 +537,14 @@ def test_a_resumed_method_is_told_the_last_round_and_the_clients_that_trained_in
     with pytest.raises(FedbenchError) as caught:
         train(spec, tmp_path / "again")
     assert str(caught.value) == f"checkpoint {tmp_path / 'again' / 'run.pt'}: its client states are stale"
+
+
+def test_packed_clients_are_the_rounds_scheduled_clients(float64, tmp_path):
+    """The packed path trains the same clients each round as the sequential one: the same numbers (float64)."""
+    spec = make_spec("fedavg", rounds=3, num_clients=6, clients_per_round=2)
+    _, one, sequential = train(spec, tmp_path, "sequential.pt", packing="sequential")
+    result, together, packed_run = train(spec, tmp_path, "packed.pt", packing="packed")
+    assert result.settings["packing"]["executor"] == "packed"
+    torch.testing.assert_close(packed_run["server"]["params"], sequential["server"]["params"], rtol=0, atol=F64_ATOL)
+    for a, b in zip(one.records, together.records, strict=True):
+        assert a.train_loss == pytest.approx(b.train_loss, rel=1e-9)
