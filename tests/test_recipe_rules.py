@@ -698,3 +698,75 @@ def test_recipe_model_defaults():
     with pytest.raises(RecipeError) as info:
         recipe.table("x")
     assert str(info.value) == "None: no table 'x'; tables: "
+
+
+def test_a_views_defaults_and_bounds():
+    view = TableView(name="v")
+    assert (view.title, view.caption, view.kind, view.figure, view.metric) == ("", "", "runs", "best", "test_acc")
+    assert (view.k, view.target, view.target_rule, view.at_round, view.ratio_to) == (
+        10,
+        None,
+        "first_reach",
+        None,
+        None,
+    )
+    assert (view.plot, view.plot_by, view.smoothing, view.summary, view.percent) == (
+        "curves",
+        "rows",
+        0.0,
+        "mean_std",
+        True,
+    )
+    assert (view.baseline, view.baseline_axis, view.tolerance, view.derived_note) == (None, "algorithm", 0.0, "")
+    assert view.rows == view.columns == view.at_rounds == view.clients == view.published_only == []
+    assert view.view_metrics() == [(None, "test_acc")] and view.derived_cells() == []
+    assert TableView(name="v", k=1, smoothing=0.99, tolerance=0.0).k == 1
+    for bad in ({"k": 0}, {"smoothing": 1.0}, {"smoothing": -0.1}, {"tolerance": -0.1}):
+        with pytest.raises(ValueError):
+            TableView(name="v", **bad)
+    recipe = Recipe(paper="p", name="n")
+    assert (recipe.title, recipe.description, recipe.order, recipe.setup, recipe.matrix) == ("", "", 100, {}, {})
+
+
+@pytest.mark.parametrize("key, value", [("seed", "3"), ("scale", '"smoke"'), ("synthetic", "true")])
+def test_seed_scale_and_synthetic_are_chosen_per_run_not_in_a_setup(write_recipe, key, value):
+    message = error(write_recipe, GRID.replace("rounds = 3", f"rounds = 3\n{key} = {value}"))
+    assert message.startswith(f"FILE: unknown setup key '{key}'; valid keys: algorithm, algorithm_params, dataset")
+    assert message.endswith("eval_metrics, finetune, targets")
+    with pytest.raises(ConfigError, match=f"^--set '{key}=1': unknown setup key '{key}'"):
+        assignments_to_dict([f"{key}=1"])
+
+
+@pytest.mark.parametrize(
+    "field, values",
+    [
+        ("kind", ["runs", "models", "overheads", "partition"]),
+        ("target_rule", ["first_reach", "count_not_above"]),
+        ("plot", ["curves", "box", "none"]),
+        ("plot_by", ["rows", "columns"]),
+        ("summary", ["mean_std", "mean_curve"]),
+        (
+            "figure",
+            [
+                "best",
+                "final",
+                "last_k_mean",
+                "best_round",
+                "rounds_to_target",
+                "total_bytes_to_target",
+                "gflops_to_target",
+                "value_at_round",
+                "wall_seconds",
+                "seconds_per_round",
+                "wall_hours",
+                "peak_memory_mb",
+                "val_selected",
+            ],
+        ),
+    ],
+)
+def test_every_documented_choice_of_a_view_is_accepted_and_others_are_not(field, values):
+    for value in values:
+        assert getattr(TableView(name="v", **{field: value}), field) == value
+    with pytest.raises(ValueError):
+        TableView(name="v", **{field: "other"})
