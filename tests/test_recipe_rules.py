@@ -770,3 +770,18 @@ def test_every_documented_choice_of_a_view_is_accepted_and_others_are_not(field,
         assert getattr(TableView(name="v", **{field: value}), field) == value
     with pytest.raises(ValueError):
         TableView(name="v", **{field: "other"})
+
+
+@pytest.mark.parametrize("figure", ["wall_seconds", "wall_hours", "peak_memory_mb", "best"])
+def test_a_run_figures_caption_names_no_curve_metric_and_derived_values_carry_the_mark(write_recipe, figure):
+    from fedbench.report import build_table, render
+    from fedbench.report.collect import EmptyRegistry
+    from fedbench.report.render import notes
+
+    text = GRID.replace('columns = ["local_epochs"]', f'columns = []\nfigure = "{figure}"')
+    text += 'published = { fedavg = 12.5 }\npublished_derived = ["fedavg"]\n'
+    recipe = load_recipe(write_recipe(text))
+    table = build_table(recipe, recipe.tables[0], EmptyRegistry())
+    (cell_note,) = [n for n in notes(table) if n.startswith("cell: ")]
+    assert ("test_acc" in cell_note) == (figure == "best")
+    assert "‡ paper value not printed in the paper" in render([table], "markdown")
