@@ -785,3 +785,50 @@ def test_a_run_figures_caption_names_no_curve_metric_and_derived_values_carry_th
     (cell_note,) = [n for n in notes(table) if n.startswith("cell: ")]
     assert ("test_acc" in cell_note) == (figure == "best")
     assert "‡ paper value not printed in the paper" in render([table], "markdown")
+
+
+def test_setup_wide_errors_say_setup_and_a_recipe_without_axes_names_no_run(write_recipe):
+    message = error(write_recipe, GRID.replace("num_clients = 4", "num_clients = 1"))
+    assert message.startswith("FILE: setup: clients_per_round=2 exceeds num_clients=1")
+    assert "Value error" not in message and "(run algorithm=fedavg, local_epochs=1, value {" in message
+    no_axes = GRID.split("[matrix]")[0] + 'algorithm = "fedavgg"\n'
+    message = error(write_recipe, no_axes, UnknownNameError)
+    assert message.startswith("FILE: ") and "fedavgg" in message and "(run" not in message
+
+
+def test_check_spec_prefixes_the_source_only_when_given():
+    from fedbench.recipe import check_spec
+    from fedbench.spec import RunSpec
+
+    spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", augmentation={"cutout": 9})
+    expected = "augmentation.cutout = 9 is larger than the 8×8 images of dataset 'digits'; use at most 8 (0 = off)"
+    with pytest.raises(ConfigError) as info:
+        check_spec(spec)
+    assert str(info.value) == expected
+    with pytest.raises(ConfigError) as info:
+        check_spec(spec, "r.toml")
+    assert str(info.value) == "r.toml: " + expected
+    check_spec(RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", augmentation={"cutout": 8}))
+
+
+def test_derived_marks_of_a_view_without_columns_need_row_values(write_recipe):
+    no_columns = GRID.replace('columns = ["local_epochs"]', "columns = []")
+    text = no_columns + 'published = { fedavg = { x = 1.0 } }\npublished_derived = ["fedavg"]\n'
+    assert error(write_recipe, text) == (
+        "FILE: tables 't': published_derived marks 'fedavg', which has no published value"
+    )
+    models = 'paper = "p"\nname = "m"\n[[tables]]\nname = "m"\nkind = "models"\n'
+    models += '[[tables.static_rows]]\nlabel = "MLP"\nmodel = "digits_mlp"\n'
+    assert error(write_recipe, models + 'published = { MLP = 1.0 }\npublished_derived = ["MLP"]\n').startswith(
+        "FILE: tables 'm': published_derived is a list of rows only in a view without columns"
+    )
+    view = load_recipe(
+        write_recipe(models + 'published = { MLP = { a = 1.0 } }\npublished_derived = { MLP = ["a"] }\n')
+    )
+    assert view.tables[0].is_derived("MLP", "a")
+
+
+def test_an_items_label_may_be_a_number(write_recipe):
+    text = GRID.replace("local_epochs = [1, 2]", "local_epochs = [{ label = 1, local_epochs = 1 }, 2]")
+    runs = expand(load_recipe(write_recipe(text)), seeds=[0])
+    assert cells(runs) == [("fedavg", "1", 0), ("fedavg", "2", 0), ("fedprox", "1", 0), ("fedprox", "2", 0)]
