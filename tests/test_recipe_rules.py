@@ -817,14 +817,14 @@ def test_derived_marks_of_a_view_without_columns_need_row_values(write_recipe):
     assert error(write_recipe, text) == (
         "FILE: tables 't': published_derived marks 'fedavg', which has no published value"
     )
-    models = 'paper = "p"\nname = "m"\n[[tables]]\nname = "m"\nkind = "models"\n'
+    models = 'paper = "p"\nname = "m"\n[[tables]]\nname = "m"\nkind = "models"\n{}\n'
     models += '[[tables.static_rows]]\nlabel = "MLP"\nmodel = "digits_mlp"\n'
-    assert error(write_recipe, models + 'published = { MLP = 1.0 }\npublished_derived = ["MLP"]\n').startswith(
+    marks = 'published = { MLP = 1.0 }\npublished_derived = ["MLP"]'
+    assert error(write_recipe, models.format(marks)).startswith(
         "FILE: tables 'm': published_derived is a list of rows only in a view without columns"
     )
-    view = load_recipe(
-        write_recipe(models + 'published = { MLP = { a = 1.0 } }\npublished_derived = { MLP = ["a"] }\n')
-    )
+    marks = 'published = { MLP = { a = 1.0 } }\npublished_derived = { MLP = ["a"] }'
+    view = load_recipe(write_recipe(models.format(marks)))
     assert view.tables[0].is_derived("MLP", "a")
 
 
