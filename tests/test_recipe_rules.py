@@ -3,6 +3,8 @@ one-line errors that name the file, key or value (issue 19)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
@@ -19,6 +21,7 @@ from fedbench.recipe import (
     load_recipe,
     merge_setup,
 )
+from fedbench.spec import RunSpec
 
 VALID = ", ".join((*SPEC_SETUP_KEYS, "targets"))
 
@@ -301,7 +304,7 @@ def test_analytic_views_need_static_rows_but_no_axes(write_recipe):
     text = 'paper = "p"\nname = "m"\n[[tables]]\nname = "m"\nkind = "models"\n'
     text += '[[tables.static_rows]]\nlabel = "MLP"\nmodel = "digits_mlp"\n'
     recipe = load_recipe(write_recipe(text))
-    assert expand(recipe) == []  # analytic tables only: nothing to run
+    assert expand(recipe) == [] and expand(recipe, untrained=True) == []  # analytic tables only: nothing to run
 
 
 def test_pseudo_axes_are_keys_only_with_their_lists(write_recipe):
@@ -456,14 +459,15 @@ def test_selects_keeps_runs_whose_labels_match_every_key():
 
 # ------------------------------------------------------------------------------------------- merging
 def test_deep_merge_replaces_leaves_and_merges_tables_without_touching_its_inputs():
-    base = {"a": {"x": 1, "y": {"p": 1}}, "b": [1], "c": 1}
-    extra = {"a": {"y": {"q": 2}, "z": 3}, "b": [2], "c": {"n": 1}}
+    base = {"a": {"x": 1, "y": {"p": 1}}, "b": [1], "c": 1, "k": {"m": [1]}}
+    extra = {"a": {"y": {"q": 2}, "z": 3}, "b": [[2]], "c": {"n": [1]}}
     out = deep_merge(base, extra)
-    assert out == {"a": {"x": 1, "y": {"p": 1, "q": 2}, "z": 3}, "b": [2], "c": {"n": 1}}
-    assert base == {"a": {"x": 1, "y": {"p": 1}}, "b": [1], "c": 1}
-    out["b"].append(9)
-    out["c"]["n"] = 5
-    assert extra == {"a": {"y": {"q": 2}, "z": 3}, "b": [2], "c": {"n": 1}}
+    assert out == {"a": {"x": 1, "y": {"p": 1, "q": 2}, "z": 3}, "b": [[2]], "c": {"n": [1]}, "k": {"m": [1]}}
+    out["b"][0].append(9)
+    out["c"]["n"].append(5)
+    out["k"]["m"].append(3)
+    assert base == {"a": {"x": 1, "y": {"p": 1}}, "b": [1], "c": 1, "k": {"m": [1]}}
+    assert extra == {"a": {"y": {"q": 2}, "z": 3}, "b": [[2]], "c": {"n": [1]}}
     assert deep_merge({"a": {"x": 1}}, {"a": 5}) == {"a": 5}
 
 
@@ -572,12 +576,12 @@ def test_merge_order_is_setup_axis_override_combination_scale_then_set(write_rec
 def test_skipped_combinations_are_dropped_even_when_a_later_rule_matches(write_recipe):
     text = GRID.replace(
         "[scale.smoke]",
-        '[[combination]]\nmatch = { algorithm = "fedprox", local_epochs = "2" }\nskip = true\n\n'
-        '[[combination]]\nmatch = { algorithm = "fedprox" }\nset = { rounds = 9 }\n\n[scale.smoke]',
+        '[[combination]]\nmatch = { algorithm = "fedavg", local_epochs = "2" }\nskip = true\n\n'
+        '[[combination]]\nmatch = { algorithm = "fedavg" }\nset = { rounds = 9 }\n\n[scale.smoke]',
     )
     runs = expand(load_recipe(write_recipe(text)), seeds=[0])
-    assert cells(runs) == [("fedavg", "1", 0), ("fedavg", "2", 0), ("fedprox", "1", 0)]
-    assert [r.spec.rounds for r in runs if r.labels["algorithm"] == "fedprox"] == [9]
+    assert cells(runs) == [("fedavg", "1", 0), ("fedprox", "1", 0), ("fedprox", "2", 0)]
+    assert [r.spec.rounds for r in runs if r.labels["algorithm"] == "fedavg"] == [9]
 
 
 def test_only_keeps_the_named_labels_and_seeds(write_recipe):
@@ -793,12 +797,13 @@ def test_setup_wide_errors_say_setup_and_a_recipe_without_axes_names_no_run(writ
     assert "Value error" not in message and "(run algorithm=fedavg, local_epochs=1, value {" in message
     no_axes = GRID.split("[matrix]")[0] + 'algorithm = "fedavgg"\n'
     message = error(write_recipe, no_axes, UnknownNameError)
-    assert message.startswith("FILE: ") and "fedavgg" in message and "(run" not in message
+    with pytest.raises(UnknownNameError) as info:
+        RunSpec(algorithm="fedavgg", dataset="digits", model="digits_mlp")
+    assert message == f"FILE: {info.value}"  # the spec's own error, prefixed by the file; no run to name
 
 
 def test_check_spec_prefixes_the_source_only_when_given():
     from fedbench.recipe import check_spec
-    from fedbench.spec import RunSpec
 
     spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", augmentation={"cutout": 9})
     expected = "augmentation.cutout = 9 is larger than the 8×8 images of dataset 'digits'; use at most 8 (0 = off)"
@@ -832,3 +837,51 @@ def test_an_items_label_may_be_a_number(write_recipe):
     text = GRID.replace("local_epochs = [1, 2]", "local_epochs = [{ label = 1, local_epochs = 1 }, 2]")
     runs = expand(load_recipe(write_recipe(text)), seeds=[0])
     assert cells(runs) == [("fedavg", "1", 0), ("fedavg", "2", 0), ("fedprox", "1", 0), ("fedprox", "2", 0)]
+
+
+def test_defaults_of_combinations_static_rows_and_recipes():
+    from fedbench.recipe import Combination, StaticRow
+
+    rule = Combination(match={"algorithm": "fedavg"})
+    assert rule.set == {} and rule.skip is False
+    row = StaticRow(label="MLP")
+    assert (row.model, row.dataset, row.algorithm, row.model_params, row.algorithm_params) == (None, None, None, {}, {})
+    recipe = Recipe(paper="p", name="n")
+    assert (recipe.overrides, recipe.combination, recipe.scale, recipe.tables) == ({}, [], {}, [])
+    view = TableView(name="v")
+    assert (view.static_rows, view.setting, view.target_by, view.published, view.published_std) == ([], {}, {}, {}, {})
+    assert (view.published_ratio, view.published_derived, view.published_std_derived) == ({}, {}, {})
+    assert (view.metrics, view.where) == ({}, {})
+
+
+def test_a_planned_run_cannot_change_after_its_hash_is_taken(write_recipe):
+    run = expand(load_recipe(write_recipe(GRID)), seeds=[0])[0]
+    assert run.spec_hash == run.spec.spec_hash and run.extra == {}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.spec = run.spec.model_copy(update={"rounds": 9})
+
+
+def test_combination_rules_check_every_axis_they_match_and_every_view_is_checked(write_recipe):
+    text = GRID.replace(
+        "[scale.smoke]", '[[combination]]\nmatch = { scale = "smoke", local_epochs = "3" }\n\n[scale.smoke]'
+    )
+    assert error(write_recipe, text) == (
+        "FILE: combination[0].match.local_epochs = '3': no such value on axis 'local_epochs' (1, 2)"
+    )
+    models = '[[tables]]\nname = "m"\nkind = "models"\n[[tables.static_rows]]\nlabel = "MLP"\n\n'
+    text = GRID.replace("[[tables]]", models + "[[tables]]", 1).replace('rows = ["algorithm"]', "rows = []")
+    assert error(write_recipe, text) == "FILE: tables 't': rows must name at least one matrix axis"
+
+
+def test_a_partition_view_needs_a_setup(write_recipe):
+    text = GRID.split("[setup]")[0] + '[matrix]\nalgorithm = ["fedavg"]\n[[tables]]\nname = "p"\nkind = "partition"\n'
+    text += 'rows = ["algorithm"]\n'
+    assert error(write_recipe, text).endswith("it needs a setup and takes no columns")
+
+
+def test_published_only_rows_add_to_the_rows_of_runs(write_recipe):
+    text = with_view(
+        'published_only = ["FedDyn"]\npublished = { FedDyn = { "1" = 40.0 }, fedavg = { "1" = 50.0 } }\n'
+        "target_by = { fedprox = 60.0 }"
+    )
+    assert load_recipe(write_recipe(text)).tables[0].published_value("fedavg", "1") == 50.0
