@@ -885,3 +885,21 @@ def test_published_only_rows_add_to_the_rows_of_runs(write_recipe):
         "target_by = { fedprox = 60.0 }"
     )
     assert load_recipe(write_recipe(text)).tables[0].published_value("fedavg", "1") == 50.0
+
+
+def test_a_registry_entry_is_plain_json_and_targets_default_to_none_given(write_recipe):
+    import json
+
+    run = expand(load_recipe(write_recipe(GRID)), seeds=[0])[0]
+    entry = PlannedRun(run.spec, run.labels, run.paper, run.recipe).registry_entry()
+    assert entry["targets"] == []
+    assert json.loads(json.dumps(entry)) == entry  # tuples (optimizer betas, milestones) stored as JSON lists
+    assert entry["spec"]["optimizer"]["lr"] == 0.1
+
+
+def test_an_unknown_table_lists_every_table(write_recipe):
+    recipe = load_recipe(write_recipe(GRID + '\n[[tables]]\nname = "u"\nrows = ["local_epochs"]\n'))
+    assert recipe.table("u").rows == ["local_epochs"]
+    with pytest.raises(RecipeError) as info:
+        recipe.table("v")
+    assert str(info.value) == f"{recipe.source}: no table 'v'; tables: t, u"
