@@ -903,3 +903,9 @@ def test_an_unknown_table_lists_every_table(write_recipe):
     with pytest.raises(RecipeError) as info:
         recipe.table("v")
     assert str(info.value) == f"{recipe.source}: no table 'v'; tables: t, u"
+
+
+def test_a_printed_ratio_needs_its_reference_cell(write_recipe):
+    assert error(write_recipe, with_view('published_ratio = { fedprox = { "1" = 1.2 } }')) == (
+        "FILE: tables 't': published_ratio needs ratio_to (the reference cell)"
+    )
