@@ -909,3 +909,10 @@ def test_a_printed_ratio_needs_its_reference_cell(write_recipe):
     assert error(write_recipe, with_view('published_ratio = { fedprox = { "1" = 1.2 } }')) == (
         "FILE: tables 't': published_ratio needs ratio_to (the reference cell)"
     )
+
+
+def test_a_missing_key_of_a_recipe_without_axes_names_every_run(write_recipe):
+    no_axes = GRID.split("[matrix]")[0] + 'algorithm = "fedavg"\n'
+    assert error(write_recipe, no_axes.replace('model = "digits_mlp"\n', "")) == (
+        "FILE: setup key 'model' is required (run all)"
+    )
