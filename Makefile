@@ -41,11 +41,11 @@ test: lint
 test-fast: $(DEV_STAMP)
 	$(BIN)/python -m pytest tests -m "not slow"
 
-# Property-based fuzzing of recipes and --set/--only/--seeds (tests/test_fuzz_recipes.py) with 5,000 examples instead
+# Property-based fuzzing of recipes and --set/--only/--seeds (tests/integration/test_fuzz_recipes.py) with 5,000 examples instead
 # of the 200 of `make test`; FUZZ_PROFILE=fuzz-random explores new examples on each run.
 FUZZ_PROFILE ?= fuzz
 fuzz: $(DEV_STAMP)
-	HYPOTHESIS_PROFILE=$(FUZZ_PROFILE) $(BIN)/python -m pytest tests/test_fuzz_recipes.py --hypothesis-show-statistics
+	HYPOTHESIS_PROFILE=$(FUZZ_PROFILE) $(BIN)/python -m pytest tests/integration/test_fuzz_recipes.py --hypothesis-show-statistics
 
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py

@@ -1,4 +1,4 @@
-"""Time fedbench's checkpoint format (safetensors + JSON, fedbench.engine.checkpoint) against the pickle it
+"""Time fedbench's checkpoint format (safetensors + JSON, fedbench.checkpoint.format) against the pickle it
 replaced (``torch.save`` / ``torch.load(weights_only=False)``), on the payloads of real runs.
 
 Payloads (what the engine checkpoints after a round, built from the real models):
@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from fedbench.engine.checkpoint import read_checkpoint, save_checkpoint
+from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
 from fedbench.models import build_model
 
 

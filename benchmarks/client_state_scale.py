@@ -65,8 +65,8 @@ def child(name: str, memory_mib: int | None) -> dict:
     import torch
 
     import fedbench
+    import fedbench.checkpoint.format as checkpoint
     import fedbench.data.federated as federated
-    import fedbench.engine.checkpoint as checkpoint
     import fedbench.engine.loop as loop
     from fedbench.engine import run
     from fedbench.spec import RunSpec
@@ -126,7 +126,7 @@ def child(name: str, memory_mib: int | None) -> dict:
 
     loop.save_checkpoint = timed(loop.save_checkpoint)
     try:  # the store of client-state files (absent from fedbench before issue 16's store)
-        from fedbench.engine.client_states import ClientStates
+        from fedbench.algorithms.client_states import ClientStates
 
         ClientStates.write_changed = timed(ClientStates.write_changed)
         ClientStates.commit = timed(ClientStates.commit)

@@ -4,7 +4,7 @@ A round is a test pass over 10,000 images plus 4 clients × 12 local steps of 50
 client) or 4 × 20 (FMNIST, 1,000 per client). Each model is timed twice: built from plain PyTorch layers
 in the paper's order, and as fedbench builds it (``fedbench.models.layers``: strided-maximum pooling in
 evaluation, pooling before the ReLU, C5 as a matrix product, the convolutions' weight gradients as
-convolutions). Both compute the same function; ``tests/test_layers.py`` checks it.
+convolutions). Both compute the same function; ``tests/models/test_layers.py`` checks it.
 
     python benchmarks/evaluation_cost.py [--threads 1]
 """

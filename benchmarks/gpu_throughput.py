@@ -39,8 +39,8 @@ import torch
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.engine import run
-from fedbench.executors import resolve_device
-from fedbench.provenance import device_name
+from fedbench.execution.executors import resolve_device
+from fedbench.execution.provenance import device_name
 from fedbench.spec import RunSpec
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -156,7 +156,7 @@ def table4_comparison(device: torch.device, rounds: int, repeats: int, seeds: in
 def recipe_round_spec(recipe: str, algorithm: str, model: str, dataset: str, stand_in: str) -> RunSpec:
     """The recipe's first ``algorithm`` run of ``model`` on ``dataset`` (its clients, batch, epochs, optimizer,
     augmentation), two rounds, on the random stand-in data set ``stand_in`` of the real size."""
-    from fedbench.batch import plan_runs
+    from fedbench.execution.batch import plan_runs
 
     for planned in plan_runs([recipe]):
         spec = planned.spec

@@ -48,7 +48,7 @@ TARGETS = (
     "fedbench/engine",
     "fedbench/registry",
     "fedbench/spec.py",
-    "fedbench/recipe.py",
+    "fedbench/recipes/recipe.py",
     "fedbench/report/table.py",
     "fedbench/cost.py",
 )
@@ -423,11 +423,13 @@ def run_module(
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
 
-def touched_lines(module: str, base: str) -> set[int]:
+def touched_lines(module: str, base: str, recorded_path: str | None = None) -> set[int]:
     """Every line of each function that ``git diff BASE`` (working tree included) touches in ``module``, plus the
-    touched lines outside functions."""
+    touched lines outside functions. ``recorded_path``: where the module was at BASE, if it moved since (a move
+    alone touches no line)."""
+    paths = [module] if recorded_path in (None, module) else [recorded_path, module]
     diff = subprocess.run(
-        ["git", "diff", "-U0", base, "--", module], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "diff", "-U0", "-M", base, "--", *paths], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout
     changed: set[int] = set()
     for start, count in HUNK.findall(diff):
@@ -441,6 +443,13 @@ def touched_lines(module: str, base: str) -> set[int]:
         if any(first <= line <= end for line in changed):
             lines |= set(range(first, end + 1))
     return lines
+
+
+def recorded_source(module: str, entry: dict) -> str | None:
+    """The module's source at its recorded run (under the path it had then); None if git lacks it."""
+    path = entry.get("recorded_path", module)
+    shown = subprocess.run(["git", "show", f"{entry['commit']}:{path}"], cwd=ROOT, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
 
 
 def record_base(module: str, recorded: dict) -> str | None:
@@ -469,8 +478,7 @@ def recorded_survivors(module: str, recorded: dict, mutants: list[Mutant]) -> li
     entry = recorded.get(module)
     if entry is None:
         raise MutationError(f"{module}: no recorded run to take the survivors from; run the whole module first")
-    changed = subprocess.run(["git", "diff", "--quiet", entry["commit"], "--", module], cwd=ROOT).returncode
-    if changed:
+    if recorded_source(module, entry) != (ROOT / module).read_text():
         raise MutationError(f"{module} changed since its recorded run ({entry['commit'][:10]}); run the whole module")
     wanted = {(s["line_number"], s["line"], s["mutant"]) for s in entry["survivors"]}
     return [m for m in mutants if (m.line_number, m.original, m.mutated) in wanted]
@@ -572,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
                     if mutants_of(module):  # (a package's empty __init__ has nothing to record)
                         unrecorded.append(module)
                     continue
-            lines = touched_lines(module, base) if base else None
+            recorded_path = recorded.get(module, {}).get("recorded_path") if args.changed_since_record else None
+            lines = touched_lines(module, base, recorded_path) if base else None
             if lines is not None and not lines:
                 continue
             mutants = mutants_of(module, lines)

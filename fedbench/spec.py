@@ -21,7 +21,7 @@ class HashNeutral:
     """Marks a field (or plug-in parameter) added after runs were registered with the value that keeps the old
     behaviour: while the field holds that value it is left out of the canonical JSON, so the ``spec_hash`` of
     every existing run stays the same. ``Annotated[int, HashNeutral(0)] = 0``. The value is frozen: change
-    the field's default if you must, never this value (tests/test_spec_hashes.py pins every shipped cell)."""
+    the field's default if you must, never this value (tests/papers/test_spec_hashes.py pins every shipped cell)."""
 
     def __init__(self, value: Any):
         self.value = value
@@ -117,7 +117,7 @@ class FinetuneSpec(_Strict):
         return OptimizerSpec(name=self.optimizer, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
 
 
-from fedbench.metric_catalog import EVAL_METRICS  # noqa: E402  (the per-client metrics a spec may ask for)
+from fedbench.vocab.metrics import EVAL_METRICS  # noqa: E402  (the per-client metrics a spec may ask for)
 
 # parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
@@ -168,11 +168,11 @@ class RunSpec(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _resolve_plugin_params(cls, data: Any) -> Any:
-        """Fill every plug-in parameter's default in (``fedbench.resolve``), so the spec says everything that
+        """Fill every plug-in parameter's default in (``fedbench.recipes.resolve``), so the spec says everything that
         determines its curve. Idempotent: a stored (resolved) spec resolves to itself."""
         if not isinstance(data, dict):
             return data
-        from fedbench.resolve import resolve_params
+        from fedbench.recipes.resolve import resolve_params
 
         data = dict(data)
         for kind in PLUGIN_KINDS:
@@ -230,7 +230,7 @@ class RunSpec(_Strict):
         (``Algorithm.result_revision``; 1 = unchanged since 0.1.0, left out). ``algorithm_revision`` given:
         the JSON as that revision of the method would have it (registry migrations of older runs)."""
         from fedbench.algorithms import ALGORITHMS
-        from fedbench.resolve import neutral_params
+        from fedbench.recipes.resolve import neutral_params
 
         data = _without_neutral(type(self), self.model_dump(mode="json"))
         method: Any = ALGORITHMS.get(self.algorithm)

@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.algorithms.context import ClientContext, ServerState, SpareModels, load_weights, param_views
+from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.store import TensorData
 from fedbench.engine import run
-from fedbench.engine.checkpoint import load_checkpoint
-from fedbench.engine.context import ClientContext, ServerState, SpareModels, load_weights, param_views
 from fedbench.engine.loop import init_model
 from fedbench.models import MODELS
 from fedbench.models.base import FedModel

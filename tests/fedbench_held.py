@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from fedbench import executors
+from fedbench.execution import executors
 
 MARKER = "fedbench-test-held"
 

@@ -3,7 +3,7 @@ point of its run: after event number $FEDBENCH_TEST_KILL_AT (events: a round abo
 a checkpoint about to be written, a checkpoint written), plus $FEDBENCH_TEST_KILL_DELAY seconds during which the
 run goes on (the kill then lands wherever the run is: inside a registry commit, half-way through writing a
 checkpoint's temporary file, in local training). Each event is announced on stderr as ``fedbench-test-event N``
-before it happens. Run in process (--jobs 1); pytest does not collect it. tests/test_random_kills.py calls
+before it happens. Run in process (--jobs 1); pytest does not collect it. tests/integration/test_random_kills.py calls
 ``_install`` in a forked child instead of starting this script (an interpreter start costs more than the run).
 """
 
@@ -15,8 +15,8 @@ import sys
 import threading
 import time
 
-from fedbench import executors
 from fedbench.engine import loop
+from fedbench.execution import executors
 
 MARKER = "fedbench-test-event"
 _count = 0

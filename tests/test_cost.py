@@ -154,9 +154,9 @@ def test_model_cards_cover_every_model():
 def test_the_mini_batch_loop_takes_exactly_the_steps_of_the_one_formula(samples, drop_last, local_epochs, local_steps):
     """``local_steps_per_round`` is the one steps-per-round formula: the client's batch loop yields that many batches
     (also for a client smaller than a batch, or an empty one), each epoch-based phase ``steps_per_epoch`` per epoch."""
+    from fedbench.algorithms.context import ClientContext, ServerState
     from fedbench.cost import local_steps_per_round, steps_per_epoch
     from fedbench.data.store import TensorData
-    from fedbench.engine.context import ClientContext, ServerState
     from fedbench.spec import RunSpec
 
     spec = RunSpec(

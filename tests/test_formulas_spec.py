@@ -12,12 +12,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
 from fedbench.engine import run
-from fedbench.engine.checkpoint import load_checkpoint
 from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
-from fedbench.recipe import expand, load_recipe
+from fedbench.recipes.recipe import expand, load_recipe
 from fedbench.seeding import torch_generator
 from fedbench.spec import HashNeutral, RunSpec, ScheduleSpec, _Strict
 

@@ -17,10 +17,10 @@ from torch.func import functional_call
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.context import load_weights, param_views
+from fedbench.algorithms.functional import flat_parameters
+from fedbench.algorithms.losses import task_loss
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
-from fedbench.engine.accel import flat_parameters
-from fedbench.engine.context import load_weights, param_views
-from fedbench.losses import task_loss
 
 
 class APFLParams(NoParams):

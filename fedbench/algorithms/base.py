@@ -30,8 +30,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
-from fedbench.engine.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
-from fedbench.losses import task_loss
+from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
+from fedbench.algorithms.losses import task_loss
 from fedbench.spec import RunSpec
 
 
@@ -156,7 +156,7 @@ class Algorithm:
 
     def loss(self, ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """The method's own local objective L_base (regularizers are added by ``objective``): cross-entropy, or
-        the Dice loss on a segmentation task (``ctx.task``; ``fedbench.losses``)."""
+        the Dice loss on a segmentation task (``ctx.task``; ``fedbench.algorithms.losses``)."""
         return task_loss(ctx.task, logits, y)
 
     def forward(self, ctx: ClientContext, x: torch.Tensor) -> torch.Tensor:
@@ -265,7 +265,7 @@ class Algorithm:
         """One client's ``objective`` for one batch, inside ``vmap``: ``params`` is its flat parameter vector,
         ``call(fn, params, x)`` runs ``fn(model, x)`` with them, ``mask`` marks the batch's real samples (a short
         last batch is padded). Default: FedAvg's mean cross-entropy."""
-        from fedbench.engine.packed import masked_cross_entropy
+        from fedbench.algorithms.functional import masked_cross_entropy
 
         return masked_cross_entropy(call(_logits, params, x), y, mask)
 

@@ -23,7 +23,7 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
-from fedbench.engine.context import param_views
+from fedbench.algorithms.context import param_views
 
 
 class FedDynParams(NoParams):

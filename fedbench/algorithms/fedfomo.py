@@ -20,9 +20,9 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.context import load_weights
+from fedbench.algorithms.losses import task_loss
 from fedbench.algorithms.partial import restore_model
-from fedbench.engine.context import load_weights
-from fedbench.losses import task_loss
 from fedbench.models import has_batchnorm
 from fedbench.seeding import torch_generator
 

@@ -17,6 +17,7 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.partial import (
     initial_model_payload,
     remember_initial_model,
@@ -24,7 +25,6 @@ from fedbench.algorithms.partial import (
     restore_or_initial,
     store_model,
 )
-from fedbench.engine.context import load_weights
 from fedbench.seeding import torch_generator
 
 

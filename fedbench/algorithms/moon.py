@@ -25,8 +25,8 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.functional import masked_cross_entropy, masked_mean
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
-from fedbench.engine.packed import masked_cross_entropy, masked_mean
 from fedbench.errors import ConfigError
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from fedbench.algorithms.base import Algorithm, only_trainable  # noqa: F401  (only_trainable: re-exported)
-from fedbench.engine.context import ClientContext, ServerState, load_weights
+from fedbench.algorithms.context import ClientContext, ServerState, load_weights
 
 
 # ------------------------------------------------------------------------------ per-client models

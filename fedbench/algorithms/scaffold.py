@@ -24,8 +24,8 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
+from fedbench.algorithms.context import param_views
 from fedbench.algorithms.fednova import normalizing_factor as effective_steps
-from fedbench.engine.context import param_views
 
 
 class ScaffoldParams(NoParams):

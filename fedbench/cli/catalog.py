@@ -1,4 +1,4 @@
-"""``fedbench algorithms`` and ``fedbench models``: the plug-in catalogues (library: ``fedbench.catalog``)."""
+"""``fedbench algorithms`` and ``fedbench models``: the plug-in catalogues (library: ``fedbench.report.plugin_catalog``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def algorithms(as_json: bool = typer.Option(False, "--json", help="Machine-reada
 
     Example: `fedbench algorithms --json`
     """
-    from fedbench.catalog import algorithm_entries
+    from fedbench.report.plugin_catalog import algorithm_entries
 
     entries = algorithm_entries()
     if as_json:
@@ -39,7 +39,7 @@ def models(
 
     Example: `fedbench models` · `fedbench models lenet5 --set num_classes=10 --json`
     """
-    from fedbench.catalog import model_entries
+    from fedbench.report.plugin_catalog import model_entries
 
     overrides = parse_assignments(set_, "--set")
     if set_ and not name:

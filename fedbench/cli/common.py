@@ -2,7 +2,7 @@
 
 ``user_errors`` is the only place that turns errors into exit codes: a ``FedbenchError`` becomes one line on
 stderr and exit code 2; Ctrl-C becomes a hint and exit code 130; anything else is a bug and keeps its traceback.
-``KEY=VALUE`` options are parsed by ``fedbench.assignments`` (TOML values), re-exported here for the commands.
+``KEY=VALUE`` options are parsed by ``fedbench.recipes.assignments`` (TOML values), re-exported here for the commands.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from sqlalchemy.exc import DBAPIError
 
-from fedbench.assignments import label_filters, parse_assignments
 from fedbench.errors import FedbenchError, RegistryError
+from fedbench.recipes.assignments import label_filters, parse_assignments
 
 # emoji=False: a recipe key or value such as ":smile:" is printed as written, never turned into an emoji
 console = Console(emoji=False)

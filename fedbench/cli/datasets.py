@@ -1,7 +1,7 @@
 """The ``fedbench datasets`` command group: list, info, check, download, prepare (library: ``fedbench.data.catalog``).
 
 Output is a rich table or text, or JSON with ``--json``. ``--param KEY=VALUE`` takes TOML values, as ``run --set``
-does (``fedbench.assignments``).
+does (``fedbench.recipes.assignments``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``fedbench plan``: what a batch of recipes will cost before it runs (library: ``fedbench.planning``)."""
+"""``fedbench plan``: what a batch of recipes will cost before it runs (library: ``fedbench.execution.planning``)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def plan(
     Example: `fedbench plan recipes/fedtrip_table4.toml --scale quick --jobs 2` ·
     `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json`
     """
-    from fedbench import planning
-    from fedbench.recipe import assignments_to_dict
+    from fedbench.execution import planning
+    from fedbench.recipes.recipe import assignments_to_dict
 
     result = planning.plan_recipes(
         recipes,

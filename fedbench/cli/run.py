@@ -1,4 +1,4 @@
-"""``fedbench run``: compile recipes into runs and train those not done yet (library: ``fedbench.batch``)."""
+"""``fedbench run``: compile recipes into runs and train those not done yet (library: ``fedbench.execution.batch``)."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
 from fedbench.errors import FedbenchError
-from fedbench.placement import parse_gpus
+from fedbench.execution.devices import parse_gpus
 
 if TYPE_CHECKING:
-    from fedbench.batch import Batch
+    from fedbench.execution.batch import Batch
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -110,7 +110,7 @@ def run(
         "--client-state-memory",
         min=0,
         help="MiB of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states "
-        "already in the run's checkpoint are read back from disk when needed [default: engine.client_states."
+        "already in the run's checkpoint are read back from disk when needed [default: algorithms.client_states."
         "DEFAULT_MEMORY_BUDGET, 1 GiB]. Not part of the spec.",
     ),
     executor: str = typer.Option(
@@ -141,9 +141,9 @@ def run(
     `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
-    from fedbench import batch
-    from fedbench.cluster import checkpoints_folder
-    from fedbench.recipe import assignments_to_dict
+    from fedbench.execution import batch
+    from fedbench.execution.cluster import checkpoints_folder
+    from fedbench.recipes.recipe import assignments_to_dict
 
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
@@ -218,8 +218,8 @@ def cluster_options(
     slurm_cluster: str,
     threads: int,
 ) -> Any:
-    """``--executor`` and its options as ``fedbench.cluster`` options (None: local workers)."""
-    from fedbench.cluster import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
+    """``--executor`` and its options as ``fedbench.execution.cluster`` options (None: local workers)."""
+    from fedbench.execution.cluster import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
 
     if executor not in EXECUTORS:
         raise FedbenchError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")

@@ -108,7 +108,7 @@ def load_dataset(
     A cache written by ``fedbench datasets prepare`` for the same parameters is memory-mapped instead of
     parsing the source files again (``use_prepared=False`` ignores it).
     """
-    from fedbench.resolve import resolve_params
+    from fedbench.recipes.resolve import resolve_params
 
     loader = DATASETS.get(name)
     params = resolve_params("dataset", name, params)  # defaults filled in: one cache key however they were spelled

@@ -292,7 +292,7 @@ def prepare_dataset(
     from fedbench.data.cache import save_prepared
 
     start = time.perf_counter()
-    from fedbench.resolve import resolve_params
+    from fedbench.recipes.resolve import resolve_params
 
     params = resolve_params("dataset", name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)

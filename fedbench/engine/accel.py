@@ -68,12 +68,6 @@ def optimizer_options(acceleration: Acceleration, device: torch.device) -> dict[
     return {}
 
 
-def flat_parameters(parameters) -> torch.Tensor:
-    """``nn.utils.parameters_to_vector`` for parameters in any memory format: ``reshape`` reads a channels-last
-    tensor in logical (NCHW) order, where ``view`` would fail; for contiguous parameters it is the same vector."""
-    return torch.cat([p.reshape(-1) for p in parameters])
-
-
 def set_precision(precision: str, device: torch.device) -> dict[str, Any]:
     """Apply the spec's precision to this process's CUDA matmuls and convolutions; returns what was set, for the
     run's provenance. Nothing to set on a CPU."""

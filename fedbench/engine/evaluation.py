@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbench.losses import soft_dice_loss
+from fedbench.algorithms.losses import soft_dice_loss
 
 # Segmentation outputs are per pixel: cap an evaluation batch at this many pixels (64 images of 256×256), so a
 # U-Net's activations for a 1,000-image batch do not exhaust memory.

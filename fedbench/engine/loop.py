@@ -17,17 +17,10 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
-from fedbench.data.federated import ArraysCache, prepare_data
-from fedbench.engine import packed
-from fedbench.engine.accel import (
-    Acceleration,
-    compiled_forward,
-    flat_parameters,
-    optimizer_options,
-    prepare_model,
-    set_precision,
-)
-from fedbench.engine.checkpoint import (
+from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates
+from fedbench.algorithms.context import RunState, ServerState, SpareModels, load_weights
+from fedbench.algorithms.functional import flat_parameters
+from fedbench.checkpoint.format import (
     CheckpointLedger,
     CheckpointMirror,
     CheckpointRejected,
@@ -35,8 +28,15 @@ from fedbench.engine.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from fedbench.engine.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates
-from fedbench.engine.context import RunState, ServerState, SpareModels, load_weights
+from fedbench.data.federated import ArraysCache, prepare_data
+from fedbench.engine import packed
+from fedbench.engine.accel import (
+    Acceleration,
+    compiled_forward,
+    optimizer_options,
+    prepare_model,
+    set_precision,
+)
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.packed import choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
@@ -204,7 +204,7 @@ def run(
     ``packing``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
     packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
     switches (``engine/accel.py``; default none). ``client_state_memory``: bytes of client state kept in memory;
-    beyond it, states the last checkpoint filed leave memory (``engine/client_states.py``; needs a checkpoint).
+    beyond it, states the last checkpoint filed leave memory (``algorithms/client_states.py``; needs a checkpoint).
     ``checkpoint_mirror``: storage each checkpoint is copied to (``--checkpoints URL``), before the ledger records
     it."""
     device = torch.device(device)

@@ -7,7 +7,7 @@ one (K, P) tensor, a step's K mini-batches one (K, B, ...) tensor, and one ``tor
 (batched) model. SGD (momentum, weight decay, Nesterov: ``torch.optim.SGD``'s update, written out) runs on the
 stacked tensors.
 
-The result equals the sequential path's up to floating-point summation order (``tests/test_packed.py`` compares
+The result equals the sequential path's up to floating-point summation order (``tests/engine/test_packed.py`` compares
 the two in float64), because everything that decides a client's result is the sequential path's own:
 
 - the batches: each client's ``ClientContext.batches`` (its keyed generator stream, ``fedbench.seeding``;
@@ -32,15 +32,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
-from fedbench.engine.context import ClientContext, ClientUpdate
+from fedbench.algorithms.context import ClientContext, ClientUpdate
 from fedbench.errors import ConfigError
 
 if TYPE_CHECKING:
-    from fedbench.engine.context import RunState
+    from fedbench.algorithms.context import RunState
     from fedbench.spec import RunSpec
 
 EXECUTORS = ("auto", "packed", "sequential")
@@ -139,16 +138,6 @@ class ModelCall:
 
     def __call__(self, fn: Callable[[nn.Module, torch.Tensor], Any], flat: torch.Tensor, x: torch.Tensor) -> Any:
         return functional_call(self.wrapper, self.views(flat), (fn, x))
-
-
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The mean over a client's real samples (mask 1), the padding of a short last batch left out."""
-    return (values * mask).sum() / mask.sum()
-
-
-def masked_cross_entropy(logits: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``task_loss`` of a classification batch (mean cross-entropy) over the real samples."""
-    return masked_mean(F.cross_entropy(logits, y, reduction="none"), mask)
 
 
 def _stack_batches(batches: list[tuple[torch.Tensor, torch.Tensor]], dtype: torch.dtype):

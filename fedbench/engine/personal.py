@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from fedbench import metrics
-from fedbench.engine.context import RunState, ServerState
+from fedbench.algorithms.context import RunState, ServerState
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
 from fedbench.spec import RunSpec, ScheduleSpec

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.errors import FedbenchError
-from fedbench.recipe import Recipe, TableView, load_recipe
+from fedbench.recipes.recipe import Recipe, TableView, load_recipe
 from fedbench.registry import Registry
 from fedbench.report.table import Table, build_table
 

@@ -11,10 +11,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fedbench.metric_catalog import display_factor, metric_curve
-from fedbench.recipe import Recipe
+from fedbench.recipes.recipe import Recipe
 from fedbench.report.cells import Table
 from fedbench.report.render import page
+from fedbench.vocab.metrics import display_factor, metric_curve
 
 
 def curve_svg(curve: Sequence[tuple[int, float]], width: int = 320, height: int = 90) -> str:

@@ -14,12 +14,12 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fedbench.metric_catalog import axis_label, display_factor, metric_curve, metric_fields
 from fedbench.metrics import ema
-from fedbench.recipe import Recipe, TableView
+from fedbench.recipes.recipe import Recipe, TableView
 from fedbench.registry import Registry
 from fedbench.report.render import figure_name
 from fedbench.report.table import build_table, planned_for_view
+from fedbench.vocab.metrics import axis_label, display_factor, metric_curve, metric_fields
 
 Curve = list[tuple[int, float]]
 

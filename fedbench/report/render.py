@@ -12,9 +12,9 @@ import io
 import json
 from typing import Any
 
-from fedbench.metric_catalog import display_unit
-from fedbench.recipe import DERIVED_MARK, RUN_FIGURES
+from fedbench.recipes.recipe import DERIVED_MARK, RUN_FIGURES
 from fedbench.report.cells import Cell, Table
+from fedbench.vocab.metrics import display_unit
 
 FORMATS = ("rich", "markdown", "latex", "csv", "json", "html")
 

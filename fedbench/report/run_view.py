@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fedbench.metric_catalog import METRICS, ROUND_FIELDS, metric_value
+from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_value
 
 # A curve entry: every stored round field (storage order), then the metrics read from per-client values
 # (e.g. personal_auc, the mean over clients of personal_metrics["auc"]), so every metric a recipe may name

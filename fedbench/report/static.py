@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbench.errors import DataError, RecipeError
-from fedbench.recipe import PlannedRun, Recipe, TableView, expand
+from fedbench.recipes.recipe import PlannedRun, Recipe, TableView, expand
 from fedbench.report.cells import Cell, Table
 
 MODEL_COLUMNS = ("Communication (MB)", "Params (M)", "MFLOPs")

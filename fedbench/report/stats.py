@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 from scipy import special
 
-from fedbench.metric_catalog import METRICS
+from fedbench.vocab.metrics import METRICS
 
 if TYPE_CHECKING:
-    from fedbench.recipe import TableView
+    from fedbench.recipes.recipe import TableView
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE

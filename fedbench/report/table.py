@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from fedbench import metrics
-from fedbench.metric_catalog import (
+from fedbench.execution.provenance import peak_memory
+from fedbench.recipes.recipe import PlannedRun, Recipe, TableView, expand
+from fedbench.registry import Registry
+from fedbench.report.cells import Cell, Table
+from fedbench.report.static import build_static_table
+from fedbench.report.stats import compare_with_baseline, verdict
+from fedbench.spec import RunSpec
+from fedbench.vocab.metrics import (
     METRICS,
     VALIDATION_METRIC,
     display_factor,
@@ -22,13 +29,6 @@ from fedbench.metric_catalog import (
     metric_curve,
     metric_fields,
 )
-from fedbench.provenance import peak_memory
-from fedbench.recipe import PlannedRun, Recipe, TableView, expand
-from fedbench.registry import Registry
-from fedbench.report.cells import Cell, Table
-from fedbench.report.static import build_static_table
-from fedbench.report.stats import compare_with_baseline, verdict
-from fedbench.spec import RunSpec
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
 

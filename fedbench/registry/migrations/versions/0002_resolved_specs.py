@@ -2,7 +2,7 @@
 
 fedbench 0.1.0 stored ``algorithm_params``, ``dataset_params``, ``model_params`` and ``partition_params``
 as the recipe wrote them, so a changed default left the hash alone and a spelled-out default gave a second
-hash for the same run. From 0.2 a spec holds every parameter (``fedbench.resolve``). This revision resolves
+hash for the same run. From 0.2 a spec holds every parameter (``fedbench.recipes.resolve``). This revision resolves
 each stored spec with the defaults fedbench 0.1.0 had (``defaults_v0_1_0.json``, recorded when the
 revision was written: resolving with today's defaults would misread a run if a default has changed since),
 then with the current code for parameters added later (those keep old behaviour at their default and are

@@ -1,6 +1,6 @@
 """Record each run's checkpoint content hash (``runs.checkpoint_sha256``).
 
-From this revision a checkpoint is a safetensors file that cannot run code on load (fedbench.engine.checkpoint,
+From this revision a checkpoint is a safetensors file that cannot run code on load (fedbench.checkpoint.format,
 format version 2), and a run resumes only from the exact file it wrote: the sha256 of the file's bytes is
 recorded here each time it is written. Existing rows get NULL: a checkpoint left by an older fedbench (a
 pickle, format version 1) is never loaded; its run warns once and trains again from round 0.

@@ -1,0 +1,380 @@
+"""Workers beyond this machine: Slurm array jobs (submitit) and Ray tasks, each running the claim loop of a local
+worker (``fedbench.execution.executors.work_through``) against the same registry.
+
+Nothing here schedules runs: every worker walks the whole list of planned runs and *claims* each before training
+it (the registry's atomic conditional update), exactly as ``--jobs N`` workers on one machine do, so a run is
+trained once however many workers, jobs or machines join, and a run whose worker died is taken over and resumed
+from its checkpoint. A shared registry (PostgreSQL) is what makes that work across machines; checkpoints must be
+on storage every worker sees (``--checkpoints``).
+
+Progress comes back by watching the registry (``watch_registry``): the runs' statuses and their last recorded
+rounds become the same start/round/end events an in-process run emits, whatever the executor. Ctrl-C cancels the
+jobs or tasks; each worker then records its run as ``interrupted`` (its checkpoint kept), as a local worker does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from fedbench.errors import ConfigError, FedbenchError
+from fedbench.recipes.recipe import PlannedRun
+from fedbench.registry import Registry
+from fedbench.registry.api import FINISHED
+from fedbench.registry.tables import RoundRow, RunRow
+
+Event = dict[str, Any]
+EXECUTORS = ("local", "ray", "slurm")
+POLL_SECONDS = 2.0  # how often the submitting process reads the registry for progress
+# How long a cluster worker that found runs held by other workers waits before it looks again: one of them may die
+# (a node lost, a job preempted), and its run is then taken over (at once for a dead process on the same host,
+# after the stale-claim delay for another host) instead of being left for the next `fedbench run`.
+REPASS_SECONDS = 10.0
+WAIT_STEP_SECONDS = 1.0  # how often it reads the statuses meanwhile (it stops once every run has ended)
+WAITING = ("pending", "running", "interrupted")  # a failed run stays failed for this batch (no retry loop)
+ENDED = (*FINISHED, "failed", "interrupted")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    partition: str | None = None
+    time: str = "01:00:00"  # sbatch --time, HH:MM:SS (or D-HH:MM:SS)
+    folder: Path | None = None  # submitit's job folder (scripts, logs, pickled calls): shared storage
+    cluster: str = "slurm"  # submitit executor: "slurm", or "local" to try an array on this machine without Slurm
+    gpus_per_job: int = 0
+    cpus_per_job: int | None = None  # default: the --threads of one run
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None  # None: a local Ray started here; "auto": the running cluster; "ray://host:10001"
+    gpus_per_run: float = 0.0  # a worker trains one run at a time: 0.25 packs four on one GPU
+    cpus_per_run: float = 1.0
+
+
+def checkpoints_folder(text: str | None) -> str | None:
+    """``--checkpoints`` (or ``$FEDBENCH_CHECKPOINTS``) as an absolute folder, the same string for every worker; None:
+    beside the registry. A folder or ``file://`` URL: shared storage every worker mounts (NFS, a cluster file
+    system, a bucket mounted with s3fs/gcsfuse); checkpoints are written there atomically (a temporary file, then
+    a rename), so a run whose worker died resumes on any machine from its last saved round."""
+    import os
+
+    from fedbench.checkpoint.mirror import check_url, is_url
+
+    text = text or os.environ.get("FEDBENCH_CHECKPOINTS") or None
+    if text is None:
+        return None
+    if is_url(text):  # object storage: each worker keeps a local copy and mirrors it there (checkpoint_mirror.py)
+        return check_url(text)
+    scheme, sep, rest = text.partition("://")
+    folder = Path(rest if sep else text).expanduser().resolve()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--checkpoints {text!r}: {folder} is a file; give a folder")
+    return str(folder)
+
+
+def slurm_minutes(text: str) -> int:
+    """``--slurm-time`` as whole minutes (rounded up): HH:MM:SS, MM:SS or D-HH:MM:SS, as sbatch reads them."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
+    if match is None:
+        raise ConfigError(f"--slurm-time {text!r}: expected HH:MM:SS (or D-HH:MM:SS), e.g. --slurm-time 04:00:00")
+    days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
+    if match.group(2) is None:  # MM:SS
+        hours, minutes, seconds = 0, minutes, seconds
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ConfigError(f"--slurm-time {text!r}: a job needs some time, e.g. --slurm-time 04:00:00")
+    return math.ceil(total / 60)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool = True) -> str:
+    """What each Slurm job or Ray task runs: the local claim loop, repeated while other workers hold runs of the
+    batch (every REPASS_SECONDS), so that a run whose worker dies is taken over by a worker still up. In a Slurm job (``handle_signals``), SIGTERM
+    (scancel, a node going down) and SIGUSR2 (Slurm's warning before the time limit) interrupt the run in progress,
+    recorded as interrupted with its checkpoint, so that another worker resumes it at once instead of after the
+    stale-claim delay. Ray delivers its cancellation as KeyboardInterrupt itself and keeps its signals."""
+    from fedbench.execution.executors import work_through
+    from fedbench.registry.api import worker_id
+
+    if handle_signals:
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGUSR2, _interrupt)
+    try:
+        registry, last_pass = Registry(options.registry_url), -math.inf
+        while planned:
+            statuses = registry.statuses(p.spec_hash for p in planned)
+            planned = [p for p in planned if statuses.get(p.spec_hash) in WAITING]
+            claimable = any(statuses.get(p.spec_hash) != "running" for p in planned)
+            if planned and (claimable or time.monotonic() - last_pass >= REPASS_SECONDS):
+                work_through(planned, options, lambda event: None)
+                last_pass = time.monotonic()
+            elif planned:  # all held by other workers: wait for them to finish, or for one to die
+                time.sleep(WAIT_STEP_SECONDS)
+    except KeyboardInterrupt:
+        return f"{worker_id()} interrupted"
+    return f"{worker_id()} done"
+
+
+# ---------------------------------------------------------------------------------------------- progress
+class RegistryWatcher:
+    """Turns the registry's view of ``planned`` runs into start/round/end events (one ``poll`` per call)."""
+
+    def __init__(self, registry: Registry, planned: list[PlannedRun], emit: Callable[[Event], None]):
+        self.registry, self.emit = registry, emit
+        self.rounds_of = {p.spec_hash: p.spec.rounds for p in planned}
+        self.seen: dict[str, tuple[str, int]] = {}  # spec_hash → (status, rounds_done) last emitted
+        # What was there before any worker started (create the watcher before submitting them): a run finished
+        # before the first poll is then still news, and runs finished earlier are not.
+        self.initial = {h: (s, n) for h, (_, s, n, _) in self._state().items()}
+
+    def _state(self) -> dict[str, tuple[int, str, int, str | None]]:
+        hashes = list(self.rounds_of)
+        state = {}
+        with Session(self.registry.engine) as session:
+            for start in range(0, len(hashes), 500):
+                rows = session.execute(
+                    select(RunRow.spec_hash, RunRow.id, RunRow.status, RunRow.rounds_done, RunRow.error).where(
+                        RunRow.spec_hash.in_(hashes[start : start + 500])
+                    )
+                )
+                state.update({h: (i, s, n, e) for h, i, s, n, e in rows})
+        return state
+
+    def _last_round(self, run_id: int, number: int) -> RoundRow | None:
+        with Session(self.registry.engine) as session:
+            return session.scalar(select(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round == number))
+
+    def poll(self) -> None:
+        state = self._state()
+        for spec_hash in self.rounds_of:  # in the batch's order
+            if spec_hash not in state:
+                continue
+            run_id, status, rounds_done, error = state[spec_hash]
+            before = self.seen.get(spec_hash)
+            if before is None and (status, rounds_done) == self.initial.get(spec_hash) and status != "running":
+                continue  # untouched since the start (pending, or left as it was)
+            if before is None:
+                self.emit({"kind": "start", "spec_hash": spec_hash, "rounds": self.rounds_of[spec_hash]})
+                before = ("running", 0)
+            if rounds_done > before[1]:
+                row = self._last_round(run_id, rounds_done)
+                self.emit(
+                    {
+                        "kind": "round",
+                        "spec_hash": spec_hash,
+                        "round": rounds_done,
+                        "test_acc": row.test_acc if row is not None else None,
+                        "seconds": (row.wall_seconds or 0.0) if row is not None else 0.0,
+                    }
+                )
+            if status in ENDED and before[0] not in ENDED:
+                last = (error or "").strip().splitlines()
+                self.emit({"kind": "end", "spec_hash": spec_hash, "status": status, "error": last[-1] if last else ""})
+            self.seen[spec_hash] = (status, rounds_done)
+
+
+def watch_until(watcher: RegistryWatcher, finished: Callable[[], bool], interval: float = POLL_SECONDS) -> None:
+    """Poll the registry until ``finished()`` says every worker has stopped, then once more."""
+    while not finished():
+        watcher.poll()
+        time.sleep(interval)
+    watcher.poll()
+
+
+# ---------------------------------------------------------------------------------------------- Slurm
+def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -> Any:
+    """A submitit executor for an array of ``jobs`` worker jobs."""
+    try:
+        import submitit
+    except ImportError:
+        raise ConfigError(
+            "--executor slurm needs submitit: pip install 'fedbench[slurm]' (or pip install submitit)"
+        ) from None
+    minutes = slurm_minutes(slurm.time)
+    try:
+        executor = submitit.AutoExecutor(folder=folder, cluster=slurm.cluster)
+    except RuntimeError as exc:  # submitit: 'Could not detect "srun"'
+        raise FedbenchError(
+            f"--executor slurm: this is not a Slurm cluster ({exc}); submit from a login node, "
+            "or try the array here with --slurm-cluster local"
+        ) from None
+    executor.update_parameters(
+        name="fedbench-worker",
+        timeout_min=minutes,
+        cpus_per_task=slurm.cpus_per_job or threads,
+        slurm_array_parallelism=jobs,
+        slurm_time=minutes,
+        **({"slurm_partition": slurm.partition} if slurm.partition else {}),
+        **({"gpus_per_node": slurm.gpus_per_job} if slurm.gpus_per_job else {}),
+    )
+    return executor
+
+
+def submit_slurm_workers(executor: Any, planned: list[PlannedRun], options: Any, jobs: int) -> list[Any]:
+    """Submit ``jobs`` workers as one array job; returns submitit's jobs."""
+    try:
+        return list(executor.map_array(cluster_worker, [planned] * jobs, [options] * jobs))
+    except FileNotFoundError as exc:  # no sbatch: not on a Slurm login node
+        raise FedbenchError(
+            f"--executor slurm: {exc.filename or 'sbatch'} not found; submit from a Slurm login node "
+            "(or try the array here with --slurm-cluster local)"
+        ) from None
+    except Exception as exc:
+        if type(exc).__name__ == "FailedJobError" or "sbatch" in str(exc):
+            raise FedbenchError(f"--executor slurm: submission failed: {' '.join(str(exc).split())[:500]}") from None
+        raise
+
+
+def execute_on_slurm(
+    planned: list[PlannedRun],
+    options: Any,
+    jobs: int,
+    emit: Callable[[Event], None],
+    slurm: SlurmOptions,
+) -> None:
+    registry = Registry(options.registry_url)
+    folder = Path(slurm.folder) if slurm.folder is not None else registry.home / "slurm"
+    executor = slurm_executor(slurm, jobs, options.threads, folder / "%j")
+    watcher = RegistryWatcher(registry, planned, emit)
+    submitted = submit_slurm_workers(executor, planned, options, jobs)
+    emit({"kind": "note", "message": f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"})
+    try:
+        watch_until(watcher, lambda: all(job.done() for job in submitted))
+    except BaseException:
+        for job in submitted:  # their workers record the runs in progress as interrupted
+            job.cancel(check=False)
+        raise
+    for job in submitted:
+        try:
+            job.result()
+        except Exception as exc:  # a job that died outside a run: its claim is taken over by the next worker
+            emit({"kind": "note", "message": f"worker job {job.job_id} failed: {' '.join(str(exc).split())[-300:]}"})
+
+
+# ---------------------------------------------------------------------------------------------- Ray
+def execute_on_ray(
+    planned: list[PlannedRun],
+    options: Any,
+    jobs: int,
+    emit: Callable[[Event], None],
+    ray_options: RayOptions,
+) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--executor ray needs ray: pip install 'fedbench[ray]' (or pip install 'ray>=2.9')") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            # No --address: a new local Ray ("local"), never one that `ray start` left behind (ray.init(None) would
+            # connect to the last cluster `ray start` recorded, even a dead one).
+            address = ray_options.address or "local"
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        except ConnectionError as exc:
+            raise FedbenchError(f"--address {ray_options.address}: cannot reach a Ray cluster ({exc})") from None
+    try:
+        worker = ray.remote(cluster_worker).options(
+            num_cpus=ray_options.cpus_per_run, num_gpus=ray_options.gpus_per_run, max_retries=0
+        )
+        watcher = RegistryWatcher(Registry(options.registry_url), planned, emit)
+        refs = [worker.remote(planned, options, False) for _ in range(jobs)]
+        try:
+            watch_until(watcher, lambda: len(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) == len(refs))
+        except BaseException:
+            for ref in refs:  # raises KeyboardInterrupt in each task: its run is recorded as interrupted
+                ray.cancel(ref)
+            _wait_for_cancelled(ray, refs)
+            raise
+        for ref in refs:
+            try:
+                ray.get(ref)
+            except Exception as exc:
+                emit({"kind": "note", "message": f"Ray worker failed: {' '.join(str(exc).split())[-300:]}"})
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _wait_for_cancelled(ray: Any, refs: list[Any], seconds: float = 60.0) -> None:
+    """Give cancelled tasks the time to record their runs as interrupted before Ray is shut down."""
+    try:
+        ray.wait(refs, num_returns=len(refs), timeout=seconds)
+    except Exception:  # cancelled tasks raise on wait in some Ray versions; nothing left to do
+        pass
+
+
+def for_remote_workers(options: Any) -> Any:
+    """``options`` with the paths a worker elsewhere reads made absolute: a Ray or Slurm worker does not start in
+    this working directory (a relative SQLite URL would open another registry there)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(options.registry_url)
+    changes: dict[str, Any] = {}
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        absolute = str(Path(url.database).resolve())
+        if absolute != url.database:
+            changes["registry_url"] = url.set(database=absolute).render_as_string(hide_password=False)
+    if options.data_root is not None:
+        changes["data_root"] = str(Path(options.data_root).expanduser().resolve())
+    return dataclasses.replace(options, **changes) if changes else options
+
+
+def _sqlite_note(options: Any, many_machines: bool, emit: Callable[[Event], None]) -> None:
+    if many_machines and options.registry_url.startswith("sqlite"):
+        emit(
+            {
+                "kind": "note",
+                "message": "a SQLite registry serves workers on one machine (a shared file system does not make "
+                "its locks safe): give workers on other machines a PostgreSQL registry (--registry postgresql+psycopg://...)",
+            }
+        )
+
+
+def execute_on_cluster(
+    planned: list[PlannedRun], options: Any, jobs: int, emit: Callable[[Event], None], cluster: Any
+) -> None:
+    """Run ``jobs`` workers as Slurm jobs (``SlurmOptions``) or Ray tasks (``RayOptions``)."""
+    options = for_remote_workers(options)
+    _sqlite_note(
+        options,
+        (isinstance(cluster, SlurmOptions) and cluster.cluster == "slurm")
+        or (isinstance(cluster, RayOptions) and cluster.address is not None),
+        emit,
+    )
+    if isinstance(cluster, SlurmOptions):
+        execute_on_slurm(planned, options, jobs, emit, cluster)
+    elif isinstance(cluster, RayOptions):
+        execute_on_ray(planned, options, jobs, emit, cluster)
+    else:
+        raise TypeError(f"unknown cluster options {cluster!r}")
+
+
+__all__ = [
+    "EXECUTORS",
+    "SlurmOptions",
+    "RayOptions",
+    "slurm_minutes",
+    "checkpoints_folder",
+    "cluster_worker",
+    "RegistryWatcher",
+    "watch_until",
+    "slurm_executor",
+    "submit_slurm_workers",
+    "execute_on_slurm",
+    "execute_on_ray",
+    "execute_on_cluster",
+]

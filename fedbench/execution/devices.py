@@ -1,0 +1,70 @@
+"""Which device each worker of ``fedbench run --jobs N`` trains on: pure functions of the options and the number of
+visible GPUs, so that they are tested without a GPU (``tests/execution/test_placement.py``).
+
+``--device cuda`` (or ``auto`` with a GPU present) spreads the N workers round-robin over every visible GPU, or
+over the ones ``--gpus 0,2,3`` lists (indices as PyTorch numbers the visible devices, i.e. after
+``CUDA_VISIBLE_DEVICES``); several workers per GPU are allowed (N > number of GPUs). ``--device cuda:K`` puts every
+worker on GPU K. The CPU ignores placement. A run's provenance records the GPU it trained on (index and model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fedbench.errors import ConfigError
+
+
+def parse_gpus(text: str | None) -> tuple[int, ...] | None:
+    """``--gpus 0,2,3`` → (0, 2, 3); None when the option is not given."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        indices = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"--gpus {text!r}: expected comma-separated GPU indices, e.g. --gpus 0,2,3") from None
+    if not indices or any(i < 0 for i in indices):
+        raise ConfigError(f"--gpus {text!r}: expected comma-separated GPU indices ≥ 0, e.g. --gpus 0,2,3")
+    if len(set(indices)) != len(indices):
+        raise ConfigError(f"--gpus {text!r}: an index is listed twice; list each GPU once (--jobs sets the workers)")
+    return indices
+
+
+def place_workers(device: str, jobs: int, gpus: Sequence[int] | None, visible: int) -> list[str]:
+    """The device of each of ``jobs`` workers (one entry per worker; ``jobs`` ≤ 1 → one in-process worker) for
+    ``--device device`` and ``--gpus gpus`` on a machine with ``visible`` CUDA devices."""
+    workers = max(1, jobs)
+    kind = ("cuda" if visible > 0 else "cpu") if device == "auto" else device
+    if not kind.startswith("cuda"):
+        if gpus is not None:
+            raise ConfigError(
+                f"--gpus needs --device cuda (the runs train on {kind}); drop --gpus or use --device cuda"
+            )
+        return [kind] * workers
+    if visible == 0:
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+    if kind != "cuda":  # cuda:K
+        if gpus is not None:
+            raise ConfigError(f"--device {kind} and --gpus both choose GPUs; use --device cuda --gpus ...")
+        index = _index(kind)
+        _check_visible([index], visible, f"--device {kind}")
+        return [kind] * workers
+    indices = list(gpus) if gpus is not None else list(range(visible))
+    _check_visible(indices, visible, "--gpus " + ",".join(map(str, indices)))
+    return [f"cuda:{indices[worker % len(indices)]}" for worker in range(workers)]
+
+
+def _index(device: str) -> int:
+    try:
+        return int(device.split(":", 1)[1])
+    except ValueError:
+        raise ConfigError(f"--device {device!r}: expected cuda or cuda:N with N a GPU index") from None
+
+
+def _check_visible(indices: Sequence[int], visible: int, option: str) -> None:
+    missing = [i for i in indices if i >= visible]
+    if missing:
+        raise ConfigError(
+            f"{option}: GPU {missing[0]} is not visible; this machine has {visible} visible GPU(s), "
+            f"indices 0-{visible - 1}"
+        )

@@ -1,0 +1,392 @@
+"""A cost plan before a run (``fedbench plan``): the runs of some recipes, their training and evaluation FLOPs, and
+the wall time they would take on this machine.
+
+FLOPs come from ``fedbench.cost``: a model's measured FLOPs per sample (``model_card``: forward, and forward +
+backward), the samples a client processes in a round (``cost.samples_per_round``, over the engine's
+``local_steps_per_round``), and the method's own extra operations (``Algorithm.attach_flops_per_round``). A run's
+
+    training FLOPs   = rounds × clients_per_round × (samples_per_round(n̄) × FLOPs_train + attach(n̄))
+    evaluation FLOPs = evaluations × test samples × FLOPs_forward
+
+with n̄ a client's training samples: the partition's ``samples_per_client`` where it fixes them, else the data
+set's registered training count divided evenly over the clients (client sizes of a skewed partition differ, but
+the sum of their samples is the same; only the rounding of each client's last batch is lost). A data set without a
+registered count (and not ``--synthetic``, and not present locally to be measured) leaves its runs' FLOPs unknown; the plan counts them and says so.
+Personalised evaluation is counted as one pass over the test set, fine-tuning and methods' second models (Ditto's
+personal model) beyond their ``attach`` term are not counted.
+
+Time: a short calibration times a few real training steps (forward, backward, SGD step at the spec's batch size)
+and an evaluation batch of each distinct model on the chosen device, giving FLOP/s per model; a run's time is
+its FLOPs divided by those rates (per-step overheads are inside the measured rate, per-round ones —
+aggregation, batch gathering — are not). ``--jobs N`` workers are assumed to scale perfectly (N× the
+throughput of one), which holds on a CPU with a core per worker and is optimistic on one shared GPU.
+Instead of measuring, ``assumed_calibration`` applies one sustained FLOP/s figure to every model (the README's
+GPU-hour table). Library code: the CLI (``cli/plan.py``) prints.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedbench.errors import ConfigError
+from fedbench.recipes.recipe import PlannedRun
+from fedbench.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the calibration times: one model at one batch size (hashable; a key of ``Calibration.rates``)."""
+
+    model: str
+    model_params: str  # canonical JSON of the spec's model_params
+    input_shape: tuple[int, ...]
+    num_classes: int
+    batch_size: int
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> Workload:
+        from fedbench.data import dataset_meta, static_input_shape
+
+        return cls(
+            model=spec.model,
+            model_params=json.dumps(spec.model_params, sort_keys=True),
+            input_shape=tuple(static_input_shape(spec.dataset, spec.dataset_params)),
+            num_classes=dataset_meta(spec.dataset).num_classes,
+            batch_size=spec.batch_size,
+        )
+
+    def card(self) -> dict[str, Any]:
+        from fedbench.cost import model_card
+
+        return model_card(
+            self.model,
+            num_classes=self.num_classes,
+            input_shape=list(self.input_shape),
+            **json.loads(self.model_params),
+        )
+
+
+@dataclass(frozen=True)
+class Rate:
+    train_flops_per_second: float
+    eval_flops_per_second: float
+
+
+@dataclass
+class Calibration:
+    """FLOP/s per workload on a device, measured (``calibrate``) or assumed (``assumed_calibration``)."""
+
+    device: str
+    method: str  # how the rates were obtained, said in the plan
+    rates: dict[Workload, Rate]
+
+
+@dataclass(frozen=True)
+class RunCost:
+    planned: PlannedRun
+    workload: Workload
+    train_flops: float | None  # None: the data set's size is unknown (see the module docstring)
+    eval_flops: float | None
+    size_source: str  # where n̄ came from
+
+    def seconds(self, calibration: Calibration) -> float | None:
+        if self.train_flops is None or self.eval_flops is None:
+            return None
+        rate = calibration.rates[self.workload]
+        return self.train_flops / rate.train_flops_per_second + self.eval_flops / rate.eval_flops_per_second
+
+
+@dataclass
+class CellPlan:
+    """The runs of one table cell (one recipe's labels, every seed)."""
+
+    recipe: str
+    labels: dict[str, str]
+    runs: int = 0
+    unknown: int = 0  # runs whose FLOPs are unknown
+    train_flops: float = 0.0
+    eval_flops: float = 0.0
+    seconds: float = 0.0
+
+
+@dataclass
+class Plan:
+    cells: list[CellPlan]
+    costs: list[RunCost]
+    calibration: Calibration
+    jobs: int
+    runs: int = 0
+    unknown: int = 0
+    train_flops: float = 0.0
+    eval_flops: float = 0.0
+    seconds: float = 0.0  # one worker, every run one after another
+    wall_seconds: float = 0.0  # seconds / jobs (perfect scaling assumed)
+    unknown_datasets: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.calibration.device,
+            "calibration": self.calibration.method,
+            "jobs": self.jobs,
+            "runs": self.runs,
+            "runs_without_estimate": self.unknown,
+            "datasets_without_size": self.unknown_datasets,
+            "train_flops": self.train_flops,
+            "eval_flops": self.eval_flops,
+            "seconds_one_worker": self.seconds,
+            "wall_seconds": self.wall_seconds,
+            "cells": [
+                {
+                    "recipe": c.recipe,
+                    "labels": c.labels,
+                    "runs": c.runs,
+                    "runs_without_estimate": c.unknown,
+                    "train_flops": c.train_flops,
+                    "eval_flops": c.eval_flops,
+                    "seconds_one_worker": c.seconds,
+                }
+                for c in self.cells
+            ],
+        }
+
+
+# ------------------------------------------------------------------------------------------ FLOPs
+# loader parameters that change how samples look, not how many there are (registered counts still hold)
+SIZE_NEUTRAL_PARAMS = {"normalization", "normalize", "image_size", "size", "format", "labels"}
+
+
+class DataSizes:
+    """(training, test) samples of a run's data set: the stand-in's for ``synthetic``; else the registered
+    ``counts`` of the default configuration (where the run changes no loader parameter but size-neutral ones); else, where the data set is present under ``data_root``, the sizes of
+    the loaded arrays (loaded once per data set configuration); else None."""
+
+    def __init__(self, data_root: str | None = None):
+        self.data_root = data_root
+        self.loaded: dict[str, tuple[int, int] | None] = {}
+
+    def __call__(self, spec: RunSpec) -> tuple[tuple[int, int] | None, str]:
+        from fedbench.data import DATASETS, static_input_shape
+        from fedbench.data.synthetic import synthetic_sizes
+        from fedbench.recipes.resolve import non_default
+
+        info = DATASETS.info(spec.dataset)
+        if spec.synthetic:
+            shape = static_input_shape(spec.dataset, spec.dataset_params)
+            return synthetic_sizes(shape, info.get("num_groups")), "synthetic stand-in size"
+        counts = info.get("counts")
+        if counts and set(non_default("dataset", spec.dataset, spec.dataset_params)) <= SIZE_NEUTRAL_PARAMS:
+            return (int(counts[0]), int(counts[1])), "registered size"
+        key = json.dumps([spec.dataset, spec.dataset_params], sort_keys=True)
+        if key not in self.loaded:
+            self.loaded[key] = self._load(spec)
+        return self.loaded[key], "local data"
+
+    def _load(self, spec: RunSpec) -> tuple[int, int] | None:
+        from fedbench.data.catalog import is_present
+        from fedbench.data.federated import load_arrays
+
+        if not is_present(spec.dataset, self.data_root):
+            return None
+        arrays = load_arrays(spec, self.data_root, False)
+        return len(arrays.train_y), len(arrays.test_y)
+
+
+def evaluations(spec: RunSpec) -> int:
+    """Rounds the engine evaluates: every ``eval_every``-th and the last (``engine/loop.py``)."""
+    return spec.rounds // spec.eval_every + (1 if spec.rounds % spec.eval_every else 0)
+
+
+def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCost:
+    from fedbench.algorithms import build_algorithm
+    from fedbench.cost import samples_per_round, spec_steps_per_round
+
+    spec = planned.spec
+    workload = Workload.of(spec)
+    sizes, origin = (data_sizes or DataSizes())(spec)
+    if sizes is None:  # the test set's size is unknown too: no estimate rather than a partial one
+        return RunCost(planned, workload, None, None, "unknown data set size")
+    fixed = spec.partition_params.get("samples_per_client")
+    if fixed:
+        per_client, source = int(fixed), "partition samples_per_client"
+    else:
+        per_client, source = sizes[0] // spec.num_clients, f"{origin} / clients"
+    card = workload.card()
+    steps = spec_steps_per_round(spec, per_client)
+    attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
+        steps=steps,
+        samples=per_client,
+        batch_size=spec.batch_size,
+        num_params=card["params"],
+        forward_flops=card["flops_forward"],
+        backward_flops=card["flops_train"] - card["flops_forward"],
+    )
+    client_round = samples_per_round(spec, per_client) * card["flops_train"] + attach
+    train = float(spec.rounds * spec.clients_per_round * client_round)
+    evaluation = float(evaluations(spec) * sizes[1] * card["flops_forward"])
+    return RunCost(planned, workload, train, evaluation, source)
+
+
+def build_plan(
+    planned: list[PlannedRun], calibration: Calibration, jobs: int = 1, data_sizes: DataSizes | None = None
+) -> Plan:
+    """Costs of ``planned`` per run, per table cell and in total, with times from ``calibration``."""
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: expected a positive number of workers")
+    data_sizes = data_sizes or DataSizes()
+    costs = [run_cost(p, data_sizes) for p in planned]
+    plan = Plan(cells=[], costs=costs, calibration=calibration, jobs=jobs)
+    cells: dict[tuple[str, str], CellPlan] = {}
+    unknown_datasets: set[str] = set()
+    for cost in costs:
+        p = cost.planned
+        key = (p.recipe, json.dumps(p.labels, sort_keys=True))
+        cell = cells.setdefault(key, CellPlan(p.recipe, dict(p.labels)))
+        cell.runs += 1
+        plan.runs += 1
+        seconds = cost.seconds(calibration)
+        if cost.train_flops is None or cost.eval_flops is None or seconds is None:
+            cell.unknown += 1
+            plan.unknown += 1
+            unknown_datasets.add(p.spec.dataset)
+            continue
+        cell.train_flops += cost.train_flops
+        cell.eval_flops += cost.eval_flops
+        cell.seconds += seconds
+        plan.train_flops += cost.train_flops
+        plan.eval_flops += cost.eval_flops
+        plan.seconds += seconds
+    plan.cells = list(cells.values())
+    plan.wall_seconds = plan.seconds / jobs
+    plan.unknown_datasets = sorted(unknown_datasets)
+    return plan
+
+
+# ------------------------------------------------------------------------------------------ calibration
+def workloads(planned: Iterable[PlannedRun]) -> list[Workload]:
+    return list(dict.fromkeys(Workload.of(p.spec) for p in planned))
+
+
+def assumed_calibration(items: Iterable[Workload], flops_per_second: float, device: str) -> Calibration:
+    """Every workload at one assumed sustained FLOP/s, training and evaluation alike."""
+    if not flops_per_second > 0:
+        raise ConfigError(f"--throughput {flops_per_second / 1e12:g}: expected a positive TFLOP/s figure")
+    rate = Rate(flops_per_second, flops_per_second)
+    return Calibration(device, f"assumed {flops_per_second / 1e12:g} TFLOP/s sustained", {w: rate for w in items})
+
+
+def calibrate(
+    items: Iterable[Workload],
+    device: Any,
+    *,
+    threads: int = 1,
+    seconds: float = 0.5,
+    max_steps: int = 50,
+    warmup: int = 2,
+) -> Calibration:
+    """Measure FLOP/s per workload on ``device`` with ``threads`` CPU threads (as ``fedbench run --threads``): SGD
+    steps at its batch size after ``warmup`` ones, until ``seconds`` have passed (at least 3, at most ``max_steps``
+    steps), and evaluation batches of up to 256 samples under inference mode, likewise. Random inputs (the
+    arithmetic does not depend on the values); the global RNG and the thread count are left as they were."""
+    import torch
+
+    from fedbench.execution.provenance import device_name
+
+    device = torch.device(device)
+    rates: dict[Workload, Rate] = {}
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+
+    def timed(fn) -> float:
+        """Seconds per call of ``fn`` (after the warm-up calls)."""
+        for _ in range(warmup):
+            fn()
+        sync()
+        calls, began = 0, time.perf_counter()
+        while calls < 3 or (calls < max_steps and time.perf_counter() - began < seconds):
+            fn()
+            calls += 1
+            if calls >= 3:
+                sync()
+        return max(time.perf_counter() - began, 1e-9) / calls
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    try:
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(0)
+            for item in items:
+                rates[item] = _measure(item, device, timed)
+        name = device_name(device)  # with the calibration's thread count
+    finally:
+        torch.set_num_threads(previous_threads)
+    return Calibration(name, f"measured: ~{seconds:g} s of training steps and of evaluation batches per model", rates)
+
+
+def _measure(item: Workload, device: Any, timed: Any) -> Rate:
+    """FLOP/s of one workload: ``timed(fn)`` gives seconds per call of a training step and of an evaluation batch."""
+    import torch
+
+    from fedbench.models import build_model
+
+    card = item.card()
+    model = build_model(item.model, item.num_classes, item.input_shape, **json.loads(item.model_params))
+    model = model.to(device).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(item.batch_size, *item.input_shape, device=device)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        model(x).float().square().mean().backward()  # a loss touching every output: a full backward
+        optimizer.step()
+
+    train_seconds = timed(step)
+    model.eval()
+    batch = torch.randn(256, *item.input_shape, device=device)
+
+    def evaluate() -> None:
+        with torch.inference_mode():
+            model(batch)
+
+    eval_seconds = timed(evaluate)
+    return Rate(
+        item.batch_size * card["flops_train"] / train_seconds, batch.shape[0] * card["flops_forward"] / eval_seconds
+    )
+
+
+def plan_recipes(
+    recipes: list[Any],
+    *,
+    scale: str = "full",
+    seeds: list[int] | None = None,
+    only: dict[str, set[str]] | None = None,
+    overrides: dict[str, Any] | None = None,
+    synthetic: bool = False,
+    device: str = "auto",
+    jobs: int = 1,
+    threads: int = 1,
+    throughput_tflops: float | None = None,
+    data_root: str | None = None,
+) -> Plan:
+    """``fedbench plan``: compile ``recipes`` as ``fedbench run`` would, then calibrate on ``device`` (or assume
+    ``throughput_tflops`` sustained TFLOP/s) and cost every run."""
+    from fedbench.execution.batch import plan_runs
+
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: expected a positive number of workers")
+    planned = plan_runs(
+        recipes, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic, device=device
+    )
+    items = workloads(planned)
+    if throughput_tflops is not None:
+        calibration = assumed_calibration(items, throughput_tflops * 1e12, device)
+    else:
+        from fedbench.execution.executors import resolve_device
+
+        calibration = calibrate(items, resolve_device(device), threads=threads)
+    return build_plan(planned, calibration, jobs, DataSizes(data_root))

@@ -1,0 +1,1 @@
+"""Recipes: TOML → validated Recipe → planned runs (RunSpec + labels)."""

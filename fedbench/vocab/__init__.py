@@ -1,0 +1,1 @@
+"""The names every layer reads (metrics, figures, run statuses); imports no torch."""

@@ -1,0 +1,476 @@
+"""LG-Mix: defining properties of the method (Eq. 1-2 and 4-6, history averaging), its recipes and one CLI run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from conftest import F64_ATOL, ListSink
+from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.algorithms.lgmix import LGMix, feature_moments, gram_trace, mixing_ratio
+from fedbench.algorithms.partial import store_model
+from fedbench.checkpoint.format import load_checkpoint
+from fedbench.cli import app
+from fedbench.engine import run
+from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.resolve import non_default
+from fedbench.registry import Registry
+from fedbench.spec import RunSpec
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+DEVICE = torch.device("cpu")
+BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
+# BatchNorm buffers are mixed too: LG-Mix's Digits model on the 8×8 digits, a few steps.
+BN = {
+    **BASE,
+    "model": "fedbn_digit_cnn",
+    "model_params": {},
+    "num_clients": 3,
+    "clients_per_round": 3,
+    "local_steps": 2,
+    "batch_size": 16,
+    "rounds": 2,
+}
+
+
+def train(tmp_path, algorithm, params=None, stop_after_round=None, **overrides):
+    spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
+    path = tmp_path / f"{spec.spec_hash}.pt"
+    sink = ListSink()
+    result = run(spec, sink, checkpoint_path=path, stop_after_round=stop_after_round)
+    assert result.status in ("done", "interrupted"), result.message
+    return sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
+
+
+def personal(state):
+    """A client's personal model, complete when its round ends (``after_aggregation``)."""
+    assert "mix_params" not in state
+    return state["personal_params"]
+
+
+# ------------------------------------------------------------------------------------ Eq. 2 limits
+# LG-Mix computes u + Δw_c and w_c + λΔw_c − (1 − λ)u + (1 − λ)u', equal to FedAvg's and local training's
+# weights only in exact arithmetic: compared in float64 (conftest.F64_ATOL).
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize(
+    "setting", [pytest.param(BASE, id="mlp"), pytest.param(BN, id="batchnorm", marks=pytest.mark.slow)]
+)
+def test_lambda_zero_is_fedavg(tmp_path, setting):
+    """λ = 0: every personal model is the global model and the global model follows FedAvg — up to rounding, since
+    LG-Mix uploads u + (w − u). BatchNorm with one step per round: with two, one client's second step of round 2
+    amplifies that rounding (1e-7) to 1e-3 on this digits setting (the test failed so at 2106044)."""
+    _, fedavg = train(tmp_path, "fedavg", **setting)
+    _, lgmix = train(tmp_path, "lgmix", {"fixed_lambda": 0.0}, **setting)
+    assert lgmix["server"]["params"].dtype == torch.float64
+    assert torch.allclose(lgmix["server"]["params"], fedavg["server"]["params"], rtol=0, atol=F64_ATOL)
+    for name, b in fedavg["server"]["buffers"].items():
+        if b.is_floating_point():
+            assert torch.allclose(lgmix["server"]["buffers"][name], b, rtol=0, atol=F64_ATOL), name
+    for state in lgmix["client_states"].values():
+        assert torch.allclose(personal(state), fedavg["server"]["params"], rtol=0, atol=F64_ATOL)
+
+
+@pytest.mark.usefixtures("float64")
+def test_lambda_one_is_local_training(tmp_path):
+    _, local = train(tmp_path, "local")
+    _, lgmix = train(tmp_path, "lgmix", {"fixed_lambda": 1.0})
+    for client, state in lgmix["client_states"].items():
+        assert torch.allclose(personal(state), local["client_states"][client]["personal_params"], rtol=0, atol=F64_ATOL)
+    assert not torch.allclose(lgmix["server"]["params"], local["server"]["params"])  # u still learns
+
+
+class Scripted:
+    """LG-Mix with a scripted sequence of raw λ (Eq. 6) per round, to check history averaging and Eq. 2."""
+
+    def __init__(self, raw, **params):
+        self.algorithm = build_algorithm("lgmix", params)
+        self.raw = iter(raw)
+        self.algorithm.round_lambda = lambda ctx: next(self.raw)
+
+
+@pytest.mark.usefixtures("float64")
+def test_history_averaging_and_the_mixing_rule_match_the_formulas():
+    torch.manual_seed(0)
+    raw = [0.9, 0.3, 0.6, 0.2]
+    for history in (True, False):
+        scripted = Scripted(raw, history=history)
+        state: dict = {}
+        w = torch.randn(6)  # w_c(0)
+        u = torch.randn(6)  # u(0)
+        for t, lam_raw in enumerate(raw):
+            delta = torch.randn(6)  # Δw_c(t)
+            server = SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)})
+            ctx = SimpleNamespace(
+                state=state,
+                global_params=server.params,
+                global_buffers=server.buffers,
+                scratch={
+                    "start_params": w.clone(),
+                    "start_buffers": {"bn.mean": w[:2].clone(), "bn.n": torch.tensor(0)},
+                },
+            )
+            update = SimpleNamespace(params=w + delta, buffers={"bn.mean": w[:2] + delta[:2], "bn.n": torch.tensor(2)})
+            scripted.algorithm.end_local(ctx, update)
+            expected = float(np.mean(raw[: t + 1])) if history else lam_raw  # [code]: mean incl. round t
+            assert float(state["lambda"]) == pytest.approx(expected)
+            assert torch.allclose(update.params, u + delta, rtol=0, atol=F64_ATOL)  # upload u(t) + Δw_c
+            delta_u = torch.randn(6)
+            u = u + delta_u  # the server's u(t+1)
+            scripted.algorithm.after_aggregation(
+                ctx, SimpleNamespace(params=u, buffers={"bn.mean": u[:2].clone(), "bn.n": torch.tensor(t)})
+            )
+            w_next = w + expected * delta + (1 - expected) * delta_u  # LG-Mix Eq. 2
+            assert torch.allclose(state["personal_params"], w_next, rtol=0, atol=F64_ATOL)
+            assert torch.allclose(state["personal_buffers"]["bn.mean"], w_next[:2], rtol=0, atol=F64_ATOL)
+            assert int(state["personal_buffers"]["bn.n"]) == 2  # the client's own count
+            w = state["personal_params"]
+
+
+# ------------------------------------------------------------------------------------ Eq. 5-6
+def test_gram_traces_equal_the_closed_forms():
+    torch.manual_seed(1)
+    h = torch.relu(torch.randn(40, 8)).double()
+    moments = None
+    for chunk in h.split(16):  # accumulated batch by batch
+        moments = feature_moments(chunk.float(), moments)
+    n = len(h)
+    assert gram_trace(moments, center=False, drop_smallest=False) == pytest.approx(float((h**2).sum()) / n)
+    centered = h - h.mean(0)
+    assert gram_trace(moments, center=True, drop_smallest=False) == pytest.approx(float((centered**2).sum()) / n)
+    eigenvalues = np.linalg.eigvalsh((centered.T @ centered / n).numpy())
+    assert gram_trace(moments) == pytest.approx(eigenvalues.sum() - eigenvalues.min())
+    spatial = feature_moments(torch.ones(2, 3, 4, 4), None)  # feature maps are average-pooled
+    assert spatial[0].shape == (3, 3) and spatial[2] == 2
+    sequence = torch.randn(5, 3, 7)  # 1-D feature maps (B, C, L) too: h = the mean over L
+    pooled = sequence.double().mean(2)
+    outer, total, n = feature_moments(sequence, None)
+    assert n == 5 and torch.allclose(outer, pooled.T @ pooled) and torch.allclose(total, pooled.sum(0))
+
+
+def test_mixing_ratio_stays_in_the_unit_interval():
+    assert mixing_ratio(3.0, 1.0) == pytest.approx(0.75)
+    assert mixing_ratio(0.0, 2.0) == 0.0 and mixing_ratio(2.0, 0.0) == 1.0
+    assert mixing_ratio(0.0, 0.0) == 0.5
+    assert mixing_ratio(0.2, 0.6) == pytest.approx(0.25)  # small traces are ratios too
+    # a centred trace that rounding left slightly below 0 still gives λ in [0, 1]
+    assert mixing_ratio(1.0, -1e-12) == 1.0 and mixing_ratio(-1e-12, 1.0) == 0.0
+    for a, b in np.random.default_rng(0).exponential(size=(20, 2)):
+        assert 0.0 <= mixing_ratio(a, b) <= 1.0
+
+
+def test_lambda_from_features_is_a_running_mean_in_the_unit_interval(tmp_path):
+    _, history = train(tmp_path, "lgmix", rounds=3)
+    for state in history["client_states"].values():
+        assert int(state["lambda_count"]) == 3
+        assert 0.0 <= float(state["lambda"]) <= 1.0
+        assert float(state["lambda"]) == pytest.approx(float(state["lambda_sum"]) / 3)
+    _, raw = train(tmp_path, "lgmix", {"history": False, "center": False, "drop_smallest": False}, rounds=3)
+    assert all("lambda_count" not in s and 0 <= float(s["lambda"]) <= 1 for s in raw["client_states"].values())
+
+
+@pytest.mark.slow
+def test_resume_gives_the_same_curve(tmp_path):
+    spec_args = {"rounds": 3, "eval_every": 2, "model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2}
+    full, _ = train(tmp_path / "a", "lgmix", **spec_args)
+    partial_dir = tmp_path / "b"
+    first, _ = train(partial_dir, "lgmix", stop_after_round=1, **spec_args)
+    second, _ = train(partial_dir, "lgmix", **spec_args)
+    assert [r.personal_mean for r in first + second] == [r.personal_mean for r in full]
+    assert [r.test_acc for r in first + second] == [r.test_acc for r in full]
+
+
+# ------------------------------------------------------------------------------------ partial participation
+PARTIAL = {"clients_per_round": 2, "rounds": 4, "client_val_fraction": 0.1}
+
+
+def test_evaluation_does_not_change_training_under_partial_participation(tmp_path):
+    """Issue 11 bug: with 2 of 4 clients per round, personal evaluation (``eval_model``) used to finish and store
+    the pending Eq. 2 mix with the u of the evaluation, so training and every reported figure depended on
+    ``eval_every`` / ``eval_mode`` (server weights 0.0097 apart here, client 0's round-4 personal accuracy 0.571
+    with eval_every=1 and 0.619 with 2). Eq. 2 is now completed right after aggregation; evaluation only reads."""
+    every_round, every_round_ckpt = train(tmp_path / "a", "lgmix", eval_every=1, **PARTIAL)
+    every_other, every_other_ckpt = train(tmp_path / "b", "lgmix", eval_every=2, **PARTIAL)
+    global_only, global_ckpt = train(tmp_path / "c", "lgmix", eval_mode="global", **PARTIAL)
+    for ckpt in (every_other_ckpt, global_ckpt):
+        assert torch.equal(ckpt["server"]["params"], every_round_ckpt["server"]["params"])
+        assert sorted(ckpt["client_states"]) == sorted(every_round_ckpt["client_states"])
+        for client, state in every_round_ckpt["client_states"].items():
+            assert torch.equal(personal(ckpt["client_states"][client]), personal(state))
+            assert torch.equal(ckpt["client_states"][client]["lambda"], state["lambda"])
+    assert (
+        [r.train_loss for r in every_other]
+        == [r.train_loss for r in every_round]
+        == [r.train_loss for r in global_only]
+    )
+    by_round = {r.round: r for r in every_round}
+    evaluated = [r for r in every_other if r.personal_per_client is not None]
+    assert [r.round for r in evaluated] == [2, 4]
+    for record in evaluated:  # the same personal figures, whatever else was evaluated
+        assert record.personal_per_client == by_round[record.round].personal_per_client
+        assert record.personal_val_per_client == by_round[record.round].personal_val_per_client
+        assert record.test_acc == by_round[record.round].test_acc
+
+
+def test_partial_participation_applies_eq2_in_the_rounds_a_client_trains(tmp_path):
+    """[proposal] A client applies Eq. 2 in the rounds it trains, with that round's Δu(t) = u(t+1) − u(t), and keeps
+    w_c in the others. With λ = 0: w_c(t+1) = w_c(t) + Δu(t) for a client of round t (a client's first round starts
+    from the current u, so it then holds u(t+1)); the others keep w_c exactly."""
+    from fedbench.engine import client_schedule
+
+    params = {"fixed_lambda": 0.0}
+    setting = {**PARTIAL, "eval_mode": "global"}
+    schedule = client_schedule(RunSpec(algorithm="lgmix", algorithm_params=params, **{**BASE, **setting}))
+    ckpts = [train(tmp_path / f"r{t}", "lgmix", params, **{**setting, "rounds": t})[1] for t in (1, 2, 3)]
+    for t in (1, 2):  # from the checkpoint after round t to the one after round t + 1
+        before, after = ckpts[t - 1], ckpts[t]
+        u_before, u_after = before["server"]["params"], after["server"]["params"]
+        for client in range(4):
+            old, new = before["client_states"].get(client), after["client_states"].get(client)
+            if client not in schedule[t]:
+                assert (old is None and new is None) or torch.equal(personal(new), personal(old))
+            elif old is None:
+                assert torch.allclose(personal(new), u_after, atol=1e-6)
+            else:
+                assert torch.allclose(personal(new), personal(old) - u_before + u_after, atol=1e-6)
+
+
+class LGMixBefore(LGMix):
+    """LG-Mix as of commit 2106044: Eq. 2's last term stays pending in the client state until the client's next use
+    (its next training, or its personal evaluation, which stored the completed model: the bug)."""
+
+    def complete_mix_old(self, ctx):
+        if "mix_params" not in ctx.state:
+            return
+        share = float(ctx.state.pop("mix_global_share"))
+        params = ctx.state.pop("mix_params") + share * ctx.global_params
+        buffers = ctx.state.pop("mix_buffers")
+        for name, b in buffers.items():
+            if b.is_floating_point():
+                buffers[name] = b + share * ctx.global_buffers[name]
+        store_model(ctx, "personal", params, buffers)
+
+    def begin_local(self, ctx):
+        self.complete_mix_old(ctx)
+        super().begin_local(ctx)
+
+    def end_local(self, ctx, update):
+        super().end_local(ctx, update)
+        ctx.state["mix_params"] = ctx.scratch["mix_params"]
+        ctx.state["mix_global_share"] = torch.tensor(ctx.scratch["mix_global_share"], dtype=torch.float64)
+        ctx.state["mix_buffers"] = ctx.scratch["mix_buffers"]
+
+    def after_aggregation(self, ctx, server):
+        pass
+
+    def eval_model(self, ctx):
+        self.complete_mix_old(ctx)
+        return super().eval_model(ctx)
+
+
+def completed(state: dict, server: dict) -> dict:
+    """An old-format client state with its pending mix completed with the given u (the last round's)."""
+    state = dict(state)
+    if "mix_params" in state:
+        share = float(state.pop("mix_global_share"))
+        state["personal_params"] = state.pop("mix_params") + share * server["params"]
+        state["personal_buffers"] = {
+            n: b + share * server["buffers"][n] if b.is_floating_point() else b
+            for n, b in state.pop("mix_buffers").items()
+        }
+    return state
+
+
+def with_old_lgmix(monkeypatch):
+    """Runs of spec algorithm "lgmix" (same spec hash, so the same checkpoint) train with the code of 2106044."""
+    monkeypatch.setitem(ALGORITHMS._entries, "lgmix", LGMixBefore)
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {**BN, "rounds": 4, "eval_every": 2},
+        {"rounds": 3, "eval_mode": "global", "client_val_fraction": 0.1},
+        {"rounds": 3, "algorithm_params": {"history": False}},
+    ],
+    ids=["batchnorm-every2", "mlp-global", "no-history"],
+)
+def test_full_participation_curves_equal_the_code_before_the_hook(tmp_path, monkeypatch, setting):
+    """The paper's setting (every client every round): completing Eq. 2 right after aggregation gives the curves,
+    server weights and personal models of the earlier pending-share code bit for bit."""
+    setting = dict(setting)
+    params = setting.pop("algorithm_params", None)
+    new_records, new = train(tmp_path / "new", "lgmix", params, **setting)
+    with_old_lgmix(monkeypatch)
+    old_records, old = train(tmp_path / "old", "lgmix", params, **setting)
+    fields = ("train_loss", "test_acc", "test_loss", "personal_per_client", "personal_val_per_client")
+    assert [[getattr(r, f) for f in fields] for r in new_records] == [
+        [getattr(r, f) for f in fields] for r in old_records
+    ]
+    assert torch.equal(new["server"]["params"], old["server"]["params"])
+    for name, b in old["server"]["buffers"].items():
+        assert torch.equal(new["server"]["buffers"][name], b), name
+    for client, state in old["client_states"].items():
+        state = completed(state, old["server"])
+        assert torch.equal(personal(new["client_states"][client]), state["personal_params"])
+        for name, b in state["personal_buffers"].items():
+            assert torch.equal(new["client_states"][client]["personal_buffers"][name], b), name
+
+
+def test_a_checkpoint_of_the_earlier_code_resumes_exactly_under_full_participation(tmp_path, monkeypatch):
+    """Its pending mixes (clients of the checkpoint's round, not evaluated) are completed on resume."""
+    setting = {**BN, "rounds": 4, "eval_every": 3}
+    straight, _ = train(tmp_path / "a", "lgmix", **setting)
+    with monkeypatch.context() as patch:
+        with_old_lgmix(patch)
+        first, old = train(tmp_path / "b", "lgmix", stop_after_round=2, **setting)
+    assert all("mix_params" in state for state in old["client_states"].values())  # round 2 was not evaluated
+    second, resumed = train(tmp_path / "b", "lgmix", **setting)
+    fields = ("round", "train_loss", "test_acc", "personal_per_client")
+    assert [[getattr(r, f) for f in fields] for r in first + second] == [
+        [getattr(r, f) for f in fields] for r in straight
+    ]
+    assert all("mix_params" not in state for state in resumed["client_states"].values())
+
+
+def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_path, monkeypatch):
+    """Partial participation, no personal evaluation: a client of round 1 that skipped round 2 holds a mix meant
+    for u(2), which the checkpoint after round 2 no longer holds. Resuming it fails with a one-line reason."""
+    from fedbench.engine import client_schedule
+    from fedbench.errors import FedbenchError
+
+    setting = {**PARTIAL, "eval_mode": "global"}
+    schedule = client_schedule(RunSpec(algorithm="lgmix", **{**BASE, **setting}))
+    assert set(schedule[0]) - set(schedule[1])  # some client of round 1 skips round 2
+    with monkeypatch.context() as patch:
+        with_old_lgmix(patch)
+        train(tmp_path, "lgmix", stop_after_round=2, **setting)
+    with pytest.raises(
+        FedbenchError, match=r"^checkpoint \S+: LG-Mix client \d+ holds .* cannot be completed exactly\. Delete"
+    ):
+        train(tmp_path, "lgmix", **setting)
+
+
+# ------------------------------------------------------------------------------------ recipes and CLI
+@pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("lgmix_*.toml")))
+def test_every_lgmix_recipe_compiles_at_every_scale(name):
+    recipe = load_recipe(RECIPES / name)
+    for scale in recipe.scale_names():
+        runs = expand(recipe, scale=scale)
+        assert runs and all(r.spec.eval_mode != "global" for r in runs)
+
+
+def test_table1_recipe_matches_the_paper_setting():
+    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
+    runs = expand(recipe)
+    assert len(runs) == 11 * 2 * 3
+    by = {(r.labels["algorithm"], r.labels["dataset"]): r.spec for r in runs if r.spec.seed == 0}
+    digits, office = by[("lgmix", "Digits5")], by[("lgmix", "Office-Caltech10")]
+    assert (digits.batch_size, digits.rounds, office.batch_size, office.rounds) == (128, 100, 32, 200)
+    assert digits.partition == "natural" and digits.num_clients == 5 and office.num_clients == 4
+    assert digits.optimizer.lr == 0.01 and digits.optimizer.momentum == 0.0
+    assert non_default("algorithm", by[("fedbn", "Digits5")].algorithm, by[("fedbn", "Digits5")].algorithm_params) == {}
+    table = recipe.table("digits5")
+    assert table.figure == "val_selected" and table.metric == "personal_mean"
+
+
+def test_table1_views_are_one_per_dataset_with_the_papers_columns():
+    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
+    from fedbench.report.table import build_table
+
+    digits = build_table(recipe, recipe.table("digits5"), Registry("sqlite://"))
+    office = build_table(recipe, recipe.table("office"), Registry("sqlite://"))
+    assert digits.columns == ["A", "B", "C", "D", "E", "Avg."] and office.columns == ["A", "B", "C", "D", "Avg."]
+    assert digits.rows[-1] == office.rows[-1] == "lgmix" and len(digits.rows) == 11
+    assert digits.cells[("lgmix", "Avg.")].published == 97.10 and digits.cells[("lgmix", "Avg.")].expected == 3
+    assert office.cells[("fedbn", "D")].published == 83.05 and office.cells[("l2sgd", "A")].published is None
+
+
+CLI_RECIPE = """
+paper = "tests"
+name = "lgmix_cli"
+title = "LG-Mix on digits"
+seeds = [0]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+model_params = { hidden = 32 }
+partition = "dirichlet"
+partition_params = { alpha = 0.3, min_size = 20 }
+num_clients = 4
+clients_per_round = 4
+rounds = 4
+batch_size = 32
+optimizer = { lr = 0.1 }
+eval_mode = "both"
+client_test_fraction = 0.2
+client_val_fraction = 0.2
+
+[matrix]
+algorithm = ["lgmix"]
+
+[[tables]]
+name = "per_client"
+rows = ["algorithm"]
+columns = ["client"]
+clients = ["A", "B", "C", "D"]
+figure = "val_selected"
+metric = "personal_mean"
+"""
+
+
+def test_cli_run_improves_personal_accuracy(tmp_path):
+    recipe = tmp_path / "lgmix.toml"
+    recipe.write_text(CLI_RECIPE)
+    registry = f"sqlite:///{tmp_path / 'r.db'}"
+    runner = CliRunner()
+    result = runner.invoke(app, ["run", str(recipe), "--registry", registry])
+    assert result.exit_code == 0, result.output
+    reg = Registry(registry)
+    (row,) = reg.runs()
+    curve = reg.curve(row.id)
+    assert row.status == "done" and len(curve) == 4
+    assert curve[-1].personal_mean > curve[0].personal_mean + 0.05
+    assert curve[-1].personal_mean > 0.5 and curve[-1].personal_val_mean is not None
+    report = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry, "--format", "json"])
+    assert report.exit_code == 0, report.output
+    cells = json.loads(report.stdout)["tables"][0]["cells"]
+    assert {c["column"] for c in cells} == {"A", "B", "C", "D", "Avg."}
+
+
+def test_defaults_follow_the_official_code_and_fixed_lambda_is_a_ratio():
+    """Spec §1.5, §8 #1: history on, centred covariance without its smallest singular value; λ fixed in [0, 1]."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    assert build_algorithm("lgmix", {}).params.model_dump() == {
+        "history": True,
+        "center": True,
+        "drop_smallest": True,
+        "fixed_lambda": None,
+        "regularizers": (),
+    }
+    for value in (0.0, 1.0):
+        validate_algorithm_params("lgmix", {"fixed_lambda": value})
+    for value in (-1e-9, 1.0 + 1e-9):
+        with pytest.raises(ConfigError, match="fixed_lambda"):
+            validate_algorithm_params("lgmix", {"fixed_lambda": value})

@@ -1,0 +1,377 @@
+"""Checkpoints are data, not code (fedbench.checkpoint.format, docs/security.md "Checkpoint storage").
+
+A run is interrupted (Ctrl-C after round 2 of 4), its checkpoint on disk is replaced — by a pickle that would
+create a marker file when unpickled, by an old-format (torch.save) checkpoint, by a truncated copy, by a valid
+checkpoint of another spec, by a valid checkpoint of this spec whose bytes the registry never recorded — and the
+run is started again: the marker never appears, the command prints exactly one warning naming the file and the
+reason, and the run ends with exactly the curve of an uninterrupted run (trained again from round 0)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import pickle
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from fedbench.checkpoint.format import (
+    CheckpointRejected,
+    encode_checkpoint,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
+from fedbench.cli import app
+from fedbench.engine import run
+from fedbench.execution import executors
+from fedbench.registry import Registry
+from fedbench.spec import RunSpec
+
+RECIPE = """
+paper = "ckpttest"
+name = "ckpt"
+seeds = [0]
+
+[setup]
+algorithm = "scaffold"
+dataset = "digits"
+model = "digits_mlp"
+model_params = { hidden = 16 }
+partition = "dirichlet"
+partition_params = { alpha = 0.5, min_size = 5 }
+num_clients = 4
+clients_per_round = 2
+rounds = 4
+batch_size = 64
+optimizer = { lr = 0.1 }
+"""
+
+
+class CreatesMarker:
+    """Unpickling this creates the file ``path``: what an attacker's command would do."""
+
+    def __init__(self, path: Path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def curve(url: str) -> list[tuple[int, float | None, float | None]]:
+    registry = Registry(url)
+    (row,) = registry.runs()
+    assert row.status == "done"
+    return [(r.round, r.test_acc, r.train_loss) for r in registry.curve(row.id)]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> list:
+    folder = tmp_path_factory.mktemp("straight")
+    recipe = folder / "ckpt.toml"
+    recipe.write_text(RECIPE)
+    url = f"sqlite:///{folder / 'straight.db'}"
+    assert CliRunner().invoke(app, ["run", str(recipe), "--registry", url]).exit_code == 0
+    return curve(url)
+
+
+def interrupted_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
+    """A run stopped by Ctrl-C after round 2 of 4: (recipe, registry URL, its checkpoint file)."""
+    recipe = tmp_path / "ckpt.toml"
+    recipe.write_text(RECIPE)
+    url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
+    real = executors.run_engine
+
+    def stop_after_two(*args, **kwargs):
+        real(*args, stop_after_round=2, **kwargs)
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(executors, "run_engine", stop_after_two)
+        assert CliRunner().invoke(app, ["run", str(recipe), "--registry", url]).exit_code == 130
+    registry = Registry(url)
+    (row,) = registry.runs()
+    path = registry.checkpoint_path(row.spec_hash)
+    assert row.status == "interrupted" and path.exists()
+    assert row.checkpoint_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()  # recorded when written
+    return recipe, url, path
+
+
+def rerun(recipe: Path, url: str) -> tuple[str, dict]:
+    result = CliRunner().invoke(app, ["run", str(recipe), "--registry", url])
+    assert result.exit_code == 0, result.output
+    (row,) = Registry(url).runs()
+    return result.output, row.provenance["data"]
+
+
+def test_an_untouched_checkpoint_resumes_without_warning(tmp_path, monkeypatch, straight):
+    recipe, url, _ = interrupted_run(tmp_path, monkeypatch)
+    output, data = rerun(recipe, url)
+    assert "warning" not in output and data["resumed_from"] == 2
+    assert curve(url) == straight
+
+
+def pickled(obj) -> bytes:
+    return pickle.dumps(obj)
+
+
+def torch_saved(obj) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("writer", [pickled, torch_saved], ids=["pickle", "torch.save"])
+def test_a_malicious_pickle_in_place_of_a_checkpoint_never_runs(tmp_path, monkeypatch, straight, writer):
+    recipe, url, path = interrupted_run(tmp_path, monkeypatch)
+    marker = tmp_path / "pwned"
+    live = writer(CreatesMarker(tmp_path / "proof"))
+    torch.load(io.BytesIO(live), weights_only=False) if writer is torch_saved else pickle.loads(live)
+    assert (tmp_path / "proof").exists()  # the payload is live: loading it the old way runs it
+    path.write_bytes(writer({"spec_hash": "x", "round": 2, "server": CreatesMarker(marker)}))
+    output, data = rerun(recipe, url)
+    assert not marker.exists()
+    warnings = [line for line in output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and str(path) in warnings[0] and "pickle" in warnings[0], output
+    assert data["resumed_from"] == 0 and "pickle" in data["checkpoint_rejected"]
+    assert curve(url) == straight
+
+
+def test_a_checkpoint_of_the_previous_format_restarts_the_run_with_one_warning(tmp_path, monkeypatch, straight):
+    """fedbench ≤ 0.2 wrote torch.save pickles: such a checkpoint (even a genuine one) is not loaded."""
+    recipe, url, path = interrupted_run(tmp_path, monkeypatch)
+    (row,) = Registry(url).runs()
+    genuine = load_checkpoint(path, row.spec_hash)
+    path.write_bytes(torch_saved(genuine))
+    output, data = rerun(recipe, url)
+    assert output.count("warning") == 1 and data["resumed_from"] == 0
+    assert curve(url) == straight
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other spec", "edited weights", "unrecorded"])
+def test_a_damaged_or_foreign_checkpoint_restarts_the_run_with_one_warning(tmp_path, monkeypatch, straight, damage):
+    recipe, url, path = interrupted_run(tmp_path, monkeypatch)
+    (row,) = Registry(url).runs()
+    good = path.read_bytes()
+    payload = load_checkpoint(path, row.spec_hash)
+    if damage == "truncated":
+        path.write_bytes(good[: len(good) // 2])
+        reason = "truncated"
+    elif damage == "other spec":
+        save_checkpoint(path, {**payload, "spec_hash": "0" * 16})
+        reason = "another spec"
+    elif damage == "edited weights":  # the format and the spec are right; the bytes are not what the run wrote
+        payload["server"]["params"][0] += 1.0
+        save_checkpoint(path, payload)
+        reason = "differs from the registry's record"
+    else:  # a well-formed file for this spec that the registry has no hash of (e.g. copied from elsewhere)
+        Registry(url).record_checkpoint(row.id, None)
+        reason = "no record"
+    output, data = rerun(recipe, url)
+    warnings = [line for line in output.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and reason in output and path.name in output, output
+    assert data["resumed_from"] == 0 and reason in data["checkpoint_rejected"]
+    assert curve(url) == straight
+
+
+def test_an_unexpected_layout_restarts_instead_of_failing_with_a_key_error(tmp_path):
+    """The issue's `KeyError: 'server'`: a well-formed checkpoint of the right spec laid out otherwise."""
+    from conftest import ListSink
+
+    spec = RunSpec(
+        algorithm="fedavg", dataset="digits", model="digits_mlp", num_clients=3, clients_per_round=3, rounds=2
+    )
+    straight = ListSink()
+    run(spec, straight)
+    path = tmp_path / "ckpt.pt"
+    warnings: list[str] = []
+    for payload in (
+        {"spec_hash": spec.spec_hash, "round": 1, "weights": torch.zeros(3)},
+        {
+            "spec_hash": spec.spec_hash,
+            "round": 1,
+            "server": {"params": torch.zeros(3), "buffers": {}, "state": {}},
+            "client_states": {},
+            "finetune_start": None,
+        },
+        {"spec_hash": spec.spec_hash, "round": 7, "server": {}, "client_states": {}, "finetune_start": None},
+    ):
+        save_checkpoint(path, payload)
+        sink = ListSink()
+        result = run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
+        assert result.info["resumed_from"] == 0
+        assert [(r.round, r.test_acc) for r in sink.records] == [(r.round, r.test_acc) for r in straight.records]
+    assert len(warnings) == 3 and all(str(path) in w for w in warnings)
+    assert "keys" in warnings[0] and "global weights" in warnings[1] and "round 7" in warnings[2]
+
+
+def test_the_format_round_trips_every_value_a_state_may_hold_exactly(tmp_path):
+    shared = torch.arange(6, dtype=torch.float32)
+    payload = {
+        "spec_hash": "abc",
+        "round": 3,
+        "server": {"params": shared, "buffers": {"bn.num_batches_tracked": torch.tensor(5)}, "state": {}},
+        "client_states": {
+            0: {"c": torch.randn(4, dtype=torch.float64), "same": shared, "view": shared[2:4]},
+            2: {"affinity": {(0, 2): 0.1 + 0.2, (2, 0): math.inf}, "pair": (torch.ones(2), [1, "a", None, True])},
+        },
+        "finetune_start": None,
+        "empty": torch.zeros(0, 3),
+        "grad": torch.nn.Parameter(torch.ones(2)),
+        "nan": math.nan,
+        "half": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        "mask": torch.tensor([[True, False]]),
+        "strided": torch.arange(12.0).reshape(3, 4).t(),  # not contiguous
+    }
+    save_checkpoint(tmp_path / "c.pt", payload)
+    back = read_checkpoint(tmp_path / "c.pt", "abc")
+    assert back["round"] == 3 and back["client_states"][2]["affinity"] == {(0, 2): 0.1 + 0.2, (2, 0): math.inf}
+    assert isinstance(back["client_states"][2]["pair"], tuple) and back["client_states"][2]["pair"][1] == [
+        1,
+        "a",
+        None,
+        True,
+    ]
+    assert torch.equal(back["client_states"][0]["c"], payload["client_states"][0]["c"])
+    assert back["client_states"][0]["same"] is back["server"]["params"]  # one tensor stays one tensor
+    assert torch.equal(back["client_states"][0]["view"], shared[2:4])
+    assert back["server"]["buffers"]["bn.num_batches_tracked"].dtype == torch.int64
+    assert back["empty"].shape == (0, 3) and isinstance(back["grad"], torch.nn.Parameter) and back["grad"].requires_grad
+    assert math.isnan(back["nan"])
+    for key in ("half", "mask", "strided"):
+        assert back[key].dtype == payload[key].dtype and torch.equal(back[key], payload[key])
+    with pytest.raises(TypeError, match="found object"):
+        encode_checkpoint({"spec_hash": "abc", "round": 1, "x": object()})
+
+
+def test_the_file_is_in_safetensors_layout_both_ways(tmp_path):
+    """Our files are safetensors files (the reference reader agrees on every tensor), and a tensor table written
+    by the reference writer is read by ours: the layout is the documented one, not a private variant."""
+    safetensors = pytest.importorskip("safetensors.torch")
+    payload = {"spec_hash": "abc", "round": 2, "w": torch.randn(5, 3), "n": torch.tensor(7), "b": torch.ones(4).bool()}
+    save_checkpoint(tmp_path / "ours.pt", payload)
+    theirs = safetensors.load_file(tmp_path / "ours.pt")
+    mine = read_checkpoint(tmp_path / "ours.pt", "abc")
+    assert len(theirs) == 3 and {k: v for k, v in mine.items() if isinstance(v, torch.Tensor)}.keys() == {"w", "n", "b"}
+    assert sorted(tuple(t.shape) for t in theirs.values()) == sorted(tuple(mine[k].shape) for k in ("w", "n", "b"))
+    assert all(any(torch.equal(t, mine[k]) for t in theirs.values()) for k in ("w", "n", "b"))
+    # the reference writer with our metadata: read back by ours
+    from fedbench.checkpoint.format import FORMAT, VERSION
+
+    metadata = {
+        "format": FORMAT,
+        "version": str(VERSION),
+        "spec_hash": "abc",
+        "round": "1",
+        "structure": '{"d":[["w",{"t":"x"}]]}',
+    }
+    (tmp_path / "theirs.pt").write_bytes(safetensors.save({"x": torch.arange(6.0).reshape(2, 3)}, metadata=metadata))
+    assert torch.equal(read_checkpoint(tmp_path / "theirs.pt", "abc")["w"], torch.arange(6.0).reshape(2, 3))
+
+
+def test_a_checkpoint_with_a_wrong_recorded_hash_is_refused_and_a_right_one_read(tmp_path):
+    path = tmp_path / "c.pt"
+    digest = save_checkpoint(path, {"spec_hash": "abc", "round": 1, "x": torch.ones(2)})
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert read_checkpoint(path, "abc", expected_sha256=digest, bound=True)["round"] == 1
+    with pytest.raises(CheckpointRejected, match="differs"):
+        read_checkpoint(path, "abc", expected_sha256="0" * 64, bound=True)
+    assert not list(tmp_path.glob("*.tmp"))  # the atomic write left no temporary file
+
+
+def test_a_checkpoint_whose_header_length_starts_like_a_pickle_is_read(tmp_path):
+    """The header length is the file's first 8 bytes (little-endian): one length in 32 (low byte 0x80) starts the
+    file with a pickle's magic byte. Such a checkpoint is ours (a JSON header follows) and is read back."""
+    for pad in range(512):
+        payload = {"spec_hash": "abc", "round": 2, "note": "x" * pad, "w": torch.arange(4.0)}
+        if encode_checkpoint(payload)[0][:1] == b"\x80":
+            break
+    else:
+        pytest.fail("no padding gave a header length with low byte 0x80")
+    path = tmp_path / "c.pt"
+    digest = save_checkpoint(path, payload)
+    assert path.read_bytes()[:1] == b"\x80"
+    loaded = read_checkpoint(path, "abc", expected_sha256=digest, bound=True)
+    assert loaded["note"] == payload["note"] and torch.equal(loaded["w"], payload["w"])
+
+
+def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_recipe):
+    """Revision 0003_checkpoint_hash adds ``runs.checkpoint_sha256``: a registry one revision older (a current one
+    with the column dropped and its version set back) is upgraded on opening, keeps its runs and reports them."""
+    import json
+    import sqlite3
+
+    from fedbench.registry.schema import current_revision, head_revision
+
+    database = tmp_path / "registry" / "fedbench.db"
+    url = f"sqlite:///{database}"
+    recipe = write_recipe()
+    assert CliRunner().invoke(app, ["run", str(recipe), "--scale", "smoke", "--registry", url]).exit_code == 0
+    before = CliRunner().invoke(app, ["runs", "--json", "--registry", url]).stdout
+    with sqlite3.connect(database) as connection:
+        connection.execute("ALTER TABLE runs DROP COLUMN checkpoint_sha256")
+        connection.execute("UPDATE alembic_version SET version_num = '0002'")
+    registry = Registry(url)
+    assert current_revision(registry.engine) == head_revision() == "0003_checkpoint_hash"
+    with sqlite3.connect(database) as connection:
+        assert "checkpoint_sha256" in {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
+    assert CliRunner().invoke(app, ["runs", "--json", "--registry", url]).stdout == before
+    report = CliRunner().invoke(
+        app, ["report", "--recipe", str(recipe), "--scale", "smoke", "--format", "json", "--registry", url]
+    )
+    assert report.exit_code == 0 and any(cell["n"] == 1 for cell in json.loads(report.stdout)["tables"][0]["cells"])
+
+
+def test_any_damage_to_a_checkpoint_is_a_rejection_never_another_error(tmp_path):
+    """Random byte changes (header, structure, tensor bytes), cuts and nesting beyond the stack: reading either
+    gives a payload (a changed tensor value; the registry's hash catches that) or raises CheckpointRejected."""
+    import random
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"spec_hash": "abc", "round": 1, "s": {(0, 1): [1.5, None]}, "w": torch.arange(8.0)})
+    good = path.read_bytes()
+    rng = random.Random(0)
+    outcomes = {"read": 0, "rejected": 0}
+    for trial in range(300):
+        data = bytearray(good)
+        if trial % 3 == 2:
+            data = data[: rng.randrange(len(data))]
+        else:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        path.write_bytes(bytes(data))
+        try:
+            read_checkpoint(path, "abc")
+            outcomes["read"] += 1
+        except CheckpointRejected:
+            outcomes["rejected"] += 1
+    assert outcomes["rejected"] > 100 and sum(outcomes.values()) == 300
+    from fedbench.checkpoint.format import FORMAT, VERSION
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for structure in (deep, '{"l": ' * 50_000 + "1" + "}" * 50_000):
+        metadata = {"format": FORMAT, "version": str(VERSION), "spec_hash": "abc", "round": "1", "structure": structure}
+        header = json.dumps({"__metadata__": metadata}).encode()
+        header += b" " * (-len(header) % 8)
+        path.write_bytes(struct.pack("<Q", len(header)) + header)
+        with pytest.raises(CheckpointRejected):
+            read_checkpoint(path, "abc")
+
+
+def test_a_header_whose_length_looks_like_a_pickle_is_still_read(tmp_path):
+    """The header length is little-endian: a header of 0x480 bytes makes a file begin with \\x80\\x04, a protocol-4
+    pickle's first two bytes. Such a checkpoint (1 in 32 of them, headers being padded to 8 bytes) is ours and is
+    read, not refused as a pickle — which made the run start again from round 0."""
+    for size in range(256):
+        payload = {"spec_hash": "abc", "round": 1, "x": torch.ones(2), "note": "n" * size}
+        header, _ = encode_checkpoint(payload)
+        if header[0] == 0x80:
+            break
+    assert header[0] == 0x80
+    save_checkpoint(tmp_path / "c.pt", payload)
+    assert read_checkpoint(tmp_path / "c.pt", "abc")["note"] == payload["note"]

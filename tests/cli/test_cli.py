@@ -1,0 +1,266 @@
+"""CLI behaviour through the CLI: run, re-run, force, bad input, report, runs, show, catalogues."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fedbench.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def db_path(url: str) -> Path:
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def test_run_rerun_force_and_report(write_recipe, registry_url):
+    recipe = write_recipe()
+    first = invoke("run", recipe, "--scale", "smoke", "--registry", registry_url)
+    assert first.exit_code == 0, first.output
+    assert "2 done" in first.output
+
+    again = invoke("run", recipe, "--scale", "smoke", "--registry", registry_url)
+    assert again.exit_code == 0
+    assert "2 of 2 runs already done" in again.output
+
+    forced = invoke(
+        "run", recipe, "--scale", "smoke", "--registry", registry_url, "--force", "--only", "algorithm=fedavg"
+    )
+    assert forced.exit_code == 0 and "re-running 1" in forced.output
+
+    listed = invoke("runs", "--registry", registry_url, "--json")
+    runs = json.loads(listed.stdout)
+    assert len(runs) == 2 and {r["status"] for r in runs} == {"done"}
+    assert all(r["provenance"]["torch"] and r["provenance"]["python"] for r in runs)
+    assert all(r["summary"]["best"] is not None for r in runs)
+
+    shown = invoke("show", runs[0]["spec_hash"][:8], "--registry", registry_url, "--json")
+    detail = json.loads(shown.stdout)
+    assert [p["round"] for p in detail["curve"]] == [1, 2]
+    assert detail["spec"]["rounds"] == 2 and detail["labels"] == runs[0]["labels"]
+    assert detail["provenance"]["data"]["partition_fingerprint"]
+
+    report = invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json")
+    assert report.exit_code == 0, report.output
+    cells = {c["row"]: c for c in json.loads(report.stdout)["tables"][0]["cells"]}
+    fedavg = cells["fedavg"]
+    assert fedavg["n"] == 1 and fedavg["published"] == 50.0
+    best = max(p["test_acc"] for p in detail["curve"]) * 100 if detail["labels"]["algorithm"] == "fedavg" else None
+    if best is not None:
+        assert fedavg["mean"] == pytest.approx(best)
+    assert fedavg["difference"] == pytest.approx(fedavg["mean"] - 50.0)
+
+    for fmt in ("rich", "markdown", "latex", "csv", "html"):
+        out = invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", fmt)
+        assert out.exit_code == 0 and "fedavg" in out.output, fmt
+    markdown = invoke(
+        "report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "markdown"
+    )
+    assert "paper 50.00" in markdown.output and "scale 'smoke'" in markdown.output
+
+
+def test_partial_cells_are_marked(write_recipe, registry_url):
+    recipe = write_recipe()
+    assert (
+        invoke(
+            "run", recipe, "--seeds", "0", "--set", "rounds=1", "--only", "algorithm=fedavg", "--registry", registry_url
+        ).exit_code
+        == 0
+    )
+    # --set changed the specs, so the recipe's own runs are still missing
+    out = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json")
+    assert all(c["n"] == 0 for c in json.loads(out.stdout)["tables"][0]["cells"])
+    assert (
+        invoke("run", recipe, "--seeds", "0", "--only", "algorithm=fedavg", "--registry", registry_url).exit_code == 0
+    )
+    cells = json.loads(invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json").stdout)
+    fedavg = [c for c in cells["tables"][0]["cells"] if c["row"] == "fedavg"][0]
+    assert fedavg["n"] == 1 and fedavg["expected"] == 2 and fedavg["partial"]
+    md = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "markdown").output
+    assert "(n=1)*" in md and "partial" in md
+
+
+def test_synthetic_runs_are_labelled_and_kept_apart(write_recipe, registry_url):
+    recipe = write_recipe()
+    assert invoke("run", recipe, "--scale", "smoke", "--synthetic", "--registry", registry_url).exit_code == 0
+    runs = json.loads(invoke("runs", "--registry", registry_url, "--json").stdout)
+    assert all(r["synthetic"] for r in runs)
+    real = json.loads(
+        invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json").stdout
+    )
+    assert all(c["n"] == 0 for c in real["tables"][0]["cells"])
+    synthetic = invoke(
+        "report",
+        "--recipe",
+        recipe,
+        "--scale",
+        "smoke",
+        "--synthetic",
+        "--registry",
+        registry_url,
+        "--format",
+        "markdown",
+    )
+    assert "SYNTHETIC" in synthetic.output and "(n=1)" in synthetic.output
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("rounds = 3", "roundz = 3"), "unknown setup key 'roundz'"),
+        (lambda t: t.replace("rounds = 3", 'rounds = "x"'), "rounds"),
+        (lambda t: t.replace('"fedprox"]', '"fedprox", "fedavgg"]'), "did you mean fedavg"),
+        (lambda t: t.replace("alpha = 0.5", "alpha = -1"), "alpha must be > 0"),
+        (lambda t: t.replace("targets = [50]", 'targets = ["high"]'), "targets = ['high']: expected a list"),
+    ],
+)
+def test_bad_recipe_exits_2_with_one_line_and_no_registry(write_recipe, registry_url, edit, message):
+    from conftest import TINY_RECIPE
+
+    recipe = write_recipe(edit(TINY_RECIPE))
+    result = invoke("run", recipe, "--registry", registry_url)
+    assert result.exit_code == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not db_path(registry_url).exists()
+
+
+def test_cli_user_errors(registry_url, write_recipe):
+    assert invoke("run", "missing.toml", "--registry", registry_url).exit_code == 2
+    bad_set = invoke("run", write_recipe(), "--set", "roundz=3", "--registry", registry_url)
+    assert bad_set.exit_code == 2 and "roundz" in bad_set.stderr
+    assert invoke("report", "--registry", registry_url).exit_code == 2
+    assert invoke("report", "--paper", "nope", "--registry", registry_url).exit_code == 2
+    assert invoke("show", "999", "--registry", registry_url).exit_code == 2
+    assert invoke("run", write_recipe(), "--scale", "huge", "--registry", registry_url).exit_code == 2
+    assert invoke("run", write_recipe(), "--registry", "notaurl").exit_code == 2
+    assert not db_path(registry_url).exists()
+
+
+def test_dry_run_lists_runs_without_training(write_recipe, registry_url):
+    result = invoke("run", write_recipe(), "--dry-run", "--registry", registry_url)
+    assert result.exit_code == 0 and result.output.count("new") == 4
+    assert not db_path(registry_url).exists()
+
+
+def test_catalogues(registry_url):
+    algorithms = json.loads(invoke("algorithms", "--json").stdout)
+    assert {"fedavg", "fedprox"} <= {a["name"] for a in algorithms}
+    datasets = invoke("datasets", "list")
+    assert datasets.exit_code == 0 and "digits" in datasets.output
+    for command in ("run", "report", "runs", "show", "algorithms", "models"):
+        help_text = invoke(command, "--help").output
+        assert "Example" in help_text, command
+
+
+@pytest.mark.slow
+def test_parallel_workers_share_the_work_without_duplicates(write_recipe, registry_url):
+    result = invoke("run", write_recipe(), "--jobs", "2", "--set", "rounds=2", "--registry", registry_url)
+    assert result.exit_code == 0, result.output
+    runs = json.loads(invoke("runs", "--registry", registry_url, "--json").stdout)
+    assert len(runs) == 4 and {r["status"] for r in runs} == {"done"}
+    workers = {r["spec_hash"]: r for r in runs}
+    assert len(workers) == 4
+
+
+@pytest.mark.slow
+def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, registry_url, tmp_path):
+    recipe = write_recipe()
+    command = [
+        sys.executable,
+        "-m",
+        "fedbench.cli",
+        "run",
+        str(recipe),
+        "--set",
+        "rounds=2",
+        "--registry",
+        registry_url,
+    ]
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    if "PYTHONPATH" in os.environ:  # the fedbench under test, where it is not the installed one (a git worktree)
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    procs = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    from fedbench.registry import Registry
+
+    registry = Registry(registry_url)
+    rows = registry.runs()
+    assert len(rows) == 4 and all(r.status == "done" for r in rows)
+    for row in rows:  # each run trained once: one curve, rounds 1..2 exactly once
+        assert [r.round for r in registry.curve(row.id)] == [1, 2]
+
+
+def test_claim_is_exclusive(registry_url, write_recipe):
+    from fedbench.recipes.recipe import expand, load_recipe
+    from fedbench.registry import Registry
+
+    planned = expand(load_recipe(write_recipe()))
+    registry = Registry(registry_url)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    registry.ensure_runs([p.registry_entry() for p in planned])  # idempotent
+    assert len(registry.runs()) == 4
+    first = registry.claim(planned[0].spec_hash, worker="otherhost:1")
+    assert first is not None
+    assert registry.claim(planned[0].spec_hash, worker="thishost:2") is None  # held by a live worker elsewhere
+
+
+@pytest.mark.slow
+def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
+    """Same spec, --jobs 1 vs --jobs 2: bit-identical curves (threads per run are fixed)."""
+    from fedbench.registry import Registry
+
+    recipe = write_recipe()
+    curves = []
+    for jobs in ("1", "2"):
+        url = f"sqlite:///{tmp_path / f'jobs{jobs}.db'}"
+        assert invoke("run", recipe, "--scale", "smoke", "--jobs", jobs, "--registry", url).exit_code == 0
+        registry = Registry(url)
+        curves.append(
+            {
+                r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
+                for r in registry.runs()
+            }
+        )
+    assert curves[0] == curves[1] and len(curves[0]) == 2
+
+
+def test_a_registry_that_does_not_exist_is_said_and_not_created(tmp_path):
+    """A typo in --registry must not look like an empty registry, nor create a file."""
+    url = f"sqlite:///{tmp_path / 'typo' / 'fedbench.db'}"
+    result = runner.invoke(app, ["runs", "--registry", url])
+    assert result.exit_code == 0
+    assert f"no registry at {url} yet" in result.output and "0 runs" in result.output
+    assert json.loads(runner.invoke(app, ["runs", "--registry", url, "--json"]).stdout) == []
+    assert not (tmp_path / "typo").exists()
+
+
+def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "fedtrip_costs.toml"
+    result = runner.invoke(app, ["run", str(recipe), "--registry", registry_url])
+    assert result.exit_code == 0, result.output
+    assert "nothing to train" in result.output and "fedbench report --recipe" in result.output
+
+
+def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for args in (["--plots", str(blocker / "plots")], ["--out", str(tmp_path), "--format", "markdown"]):
+        result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry_url, *args])
+        assert result.exit_code == 2, result.output
+        assert "cannot" in result.stderr or "is a folder" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1

@@ -1,0 +1,46 @@
+"""Progress of remote workers read back from the registry (fedbench.execution.cluster.RegistryWatcher): the same start/round/
+end events an in-process run emits, each once, and nothing for runs finished before the batch started."""
+
+from __future__ import annotations
+
+from fedbench.engine.loop import RoundRecord
+from fedbench.execution.cluster import RegistryWatcher
+from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.registry import Registry
+
+
+def test_the_watcher_turns_registry_changes_into_progress_events(any_registry_url, write_recipe):
+    planned = expand(load_recipe(write_recipe()))
+    registry = Registry(any_registry_url)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    trained, failing, finished_before, untouched = (p.spec_hash for p in planned)
+    earlier = registry.claim(finished_before)
+    registry.finish(earlier, "done", summary={"best": 0.5})
+    events: list[dict] = []
+    watcher = RegistryWatcher(registry, planned, events.append)
+
+    run_id = registry.claim(trained, worker="node7:11")
+    for n in (1, 2):
+        registry.log_round(
+            run_id,
+            RoundRecord(round=n, train_loss=1.0, wall_seconds=0.5 * n, bytes_up=1, bytes_down=1, test_acc=0.25 * n),
+        )
+    watcher.poll()
+    assert events == [
+        {"kind": "start", "spec_hash": trained, "rounds": 3},
+        {"kind": "round", "spec_hash": trained, "round": 2, "test_acc": 0.5, "seconds": 1.0},
+    ]
+    events.clear()
+    registry.finish(run_id, "done", summary={"best": 0.5})
+    failed_id = registry.claim(failing, worker="node8:12")
+    registry.finish(failed_id, "failed", error="Traceback ...\nValueError: bad thing")
+    watcher.poll()
+    assert events == [
+        {"kind": "end", "spec_hash": trained, "status": "done", "error": ""},
+        {"kind": "start", "spec_hash": failing, "rounds": 3},
+        {"kind": "end", "spec_hash": failing, "status": "failed", "error": "ValueError: bad thing"},
+    ]
+    events.clear()
+    watcher.poll()  # nothing changed: nothing to say, and never about the run finished before or the untouched one
+    assert events == []
+    assert untouched not in {e["spec_hash"] for e in events}

@@ -1,0 +1,154 @@
+"""A RunSpec is fully resolved: every plug-in parameter, default included, is in the spec and its hash, so a
+changed default changes the hash of every run that relied on it; a parameter added later is HashNeutral."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated
+
+import pytest
+from pydantic import create_model
+
+from fedbench.algorithms import ALGORITHMS
+from fedbench.data import DATASETS
+from fedbench.data.partition import PARTITIONERS
+from fedbench.errors import ConfigError, UnknownNameError
+from fedbench.models import MODELS
+from fedbench.recipes import resolve
+from fedbench.spec import HashNeutral, RunSpec
+
+BASE = dict(
+    algorithm="fedprox",
+    dataset="digits",
+    model="digits_mlp",
+    partition="dirichlet",
+    partition_params={"alpha": 0.5},
+    num_clients=4,
+    clients_per_round=2,
+    rounds=2,
+)
+REGISTRIES = {"algorithm": ALGORITHMS, "dataset": DATASETS, "model": MODELS, "partition": PARTITIONERS}
+
+
+def test_defaults_are_filled_in_and_spelled_out_defaults_give_the_same_run():
+    spec = RunSpec(**BASE)
+    assert spec.algorithm_params == {"mu": 0.01, "regularizers": []}
+    assert (
+        spec.partition_params["min_size"]
+        == inspect.signature(PARTITIONERS.get("dirichlet")).parameters["min_size"].default
+    )
+    explicit = RunSpec(
+        **{
+            **BASE,
+            "algorithm_params": {"mu": 0.01},
+            "partition_params": {**spec.partition_params},
+            "model_params": dict(spec.model_params),
+            "dataset_params": dict(spec.dataset_params),
+        }
+    )
+    assert explicit.spec_hash == spec.spec_hash
+    assert RunSpec(**spec.model_dump()).spec_hash == spec.spec_hash  # a stored spec resolves to itself
+    assert RunSpec(**{**BASE, "algorithm_params": {"mu": 0.02}}).spec_hash != spec.spec_hash
+
+
+def _every_function_parameter():
+    for kind in ("dataset", "model", "partition"):
+        for name in REGISTRIES[kind].names():
+            for parameter in resolve._signature(kind, name)[0]:
+                yield kind, name, parameter
+
+
+@pytest.mark.parametrize("kind, name, parameter", list(_every_function_parameter()))
+def test_changing_any_dataset_model_or_partition_default_changes_the_hash(monkeypatch, kind, name, parameter):
+    setup = {**BASE, kind: name, f"{kind}_params": {}}
+    if kind != "partition":
+        setup.update(partition="iid", partition_params={})
+    before = RunSpec(**setup)
+    defaults, neutral = resolve._signature(kind, name)
+    changed = {**defaults, parameter: ["a default", "that changed"]}
+    original = resolve._signature
+    monkeypatch.setattr(
+        resolve, "_signature", lambda k, n: (changed, neutral) if (k, n) == (kind, name) else original(k, n)
+    )
+    after = RunSpec(**setup)
+    assert after.spec_hash != before.spec_hash, f"{kind} {name}.{parameter}"
+
+
+@pytest.mark.parametrize("name", ALGORITHMS.names())
+def test_changing_any_algorithm_default_changes_the_hash(monkeypatch, name):
+    cls = ALGORITHMS.get(name)
+    before = RunSpec(**{**BASE, "algorithm": name, "algorithm_params": {}})
+    for field in cls.Params.model_fields:
+        if field == "regularizers":
+            continue
+        value = before.algorithm_params[field]
+        other = (not value) if isinstance(value, bool) else (value + 1 if isinstance(value, (int, float)) else value)
+        if other == value:  # a choice or an optional value: any other accepted value will do
+            continue
+        params = create_model(f"Changed{name}", __base__=cls.Params, **{field: (type(other), other)})
+        monkeypatch.setitem(ALGORITHMS._entries, name, type(cls.__name__, (cls,), {"Params": params}))
+        after = RunSpec(**{**BASE, "algorithm": name, "algorithm_params": {}})
+        assert after.algorithm_params[field] == other and after.spec_hash != before.spec_hash, f"{name}.{field}"
+        monkeypatch.setitem(ALGORITHMS._entries, name, cls)
+
+
+def test_hash_neutral_parameters_are_left_out_while_they_hold_their_value(monkeypatch):
+    def loader_before(root, verify=True, test_fraction: float = 0.2):
+        raise AssertionError("never loaded")
+
+    def loader_after(root, verify=True, test_fraction: float = 0.2, crop: Annotated[int, HashNeutral(0)] = 0):
+        raise AssertionError("never loaded")
+
+    setup = {**BASE, "dataset": "test_only_set", "partition": "iid", "partition_params": {}}
+    monkeypatch.setitem(DATASETS._entries, "test_only_set", loader_before)
+    resolve._signature.cache_clear()
+    before = RunSpec(**setup)
+    monkeypatch.setitem(DATASETS._entries, "test_only_set", loader_after)
+    resolve._signature.cache_clear()
+    try:
+        after = RunSpec(**setup)
+        assert after.dataset_params == {"test_fraction": 0.2, "crop": 0}  # stored resolved...
+        assert after.spec_hash == before.spec_hash  # ...but hash-neutral at 0
+        assert RunSpec(**{**setup, "dataset_params": {"crop": 2}}).spec_hash != before.spec_hash
+    finally:
+        resolve._signature.cache_clear()
+
+
+def test_hash_neutral_spec_fields_live_on_the_field():
+    from fedbench.spec import AugmentationSpec, neutral_fields
+
+    assert neutral_fields(RunSpec) == {"client_test": "split", "client_test_params": {}, "precision": "fp32"}
+    assert neutral_fields(AugmentationSpec) == {"cutout": 0}
+    canonical = RunSpec(**BASE).canonical_json()
+    assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
+
+
+@pytest.mark.parametrize(
+    "setup, error, message",
+    [
+        ({"partition_params": {"alpha": 0.5, "min_sise": 3}}, ConfigError, "partitioner 'dirichlet' has no parameter"),
+        ({"model_params": {"hiden": 3}}, ConfigError, "model 'digits_mlp' has no parameter"),
+        ({"algorithm_params": {"muu": 3}}, ConfigError, "algorithm_params.muu"),
+        ({"model": "digits_mpl"}, UnknownNameError, "did you mean digits_mlp"),
+    ],
+)
+def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
+    with pytest.raises(error, match=message):
+        RunSpec(**{**BASE, **setup})
+
+
+@pytest.mark.parametrize(
+    "setup, revision",
+    [
+        ({"algorithm": "lgmix", "num_clients": 4, "clients_per_round": 2}, 2),  # the partial-participation fix
+        ({"algorithm": "lgmix", "num_clients": 4, "clients_per_round": 4}, 1),  # full participation: unchanged
+        ({"algorithm": "fedfomo", "model": "fedbn_digit_cnn", "model_params": {}, "dataset": "digits5"}, 2),  # BN peers
+        ({"algorithm": "fedfomo"}, 1),  # no BatchNorm: unchanged
+        ({"algorithm": "fedavg"}, 1),
+    ],
+)
+def test_a_fix_that_changes_a_specs_result_changes_its_hash(setup, revision):
+    spec = RunSpec(**{**BASE, "algorithm_params": {}, **setup})
+    assert ALGORITHMS.get(spec.algorithm).result_revision(spec) == revision
+    assert (spec.spec_hash != spec.hash_at(algorithm_revision=1)) == (revision != 1)
+    assert ('"algorithm_revision"' in spec.canonical_json()) == (revision != 1)

@@ -1,0 +1,217 @@
+"""Registries written by older fedbench versions still open, report and resume (fedbench.registry.schema).
+
+``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (commit 44b42ca, raw ``*_params``),
+dumped as SQL: quickstart at the smoke scale and at full scale (FedAvg, seed 0), and synthetic smoke runs
+of FedTrip Fig. 6, FedTR Table 1 and LG-Mix Table 1 (commands in the comments below)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from fedbench.cli import app
+from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.registry.api import Registry
+from fedbench.registry.schema import current_revision, head_revision
+from fedbench.spec import RunSpec
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+# The runs the fixture holds, as `fedbench run` compiled them with 0.1.0:
+RUNS_IN_FIXTURE = [
+    ("quickstart.toml", "smoke", False, {}),  # 2 runs
+    ("fedtrip_fig6.toml", "smoke", True, {"model": "mlp", "heterogeneity": "Dir-0.1"}),  # 6 runs
+    ("fedtr_table1.toml", "smoke", True, {"dataset": "PAMAP2", "algorithm": {"fedtr", "fedprox"}}),
+    ("lgmix_table1.toml", "smoke", True, {"dataset": "Digits5", "algorithm": {"lgmix", "fedbn"}}),
+    ("quickstart.toml", "full", False, {"algorithm": "fedavg", "seed": "0"}),
+]
+
+
+def old_registry(tmp_path: Path, extra_sql: str = "") -> tuple[str, Path]:
+    database = tmp_path / "registry" / "fedbench.db"
+    database.parent.mkdir(parents=True)
+    with sqlite3.connect(database) as connection:
+        connection.executescript(FIXTURE.read_text() + extra_sql)
+    return f"sqlite:///{database}", database
+
+
+def compiled_hashes() -> set[str]:
+    hashes = set()
+    for recipe, scale, synthetic, only in RUNS_IN_FIXTURE:
+        for run in expand(load_recipe(RECIPES / recipe), scale=scale, synthetic=synthetic, only=only):
+            hashes.add(run.spec_hash)
+    return hashes
+
+
+def raw_rows(database: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(database) as connection:
+        return connection.execute(query).fetchall()
+
+
+def test_a_0_1_0_registry_is_migrated_to_resolved_specs_and_its_runs_are_found(tmp_path):
+    url, database = old_registry(tmp_path)
+    old_hashes = {h for (h,) in raw_rows(database, "SELECT spec_hash FROM runs")}
+    rounds_before = raw_rows(database, "SELECT count(*) FROM rounds")[0][0]
+    registry = Registry(url)
+    assert current_revision(registry.engine) == head_revision()
+    runs = registry.runs()
+    assert len(runs) == 13 and raw_rows(database, "SELECT count(*) FROM rounds")[0][0] == rounds_before
+    for run in runs:  # each stored spec is resolved and keyed by its own hash
+        spec = RunSpec(**run.spec)
+        assert spec.spec_hash == run.spec_hash and spec.model_dump(mode="json") == run.spec
+    stored = {run.spec_hash for run in runs}
+    assert stored == compiled_hashes()  # today's recipes find every old run...
+    assert stored != old_hashes  # ...under its new (resolved) hash
+    assert all(run.status == "done" for run in runs)
+
+
+def test_an_old_registry_reports_and_its_done_runs_are_not_trained_again(tmp_path):
+    url, database = old_registry(tmp_path)
+    runner = CliRunner()
+    report = runner.invoke(
+        app,
+        [
+            "report",
+            "--recipe",
+            str(RECIPES / "quickstart.toml"),
+            "--scale",
+            "smoke",
+            "--registry",
+            url,
+            "--format",
+            "json",
+        ],
+    )
+    assert report.exit_code == 0, report.output
+    [accuracy] = [t for t in json.loads(report.stdout)["tables"] if t["table"] == "accuracy"]
+    best = {cell["row"]: cell["mean"] for cell in accuracy["cells"] if cell["n"] == 1}
+    stored = dict(
+        raw_rows(
+            database,
+            "SELECT runs.algorithm, max(rounds.test_acc) FROM runs JOIN rounds ON "
+            "rounds.run_id = runs.id WHERE recipe = 'quickstart' AND scale = 'smoke' "
+            "GROUP BY runs.algorithm",
+        )
+    )
+    assert best == {algorithm: 100 * value for algorithm, value in stored.items()} and len(best) == 2
+    run = runner.invoke(app, ["run", str(RECIPES / "quickstart.toml"), "--scale", "smoke", "--registry", url])
+    assert run.exit_code == 0, run.output
+    assert "2 of 2 runs already done" in run.output
+
+
+def test_runs_that_resolve_to_one_spec_become_one_run_keeping_the_finished_one(tmp_path):
+    url, database = old_registry(tmp_path)
+    # a pending copy of quickstart's smoke FedAvg run that spelled a default out (0.1.0 gave it another hash)
+    [(run_id, spec_text)] = raw_rows(
+        database, "SELECT id, spec FROM runs WHERE recipe = 'quickstart' AND scale = 'smoke' AND algorithm = 'fedavg'"
+    )
+    spec = json.loads(spec_text)
+    spec["partition_params"] = {**spec["partition_params"], "balance": False}
+    duplicate = json.dumps(spec).replace("'", "''")
+    url, database = old_registry(
+        tmp_path / "second",
+        f"""
+        INSERT INTO runs (spec_hash, spec, labels, paper, recipe, algorithm, dataset, seed, scale, synthetic, targets,
+                          status, rounds_done, summary, provenance)
+        VALUES ('0123456789abcdef', '{duplicate}', '{{"algorithm": "fedavg"}}', 'quickstart', 'quickstart', 'fedavg',
+                'digits', 0, 'smoke', 0, '[]', 'pending', 0, '{{}}', '{{}}');
+    """,
+    )
+    assert raw_rows(database, "SELECT count(*) FROM runs")[0][0] == 14
+    runs = Registry(url).runs()
+    assert len(runs) == 13
+    kept = [r for r in runs if r.recipe == "quickstart" and r.scale == "smoke" and r.algorithm == "fedavg"]
+    assert [r.id for r in kept] == [run_id] and kept[0].status == "done"
+    assert raw_rows(database, f"SELECT count(*) FROM rounds WHERE run_id = {run_id}")[0][0] == 3
+
+
+def test_checkpoints_of_migrated_runs_follow_their_new_hash(tmp_path, monkeypatch):
+    """Renamed, never unpickled (a checkpoint may come from anyone: docs/security.md); resuming from it is then
+    refused like any checkpoint the registry has no hash of (tests/checkpoint/test_checkpoint_safety.py)."""
+    url, database = old_registry(tmp_path)
+    [(old_hash,)] = raw_rows(database, "SELECT spec_hash FROM runs WHERE recipe = 'quickstart' AND scale = 'full'")
+    checkpoints = database.parent / "checkpoints"
+    checkpoints.mkdir()
+    torch.save({"spec_hash": old_hash, "round": 7, "server": {}}, checkpoints / f"{old_hash}.pt")
+    written = (checkpoints / f"{old_hash}.pt").read_bytes()
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("the migration unpickled a checkpoint"))
+    registry = Registry(url)
+    [run] = [r for r in registry.runs() if r.recipe == "quickstart" and r.scale == "full"]
+    assert not (checkpoints / f"{old_hash}.pt").exists()
+    assert registry.checkpoint_path(run.spec_hash).read_bytes() == written
+
+
+def test_a_registry_older_than_0_1_0_gets_its_missing_columns(tmp_path):
+    sql = FIXTURE.read_text().replace("\tpersonal_metrics JSON, \n", "").replace("\tprovenance JSON NOT NULL, \n", "")
+    assert sql != FIXTURE.read_text()
+    sql = "\n".join(line for line in sql.splitlines() if not line.startswith("INSERT"))  # rows named the columns
+    database = tmp_path / "old.db"
+    with sqlite3.connect(database) as connection:
+        connection.executescript(sql)
+    registry = Registry(f"sqlite:///{database}")
+    columns = {row[1] for row in raw_rows(database, "PRAGMA table_info(rounds)")}
+    assert "personal_metrics" in columns and registry.runs() == []
+
+
+def test_a_current_registry_is_not_migrated_again(tmp_path, registry_url, monkeypatch):
+    Registry(registry_url)
+    from fedbench.registry import schema
+
+    monkeypatch.setattr(schema.command, "upgrade", lambda *a, **k: pytest.fail("migrated a current registry"))
+    Registry(registry_url)
+
+
+@pytest.mark.slow
+def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
+    url, database = old_registry(tmp_path)
+    code = "import sys; from fedbench.registry.api import Registry; print(len(Registry(sys.argv[1]).runs()))"
+    processes = [
+        subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs
+    assert [out.strip() for out, _ in outputs] == ["13"] * 3
+    assert {h for (h,) in raw_rows(database, "SELECT spec_hash FROM runs")} == compiled_hashes()
+    assert raw_rows(database, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
+
+
+def test_an_old_run_whose_result_a_fix_changed_is_not_taken_for_the_new_result(tmp_path):
+    """0.1.0's LG-Mix under partial participation let evaluation change training: such a run keeps a hash of
+    its own (result revision 1), so the fixed spec (revision 2) is trained again rather than reported stale."""
+    spec = RunSpec(
+        algorithm="lgmix",
+        dataset="digits",
+        model="digits_mlp",
+        num_clients=4,
+        clients_per_round=2,
+        rounds=2,
+        eval_mode="both",
+        client_test_fraction=0.2,
+    )
+    raw = {
+        **spec.model_dump(mode="json"),
+        "algorithm_params": {},
+        "model_params": {},
+        "dataset_params": {},
+        "partition_params": {},
+    }
+    url, _ = old_registry(
+        tmp_path,
+        f"""
+        INSERT INTO runs (spec_hash, spec, labels, paper, recipe, algorithm, dataset, seed, scale, synthetic, targets,
+                          status, rounds_done, summary, provenance)
+        VALUES ('fedcba9876543210', '{json.dumps(raw)}', '{{}}', 'lgmix', 'x', 'lgmix', 'digits', 0, 'full', 0, '[]',
+                'done', 2, '{{}}', '{{}}');
+    """,
+    )
+    [run] = [r for r in Registry(url).runs() if r.algorithm == "lgmix" and r.recipe == "x"]
+    assert run.spec_hash == spec.hash_at(algorithm_revision=1) != spec.spec_hash
+    assert Registry(url).statuses([spec.spec_hash]) == {}

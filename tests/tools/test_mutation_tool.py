@@ -1,0 +1,196 @@
+"""The mutation-testing driver (benchmarks/mutation.py): every target module has tests mapped, the equivalents file is
+well formed, mutants are attributed to the function they change, and a change since a base commit selects whole
+functions."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("mutation_driver", ROOT / "benchmarks" / "mutation.py")
+mutation = importlib.util.module_from_spec(spec)
+sys.modules["mutation_driver"] = mutation
+spec.loader.exec_module(mutation)
+
+SOURCE = """
+X = 1
+
+
+class A:
+    def f(self):
+        return 1
+
+    @staticmethod
+    def g(y):
+        def inner():
+            return y
+        return inner
+
+
+def h():
+    return 2
+"""
+
+
+def test_every_target_module_has_existing_tests_mapped():
+    mapping = mutation.load_map()
+    for module in mutation.target_files():
+        tests = mutation.tests_for(module, mapping)
+        assert tests, module
+        for test in tests:
+            assert (ROOT / test.split("::")[0]).is_file(), (module, test)
+    with pytest.raises(mutation.MutationError, match="no entry for fedbench/nothing.py"):
+        mutation.tests_for("fedbench/nothing.py", mapping)
+
+
+def test_equivalents_name_a_target_module_and_give_a_reason():
+    targets = set(mutation.target_files())
+    for entry in mutation.load_equivalents():
+        assert entry["module"] in targets and entry["line"] != entry["mutant"] and len(entry["reason"]) > 20
+
+
+def test_functions_and_the_function_of_a_line():
+    spans = mutation.function_spans(SOURCE)
+    assert [name for name, _, _ in spans] == ["A.f", "A.g", "A.g.inner", "h"]
+    lines = SOURCE.splitlines()
+    assert mutation.function_at(spans, lines.index("            return y") + 1) == "A.g.inner"
+    assert mutation.function_at(spans, lines.index("        return inner") + 1) == "A.g"
+    assert mutation.function_at(spans, lines.index("    @staticmethod") + 1) == "A.g"  # its decorator
+    assert mutation.function_at(spans, lines.index("X = 1") + 1) == "<module>"
+
+
+def test_changed_lines_are_the_differing_lines():
+    assert mutation.changed_lines("a\n  b = 1\nc\n", "a\n  b = 2\nc\n") == ("b = 1", "b = 2")
+    assert mutation.changed_lines("a\n@d\nc\n", "a\nc\n") == ("@d", "")
+
+
+def test_mutants_of_fedprox_include_the_sign_of_the_proximal_term():
+    pytest.importorskip("mutmut")
+    mutants = mutation.mutants_of("fedbench/algorithms/fedprox.py")
+    prox = [m for m in mutants if m.function == "FedProx.loss"]
+    assert any("(p + g) ** 2" in m.mutated for m in prox) and any("(p - g) ** 3" in m.mutated for m in prox)
+    assert all(m.original != m.mutated and m.source for m in mutants)
+
+
+def test_touched_lines_cover_the_whole_changed_function(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    module = repo / "pkg" / "m.py"
+    module.write_text(SOURCE)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    module.write_text(SOURCE.replace("return 2", "return 3"))
+    monkeypatch.setattr(mutation, "ROOT", repo)
+    lines = SOURCE.splitlines()
+    h = lines.index("def h():") + 1
+    assert mutation.touched_lines("pkg/m.py", "HEAD") == {h, h + 1}
+    module.write_text(SOURCE)
+    assert mutation.touched_lines("pkg/m.py", "HEAD") == set()
+
+
+def test_a_mutant_runs_only_the_tests_that_call_its_function(tmp_path):
+    """The unmutated run records, per test, the module's functions it calls (directly or through a fixture set up
+    once for several tests); a mutant inside a function then runs those tests only, a mutant outside every function
+    (or in a function no test calls) all of them."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text(SOURCE)
+    (tmp_path / "test_m.py").write_text(
+        "import pytest\n"
+        "from pkg.m import A, h\n\n"
+        "@pytest.fixture(scope='module')\n"
+        "def shared():\n    return h()\n\n"
+        "def test_f():\n    assert A().f() == 1\n\n"
+        "def test_g():\n    assert A.g(3)() == 3\n\n"
+        "def test_first_user(shared):\n    assert shared == 2\n\n"
+        "def test_second_user(shared):\n    assert shared == 2\n"
+    )
+    out = tmp_path / "calls.json"
+    script = (
+        "import sys, pytest, importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('driver', {str(ROOT / 'benchmarks' / 'mutation.py')!r})\n"
+        "driver = importlib.util.module_from_spec(spec); sys.modules['driver'] = driver; spec.loader.exec_module(driver)\n"
+        "from pathlib import Path\n"
+        f"recorder = driver.call_recorder(Path({str(tmp_path / 'pkg' / 'm.py')!r}), Path({str(out)!r}))\n"
+        "code = pytest.main(['-q', '-p', 'no:cacheprovider', 'test_m.py'], plugins=[recorder])\n"
+        "recorder.write(); sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    import json
+
+    calls = json.loads(out.read_text())
+    tests = ["test_m.py"]
+    assert mutation.tests_calling("A.f", calls, tests) == ["test_m.py::test_f"]
+    assert mutation.tests_calling("A.g.inner", calls, tests) == ["test_m.py::test_g"]
+    assert mutation.tests_calling("h", calls, tests) == ["test_m.py::test_first_user", "test_m.py::test_second_user"]
+    assert mutation.tests_calling("<module>", calls, tests) == tests
+    assert mutation.tests_calling("unused", calls, tests) == tests
+    assert mutation.tests_calling("A.f", None, tests) == tests
+
+
+def test_a_rerun_of_the_survivors_updates_the_recorded_counts():
+    entry = {
+        "mutants": 10,
+        "killed": 6,
+        "timeout": 0,
+        "survived": 3,
+        "equivalent": 1,
+        "score": 66.7,
+        "survivors": [{"line": "a"}, {"line": "b"}, {"line": "c"}],
+        "equivalents": [{"line": "e"}],
+        "commit": "x",
+    }
+    rerun = {
+        "tests": ["t"],
+        "mutants": 3,
+        "killed": 1,
+        "timeout": 0,
+        "survived": 1,
+        "equivalent": 1,
+        "survivors": [{"line": "c"}],
+        "equivalents": [{"line": "b"}],
+    }
+    merged = mutation.merge_survivors(entry, rerun, {"commit": "y", "date": "d"})
+    assert (merged["killed"], merged["survived"], merged["equivalent"]) == (7, 1, 2)
+    assert merged["score"] == round(100 * 7 / 8, 1) and merged["survivors"] == [{"line": "c"}]
+    assert merged["commit"] == "x" and merged["survivors_rerun"]["commit"] == "y"
+
+
+def test_ci_spreads_its_mutant_budget_over_the_whole_change():
+    mutants = [mutation.Mutant("m.py", f"f{i // 10}", i, "a", "b") for i in range(100)]
+    chosen = mutation.spread(mutants, 10)
+    assert [m.line_number for m in chosen] == list(range(0, 100, 10))  # one per function of ten mutants each
+    assert mutation.spread(mutants, 0) == mutants and mutation.spread(mutants[:5], 10) == mutants[:5]
+    assert len({id(m) for m in mutation.spread(mutants, 33)}) == 33  # never the same mutant twice
+
+
+def test_ci_mutates_what_changed_since_each_modules_recorded_run(tmp_path, monkeypatch):
+    """`--changed-since-record`: the base of a module is the commit its recorded run names; a module without a record,
+    or whose recorded commit this clone lacks, has none."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    module = repo / "pkg" / "m.py"
+    module.write_text(SOURCE)
+    git = ["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "recorded"], check=True)
+    recorded_commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    module.write_text(SOURCE.replace("return 2", "return 3"))
+    subprocess.run([*git, "commit", "-qam", "later"], check=True)
+    monkeypatch.setattr(mutation, "ROOT", repo)
+    recorded = {"pkg/m.py": {"commit": recorded_commit}, "pkg/gone.py": {"commit": "0" * 40}}
+    base = mutation.record_base("pkg/m.py", recorded)
+    assert base == recorded_commit
+    h = SOURCE.splitlines().index("def h():") + 1
+    assert mutation.touched_lines("pkg/m.py", base) == {h, h + 1}  # the change after the record, not the last commit
+    assert mutation.record_base("pkg/gone.py", recorded) is None
+    assert mutation.record_base("pkg/other.py", recorded) is None
