@@ -47,6 +47,7 @@ TARGETS = (
     "fedbench/algorithms",
     "fedbench/engine",
     "fedbench/registry",
+    "fedbench/checkpoint/format.py",
     "fedbench/spec.py",
     "fedbench/recipes/recipe.py",
     "fedbench/report/table.py",
