@@ -48,7 +48,11 @@ TARGETS = (
     "fedbench/engine",
     "fedbench/registry",
     "fedbench/spec.py",
-    "fedbench/recipes/recipe.py",
+    "fedbench/recipes/schema.py",
+    "fedbench/recipes/views.py",
+    "fedbench/recipes/validate.py",
+    "fedbench/recipes/load.py",
+    "fedbench/recipes/expand.py",
     "fedbench/report/table.py",
     "fedbench/cost.py",
 )
