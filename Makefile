@@ -50,7 +50,7 @@ fuzz: $(DEV_STAMP)
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py
 
-# Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipe.py,
+# Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
 # report/table.py and cost.py, each against the tests tests/mutation_map.toml names; a killed/total table per module
 # and benchmarks/results/mutation.json. Equivalent mutants: tests/mutation_equivalents.toml. The full run takes hours
 # (MODULES="fedbench/spec.py fedbench/cost.py" runs some); `mutation-changed` mutates only the functions changed

@@ -49,7 +49,11 @@ TARGETS = (
     "fedbench/registry",
     "fedbench/checkpoint/format.py",
     "fedbench/spec.py",
-    "fedbench/recipes/recipe.py",
+    "fedbench/recipes/schema.py",
+    "fedbench/recipes/views.py",
+    "fedbench/recipes/validate.py",
+    "fedbench/recipes/load.py",
+    "fedbench/recipes/expand.py",
     "fedbench/report/table.py",
     "fedbench/cost.py",
 )

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 from sqlalchemy import event, insert
 
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow, RunRow
 

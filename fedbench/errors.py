@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import errno
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class FedbenchError(Exception):
@@ -29,6 +34,26 @@ class RegistryError(FedbenchError):
 
 class ConfigError(FedbenchError):
     """A run configuration (spec values, CLI overrides) is inconsistent."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """The first error of a pydantic ``ValidationError``, in the parts a one-line message names."""
+
+    key: str  # dotted location, e.g. "tables.0.figure"; "" when the error is about the whole object
+    message: str  # pydantic's words, e.g. "Input should be a valid integer"
+    kind: str  # pydantic's error type: "missing", "extra_forbidden", "value_error", ...
+    value: Any  # the input it rejected
+
+    def line(self, prefix: str = "", whole: str = "") -> str:
+        """``PREFIXKEY: MESSAGE``, with ``whole`` as the key of an error about the whole object."""
+        return f"{prefix}{self.key or whole}: {self.message}"
+
+
+def field_error(exc: ValidationError) -> FieldError:
+    """The first of ``exc``'s errors (the one a message names: a user fixes one thing at a time)."""
+    first = exc.errors()[0]
+    return FieldError(".".join(str(part) for part in first["loc"]), first["msg"], first["type"], first.get("input"))
 
 
 class RunDiverged(Exception):

@@ -17,7 +17,8 @@ from fedbench.data.federated import prepare_data
 from fedbench.engine import run
 from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.seeding import torch_generator
 from fedbench.spec import HashNeutral, RunSpec, ScheduleSpec, _Strict
 

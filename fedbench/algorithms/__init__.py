@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fedbench.errors import ConfigError
+from fedbench.errors import ConfigError, field_error
 from fedbench.plugins import PluginRegistry
 
 ALGORITHMS: PluginRegistry[type] = PluginRegistry("algorithm")
@@ -18,9 +18,7 @@ def validate_algorithm_params(name: str, params: dict[str, Any]):
     try:
         return cls.Params(**params)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "?"
-        raise ConfigError(f"algorithm {name!r}: algorithm_params.{where}: {first['msg']}") from None
+        raise ConfigError(f"algorithm {name!r}: {field_error(exc).line('algorithm_params.', '?')}") from None
 
 
 def build_algorithm(name: str, params: dict[str, Any]):

@@ -43,7 +43,7 @@ def plan(
     `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json`
     """
     from fedbench.execution import planning
-    from fedbench.recipes.recipe import assignments_to_dict
+    from fedbench.recipes.expand import assignments_to_dict
 
     result = planning.plan_recipes(
         recipes,

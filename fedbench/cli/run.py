@@ -143,7 +143,7 @@ def run(
     """
     from fedbench.execution import batch
     from fedbench.execution.cluster import checkpoints_folder
-    from fedbench.recipes.recipe import assignments_to_dict
+    from fedbench.recipes.expand import assignments_to_dict
 
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads

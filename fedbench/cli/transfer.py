@@ -25,7 +25,7 @@ def export(
 
     Example: `fedbench export --paper fedtrip --registry postgresql+psycopg://me@dbhost/fedbench > runs.jsonl`
     """
-    from fedbench.recipes.recipe import load_recipe
+    from fedbench.recipes.load import load_recipe
     from fedbench.registry import Registry
     from fedbench.registry.transfer import export_lines
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.errors import ConfigError
+from fedbench.errors import ConfigError, field_error
 from fedbench.plugins import PluginRegistry
 
 DATASETS: PluginRegistry[Callable[..., DatasetArrays]] = PluginRegistry("dataset")
@@ -84,8 +84,7 @@ def check_params(name: str, fn: Callable[..., Any], params: dict[str, Any], skip
             # ("0.5" is not a float, 2.0 is not an int), since the callee receives it unconverted
             adapter.validate_json(as_json, strict=True)
         except ValidationError as exc:
-            message = exc.errors()[0]["msg"]
-            raise ConfigError(f"{what} {name!r}: parameter {key} = {value!r}: {message}") from None
+            raise ConfigError(f"{what} {name!r}: parameter {key} = {value!r}: {field_error(exc).message}") from None
 
 
 @functools.cache

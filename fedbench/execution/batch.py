@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.errors import FedbenchError
-from fedbench.recipes.recipe import PlannedRun, compile_recipes
+from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 
 FINISHED = ("done", "diverged")  # statuses a re-run skips unless forced

@@ -28,7 +28,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fedbench.errors import ConfigError, FedbenchError
-from fedbench.recipes.recipe import PlannedRun
+from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
 from fedbench.registry.api import FINISHED
 from fedbench.registry.tables import RoundRow, RunRow

@@ -31,7 +31,7 @@ from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
 from fedbench.execution.devices import place_workers
 from fedbench.execution.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.metrics import summarize
-from fedbench.recipes.recipe import PlannedRun
+from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
 from fedbench.registry.api import Heartbeat, worker_id
 from fedbench.spec import RunSpec

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedbench.errors import ConfigError
-from fedbench.recipes.recipe import PlannedRun
+from fedbench.recipes.expand import PlannedRun
 from fedbench.spec import RunSpec
 
 

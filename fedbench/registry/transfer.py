@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from sqlalchemy import Float, Integer, delete, select
 from sqlalchemy.orm import Session
 
-from fedbench.errors import RunsFileError
+from fedbench.errors import RunsFileError, field_error
 from fedbench.registry.api import CLAIMABLE, FINISHED, Registry
 from fedbench.registry.tables import RoundRow, RunRow
 
@@ -180,9 +180,7 @@ def _validated(model: Any, data: Any, path: Path, number: int, prefix: str = "")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        key = ".".join(str(part) for part in error["loc"])
-        raise RunsFileError(f"{path} line {number}: key {prefix}{key or '(the line)'}: {error['msg']}") from None
+        raise RunsFileError(f"{path} line {number}: key {field_error(exc).line(prefix, '(the line)')}") from None
 
 
 def _result(status: str, summary: dict[str, Any], rounds: Iterable[dict[str, Any]]) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedbench.recipes.recipe import TableView
+from fedbench.recipes.views import TableView
 from fedbench.report.stats import Comparison, Verdict, reproduction_counts
 
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.errors import FedbenchError
-from fedbench.recipes.recipe import Recipe, TableView, load_recipe
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.schema import Recipe
+from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.table import Table, build_table
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from fedbench.recipes.recipe import Recipe
+from fedbench.recipes.schema import Recipe
 from fedbench.report.cells import Table
 from fedbench.report.render import page
 from fedbench.vocab.metrics import display_factor, metric_curve

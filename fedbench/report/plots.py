@@ -15,7 +15,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from fedbench.metrics import ema
-from fedbench.recipes.recipe import Recipe, TableView
+from fedbench.recipes.schema import Recipe
+from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.render import figure_name
 from fedbench.report.table import build_table, planned_for_view

@@ -12,7 +12,7 @@ import io
 import json
 from typing import Any
 
-from fedbench.recipes.recipe import DERIVED_MARK, RUN_FIGURES
+from fedbench.recipes.views import DERIVED_MARK, RUN_FIGURES
 from fedbench.report.cells import Cell, Table
 from fedbench.vocab.metrics import display_unit
 

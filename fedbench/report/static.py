@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedbench.errors import DataError, RecipeError
-from fedbench.recipes.recipe import PlannedRun, Recipe, TableView, expand
+from fedbench.recipes.expand import PlannedRun, expand
+from fedbench.recipes.schema import Recipe
+from fedbench.recipes.views import TableView
 from fedbench.report.cells import Cell, Table
 
 MODEL_COLUMNS = ("Communication (MB)", "Params (M)", "MFLOPs")

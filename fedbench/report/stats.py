@@ -36,7 +36,7 @@ from scipy import special
 from fedbench.vocab.metrics import METRICS
 
 if TYPE_CHECKING:
-    from fedbench.recipes.recipe import TableView
+    from fedbench.recipes.views import TableView
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE

@@ -15,7 +15,9 @@ import numpy as np
 
 from fedbench import metrics
 from fedbench.execution.provenance import peak_memory
-from fedbench.recipes.recipe import PlannedRun, Recipe, TableView, expand
+from fedbench.recipes.expand import PlannedRun, expand
+from fedbench.recipes.schema import Recipe
+from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
 from fedbench.report.static import build_static_table

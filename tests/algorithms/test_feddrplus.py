@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"

@@ -19,7 +19,8 @@ from fedbench.cli import app
 from fedbench.engine import run
 from fedbench.errors import ConfigError
 from fedbench.models import build_model
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.spec import RunSpec
 

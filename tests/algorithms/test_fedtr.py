@@ -15,7 +15,8 @@ from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
 from fedbench.engine import run
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.spec import RunSpec
 

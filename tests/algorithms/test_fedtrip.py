@@ -16,7 +16,8 @@ from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
 from fedbench.engine import run
 from fedbench.metrics import rounds_to_target
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.report.table import cost_per_round_flops
 from fedbench.spec import RunSpec

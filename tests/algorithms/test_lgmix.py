@@ -18,7 +18,8 @@ from fedbench.algorithms.partial import store_model
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
 from fedbench.engine import run
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec

@@ -205,7 +205,8 @@ def test_two_concurrent_cli_processes_never_duplicate_a_run(write_recipe, regist
 
 
 def test_claim_is_exclusive(registry_url, write_recipe):
-    from fedbench.recipes.recipe import expand, load_recipe
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
     from fedbench.registry import Registry
 
     planned = expand(load_recipe(write_recipe()))

@@ -15,7 +15,8 @@ from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.cli import app
 from fedbench.data.store import TensorData, cutout
 from fedbench.errors import ConfigError
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.seeding import torch_generator
 from fedbench.spec import RunSpec
 
@@ -291,7 +292,7 @@ def test_set_override_is_checked_against_the_image_size(registry_url):
 
 
 def test_image_size_parameter_is_taken_into_account():
-    from fedbench.recipes.recipe import check_spec
+    from fedbench.recipes.validate import check_spec
 
     small = RunSpec(
         **{**SPEC, "dataset": "fmnist", "dataset_params": {"image_size": 8}, "augmentation": {"cutout": 10}}

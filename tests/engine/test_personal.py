@@ -280,7 +280,7 @@ def test_validation_split_is_recorded_and_disjoint(tmp_path):
 
 
 def test_validation_selected_figure_picks_the_best_validation_round():
-    from fedbench.recipes.recipe import TableView
+    from fedbench.recipes.views import TableView
     from fedbench.report.table import figure_of
 
     rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]

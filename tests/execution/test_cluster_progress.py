@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.execution.cluster import RegistryWatcher
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 
 

@@ -88,7 +88,7 @@ def test_a_data_set_without_a_known_size_is_counted_not_guessed(tmp_path):
 
 
 def _planned(spec):
-    from fedbench.recipes.recipe import PlannedRun
+    from fedbench.recipes.expand import PlannedRun
 
     return PlannedRun(spec=spec, labels={"algorithm": "fedavg"}, paper="t", recipe="t")
 

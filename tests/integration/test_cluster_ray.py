@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from fedbench.cli import app
 from fedbench.execution.cluster import RayOptions, execute_on_ray
 from fedbench.execution.executors import ExecutionOptions
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 
 ray = pytest.importorskip("ray", reason="ray not installed (pip install 'fedbench[ray]')")

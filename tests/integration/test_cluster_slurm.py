@@ -15,7 +15,8 @@ from fedbench.cli import app
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.cluster import SlurmOptions, slurm_executor, slurm_minutes, submit_slurm_workers
 from fedbench.execution.executors import ExecutionOptions
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 
 submitit = pytest.importorskip("submitit", reason="submitit not installed (pip install 'fedbench[slurm]')")

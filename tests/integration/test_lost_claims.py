@@ -15,7 +15,8 @@ import pytest
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import ClaimLost
 from fedbench.execution import executors
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, api
 
 RECIPE = """

@@ -89,7 +89,8 @@ def test_a_cluster_worker_takes_over_the_run_of_a_worker_that_died_while_it_wait
     import threading
 
     from fedbench.execution import cluster, executors
-    from fedbench.recipes.recipe import expand, load_recipe
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
 
     recipe = tmp_path / "kill.toml"
     recipe.write_text(RECIPE)

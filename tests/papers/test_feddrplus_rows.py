@@ -36,7 +36,8 @@ from fedbench.data.store import TensorData
 from fedbench.engine import personal
 from fedbench.engine.loop import RoundRecord, init_model, run
 from fedbench.errors import ConfigError
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.registry import Registry
 from fedbench.report.table import build_table

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.errors import RecipeError
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
 from fedbench.report.collect import EmptyRegistry
 from fedbench.report.render import render

@@ -25,7 +25,8 @@ from fedbench.data.synthetic import synthetic_dataset
 from fedbench.engine.personal import extra_metrics
 from fedbench.errors import ConfigError, RecipeError
 from fedbench.execution.provenance import PeakMemory, peak_memory
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.report import build_table, render
 from fedbench.report.collect import EmptyRegistry

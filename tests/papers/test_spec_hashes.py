@@ -19,7 +19,8 @@ PINS = Path(__file__).resolve().parents[1] / "fixtures" / "spec_hashes.json"
 
 
 def current_hashes() -> dict[str, dict[str, dict[str, str]]]:
-    from fedbench.recipes.recipe import expand, load_recipe
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
 
     pins: dict[str, dict[str, dict[str, str]]] = {}
     for path in sorted((ROOT / "recipes").glob("*.toml")):

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
-from fedbench.recipes.recipe import assignments_to_dict, expand, load_recipe
+from fedbench.recipes.expand import assignments_to_dict, expand
+from fedbench.recipes.load import load_recipe
 from fedbench.spec import RunSpec
 
 

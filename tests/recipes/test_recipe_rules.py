@@ -1,4 +1,4 @@
-"""Rules of the recipe compiler (fedbench/recipes/recipe.py) checked by hand: grids, views, scales, overrides and the
+"""Rules of the recipe compiler (fedbench/recipes/: schema, views, validate, load, expand) checked by hand: grids, views, scales, overrides and the
 one-line errors that name the file, key or value (issue 19)."""
 
 from __future__ import annotations
@@ -8,19 +8,10 @@ import dataclasses
 import pytest
 
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
-from fedbench.recipes.recipe import (
-    SPEC_SETUP_KEYS,
-    PlannedRun,
-    Recipe,
-    TableView,
-    _label,
-    assignments_to_dict,
-    compile_recipes,
-    deep_merge,
-    expand,
-    load_recipe,
-    merge_setup,
-)
+from fedbench.recipes.expand import PlannedRun, assignments_to_dict, compile_recipes, deep_merge, expand, merge_setup
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.schema import SPEC_SETUP_KEYS, Recipe, _label
+from fedbench.recipes.views import TableView
 from fedbench.spec import RunSpec
 
 VALID = ", ".join((*SPEC_SETUP_KEYS, "targets"))
@@ -803,7 +794,7 @@ def test_setup_wide_errors_say_setup_and_a_recipe_without_axes_names_no_run(writ
 
 
 def test_check_spec_prefixes_the_source_only_when_given():
-    from fedbench.recipes.recipe import check_spec
+    from fedbench.recipes.validate import check_spec
 
     spec = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", augmentation={"cutout": 9})
     expected = "augmentation.cutout = 9 is larger than the 8×8 images of dataset 'digits'; use at most 8 (0 = off)"
@@ -840,7 +831,8 @@ def test_an_items_label_may_be_a_number(write_recipe):
 
 
 def test_defaults_of_combinations_static_rows_and_recipes():
-    from fedbench.recipes.recipe import Combination, StaticRow
+    from fedbench.recipes.schema import Combination
+    from fedbench.recipes.views import StaticRow
 
     rule = Combination(match={"algorithm": "fedavg"})
     assert rule.set == {} and rule.skip is False

@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, api
 
 runner = CliRunner()

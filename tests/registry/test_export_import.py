@@ -94,7 +94,8 @@ def test_an_unfinished_run_is_completed_by_the_imported_result(source, tmp_path)
     target = f"sqlite:///{tmp_path / 'target.db'}"
     dry = invoke("run", recipe, "--scale", "smoke", "--registry", target, "--only", "algorithm=nothing")
     assert dry.exit_code == 2  # (no registry made by a failed filter)
-    from fedbench.recipes.recipe import expand, load_recipe
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
 
     registry = Registry(target)
     registry.ensure_runs([p.registry_entry() for p in expand(load_recipe(recipe), scale="smoke")])

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.engine.loop import RoundRecord
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.registry import api as registry_api
 from fedbench.registry.schema import current_revision, head_revision

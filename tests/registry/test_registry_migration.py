@@ -17,7 +17,8 @@ import torch
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry.api import Registry
 from fedbench.registry.schema import current_revision, head_revision
 from fedbench.spec import RunSpec

@@ -10,7 +10,9 @@ import math
 import pytest
 
 from fedbench.engine.loop import RoundRecord
-from fedbench.recipes.recipe import TableView, expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.table import build_table, figure_of
 

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.execution.executors import ExecutionOptions, execute
-from fedbench.recipes.recipe import expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.report.plots import figures
 from fedbench.report.stats import holm

@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from fedbench.recipes.recipe import TableView
+from fedbench.recipes.views import TableView
 from fedbench.report.cells import Cell
 from fedbench.report.stats import (
     compare_cell,

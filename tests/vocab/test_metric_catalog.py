@@ -19,7 +19,9 @@ import pytest
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RecipeError
 from fedbench.execution.executors import ExecutionOptions, execute
-from fedbench.recipes.recipe import TableView, expand, load_recipe
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow
 from fedbench.report import build_table, render

@@ -1,0 +1,230 @@
+"""Expansion: a recipe's grid → the list of ``PlannedRun``s (one ``RunSpec`` per cell × seed, with its labels).
+
+Merge order for every run: setup → axis values → overrides → combinations → scale → ``--set``. A scale profile
+may replace the seeds; ``--only`` keeps the cells (and seeds) whose labels it names.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from fedbench.errors import ConfigError, RecipeError, UnknownNameError, field_error
+from fedbench.recipes.assignments import nested_assignments
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe
+from fedbench.recipes.validate import check_spec
+from fedbench.spec import RunSpec
+
+PLUGIN_KEYS = ("algorithm", "dataset", "model", "partition")
+# (label, setup values) of each item of one matrix axis
+AxisItems = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One compiled run: the spec plus where it sits in the recipe's tables."""
+
+    spec: RunSpec
+    labels: dict[str, str]
+    paper: str
+    recipe: str
+    targets: tuple[float, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def spec_hash(self) -> str:  # computed once: hashing canonical JSON dominates a large report's time
+        return self.spec.spec_hash
+
+    def registry_entry(self) -> dict[str, Any]:
+        spec = self.spec
+        return {
+            "spec_hash": spec.spec_hash,
+            "spec": spec.model_dump(mode="json"),
+            "labels": self.labels,
+            "paper": self.paper,
+            "recipe": self.recipe,
+            "algorithm": spec.algorithm,
+            "dataset": spec.dataset,
+            "seed": spec.seed,
+            "scale": spec.scale,
+            "synthetic": spec.synthetic,
+            "targets": list(self.targets),
+        }
+
+
+# ---------------------------------------------------------------------------------------- merging
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def merge_setup(setup: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``values`` into ``setup``; switching a plug-in (algorithm, dataset, model,
+    partition) to another name starts its ``*_params`` afresh, since the old ones belong to the old one."""
+    setup = dict(setup)
+    for key in PLUGIN_KEYS:
+        if key in values and values[key] != setup.get(key):
+            setup.pop(f"{key}_params", None)
+    return deep_merge(setup, values)
+
+
+def assignments_to_dict(items: list[str], option: str = "--set") -> dict[str, Any]:
+    """``--set`` values: dotted setup keys, TOML values (the one parser in ``fedbench.recipes.assignments``)."""
+    return nested_assignments(
+        items, option, allowed=SPEC_SETUP_KEYS + RUN_META_KEYS, listed=SPEC_SETUP_KEYS, what="setup key"
+    )
+
+
+# ---------------------------------------------------------------------------------------- expansion
+def expand(
+    recipe: Recipe,
+    scale: str = "full",
+    seeds: list[int] | None = None,
+    only: dict[str, str | set[str]] | None = None,
+    overrides: dict[str, Any] | None = None,
+    synthetic: bool = False,
+    check: bool = True,
+    untrained: bool = False,
+) -> list[PlannedRun]:
+    """Compile the recipe into runs: one per matrix combination × seed. ``only`` keeps the runs whose
+    label for each key is one of the values given for it (several values of one key: either). A recipe whose
+    views all need no training (partitions) has nothing to train: its cells compile only with ``untrained``."""
+    if not recipe.setup and not recipe.matrix:
+        return []  # analytic tables only
+    if not untrained and recipe.tables and all(view.kind != "runs" for view in recipe.tables):
+        return []  # e.g. FedTrip Fig. 4: partitions drawn from the cells' specs, no runs
+    if scale not in recipe.scale_names():
+        raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
+    profile = dict(recipe.scale.get(scale, {}))
+    run_seeds = seeds if seeds is not None else profile.pop("seeds", recipe.seeds)
+    profile.pop("seeds", None)
+    items = {axis: [recipe.axis_item(axis, v) for v in values] for axis, values in recipe.matrix.items()}
+    wanted = _label_filter(recipe, only or {}, items, run_seeds)
+    planned: list[PlannedRun] = []
+    for labels, setup in _cells(recipe, items, wanted, scale):
+        setup = merge_setup(setup, profile)
+        setup = merge_setup(setup, overrides or {})
+        targets = _targets(setup.pop("targets", ()), recipe.source)
+        for seed in run_seeds:
+            if "seed" in wanted and str(seed) not in wanted["seed"]:
+                continue
+            spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
+            if check:
+                check_spec(spec, recipe.source)
+            planned.append(PlannedRun(spec, labels, recipe.paper, recipe.name, targets))
+    _check_distinct(recipe, planned, scale)
+    return planned
+
+
+def _label_filter(
+    recipe: Recipe, only: dict[str, str | set[str]], items: dict[str, AxisItems], run_seeds: list[int]
+) -> dict[str, set[str]]:
+    """``--only`` as {label key: the values kept}; a key or value the recipe does not have is a ConfigError (a
+    filter that matches nothing is a typo, not an empty plan)."""
+    wanted = {key: {values} if isinstance(values, str) else set(values) for key, values in only.items()}
+    axes = list(items)
+    for key, values in wanted.items():
+        if key not in axes and key != "seed":
+            raise ConfigError(
+                f"--only {key}=...: {key!r} is not a label of {recipe.source} (labels: {', '.join(axes + ['seed'])})"
+            )
+        known = [str(s) for s in run_seeds] if key == "seed" else [label for label, _ in items[key]]
+        for value in sorted(values - set(known)):
+            raise ConfigError(f"--only {key}={value}: no such {key} in {recipe.source} ({', '.join(known)})")
+    return wanted
+
+
+def _cells(
+    recipe: Recipe, items: dict[str, AxisItems], wanted: dict[str, set[str]], scale: str
+) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """(labels, setup) of each cell of the grid that ``wanted`` keeps and no combination rule skips, in grid order;
+    the setup merged as setup → axis values → overrides → combinations."""
+    axes = list(items)
+    for combo in itertools.product(*items.values()) if axes else [()]:
+        labels = {axis: label for axis, (label, _) in zip(axes, combo)}
+        if any(key != "seed" and labels.get(key) not in values for key, values in wanted.items()):
+            continue
+        setup = dict(recipe.setup)
+        for axis, (label, values) in zip(axes, combo):
+            setup = merge_setup(setup, values)
+            setup = merge_setup(setup, recipe.overrides.get(axis, {}).get(label, {}))
+        combined = _combined(recipe, setup, {**labels, "scale": scale})
+        if combined is not None:
+            yield labels, combined
+
+
+def _combined(recipe: Recipe, setup: dict[str, Any], labels: dict[str, str]) -> dict[str, Any] | None:
+    """The setup with the ``set`` of every combination rule matching ``labels`` merged in, in the recipe's order;
+    None when a matching rule skips the cell."""
+    for rule in recipe.combination:
+        if all(labels.get(axis) == value for axis, value in rule.match.items()):
+            if rule.skip:
+                return None
+            setup = merge_setup(setup, rule.set)
+    return setup
+
+
+def _targets(values: Any, source: Path | str | None) -> tuple[float, ...]:
+    """The setup's ``targets``: accuracies in % that runs' summaries report the rounds to."""
+    if not isinstance(values, (list, tuple)) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
+    ):
+        raise RecipeError(
+            f"{source}: targets = {values!r}: expected a list of accuracies in %, e.g. targets = [80, 90]"
+        )
+    return tuple(float(v) for v in values)
+
+
+def _build_spec(
+    recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool, labels: dict[str, str]
+) -> RunSpec:
+    cell = ", ".join(f"{k}={v}" for k, v in labels.items())
+    try:
+        return RunSpec(**setup, seed=seed, scale=scale, synthetic=synthetic)
+    except (ConfigError, UnknownNameError) as exc:  # a plug-in parameter, resolved while the spec is built
+        raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
+    except ValidationError as exc:
+        bad = field_error(exc)
+        key = bad.key or "setup"
+        msg = bad.message.removeprefix("Value error, ")  # a check of the spec's own: its words are the message
+        if bad.kind == "missing":
+            raise RecipeError(f"{recipe.source}: setup key {key!r} is required (run {cell or 'all'})") from None
+        raise RecipeError(f"{recipe.source}: {key}: {msg} (run {cell or 'all'}, value {bad.value!r})") from None
+
+
+def _check_distinct(recipe: Recipe, planned: list[PlannedRun], scale: str) -> None:
+    """Two cells never compile to the same run: their difference would vanish from the table."""
+    seen: dict[str, dict[str, str]] = {}
+    for run in planned:
+        other = seen.setdefault(run.spec_hash, run.labels)
+        if other != run.labels:
+            raise RecipeError(
+                f"{recipe.source}: cells {other} and {run.labels} compile to the same run at scale {scale!r}; "
+                "an override (often a scale profile) erases the difference between them"
+            )
+
+
+def compile_recipes(paths: list[str | Path], **kwargs: Any) -> list[PlannedRun]:
+    """The runs of several recipes, each once (the same run may appear in several tables)."""
+    planned: list[PlannedRun] = []
+    seen: set[str] = set()
+    for path in paths:
+        recipe = load_recipe(path)
+        for run in expand(recipe, **kwargs):
+            if run.spec_hash not in seen:
+                seen.add(run.spec_hash)
+                planned.append(run)
+    return planned

@@ -1,0 +1,34 @@
+"""Reading a recipe file: TOML → a ``Recipe`` whose models and cross-key rules (``validate``) all hold."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from fedbench.errors import RecipeError, field_error
+from fedbench.recipes.schema import Recipe
+from fedbench.recipes.validate import check_recipe
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """The recipe at ``path``, checked; a missing file, bad TOML, an unknown key or a bad value is a one-line
+    ``RecipeError`` naming the file and the key."""
+    path = Path(path)
+    if not path.is_file():
+        raise RecipeError(f"{path}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)")
+    try:
+        raw = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        recipe = Recipe(**raw)
+    except ValidationError as exc:
+        bad = field_error(exc)
+        if bad.kind == "extra_forbidden":
+            raise RecipeError(f"{path}: unknown key {bad.key!r}; see docs/recipes.md for the recipe format") from None
+        raise RecipeError(f"{path}: {bad.line()}") from None
+    recipe.source = path
+    check_recipe(recipe)
+    return recipe

@@ -1,0 +1,329 @@
+"""The rules of a recipe that its pydantic models cannot state: a key or label must name something that exists (a
+setup key, a matrix axis, a value on an axis, a row or column of a view), a view's figure needs its settings, seeds
+are a non-empty list. Each rule is a function raising a one-line ``RecipeError`` that names the file, the key and
+the value; ``check_recipe`` runs them in a fixed order, so a recipe with several errors always reports the same one.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from fedbench.errors import ConfigError, RecipeError, UnknownNameError
+from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
+from fedbench.recipes.views import TableView, alternatives
+from fedbench.spec import RunSpec
+
+
+def check_recipe(recipe: Recipe) -> None:
+    """Every rule, in order: the setup, the matrix, overrides, combination rules, seeds, scales, then each view."""
+    _check_setup(recipe)
+    _check_matrix(recipe)
+    _check_overrides(recipe)
+    _check_combinations(recipe)
+    _check_seeds(recipe.seeds, "seeds", recipe.source)
+    _check_scales(recipe)
+    for view in recipe.tables:
+        _check_view(recipe, view)
+
+
+# ---------------------------------------------------------------------------------------- the grid
+def _check_setup(recipe: Recipe) -> None:
+    for key in recipe.setup:
+        if key not in SPEC_SETUP_KEYS and key not in RUN_META_KEYS:
+            raise RecipeError(
+                f"{recipe.source}: unknown setup key {key!r}; valid keys: {', '.join(SPEC_SETUP_KEYS + RUN_META_KEYS)}"
+            )
+
+
+def _check_matrix(recipe: Recipe) -> None:
+    """Every axis has items, each with a label of its own (the label names the cell in tables and ``--only``)."""
+    for axis, values in recipe.matrix.items():
+        if not values:
+            raise RecipeError(f"{recipe.source}: matrix.{axis} is empty")
+        labels = recipe.axis_labels(axis)
+        if len(set(labels)) != len(labels):
+            raise RecipeError(
+                f"{recipe.source}: matrix.{axis} has duplicate labels {labels}; give each item a distinct label"
+            )
+
+
+def _check_overrides(recipe: Recipe) -> None:
+    """``overrides.AXIS.LABEL`` names a matrix axis and one of its labels, and sets setup keys."""
+    for axis, per_value in recipe.overrides.items():
+        if axis not in recipe.matrix:
+            raise RecipeError(f"{recipe.source}: overrides.{axis}: {axis!r} is not a matrix axis")
+        labels = set(recipe.axis_labels(axis))
+        for label, values in per_value.items():
+            if label not in labels:
+                raise RecipeError(
+                    f"{recipe.source}: overrides.{axis}.{label}: no such value on axis {axis!r} "
+                    f"({', '.join(sorted(labels))})"
+                )
+            check_setup_keys(values, f"overrides.{axis}.{label}", recipe.source)
+
+
+def _check_combinations(recipe: Recipe) -> None:
+    """A combination rule matches labels that exist (a rule that can never match is a typo, not a no-op) and sets
+    setup keys."""
+    for i, combo in enumerate(recipe.combination):
+        for axis, value in combo.match.items():
+            _check_match(recipe, f"combination[{i}].match.{axis}", axis, value)
+        check_setup_keys(combo.set, f"combination[{i}].set", recipe.source)
+
+
+def _check_match(recipe: Recipe, key: str, axis: str, value: str) -> None:
+    if axis == "scale":  # `scale` matches the chosen scale profile
+        return
+    if axis not in recipe.matrix:
+        raise RecipeError(f"{recipe.source}: {key}: {axis!r} is not a matrix axis")
+    labels = recipe.axis_labels(axis)
+    if value not in labels:
+        raise RecipeError(f"{recipe.source}: {key} = {value!r}: no such value on axis {axis!r} ({', '.join(labels)})")
+
+
+def _check_seeds(seeds: Any, key: str, where: Path | None) -> None:
+    """A non-empty list of integers: an empty one would compile to no runs and look like a recipe without any."""
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
+    ):
+        raise RecipeError(f"{where}: {key} = {seeds!r}: expected a non-empty list of integers, e.g. {key} = [0, 1, 2]")
+
+
+def _check_scales(recipe: Recipe) -> None:
+    """A scale profile sets setup keys, and may replace the seeds."""
+    for name, profile in recipe.scale.items():
+        check_setup_keys({k: v for k, v in profile.items() if k != "seeds"}, f"scale.{name}", recipe.source)
+        if "seeds" in profile:
+            _check_seeds(profile["seeds"], f"scale.{name}.seeds", recipe.source)
+
+
+# ---------------------------------------------------------------------------------------- the views
+def _view_error(recipe: Recipe, view: TableView, text: str) -> RecipeError:
+    return RecipeError(f"{recipe.source}: tables '{view.name}': {text}")
+
+
+def _check_view(recipe: Recipe, view: TableView) -> None:
+    """An analytic view (models, overheads) needs its static rows; a view of runs, every rule below in turn."""
+    _check_derived(recipe, view)
+    if view.kind in ("models", "overheads"):
+        if not view.static_rows:
+            raise _view_error(recipe, view, f"kind {view.kind!r} needs static_rows")
+        return
+    _check_rows(recipe, view)
+    _check_partition(recipe, view)
+    _check_published_ratio(recipe, view)
+    _check_at_round(recipe, view)
+    _check_keys(recipe, view)
+    _check_where(recipe, view)
+    _check_metrics(recipe, view)
+    _check_peak_memory(recipe, view)
+    _check_target(recipe, view)
+    _check_cell_labels(recipe, view)
+    _check_baseline(recipe, view)
+
+
+def _check_derived(recipe: Recipe, view: TableView) -> None:
+    """A derived mark names a published value: a mark on a cell without one is a typo."""
+    has_columns = bool(view.columns) or view.kind != "runs"  # analytic tables have columns of their own
+    for std, name in ((False, "published_derived"), (True, "published_std_derived")):
+        marked = view.published_std_derived if std else view.published_derived
+        if marked and isinstance(marked, list) and has_columns:
+            raise _view_error(
+                recipe,
+                view,
+                f"{name} is a list of rows only in a view without columns; "
+                'here mark cells as { row = ["column", ...] }',
+            )
+        if marked and isinstance(marked, dict) and not has_columns:
+            raise _view_error(recipe, view, f'the view has no columns, so {name} lists rows: ["row", ...]')
+        for row, column in view.derived_cells(std):
+            _check_derived_cell(recipe, view, name, std, row, column)
+
+
+def _check_derived_cell(recipe: Recipe, view: TableView, name: str, std: bool, row: str, column: str | None) -> None:
+    """A marked cell has a published value (or std): a row's in a view without columns, a cell's in one with them."""
+    entry = (view.published_std if std else view.published).get(row)
+    value = entry.get(column) if isinstance(entry, dict) and column is not None else entry
+    if value is None or isinstance(entry, dict) is (column is None):
+        cell = repr(row) if column is None else f"{row!r}.{column!r}"
+        what = "published_std" if std else "published"
+        raise _view_error(recipe, view, f"{name} marks {cell}, which has no {what} value")
+
+
+def _check_rows(recipe: Recipe, view: TableView) -> None:
+    if not view.rows:
+        raise _view_error(recipe, view, "rows must name at least one matrix axis")
+
+
+def _check_partition(recipe: Recipe, view: TableView) -> None:
+    if view.kind == "partition" and (view.columns or not recipe.setup):
+        raise _view_error(
+            recipe,
+            view,
+            "a partition view draws one panel per row of the recipe's runs: it needs a setup and takes no columns",
+        )
+
+
+def _check_published_ratio(recipe: Recipe, view: TableView) -> None:
+    if view.published_ratio and view.ratio_to is None:
+        raise _view_error(recipe, view, "published_ratio needs ratio_to (the reference cell)")
+
+
+def _check_at_round(recipe: Recipe, view: TableView) -> None:
+    if view.figure == "value_at_round" and view.at_round is None and not view.at_rounds:
+        raise _view_error(recipe, view, "figure 'value_at_round' needs at_round or at_rounds")
+
+
+def _check_keys(recipe: Recipe, view: TableView) -> None:
+    """Every row and column key is a matrix axis, or a pseudo-axis the view defines."""
+    for key in view.rows + view.columns:
+        if key not in recipe.matrix and not _is_pseudo_axis(view, key):
+            raise _view_error(recipe, view, f"{key!r} is not a matrix axis ({', '.join(sorted(recipe.matrix))})")
+
+
+def _is_pseudo_axis(view: TableView, key: str) -> bool:
+    """ "client", "round" and "metric" are keys of a view that names its clients, at_rounds or metrics."""
+    return (
+        (key == "client" and bool(view.clients))
+        or (key == "round" and bool(view.at_rounds))
+        or (key == "metric" and bool(view.metrics))
+    )
+
+
+def _check_where(recipe: Recipe, view: TableView) -> None:
+    """``where`` filters on matrix axes by their labels (a filter that matches nothing is a typo that empties the
+    view)."""
+    for key, value in view.where.items():
+        if key not in recipe.matrix:
+            raise _view_error(
+                recipe, view, f"where.{key}: {key!r} is not a matrix axis ({', '.join(sorted(recipe.matrix))})"
+            )
+        labels = recipe.axis_labels(key)
+        for label in alternatives(value):
+            if label not in labels:
+                raise _view_error(
+                    recipe, view, f"where.{key} = {label!r}: no such value on axis {key!r} ({', '.join(labels)})"
+                )
+
+
+def _check_metrics(recipe: Recipe, view: TableView) -> None:
+    if view.metrics and "metric" not in view.rows + view.columns:
+        raise _view_error(recipe, view, 'metrics needs "metric" in rows or columns')
+
+
+def _check_peak_memory(recipe: Recipe, view: TableView) -> None:
+    if view.figure == "peak_memory_mb" and view.summary != "mean_std":
+        raise _view_error(recipe, view, "figure 'peak_memory_mb' is a value per run; use summary = 'mean_std'")
+
+
+def _check_target(recipe: Recipe, view: TableView) -> None:
+    if (
+        view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target")
+        and view.target is None
+        and not view.target_by
+    ):
+        raise _view_error(recipe, view, f"figure {view.figure!r} needs a target")
+
+
+def _check_cell_labels(recipe: Recipe, view: TableView) -> None:
+    """Published values, ``ratio_to`` and ``target_by`` name rows and columns; a name that is not one is a
+    typo that would silently drop a number from the report."""
+    rows, columns = _cell_labels(recipe, view, view.rows), _cell_labels(recipe, view, view.columns)
+    _check_published_only(recipe, view, rows)
+    if rows is not None:
+        rows |= set(view.published_only)
+    _check_named_cells(recipe, view, rows, columns)
+    _check_published_cells(recipe, view, rows, columns)
+
+
+def _cell_labels(recipe: Recipe, view: TableView, keys: list[str]) -> set[str] | None:
+    """Every row (or column) label a table can have: its axes' labels joined by " / " as the report joins
+    them; None when one axis is the "client" pseudo-axis (its labels come from the data)."""
+    parts = []
+    for key in keys:
+        if key in recipe.matrix:
+            parts.append(recipe.axis_labels(key))
+        elif key == "round":
+            parts.append([str(r) for r in view.at_rounds])
+        elif key == "metric":
+            parts.append(list(view.metrics))
+        else:
+            return None
+    return {" / ".join(p) for p in itertools.product(*parts)}
+
+
+def _check_published_only(recipe: Recipe, view: TableView, rows: set[str] | None) -> None:
+    """A row quoted from another paper has a published value and is not also a row of runs."""
+    for row in view.published_only:
+        if row not in view.published:
+            raise _view_error(recipe, view, f"published_only row {row!r} has no published value")
+        if rows is not None and row in rows:
+            raise _view_error(recipe, view, f"published_only row {row!r} is a row of runs")
+
+
+def _check_named_cells(recipe: Recipe, view: TableView, rows: set[str] | None, columns: set[str] | None) -> None:
+    """Each label of ``target_by``, and ``ratio_to``, is a row or a column."""
+    if rows is None or columns is None:
+        return
+    either = sorted(rows | columns)
+    named = [(f"target_by.{label!r}", label) for label in view.target_by]
+    if view.ratio_to is not None:
+        named.append(("ratio_to", view.ratio_to))
+    for key, value in named:
+        if value not in either:
+            raise _view_error(recipe, view, f"{key}: {value!r} is not a row or column ({', '.join(either)})")
+
+
+def _check_published_cells(recipe: Recipe, view: TableView, rows: set[str] | None, columns: set[str] | None) -> None:
+    """Each published value (std, printed ratio) sits in a row, and a column where it names one."""
+    for name, published in (
+        ("published", view.published),
+        ("published_std", view.published_std),
+        ("published_ratio", view.published_ratio),
+    ):
+        for row, entry in published.items():
+            if rows is not None and row not in rows:
+                raise _view_error(recipe, view, f"{name}.{row!r} is not a row ({', '.join(sorted(rows))})")
+            unknown = [c for c in entry if c not in columns] if isinstance(entry, dict) and columns is not None else []
+            if unknown:
+                raise _view_error(
+                    recipe, view, f"{name}.{row!r}.{unknown[0]!r} is not a column ({', '.join(sorted(columns or ()))})"
+                )
+
+
+def _check_baseline(recipe: Recipe, view: TableView) -> None:
+    """A named baseline is a label of the baseline axis, which must be a row or column key of the view."""
+    if view.baseline in (None, "none"):
+        return
+    if view.baseline_axis not in view.rows + view.columns:
+        raise _view_error(
+            recipe,
+            view,
+            f"baseline = {view.baseline!r} needs baseline_axis {view.baseline_axis!r} among rows or columns "
+            f'({", ".join(view.rows + view.columns)}), or baseline = "none"',
+        )
+    if view.baseline_axis in recipe.matrix:
+        labels = recipe.axis_labels(view.baseline_axis)
+        if view.baseline not in labels:
+            raise _view_error(
+                recipe,
+                view,
+                f"baseline = {view.baseline!r} is not a label of axis {view.baseline_axis!r} ({', '.join(labels)})",
+            )
+
+
+# ---------------------------------------------------------------------------------------- a compiled run
+def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
+    """Checks that need the data set's registered shape (plug-in names and parameters were resolved when the
+    spec was built), so a bad recipe fails before anything runs."""
+    from fedbench.data import static_input_shape
+    from fedbench.data.store import check_augmentation
+
+    try:
+        check_augmentation(spec.augmentation, static_input_shape(spec.dataset, spec.dataset_params), spec.dataset)
+    except (ConfigError, UnknownNameError) as exc:
+        raise type(exc)(f"{source}: {exc}" if source else str(exc)) from None

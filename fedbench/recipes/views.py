@@ -1,0 +1,150 @@
+"""The views of a recipe: the tables and figures a report draws from its runs (or, for analytic tables, from
+``static_rows``), with the values the paper published. Format: docs/recipes.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fedbench.vocab.metrics import CURVE_METRICS
+
+FIGURES = (
+    "best",
+    "final",
+    "last_k_mean",
+    "best_round",
+    "rounds_to_target",
+    "total_bytes_to_target",
+    "gflops_to_target",
+    "value_at_round",
+    "wall_seconds",
+    "seconds_per_round",
+    "wall_hours",
+    "peak_memory_mb",
+    "val_selected",
+)
+# Figures of a whole run rather than of a metric's curve: wall-clock time (the rounds' wall_seconds) and the peak
+# memory recorded in its provenance (LG-Mix Tables 8-9).
+RUN_FIGURES = ("wall_seconds", "wall_hours", "peak_memory_mb")
+DERIVED_MARK = "‡"  # beside a published value the paper does not print (``published_derived``)
+
+
+class Strict(BaseModel):
+    """A model that rejects unknown keys: a typo in a recipe must never be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class StaticRow(Strict):
+    """A row of an analytic table (no runs): a model configuration or a method in a setting."""
+
+    label: str
+    model: str | None = None
+    dataset: str | None = None
+    model_params: dict[str, Any] = {}
+    algorithm: str | None = None
+    algorithm_params: dict[str, Any] = {}
+
+
+class TableView(Strict):
+    """One table or figure of a recipe: which runs it shows, the figure of their curves, the row and column axes, and
+    the values the paper published for its cells."""
+
+    name: str
+    title: str = ""
+    caption: str = ""
+    # runs: cells from the registry.  models: parameter/communication/FLOP statistics of `static_rows`
+    # (e.g. FedTrip Table III).  overheads: per-round attaching computation and extra communication of
+    # each method of `static_rows` in the `setting` (FedTrip Table VIII).  partition: each row's per-client class
+    # counts, from the partition its runs train on (the first seed's partition stream), no training (FedTR Fig. 2).
+    kind: Literal["runs", "models", "overheads", "partition"] = "runs"
+    static_rows: list[StaticRow] = []
+    setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
+    rows: list[str] = []
+    columns: list[str] = []
+    figure: Literal[FIGURES] = "best"  # type: ignore[valid-type]
+    metric: Literal[CURVE_METRICS] = "test_acc"  # type: ignore[valid-type]
+    k: int = Field(10, ge=1)  # for last_k_mean
+    target: float | None = None  # for rounds_to_target (same unit as the metric)
+    target_by: dict[str, float] = {}  # per row/column label targets (FedTrip Table IV)
+    target_rule: Literal["first_reach", "count_not_above"] = "first_reach"
+    at_round: int | None = None  # for value_at_round
+    at_rounds: list[int] = []  # value_at_round at several rounds: a "round" row/column key
+    ratio_to: str | None = None  # also show each cell ÷ the cell of this row/column label
+    plot: Literal["curves", "box", "none"] = "curves"  # --plots: mean ± std curves, or box plots of the figure
+    plot_by: Literal["rows", "columns"] = "rows"  # one figure per row (or column) value
+    smoothing: float = Field(0.0, ge=0, lt=1)  # EMA weight for plotted curves (FedTrip Fig. 5 uses 0.5)
+    summary: Literal["mean_std", "mean_curve"] = "mean_std"
+    percent: bool = True  # print accuracies ×100
+    # published[row key][column key], or published[row key] when the table has no column axes
+    published: dict[str, dict[str, float | str] | float | str] = {}
+    published_std: dict[str, dict[str, float] | float] = {}
+    # Rows the paper quotes from other papers (no runs, e.g. FedImpro Table 10's FedDyn/CCVR rows): shown with their
+    # published value only.  Each needs a `published` entry; with them the rows follow the order of `published`.
+    published_only: list[str] = []
+    # The ratio to the ratio_to cell the paper printed, where the recipe records it: the report recomputes the
+    # paper's ratio from its published values and shows the printed one where the two differ (FedTrip Table IV).
+    published_ratio: dict[str, dict[str, float] | float] = {}
+    # Published values (and stds) the paper does not print: reconstructed, copied from another table, ... Cells as
+    # { row = ["column", ...] }, or ["row", ...] when the view has no columns; shown with DERIVED_MARK, and
+    # `derived_note` says how they were derived (the caption line of the mark).
+    published_derived: dict[str, list[str]] | list[str] = {}
+    published_std_derived: dict[str, list[str]] | list[str] = {}
+    derived_note: str = ""
+    # A "metric" pseudo-axis: { label = "curve metric", ... }; with "metric" in rows or columns each entry shows
+    # its own metric (LG-Mix Table 7: Accuracy, AUC, Sensitivity, ...), and `metric` is not used.
+    metrics: dict[str, Literal[CURVE_METRICS]] = {}  # type: ignore[valid-type]
+    # Names of clients 0..N-1 (LG-Mix's A–E): with them, "client" may be a row or column key: one entry per
+    # client (that client's value of a personal/finetune metric) and "Avg." (the metric itself).
+    clients: list[str] = []
+    # Only the runs whose labels match (e.g. { dataset = "Digits5" }): one view per dataset of a recipe; a list
+    # gives alternatives (LG-Mix Fig. 4: { algorithm = ["fedavg", "fedalt", ...] }).
+    where: dict[str, str | list[str]] = {}
+    # Every cell is compared with the cell of the same labels whose `baseline_axis` label is `baseline` (paired by
+    # seed, fedbench/report/stats.py). Unset: the label of that axis whose runs are all FedAvg, when there is one;
+    # "none": no comparison.
+    baseline: str | None = None
+    baseline_axis: str = "algorithm"
+    # A cell reproduces the paper when the published value is inside our 95 % interval, or within this much of
+    # our value (in the cell's displayed unit, e.g. 1.0 = one percentage point of accuracy).
+    tolerance: float = Field(0.0, ge=0)
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a run with these labels belongs to the view (its `where`)."""
+        return all(labels.get(key) in alternatives(value) for key, value in self.where.items())
+
+    def published_value(self, row: str, column: str, std: bool = False) -> float | str | None:
+        entry = (self.published_std if std else self.published).get(row)
+        return entry.get(column) if isinstance(entry, dict) else entry
+
+    def printed_ratio(self, row: str, column: str) -> float | None:
+        entry = self.published_ratio.get(row)
+        return entry.get(column) if isinstance(entry, dict) else entry
+
+    def derived_cells(self, std: bool = False) -> list[tuple[str, str | None]]:
+        """The (row, column) cells whose published value (or std) is marked derived; column None in a view
+        without columns."""
+        marked = self.published_std_derived if std else self.published_derived
+        if isinstance(marked, list):
+            return [(row, None) for row in marked]
+        return [(row, column) for row, columns in marked.items() for column in columns]
+
+    def is_derived(self, row: str, column: str, std: bool = False) -> bool:
+        return any(r == row and c in (None, column) for r, c in self.derived_cells(std))
+
+    def view_metrics(self) -> list[tuple[str | None, str]]:
+        """(label, curve metric) of each entry of the "metric" pseudo-axis; [(None, metric)] without one."""
+        return list(self.metrics.items()) if self.metrics else [(None, self.metric)]
+
+    @field_validator("rows", "columns", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+def alternatives(value: str | list[str]) -> list[str]:
+    """A ``where`` value as its list of alternatives (a single label is a list of one)."""
+    return [value] if isinstance(value, str) else value
