@@ -32,6 +32,7 @@ class APFLParams(NoParams):
 @register_algorithm("apfl", papers=("lgmix",))
 class APFL(Algorithm):
     Params = APFLParams
+    params: APFLParams
 
     def init_server(self, server):
         remember_initial_model(server)

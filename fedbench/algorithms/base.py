@@ -84,9 +84,10 @@ def only_trainable(model: torch.nn.Module, names: Iterable[str], respect_frozen:
 class Algorithm:
     """FedAvg (McMahan et al., 2017): sample-weighted averaging of locally trained models."""
 
-    Params: ClassVar[type[BaseModel]] = NoParams
+    #: The method's hyperparameters; a method that sets its own also declares ``params: <its Params>`` (typed hooks).
+    Params: ClassVar[type[NoParams]] = NoParams
 
-    def __init__(self, params: BaseModel):
+    def __init__(self, params: NoParams):
         self.params = params
         # The run's spec, bound once by ``bind_model``: server hooks read N, the optimizer and the lr schedule
         # from it. Client hooks read ``ctx.spec`` (fine-tuning trains under a spec of its own).
@@ -177,7 +178,7 @@ class Algorithm:
             total = total + r.weight * self.regularizer(ctx, r, x, y, logits)
         return total
 
-    def regularizer(self, ctx: ClientContext, r: reg.RegularizerSpec, x, y, logits) -> torch.Tensor:
+    def regularizer(self, ctx: ClientContext, r: reg.RegularizerSpec, x, y, logits) -> torch.Tensor | float:
         if r.name == "prox":
             return reg.proximal(ctx.model, ctx.global_tensors)
         teacher_logits, teacher_features = self.teacher_outputs(ctx, x)
@@ -187,6 +188,7 @@ class Algorithm:
             return reg.not_true_distillation(logits, teacher_logits, y, r.tau)
         if r.name == "ld":
             return reg.logit_matching(logits, teacher_logits)
+        assert teacher_features is not None  # fd compares features: every fedbench model has a features/head split
         return reg.feature_distillation(ctx.scratch["features"], teacher_features)
 
     def teacher_outputs(self, ctx: ClientContext, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -298,8 +300,9 @@ def _logits(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def model_outputs(model: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(logits, penultimate features) of a FedModel (head ∘ features); (logits, None) for others."""
     if hasattr(model, "features") and hasattr(model, "head"):
-        features = model.features(x)
-        return model.head(features), features
+        # torch types a submodule or attribute as Tensor | Module, so mypy cannot see these two as methods
+        features = model.features(x)  # type: ignore[operator]
+        return model.head(features), features  # type: ignore[operator]
     return model(x), None
 
 

@@ -31,6 +31,7 @@ class DittoParams(NoParams):
 @register_algorithm("ditto", papers=("feddrplus",))
 class Ditto(Algorithm):
     Params = DittoParams
+    params: DittoParams
 
     def init_server(self, server):
         remember_initial_model(server)

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from fedbench.algorithms import register_algorithm
 from fedbench.algorithms.base import LocalPhase, NoParams
-from fedbench.algorithms.fedrep import FedRep
+from fedbench.algorithms.partial import PartialPersonalization
 
 
 class FedAltParams(NoParams):
@@ -19,8 +19,12 @@ class FedAltParams(NoParams):
 
 
 @register_algorithm("fedalt", papers=("lgmix",))
-class FedAlt(FedRep):
+class FedAlt(PartialPersonalization):
     Params = FedAltParams
+    params: FedAltParams
+
+    def local_parameter_names(self, model):
+        return model.head_parameter_names()  # the output layer, as FedRep's head
 
     def local_phases(self, ctx):
         """FedAlt Alg. 1: the personal part v_k with u fixed, then u with v_k fixed, sharing the round's steps."""

@@ -33,6 +33,7 @@ class FedDynParams(NoParams):
 @register_algorithm("feddyn", papers=("fedtr", "fedtrip", "fedimpro"))
 class FedDyn(Algorithm):
     Params = FedDynParams
+    params: FedDynParams
 
     def init_server(self, server):
         server.state["h"] = torch.zeros_like(server.params)
@@ -71,6 +72,7 @@ class FedDyn(Algorithm):
         weights = self.aggregation_weights(updates)
         averaged = weighted_average([u.params for u in updates], weights)
         # line 9: h ← h − α (1/N) Σ_{k∈P}(θ_k − θ^{t−1}) = h − α (|P|/N) (θ̄ − θ^{t−1})
+        assert self.spec is not None  # bound by bind_model before any server hook
         fraction = len(updates) / self.spec.num_clients
         server.state["h"] = server.state["h"] - alpha * fraction * (averaged - server.params)
         # line 10: θ^t = θ̄ − h/α

@@ -30,6 +30,7 @@ class FedETFParams(NoParams):
 @register_algorithm("fedetf", papers=("feddrplus",))
 class FedETF(Algorithm):
     Params = FedETFParams
+    params: FedETFParams
 
     def check_model(self, model, setting):
         require_classifier(model, "fedetf", setting)

@@ -30,6 +30,7 @@ class FedExPParams(NoParams):
 @register_algorithm("fedexp", papers=("feddrplus",))
 class FedExP(Algorithm):
     Params = FedExPParams
+    params: FedExPParams
 
     def init_server(self, server):
         server.state["server_lr"] = torch.ones((), dtype=torch.float64)
@@ -45,6 +46,7 @@ class FedExP(Algorithm):
             # Eq. 9: η_g = max(1, Σ p_i‖Δ_i‖² / (2(‖Δ̄‖² + ε)))
             eta_g = torch.clamp((p * norms**2).sum() / (2 * (mean_norm**2 + eps)), min=1.0)
         else:
+            assert self.spec is not None  # bound by bind_model before any server hook
             eta_g = torch.clamp(0.5 * norms.mean() / (mean_norm + self.spec.num_clients * eps), max=1.0)
         server.state["server_lr"] = eta_g
         server.params = server.params + float(eta_g) * mean_delta

@@ -35,6 +35,7 @@ class FedFomoParams(NoParams):
 @register_algorithm("fedfomo", papers=("lgmix",))
 class FedFomo(Algorithm):
     Params = FedFomoParams
+    params: FedFomoParams
 
     @classmethod
     def result_revision(cls, spec):

@@ -31,6 +31,7 @@ class FedHKDParams(NoParams):
 @register_algorithm("fedhkd", papers=("lgmix",))
 class FedHKD(Algorithm):
     Params = FedHKDParams
+    params: FedHKDParams
 
     def payload(self, server, round_index):
         return {"knowledge": server.state.get("knowledge")}
@@ -52,16 +53,21 @@ class FedHKD(Algorithm):
         store_model(ctx, "personal", update.params, update.buffers)
         # The client's hyper-knowledge from its trained model (eval mode), over its training data.
         ctx.model.eval()
-        sums, soft_sums, counts = 0, 0, 0
+        sums: torch.Tensor | int = 0
+        soft_sums: torch.Tensor | int = 0
+        counts: torch.Tensor | int = 0
         with torch.no_grad():
             for start in range(0, ctx.num_samples, 1000):
                 idx = ctx.indices[start : start + 1000]
                 logits, z = model_outputs(ctx.model, ctx.data.train_x[idx])
+                assert z is not None  # the hyper-knowledge is in features: every fedbench model has them
                 onehot = F.one_hot(ctx.data.train_y[idx], logits.shape[1]).to(z.dtype)  # B × C
                 sums = sums + onehot.T @ z.flatten(1)
                 soft_sums = soft_sums + onehot.T @ F.softmax(logits / self.params.temperature, dim=1)
                 counts = counts + onehot.sum(0)
         ctx.model.train()
+        # needs one sample at least: an empty client is not supported
+        assert isinstance(sums, torch.Tensor) and isinstance(counts, torch.Tensor)
         noise = self.params.noise_std * torch.randn(sums.shape[1], generator=ctx.generator, device=sums.device)
         means = sums / counts.clamp(min=1)[:, None] + noise  # one noise vector per client ([code])
         update.extra["knowledge"] = (means * counts[:, None], soft_sums, counts)

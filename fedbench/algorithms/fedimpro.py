@@ -50,6 +50,7 @@ class FedImproParams(NoParams):
 @register_algorithm("fedimpro", papers=("fedimpro",))
 class FedImpro(Algorithm):
     Params = FedImproParams
+    params: FedImproParams
 
     # set by bind_model
     split: str

@@ -33,6 +33,7 @@ def normalizing_factor(steps: int, momentum: float) -> float:
 @register_algorithm("fednova", papers=("fedimpro",))
 class FedNova(Algorithm):
     Params = FedNovaParams
+    params: FedNovaParams
 
     def end_local(self, ctx, update):
         opt = ctx.spec.optimizer

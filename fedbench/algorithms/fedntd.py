@@ -27,6 +27,7 @@ class FedNTDParams(NoParams):
 @register_algorithm("fedntd", papers=("fedtr", "feddrplus"))
 class FedNTD(Algorithm):
     Params = FedNTDParams
+    params: FedNTDParams
 
     def loss(self, ctx, x, y, logits):
         teacher_logits, _ = self.teacher_outputs(ctx, x)

@@ -13,6 +13,7 @@ class FedProxParams(NoParams):
 @register_algorithm("fedprox", papers=("fedtr", "fedtrip", "fedimpro"))
 class FedProx(Algorithm):
     Params = FedProxParams
+    params: FedProxParams
 
     def loss(self, ctx, x, y, logits):
         # The proximal term keeps the local model near the round's global model w^t.

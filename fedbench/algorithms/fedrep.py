@@ -24,6 +24,7 @@ class FedRepParams(NoParams):
 @register_algorithm("fedrep", papers=("lgmix", "feddrplus"))
 class FedRep(PartialPersonalization):
     Params = FedRepParams
+    params: FedRepParams
 
     def local_parameter_names(self, model):
         return model.head_parameter_names()

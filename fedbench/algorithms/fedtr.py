@@ -50,6 +50,7 @@ class FedTRParams(NoParams):
 @register_algorithm("fedtr", papers=("fedtr",))
 class FedTR(Algorithm):
     Params = FedTRParams
+    params: FedTRParams
 
     def bind_model(self, spec, model, input_shape, num_classes):
         super().bind_model(spec, model, input_shape, num_classes)
@@ -155,16 +156,19 @@ def local_centroids(model, train_x, train_y, indices, batch_size: int) -> tuple[
     client lacks get a zero row and count 0, so Eq. 9 ignores them."""
     was_training = model.training
     model.eval()
-    sums = counts = None
+    sums: torch.Tensor | None = None
+    counts: torch.Tensor | None = None
     for start in range(0, int(indices.numel()), batch_size):
         chosen = indices[start : start + batch_size]
         logits, z = model_outputs(model, train_x[chosen])
+        assert z is not None  # Eq. 7 averages features: every fedbench model has a features/head split
         y = train_y[chosen]
-        if sums is None:
+        if sums is None or counts is None:
             sums = torch.zeros(logits.shape[1], z.shape[1], dtype=torch.float64, device=z.device)
             counts = torch.zeros(logits.shape[1], dtype=torch.float64, device=z.device)
         sums.index_add_(0, y, z.to(torch.float64))
         counts.index_add_(0, y, torch.ones_like(y, dtype=torch.float64))
     model.train(was_training)
+    assert sums is not None and counts is not None  # needs one sample at least: an empty client is not supported
     means = sums / counts.clamp(min=1).unsqueeze(-1)
     return means.to(torch.float32), counts

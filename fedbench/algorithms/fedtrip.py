@@ -33,6 +33,7 @@ class FedTripParams(NoParams):
 @register_algorithm("fedtrip", papers=("fedtrip",))
 class FedTrip(Algorithm):
     Params = FedTripParams
+    params: FedTripParams
 
     def init_server(self, server):
         server.state["initial_params"] = server.params.clone()  # w^0: history of never-selected clients
@@ -75,6 +76,7 @@ class FedTrip(Algorithm):
     def packed_adjust_gradients(self, inputs, params, grad):
         if self.params.mu == 0:
             return grad
+        assert self.spec is not None  # bound by bind_model before any client trains
         mu = self.params.mu * (1.0 / max(1, self.spec.local_epochs) if self.params.epoch_scaled else 1.0)
         # FedTrip Eq. 5 gradient, as ``adjust_gradients``: + μ(w − w_g) − μξ(w − w_hist)
         return grad.add(params - inputs["global"], alpha=mu) - inputs["mu_xi"] * (params - inputs["historical"])

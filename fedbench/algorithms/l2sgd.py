@@ -36,6 +36,7 @@ class L2SGDParams(NoParams):
 @register_algorithm("l2sgd", papers=("lgmix",))
 class L2SGD(Algorithm):
     Params = L2SGDParams
+    params: L2SGDParams
 
     def init_server(self, server):
         remember_initial_model(server)

@@ -95,6 +95,7 @@ def mixing_ratio(local_trace: float, global_trace: float) -> float:
 @register_algorithm("lgmix", papers=("lgmix",))
 class LGMix(Algorithm):
     Params = LGMixParams
+    params: LGMixParams
 
     @classmethod
     def result_revision(cls, spec):
@@ -117,6 +118,7 @@ class LGMix(Algorithm):
             if local_features is None:
                 raise ConfigError("lgmix needs a model with a features/head split (penultimate features h)")
             _, global_features = self.teacher_outputs(ctx, x)  # u(t), eval mode, no grad
+            assert global_features is not None  # u(t) has the architecture of the local model (checked above)
             ctx.scratch["local_moments"] = feature_moments(local_features, ctx.scratch.get("local_moments"))
             ctx.scratch["global_moments"] = feature_moments(global_features, ctx.scratch.get("global_moments"))
         return logits

@@ -30,6 +30,7 @@ class Local(Algorithm):
     """Each client minimises only its own empirical risk F_k(w_k)."""
 
     Params = LocalParams
+    params: LocalParams
 
     def aggregate(self, server, updates, round_index):
         """Nothing is shared: the server keeps w^0."""

@@ -59,6 +59,7 @@ def pre_activation(model, x):
 @register_algorithm("moon", papers=("fedtr", "fedtrip"))
 class Moon(Algorithm):
     Params = MoonParams
+    params: MoonParams
 
     def init_server(self, server):
         remember_initial_model(server)  # w^0, the previous model of a first-time client
@@ -81,7 +82,9 @@ class Moon(Algorithm):
     def loss(self, ctx, x, y, logits):
         if self.params.representation == "features":
             z = ctx.scratch["features"].flatten(1)
-            z_glob = self.teacher_outputs(ctx, x)[1].flatten(1)
+            teacher_features = self.teacher_outputs(ctx, x)[1]
+            assert teacher_features is not None  # the global model is ctx.model's architecture, which has features
+            z_glob = teacher_features.flatten(1)
             with torch.no_grad():
                 z_prev = ctx.scratch["previous"].features(x).flatten(1)
         else:

@@ -24,6 +24,7 @@ class PerFedAvgParams(NoParams):
 @register_algorithm("perfedavg", papers=("lgmix", "feddrplus"))
 class PerFedAvg(Algorithm):
     Params = PerFedAvgParams
+    params: PerFedAvgParams
 
     def local_phases(self, ctx):
         return [LocalPhase(ctx.batches(), step=self.meta_steps)]

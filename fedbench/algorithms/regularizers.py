@@ -66,6 +66,6 @@ def feature_distillation(features: torch.Tensor, teacher_features: torch.Tensor)
     return F.mse_loss(features.flatten(1), teacher_features.flatten(1))
 
 
-def proximal(model: torch.nn.Module, global_tensors: list[torch.Tensor]) -> torch.Tensor:
+def proximal(model: torch.nn.Module, global_tensors: list[torch.Tensor]) -> torch.Tensor | float:
     """½‖Θ − Θ_g‖² over the trainable parameters (FedProx Eq. 2 without μ)."""
     return 0.5 * sum(((p - g) ** 2).sum() for p, g in zip(model.parameters(), global_tensors) if p.requires_grad)

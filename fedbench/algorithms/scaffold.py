@@ -37,6 +37,7 @@ class ScaffoldParams(NoParams):
 @register_algorithm("scaffold", papers=("fedtr", "feddrplus", "fedimpro"))
 class Scaffold(Algorithm):
     Params = ScaffoldParams
+    params: ScaffoldParams
 
     def init_server(self, server):
         server.state["control"] = torch.zeros_like(server.params)  # c = 0
@@ -84,6 +85,7 @@ class Scaffold(Algorithm):
         server.params = averaged if eta_g == 1 else server.params + eta_g * (averaged - server.params)
         server.buffers = average_buffers(updates, weights)
         # Alg. 1 line 17: c ← c + (|S|/N) · mean_i Δc_i
+        assert self.spec is not None  # bound by bind_model before any server hook
         fraction = len(updates) / self.spec.num_clients if self.params.control_update == "paper" else 1.0
         mean_delta = torch.stack([u.extra["control_delta"] for u in updates]).mean(0)
         server.state["control"] = server.state["control"] + fraction * mean_delta

@@ -25,6 +25,7 @@ class SlowMoParams(NoParams):
 @register_algorithm("slowmo", papers=("fedtrip",))
 class SlowMo(Algorithm):
     Params = SlowMoParams
+    params: SlowMoParams
 
     def init_server(self, server):
         server.state["momentum"] = torch.zeros_like(server.params)  # u^0 = 0
@@ -32,6 +33,7 @@ class SlowMo(Algorithm):
     def aggregate(self, server, updates, round_index):
         weights = self.aggregation_weights(updates)
         averaged = weighted_average([u.params for u in updates], weights)
+        assert self.spec is not None  # bound by bind_model before any server hook
         client_lr = self.spec.optimizer.lr * self.spec.lr_schedule.factor(round_index)  # γ_t
         # Alg. 1 line 6: u ← β u + (w^t − w̄)/γ_t
         momentum = self.params.beta * server.state["momentum"] + (server.params - averaged) / client_lr

@@ -118,12 +118,12 @@ def no_network() -> Iterator[list[str]]:
 
     socket.socket.connect = refuse  # type: ignore[method-assign]
     socket.socket.connect_ex = refuse  # type: ignore[method-assign]
-    socket.getaddrinfo = refuse  # type: ignore[assignment]
-    socket.create_connection = refuse  # type: ignore[assignment]
+    socket.getaddrinfo = refuse
+    socket.create_connection = refuse
     try:
         yield refused
     finally:
-        socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection = original
+        socket.socket.connect, socket.socket.connect_ex, socket.getaddrinfo, socket.create_connection = original  # type: ignore[method-assign]
 
 
 def import_moabb() -> Any:

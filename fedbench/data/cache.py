@@ -85,8 +85,9 @@ def load_prepared(root: Path, name: str, params: dict[str, Any], verify: bool = 
     info = dict(manifest["info"])
     if verify and info.get("verification", "").startswith("skipped"):
         return None  # prepared under --no-verify; verify now through the loader
-    meta_fields = {k: tuple(v) if isinstance(v, list) else v for k, v in manifest["meta"].items()}
+    meta_fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in manifest["meta"].items()}
     meta = DatasetMeta(**meta_fields)
     loaded = {field: np.load(folder / f"{field}.npy", mmap_mode="c") for field in manifest["arrays"]}
     info.update(prepared=str(folder))
-    return DatasetArrays(meta=meta, info=info, **{f: loaded.get(f) for f in _ARRAYS})
+    arrays: dict[str, Any] = {f: loaded.get(f) for f in _ARRAYS}  # save_prepared wrote every array that is not None
+    return DatasetArrays(meta=meta, info=info, **arrays)

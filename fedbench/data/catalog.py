@@ -16,6 +16,7 @@ import urllib.request
 import zipfile
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -232,11 +233,11 @@ def _extract_into(archive: Path, destination: Path) -> list[str]:
             handle.extractall(destination)
             return names
     if tarfile.is_tarfile(archive):
-        with tarfile.open(archive) as handle:
-            members = handle.getmembers()
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
             if not all(inside(m.name) for m in members):
                 raise DataError(f"{archive} contains paths outside {destination}; not extracting")
-            handle.extractall(destination, filter="data")
+            tar.extractall(destination, filter="data")
             return [m.name for m in members]
     raise DataError(f"{archive} is neither a zip nor a tar archive")
 
@@ -264,7 +265,7 @@ def download_dataset(
                 target,
                 item.md5,
                 item.sha256,
-                (lambda done, total, path=item.path: progress(path, done, total)) if progress else None,
+                partial(progress, item.path) if progress else None,
             )
             fetched.append(str(target))
         if item.extract:

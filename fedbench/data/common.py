@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -70,7 +70,7 @@ def from_pool(
 
 
 def with_normalization(
-    meta: DatasetMeta, table: dict[str, tuple[tuple[float, ...], tuple[float, ...]]], choice: str
+    meta: DatasetMeta, table: Mapping[str, tuple[tuple[float, ...], tuple[float, ...]]], choice: str
 ) -> DatasetMeta:
     if choice not in table:
         raise ConfigError(f"dataset_params.normalization={choice!r} for {meta.name}; choose one of {', '.join(table)}")

@@ -80,6 +80,7 @@ class ArraysCache:
             self._key, self._arrays = None, None  # free the old arrays before loading new ones
             self._arrays = load_arrays(spec, data_root, verify)
             self._key = key
+        assert self._arrays is not None  # set whenever self._key is
         return self._arrays
 
 

@@ -70,8 +70,8 @@ def read_images(
     out: np.ndarray | None = None
     for i, path in enumerate(paths):
         try:
-            with Image.open(path) as image:
-                image = image.convert(mode)
+            with Image.open(path) as opened:
+                image = opened.convert(mode)
                 if size is not None:
                     target = (size, size) if isinstance(size, int) else (size[1], size[0])
                     if image.size != target:

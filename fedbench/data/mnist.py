@@ -12,13 +12,14 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
 from fedbench.errors import ConfigError, DataError
 
-_IDX_TYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_TYPES: dict[int, DTypeLike] = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
 def parse_idx(data: bytes, what: str = "IDX file") -> np.ndarray:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -162,16 +163,16 @@ def load_pamap2(
     (fixed ``split_seed``) is the global test set (FedTR proposal: 80/20). Preset values can be overridden."""
     if preset not in PRESETS:
         raise ConfigError(f"dataset_params.preset={preset!r} for pamap2; choose one of {', '.join(PRESETS)}")
-    config = dict(PRESETS[preset])
+    config: dict[str, Any] = dict(PRESETS[preset])
     for key, value in (
         ("window", window),
         ("stride", stride),
-        ("activities", activities),
+        ("activities", None if activities is None else tuple(activities)),
         ("label_rule", label_rule),
         ("normalize", normalize),
     ):
         if value is not None:
-            config[key] = tuple(value) if key == "activities" else value
+            config[key] = value
     if config["window"] < 1 or config["stride"] < 1:
         raise ConfigError("dataset_params.window and stride must be ≥ 1")
     if config["normalize"] not in ("none", "subject_maxabs"):

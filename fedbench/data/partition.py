@@ -116,14 +116,14 @@ def shards(
             f"of the {len(classes)} classes; change them or use partition_params.mode='sorted'"
         )
     per_class = total // len(classes)
-    pieces = {}
+    class_shards: dict[Any, list[np.ndarray]] = {}
     for c in classes:
         members = rng.permutation(np.flatnonzero(labels == c))
         if len(members) < per_class:
             raise ConfigError(f"shards: class {c} has {len(members)} samples, fewer than its {per_class} shards")
-        pieces[c] = list(np.array_split(members, per_class))
+        class_shards[c] = list(np.array_split(members, per_class))
     assignment = rng.permutation(np.repeat(classes, per_class)).reshape(num_clients, shards_per_client)
-    return [np.sort(np.concatenate([pieces[c].pop() for c in row])) for row in assignment]
+    return [np.sort(np.concatenate([class_shards[c].pop() for c in row])) for row in assignment]
 
 
 def _class_groups(classes: np.ndarray, clusters: int, class_groups: Any) -> list[np.ndarray]:
@@ -395,7 +395,7 @@ def class_matched_test_sets(
             for client, chunk in enumerate(np.split(rng.permutation(members), cuts)):
                 result[client].append(chunk)
         else:
-            for client in np.flatnonzero(counts[:, c]):
+            for client in np.flatnonzero(counts[:, c]).tolist():
                 take = min(int(counts[client, c]), len(members), cap_per_class or len(members))
                 result[client].append(rng.permutation(members)[:take])
     return [np.sort(np.concatenate(r)) if r else np.empty(0, np.int64) for r in result]

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from fedbench.errors import ConfigError, DataError
 
+Net = TypeVar("Net", bound=nn.Module)
 
-def torchvision_imagenet(builder: Callable[..., nn.Module], weights: Any, model_name: str, channels: int) -> nn.Module:
+
+def torchvision_imagenet(builder: Callable[..., Net], weights: Any, model_name: str, channels: int) -> Net:
     """``builder(weights=weights)`` (1000-class head), with a one-line error when the weights are unavailable.
 
     torchvision reads the weights from torch hub's cache (``<torch.hub.get_dir()>/checkpoints``) and downloads them

@@ -56,7 +56,9 @@ class FedModel(nn.Module):
 
     def low(self, x: torch.Tensor, split: str) -> torch.Tensor:
         """The low-level part: the encoder up to and including the split point."""
-        return self.encoder[: self._split_index(split) + 1](x)
+        index = self._split_index(split)
+        assert isinstance(self.encoder, nn.Sequential)  # a model that names split points has a Sequential encoder
+        return self.encoder[: index + 1](x)
 
     def high(self, h: torch.Tensor, split: str) -> torch.Tensor:
         """The high-level part: the rest of the encoder, then the head."""
@@ -64,7 +66,9 @@ class FedModel(nn.Module):
 
     def high_features(self, h: torch.Tensor, split: str) -> torch.Tensor:
         """The rest of the encoder only: the penultimate features ``features(x)`` of ``h = low(x, split)``."""
-        return self.encoder[self._split_index(split) + 1 :](h)
+        index = self._split_index(split)
+        assert isinstance(self.encoder, nn.Sequential)  # as in ``low``
+        return self.encoder[index + 1 :](h)
 
     # -- parameter groups by name ---------------------------------------------------------------
     def head_parameter_names(self) -> list[str]:

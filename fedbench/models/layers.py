@@ -46,10 +46,12 @@ class MaxPool2d(nn.MaxPool2d):
         for a in range(kh):
             view = x[:, :, a : a + sh * (out_h - 1) + 1 : sh, :]
             rows = view if rows is None else torch.maximum(rows, view)
+        assert rows is not None  # the kernel has at least one row
         result = None
         for b in range(kw):
             view = rows[..., b : b + sw * (out_w - 1) + 1 : sw]
             result = view if result is None else torch.maximum(result, view)
+        assert result is not None  # and at least one column
         return result.contiguous()
 
 

@@ -52,6 +52,7 @@ class VGG11(FedModel):
             if isinstance(module, nn.Conv2d):
                 fan_out = module.kernel_size[0] * module.kernel_size[1] * module.out_channels
                 nn.init.normal_(module.weight, 0.0, math.sqrt(2.0 / fan_out))
+                assert module.bias is not None  # make_layers builds its convolutions with a bias
                 nn.init.zeros_(module.bias)
         self.classifier = build_classifier(classifier, 512, num_classes, classifier_bias, normalize_features)
         self.feature_dim = 512
