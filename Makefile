@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
+.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Fix what the linters can fix by themselves: ruff's autofixes, then the formatter.
+fix: $(DEV_STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 test: lint
 	$(BIN)/python -m pytest tests

@@ -1,9 +1,13 @@
 """Helpers for the algorithm tests: tiny test-only models, spec building, engine runs that expose
-the final server/client state (through the run's checkpoint), and a hand-built client context."""
+the final server/client state (through the run's checkpoint), a hand-built client context, and the stored
+reference results of whole runs (``check_reference_run``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -157,3 +161,69 @@ def fresh_server(model: nn.Module) -> ServerState:
         params=nn.utils.parameters_to_vector(model.parameters()).detach().clone(),
         buffers={name: b.detach().clone() for name, b in model.named_buffers()},
     )
+
+
+# ------------------------------------------------------------------------------------------- stored reference runs
+# A method whose code is rewritten (moved onto a new hook, split, simplified) must keep the results stored under
+# its spec hashes; a change of result needs a new ``Algorithm.result_revision``. ``check_reference_run`` pins that:
+# a short float64 run's whole curve and a digest of every final tensor (server weights, buffers and state, every
+# client's state) against the values stored in fixtures/reference_runs.json. float64, because two float64 runs
+# on different CPU kernels agree to ~1e-12 (conftest.F64_ATOL), while any change of what a method computes moves
+# them far more. After a deliberate change of result (with its result revision), regenerate the stored values:
+#     FEDBENCH_WRITE_REFERENCE_RUNS=1 python -m pytest tests/engine/test_engine_contract.py tests/algorithms/test_lgmix.py -k reference
+REFERENCE_RUNS = Path(__file__).resolve().parent / "fixtures" / "reference_runs.json"
+REFERENCE_TOLERANCE = {"rel": 1e-9, "abs": 1e-9}
+
+
+def _digest(tensor: torch.Tensor) -> list:
+    """A tensor as a few numbers any change of a value or of the order moves: its values when integral, else
+    (Σ w, Σ w², Σ w_i·sin(i+1)) in float64."""
+    if not tensor.is_floating_point():
+        return tensor.flatten().tolist()
+    w = tensor.detach().double().flatten()
+    weights = torch.sin(torch.arange(1, w.numel() + 1, dtype=torch.float64))
+    return [float(w.sum()), float((w * w).sum()), float(w @ weights)]
+
+
+def _flatten(node, path: str, out: dict) -> dict:
+    if torch.is_tensor(node):
+        out[path] = _digest(node)
+    elif isinstance(node, dict):
+        for key in sorted(node, key=str):
+            _flatten(node[key], f"{path}/{key}", out)
+    elif isinstance(node, (list, tuple)):
+        for i, item in enumerate(node):
+            _flatten(item, f"{path}[{i}]", out)
+    else:
+        out[path] = node
+    return out
+
+
+def run_fingerprint(records, checkpoint: dict) -> dict:
+    """A run's result as plain JSON values: every round record (wall time left out) and every final tensor's
+    digest, keyed by its path in the checkpoint."""
+    curve = [{k: v for k, v in dataclasses.asdict(r).items() if k != "wall_seconds"} for r in records]
+    return {
+        "curve": _flatten(curve, "curve", {}),
+        "server": _flatten(checkpoint["server"], "server", {}),
+        "client_states": _flatten(checkpoint["client_states"], "client_states", {}),
+    }
+
+
+def check_reference_run(name: str, records, checkpoint: dict) -> None:
+    """The run's fingerprint equals the one stored under ``name`` (to REFERENCE_TOLERANCE); with
+    FEDBENCH_WRITE_REFERENCE_RUNS=1 it is stored instead."""
+    actual = json.loads(json.dumps(run_fingerprint(records, checkpoint)))  # tuples → lists, keys → str
+    stored = json.loads(REFERENCE_RUNS.read_text()) if REFERENCE_RUNS.exists() else {}
+    if os.environ.get("FEDBENCH_WRITE_REFERENCE_RUNS") == "1":
+        stored[name] = actual
+        REFERENCE_RUNS.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n")
+        return
+    assert name in stored, f"no stored reference for {name}: see tests/algorithm_fixtures.py to record one"
+    expected = stored[name]
+    for part in ("curve", "server", "client_states"):
+        assert set(actual[part]) == set(expected[part]), f"{name} {part}: {set(actual[part]) ^ set(expected[part])}"
+        for path, value in expected[part].items():
+            numeric = isinstance(value, (int, float, list)) and not isinstance(value, bool)
+            expected_value = pytest.approx(value, **REFERENCE_TOLERANCE) if numeric else value
+            assert actual[part][path] == expected_value, f"{name}: {path}"

@@ -1,4 +1,4 @@
-"""Cost formulas against hand counts (issue 19): local steps per round, parameter and byte counts of a small model
+"""Cost formulas against hand counts: local steps per round, parameter and byte counts of a small model
 with BatchNorm, and every figure of a model card for FedTrip's MLP (784→100→10) worked out from its layer sizes."""
 
 from __future__ import annotations

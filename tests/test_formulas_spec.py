@@ -1,6 +1,6 @@
 """The client learning-rate schedules at several rounds, and every rule of ``RunSpec`` and of a recipe's
 structure that rejects an invalid combination: one accepted and one rejected case per rule, the accepted one
-as close to the boundary as the rule allows (issue 19)."""
+as close to the boundary as the rule allows, so a rule moved by one step fails one of them."""
 
 from __future__ import annotations
 

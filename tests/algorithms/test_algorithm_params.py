@@ -1,5 +1,5 @@
 """Every method's hyperparameters (``fedbench.algorithms.base.NoParams``): immutable once validated, no unknown keys,
-no regularizer unless one is configured (issue 19)."""
+no regularizer unless one is configured."""
 
 from __future__ import annotations
 

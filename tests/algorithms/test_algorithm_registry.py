@@ -1,5 +1,5 @@
 """The method registry (``fedbench.algorithms``): names, the error a bad parameter gives, and which method owns a
-fine-tuning loss (issue 19)."""
+fine-tuning loss."""
 
 from __future__ import annotations
 

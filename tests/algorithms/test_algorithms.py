@@ -1,4 +1,4 @@
-"""Defining properties of the global-FL baselines (issue 5), each checked against a hand computation or
+"""Defining properties of the global-FL baselines, each checked against a hand computation or
 against the method it must reduce to. Tiny models and 8×8 digits, a few rounds. Where the two sides agree
 in exact arithmetic only, the test runs in float64 (``float64`` fixture) and compares to within F64_ATOL."""
 

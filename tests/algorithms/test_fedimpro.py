@@ -329,7 +329,7 @@ def test_cli_run_improves_accuracy(tmp_path):
     assert curve[-1] > max(0.5, curve[0] + 0.2)
 
 
-# ------------------------------------------------------------------------------------ Eq. 5–6 by hand (issue 19)
+# ------------------------------------------------------------------------------------ Eq. 5–6 by hand
 @pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize("sample_from", ["local", "global"])
 def test_two_local_steps_follow_eq5_and_eq6_by_hand(sample_from):

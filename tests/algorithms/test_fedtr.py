@@ -371,7 +371,7 @@ def test_fig2_through_the_cli_with_and_without_data(tmp_path, monkeypatch):
     assert any("fedbench datasets download cifar10" in note for note in table["notes"])
 
 
-# ------------------------------------------------------------------------------------ options, by hand (issue 19)
+# ------------------------------------------------------------------------------------ options, by hand
 @pytest.mark.usefixtures("float64")
 def test_variant_a_with_its_own_drift_lr_follows_algorithm_1_line_11():
     """``drift_lr`` = η_g ≠ η_f: one step w₁ = w₀ − η_f(∇CE + α(d₀ + w₀ − w_g)), then d₁ = d₀ − η_g·α(d₀ + w₁ − w_g)."""

@@ -1,4 +1,4 @@
-"""FedExP's server step (Jhunjhunwala et al., ICLR 2023, Alg. 1 / Eq. 9) against hand computations (issue 19).
+"""FedExP's server step (Jhunjhunwala et al., ICLR 2023, Alg. 1 / Eq. 9) against hand computations.
 
 Two clients with fixed three-dimensional updates Δ_i = w_i − w^t and sample weights p = (3/4, 1/4), the arithmetic
 done on paper in the comments: the original rule η_g = max{1, Σ_i p_i‖Δ_i‖² / (2(‖Δ̄‖² + ε))} and FedDr+'s [code]

@@ -1,4 +1,4 @@
-"""FedFomo (Zhang et al., ICLR 2021) against hand computations (issue 19): the validation split, the choice of the
+"""FedFomo (Zhang et al., ICLR 2021) against hand computations: the validation split, the choice of the
 M peers by affinity, the first-order weights of Eq. 6, the mixing of Eq. 7, and the server's affinity matrix.
 
 A 2-layer MLP on 8 samples in float64 (``test_formulas_pfl.py``'s set-up); the peers' validation losses and the

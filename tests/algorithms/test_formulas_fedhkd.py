@@ -1,4 +1,4 @@
-"""FedHKD's hyper-knowledge (Chen et al., ICLR 2023) against hand computations (issue 19).
+"""FedHKD's hyper-knowledge (Chen et al., ICLR 2023) against hand computations.
 
 A 2-layer MLP (body φ: Linear + ReLU, head g: Linear) in float64, four classes. Written out in plain torch below:
 a client's upload (per class c it holds: the count n_c, Σ softmax(z/T) over its samples, and (h̄_c + noise)·n_c with

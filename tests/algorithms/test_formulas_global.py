@@ -1,4 +1,4 @@
-"""Every defining formula of the global-FL methods, against a hand computation (issue 19).
+"""Every defining formula of the global-FL methods, against a hand computation.
 
 On softmax regression (a 2-layer MLP for MOON) with a few float64 samples and fixed weights, each test writes
 the paper's equation in plain torch arithmetic (the gradient of the cross-entropy by hand, SGD with momentum by

@@ -1,4 +1,4 @@
-"""L2SGD's randomised averaging step (Hanzely & Richtárik 2020) against hand computations (issue 19).
+"""L2SGD's randomised averaging step (Hanzely & Richtárik 2020) against hand computations.
 
 The round form fedbench trains (``fedbench/algorithms/l2sgd.py``): one coin per round, U ~ U[0, 1) from the run
 seed's ``l2sgd-coin`` stream (fedbench.seeding: one named stream per purpose). When U < p (and after round 1) a

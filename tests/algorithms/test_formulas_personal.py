@@ -1,4 +1,4 @@
-"""Defining formulas of the personalised and fixed-classifier methods, against hand computations (issue 19).
+"""Defining formulas of the personalised and fixed-classifier methods, against hand computations.
 
 As in ``test_formulas_global.py``: tiny float64 problems, the paper's equation written out in plain torch
 arithmetic, compared with what fedbench gives through its real hooks (``forward``, ``objective``,

@@ -1,4 +1,4 @@
-"""The personalised-FL baselines against hand computations (issue 19): FedPer, FedBN, FedBABU, FedAlt, FedRep,
+"""The personalised-FL baselines against hand computations: FedPer, FedBN, FedBABU, FedAlt, FedRep,
 local training, Per-FedAvg, Ditto, APFL and the partial-personalisation plumbing they share.
 
 As in ``test_formulas_personal.py``: a 2-layer MLP (body = Linear + ReLU, head = Linear) on 8 samples in float64,

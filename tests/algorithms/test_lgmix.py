@@ -11,11 +11,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from algorithm_fixtures import check_reference_run
 from conftest import F64_ATOL, ListSink
-from fedbench.algorithms import ALGORITHMS, build_algorithm
-from fedbench.algorithms.lgmix import LGMix, feature_moments, gram_trace, mixing_ratio
-from fedbench.algorithms.partial import store_model
-from fedbench.checkpoint.format import load_checkpoint
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
+from fedbench.checkpoint.format import client_state_folder, load_checkpoint, read_checkpoint, save_checkpoint
 from fedbench.cli import app
 from fedbench.engine import run
 from fedbench.recipes.expand import expand
@@ -78,7 +78,8 @@ def personal(state):
 def test_lambda_zero_is_fedavg(tmp_path, setting):
     """λ = 0: every personal model is the global model and the global model follows FedAvg — up to rounding, since
     LG-Mix uploads u + (w − u). BatchNorm with one step per round: with two, one client's second step of round 2
-    amplifies that rounding (1e-7) to 1e-3 on this digits setting (the test failed so at 2106044)."""
+    amplifies that rounding (1e-7) to 1e-3 on this digits setting, beyond any tolerance that would still notice a
+    wrong λ."""
     _, fedavg = train(tmp_path, "fedavg", **setting)
     _, lgmix = train(tmp_path, "lgmix", {"fixed_lambda": 0.0}, **setting)
     assert lgmix["server"]["params"].dtype == torch.float64
@@ -204,7 +205,7 @@ PARTIAL = {"clients_per_round": 2, "rounds": 4, "client_val_fraction": 0.1}
 
 
 def test_evaluation_does_not_change_training_under_partial_participation(tmp_path):
-    """Issue 11 bug: with 2 of 4 clients per round, personal evaluation (``eval_model``) used to finish and store
+    """A fixed bug: with 2 of 4 clients per round, personal evaluation (``eval_model``) used to finish and store
     the pending Eq. 2 mix with the u of the evaluation, so training and every reported figure depended on
     ``eval_every`` / ``eval_mode`` (server weights 0.0097 apart here, client 0's round-4 personal accuracy 0.571
     with eval_every=1 and 0.619 with 2). Eq. 2 is now completed right after aggregation; evaluation only reads."""
@@ -254,116 +255,103 @@ def test_partial_participation_applies_eq2_in_the_rounds_a_client_trains(tmp_pat
                 assert torch.allclose(personal(new), personal(old) - u_before + u_after, atol=1e-6)
 
 
-class LGMixBefore(LGMix):
-    """LG-Mix as of commit 2106044: Eq. 2's last term stays pending in the client state until the client's next use
-    (its next training, or its personal evaluation, which stored the completed model: the bug)."""
-
-    def complete_mix_old(self, ctx):
-        if "mix_params" not in ctx.state:
-            return
-        share = float(ctx.state.pop("mix_global_share"))
-        params = ctx.state.pop("mix_params") + share * ctx.global_params
-        buffers = ctx.state.pop("mix_buffers")
-        for name, b in buffers.items():
-            if b.is_floating_point():
-                buffers[name] = b + share * ctx.global_buffers[name]
-        store_model(ctx, "personal", params, buffers)
-
-    def begin_local(self, ctx):
-        self.complete_mix_old(ctx)
-        super().begin_local(ctx)
-
-    def end_local(self, ctx, update):
-        super().end_local(ctx, update)
-        ctx.state["mix_params"] = ctx.scratch["mix_params"]
-        ctx.state["mix_global_share"] = torch.tensor(ctx.scratch["mix_global_share"], dtype=torch.float64)
-        ctx.state["mix_buffers"] = ctx.scratch["mix_buffers"]
-
-    def after_aggregation(self, ctx, server):
-        pass
-
-    def eval_model(self, ctx):
-        self.complete_mix_old(ctx)
-        return super().eval_model(ctx)
-
-
-def completed(state: dict, server: dict) -> dict:
-    """An old-format client state with its pending mix completed with the given u (the last round's)."""
-    state = dict(state)
-    if "mix_params" in state:
-        share = float(state.pop("mix_global_share"))
-        state["personal_params"] = state.pop("mix_params") + share * server["params"]
-        state["personal_buffers"] = {
-            n: b + share * server["buffers"][n] if b.is_floating_point() else b
-            for n, b in state.pop("mix_buffers").items()
-        }
-    return state
-
-
-def with_old_lgmix(monkeypatch):
-    """Runs of spec algorithm "lgmix" (same spec hash, so the same checkpoint) train with the code of 2106044."""
-    monkeypatch.setitem(ALGORITHMS._entries, "lgmix", LGMixBefore)
-
-
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize(
     "setting",
     [
-        {**BN, "rounds": 4, "eval_every": 2},
-        {"rounds": 3, "eval_mode": "global", "client_val_fraction": 0.1},
-        {"rounds": 3, "algorithm_params": {"history": False}},
+        pytest.param({**BN, "rounds": 4, "eval_every": 2}, id="batchnorm-every2", marks=pytest.mark.slow),
+        pytest.param({"rounds": 3, "eval_mode": "global", "client_val_fraction": 0.1}, id="mlp-global"),
+        pytest.param({"rounds": 3, "algorithm_params": {"history": False}}, id="no-history"),
     ],
-    ids=["batchnorm-every2", "mlp-global", "no-history"],
 )
-def test_full_participation_curves_equal_the_code_before_the_hook(tmp_path, monkeypatch, setting):
-    """The paper's setting (every client every round): completing Eq. 2 right after aggregation gives the curves,
-    server weights and personal models of the earlier pending-share code bit for bit."""
+def test_full_participation_keeps_its_reference_results(tmp_path, request, setting):
+    """The paper's setting (every client every round) keeps result revision 1: Eq. 2 completed right after
+    aggregation gives the curves, server weights and personal models stored for these runs, which are those of the
+    earlier code that completed it at the client's next use (with every client in every round, the same u(t+1))."""
     setting = dict(setting)
     params = setting.pop("algorithm_params", None)
-    new_records, new = train(tmp_path / "new", "lgmix", params, **setting)
-    with_old_lgmix(monkeypatch)
-    old_records, old = train(tmp_path / "old", "lgmix", params, **setting)
-    fields = ("train_loss", "test_acc", "test_loss", "personal_per_client", "personal_val_per_client")
-    assert [[getattr(r, f) for f in fields] for r in new_records] == [
-        [getattr(r, f) for f in fields] for r in old_records
-    ]
-    assert torch.equal(new["server"]["params"], old["server"]["params"])
-    for name, b in old["server"]["buffers"].items():
-        assert torch.equal(new["server"]["buffers"][name], b), name
-    for client, state in old["client_states"].items():
-        state = completed(state, old["server"])
-        assert torch.equal(personal(new["client_states"][client]), state["personal_params"])
-        for name, b in state["personal_buffers"].items():
-            assert torch.equal(new["client_states"][client]["personal_buffers"][name], b), name
+    spec = RunSpec(algorithm="lgmix", algorithm_params=params or {}, **{**BASE, **setting})
+    assert build_algorithm("lgmix", params or {}).result_revision(spec) == 1
+    records, checkpoint = train(tmp_path, "lgmix", params, **setting)
+    check_reference_run(f"lgmix/{request.node.callspec.id}", records, checkpoint)
 
 
-def test_a_checkpoint_of_the_earlier_code_resumes_exactly_under_full_participation(tmp_path, monkeypatch):
-    """Its pending mixes (clients of the checkpoint's round, not evaluated) are completed on resume."""
-    setting = {**BN, "rounds": 4, "eval_every": 3}
+def with_pending_mix(path: Path, spec: RunSpec, clients) -> dict:
+    """Rewrite the checkpoint at ``path`` as the earlier code wrote it for ``clients``: Eq. 2's last term pending in
+    the client state, ``mix_params`` = w_c(t+1) − (1 − λ̄)u(t+1) with ``mix_global_share`` = 1 − λ̄ (and the same for
+    the floating BN buffers), beside a stale personal model that completing the mix replaces. The u(t+1) taken out
+    is the checkpoint's server model, as the earlier code's next use would have added it back. Every state is kept
+    inline (no client-state files), as such checkpoints were. Returns the rewritten client states."""
+    payload = read_checkpoint(path, spec.spec_hash)
+    folder = client_state_folder(path)
+    for client, (name, sha256) in payload.pop("client_files").items():
+        payload["client_states"][client] = read_checkpoint(folder / name, spec.spec_hash, "cpu", sha256, bound=True)[
+            "state"
+        ]
+        (folder / name).unlink()
+    server = payload["server"]
+    for client in clients:
+        state = payload["client_states"][client]
+        share = 1.0 - float(state["lambda"])
+        state["mix_params"] = state["personal_params"] - share * server["params"]
+        state["mix_global_share"] = torch.tensor(share, dtype=torch.float64)
+        state["mix_buffers"] = {
+            name: b - share * server["buffers"][name] if b.is_floating_point() else b.clone()
+            for name, b in state["personal_buffers"].items()
+        }
+        state["personal_params"] = state["personal_params"] + 1.0  # stale: w_c of an earlier round
+    save_checkpoint(path, payload)
+    return payload["client_states"]
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param({}, id="mlp"),
+        pytest.param(
+            {k: BN[k] for k in ("model", "model_params", "local_steps", "batch_size")},
+            id="batchnorm",
+            marks=pytest.mark.slow,
+        ),
+    ],
+)
+def test_a_checkpoint_with_eq2_pending_resumes_exactly_under_full_participation(tmp_path, model):
+    """A checkpoint of the earlier code after a round without personal evaluation (every client's mix pending) is
+    completed on resume with the checkpoint's u, BatchNorm statistics included, and continues the uninterrupted
+    run's curve."""
+    setting = {**model, "rounds": 3, "eval_every": 3}
+    spec = RunSpec(algorithm="lgmix", **{**BASE, **setting})
     straight, _ = train(tmp_path / "a", "lgmix", **setting)
-    with monkeypatch.context() as patch:
-        with_old_lgmix(patch)
-        first, old = train(tmp_path / "b", "lgmix", stop_after_round=2, **setting)
-    assert all("mix_params" in state for state in old["client_states"].values())  # round 2 was not evaluated
+    first, _ = train(tmp_path / "b", "lgmix", stop_after_round=2, **setting)
+    states = with_pending_mix(tmp_path / "b" / f"{spec.spec_hash}.pt", spec, range(spec.num_clients))
+    assert all("mix_params" in state for state in states.values())
     second, resumed = train(tmp_path / "b", "lgmix", **setting)
-    fields = ("round", "train_loss", "test_acc", "personal_per_client")
-    assert [[getattr(r, f) for f in fields] for r in first + second] == [
-        [getattr(r, f) for f in fields] for r in straight
-    ]
+    assert [r.round for r in first + second] == [r.round for r in straight]
+    for fields in ("train_loss", "test_acc", "personal_per_client"):
+        resumed_curve = [getattr(r, fields) for r in first + second]
+        expected = [getattr(r, fields) for r in straight]
+        assert [v is None for v in resumed_curve] == [v is None for v in expected], fields
+        for got, want in zip(resumed_curve, expected):
+            if want is not None:
+                assert got == pytest.approx(want, rel=0, abs=F64_ATOL), fields
     assert all("mix_params" not in state for state in resumed["client_states"].values())
 
 
-def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_path, monkeypatch):
-    """Partial participation, no personal evaluation: a client of round 1 that skipped round 2 holds a mix meant
-    for u(2), which the checkpoint after round 2 no longer holds. Resuming it fails with a one-line reason."""
+def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_path):
+    """Partial participation, no personal evaluation: a client of round 1 that skipped round 2 held, in the earlier
+    code's checkpoint after round 2, a mix meant for u(2), which that checkpoint no longer holds. Resuming it fails
+    with a one-line reason."""
     from fedbench.engine import client_schedule
     from fedbench.errors import FedbenchError
 
     setting = {**PARTIAL, "eval_mode": "global"}
-    schedule = client_schedule(RunSpec(algorithm="lgmix", **{**BASE, **setting}))
-    assert set(schedule[0]) - set(schedule[1])  # some client of round 1 skips round 2
-    with monkeypatch.context() as patch:
-        with_old_lgmix(patch)
-        train(tmp_path, "lgmix", stop_after_round=2, **setting)
+    spec = RunSpec(algorithm="lgmix", **{**BASE, **setting})
+    schedule = client_schedule(spec)
+    skipped = sorted(set(schedule[0]) - set(schedule[1]))
+    assert skipped  # some client of round 1 skips round 2
+    train(tmp_path, "lgmix", stop_after_round=2, **setting)
+    with_pending_mix(tmp_path / f"{spec.spec_hash}.pt", spec, skipped[:1])
     with pytest.raises(
         FedbenchError, match=r"^checkpoint \S+: LG-Mix client \d+ holds .* cannot be completed exactly\. Delete"
     ):

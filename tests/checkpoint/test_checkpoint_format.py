@@ -1,7 +1,7 @@
 """The checkpoint file format and its writer, checked against the documented layout (docs/security.md: safetensors'
 layout, the payload as JSON in the header metadata) and by hand-built files: which files are read, and the reason
-each rejected one gets (the one warning line a user sees). Issue 19's mutation testing of
-``fedbench/checkpoint/format.py`` found these properties unchecked."""
+each rejected one gets (the one warning line a user sees): properties the run-level tests leave unchecked
+(mutation testing of ``fedbench/checkpoint/format.py`` showed it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`--checkpoints URL` (issue 15): checkpoints on object storage through fsspec. A worker trains from a local copy
+"""`--checkpoints URL`: checkpoints on object storage through fsspec. A worker trains from a local copy
 and mirrors every checkpoint (client-state files first, then the checkpoint) to the URL; a run whose worker died
 resumes on another machine, from another local copy, with the curve of an uninterrupted run.
 

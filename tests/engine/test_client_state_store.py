@@ -1,6 +1,6 @@
 """The client-state store (``engine/client_states.py``) on its own, through its public interface: the mapping, the
-files a checkpoint writes and deletes, the memory budget, and the checks of files read back (issue 16; issue 19's
-mutation testing found these properties unchecked by the run-level tests in ``test_client_states.py``)."""
+files a checkpoint writes and deletes, the memory budget, and the checks of files read back: properties the
+run-level tests in ``test_client_states.py`` leave unchecked (mutation testing showed it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Client states spill to one file per client and are checkpointed incrementally (issue 16, "Scale").
+"""Client states spill to one file per client and are checkpointed incrementally, so runs of
+thousands of stateful clients fit in memory and checkpoint only what a round changed.
 
 - Only the clients a round changed are written, to new files named after the round; the checkpoint's manifest names
   every client's file; superseded files go once the new checkpoint is in place.
@@ -143,7 +144,7 @@ def test_a_damaged_client_state_file_restarts_the_run_from_round_zero(tmp_path, 
 
 
 def test_a_checkpoint_from_before_the_store_resumes_and_files_its_states(tmp_path):
-    """A checkpoint with every client state inline and no manifest (fedbench before issue 16's store) resumes to
+    """A checkpoint with every client state inline and no manifest (as fedbench wrote them before the per-client store) resumes to
     the uninterrupted curve, and its states move to files at the next checkpoint."""
     spec = make_spec("scaffold", rounds=4, num_clients=5, clients_per_round=2)
     straight = Sink()

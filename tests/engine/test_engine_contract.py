@@ -1,7 +1,7 @@
-"""The engine ↔ algorithm contract (issue 11, part 4): hooks instead of side effects.
+"""The engine ↔ algorithm contract: methods receive what they need through hooks, not side effects.
 
-- Methods refactored onto the hooks give the curves and checkpoints of their earlier hand-written versions
-  bit for bit; the earlier versions are kept below as test-only references (code as of commit 2106044).
+- Methods written on the phase and split hooks keep the results stored for them (``check_reference_run``).
+- Fine-tuning objectives are declared by the method that owns them.
 - The spec is bound once; evaluation never changes training state, whatever the method.
 """
 
@@ -10,19 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithm_fixtures import MLP, head_mlp  # noqa: F401  (head_mlp: a fixture)
+from algorithm_fixtures import MLP, check_reference_run, head_mlp  # noqa: F401  (head_mlp: a fixture)
 from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
-from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
-from fedbench.algorithms.fedfomo import FedFomo
-from fedbench.algorithms.fedrep import FedRep
-from fedbench.algorithms.losses import task_loss
-from fedbench.algorithms.partial import only_trainable, restore_model
-from fedbench.algorithms.perfedavg import PerFedAvg
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.engine import personal, run
-from fedbench.seeding import torch_generator
 from fedbench.spec import FinetuneSpec, RunSpec
 
 DEVICE = torch.device("cpu")
@@ -102,143 +95,45 @@ def assert_same_run(new, old) -> None:
     )
 
 
-# ------------------------------------------------------------------------ references: the code before the hooks
-class FedRepBefore(FedRep):
-    """FedRep with its own copy of the local-training skeleton (before ``local_phases``)."""
-
-    def phases(self, ctx):
-        head = self.local_parameter_names(ctx.model)
-        body = [n for n, _ in ctx.model.named_parameters() if n not in set(head)]
-        head_epochs = ctx.spec.local_epochs if self.params.head_epochs is None else self.params.head_epochs
-        if ctx.spec.local_steps:
-            steps = ctx.spec.local_steps
-            head_steps = steps if self.params.head_epochs is None else self.params.head_epochs * steps
-            return [(head, ctx.batches(steps=head_steps)), (body, ctx.batches(steps=self.params.body_epochs * steps))]
-        return [(head, ctx.batches(epochs=head_epochs)), (body, ctx.batches(epochs=self.params.body_epochs))]
-
-    def local_train(self, ctx):
-        ctx.model.train()
-        self.begin_local(ctx)
-        for names, batches in self.phases(ctx):
-            with only_trainable(ctx.model, names):
-                self.train_steps(ctx, ctx.make_optimizer(ctx.model.parameters()), batches)
-        update = ctx.make_update()
-        self.end_local(ctx, update)
-        return update
-
-
-class PerFedAvgBefore(PerFedAvg):
-    """Per-FedAvg with its own copy of the local-training skeleton (before ``local_phases``)."""
-
-    def local_train(self, ctx):
-        model = ctx.model
-        model.train()
-        self.begin_local(ctx)
-        params = [p for p in model.parameters() if p.requires_grad]
-        inner = torch.optim.SGD(params, lr=ctx.lr)
-        outer = torch.optim.SGD(params, lr=self.params.beta)
-        batches = ctx.batches()
-        for first, second in zip(batches, batches):
-            start = [p.detach().clone() for p in params]
-            self.train_steps(ctx, inner, [first])
-            outer.zero_grad(set_to_none=True)
-            x, y = second
-            self.objective(ctx, x, y, self.forward(ctx, x)).backward()
-            ctx.clip_gradients()
-            with torch.no_grad():
-                for p, p0 in zip(params, start):
-                    p.copy_(p0)
-            outer.step()
-        update = ctx.make_update()
-        self.end_local(ctx, update)
-        return update
-
-
-class FedFomoBefore(FedFomo):
-    """FedFomo cutting its validation split by rewriting ``ctx.indices`` and ``ctx.num_samples`` in ``begin_local``
-    (before ``local_split``), scoring and mixing weights only (before peers' BN buffers were used)."""
-
-    def local_split(self, spec, client_id, indices):
-        return indices, None
-
-    def begin_local(self, ctx):
-        order = torch.randperm(ctx.num_samples, generator=torch_generator(ctx.spec.seed, "fedfomo-val", ctx.client_id))
-        shuffled = ctx.indices[order.to(ctx.indices.device)]
-        n_val = max(1, round(self.params.val_fraction * ctx.num_samples))
-        val, ctx.indices = shuffled[:n_val], shuffled[n_val:].sort().values
-        ctx.num_samples = int(ctx.indices.numel())
-        restore_model(ctx, "personal", ctx.model)
-        own, buffers = ctx.current_params(), ctx.current_buffers()
-        x, y = ctx.data.train_x[val], ctx.data.train_y[val]
-
-        def val_loss(params):
-            with torch.no_grad():
-                return task_loss(ctx.task, ctx.frozen_model("fedfomo", params, buffers)(x), y).item()
-
-        peers = sorted(
-            (j for j in ctx.payload["client_models"] if j != ctx.client_id),
-            key=lambda j: (-ctx.payload["affinity"].get((ctx.client_id, j), 0.0), j),
-        )[: self.params.m]
-        own_loss = val_loss(own)
-        weights = {}
-        for j in peers:
-            theta_j = ctx.payload["client_models"][j][0]
-            distance = float(torch.linalg.vector_norm(theta_j - own))
-            weights[j] = max(0.0, (own_loss - val_loss(theta_j)) / distance) if distance > 0 else 0.0
-        total = sum(weights.values())
-        if total > 0:
-            weights = {j: w / total for j, w in weights.items()}
-            own = own + sum(w * (ctx.payload["client_models"][j][0] - own) for j, w in weights.items())
-            load_weights(ctx.model, own)
-        ctx.scratch["fomo_weights"] = weights
-
-
-# ------------------------------------------------------------------------ refactors give identical curves
+# ------------------------------------------------------------------------ rewritten methods keep their results
 FINETUNE = {"epochs": 1, "lr": 0.1, "loss": "method", "start": "final"}
 
 
+@pytest.mark.usefixtures("float64")
 @pytest.mark.parametrize(
-    "params,overrides",
+    "algorithm,params,overrides",
     [
-        ({}, {}),
-        ({"head_epochs": 2, "body_epochs": 1}, {"finetune": FINETUNE}),
-        ({}, {"local_steps": 3}),
-        ({}, {"drop_last": True, "batch_size": 24}),
+        ("fedrep", {}, {}),
+        ("fedrep", {"head_epochs": 2, "body_epochs": 1}, {"finetune": FINETUNE}),
+        ("fedrep", {}, {"local_steps": 3}),
+        ("fedrep", {}, {"drop_last": True, "batch_size": 24}),
+        ("perfedavg", {}, {}),
+        ("perfedavg", {"beta": 0.1, "adapt_steps": 2}, {"local_epochs": 2, "finetune": FINETUNE}),
+        ("fedfomo", {}, {}),
+        ("fedfomo", {"m": 2}, {"clients_per_round": 4, "rounds": 4}),
+        ("fedfomo", {}, {"finetune": FINETUNE}),
     ],
-    ids=["default", "head2-finetune", "steps", "drop_last"],
-)
-def test_fedrep_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
-    old = register(monkeypatch, "fedrep_before", FedRepBefore)
-    assert_same_run(train(tmp_path, "fedrep", params, **overrides), train(tmp_path, old, params, **overrides))
-
-
-@pytest.mark.parametrize(
-    "params,overrides",
-    [
-        ({}, {}),
-        ({"beta": 0.1, "adapt_steps": 2}, {"local_epochs": 2, "finetune": FINETUNE}),
+    ids=[
+        "fedrep-default",
+        "fedrep-head2-finetune",
+        "fedrep-steps",
+        "fedrep-drop_last",
+        "perfedavg-default",
+        "perfedavg-two-epochs-finetune",
+        "fedfomo-partial",
+        "fedfomo-full-m2",
+        "fedfomo-finetune",
     ],
-    ids=["default", "two-epochs-finetune"],
 )
-def test_perfedavg_on_local_phases_equals_its_hand_written_loop(tmp_path, monkeypatch, params, overrides):
-    old = register(monkeypatch, "perfedavg_before", PerFedAvgBefore)
-    assert_same_run(train(tmp_path, "perfedavg", params, **overrides), train(tmp_path, old, params, **overrides))
-
-
-@pytest.mark.parametrize(
-    "params,overrides",
-    [
-        ({}, {}),
-        ({"m": 2}, {"clients_per_round": 4, "rounds": 4}),
-        ({}, {"finetune": FINETUNE}),
-    ],
-    ids=["partial", "full-m2", "finetune"],
-)
-def test_fedfomo_with_local_split_equals_rewriting_the_context(tmp_path, monkeypatch, params, overrides):
-    """On a model without BatchNorm (the BN fix changes nothing there): the held-out validation split through
-    ``local_split`` gives the curves of the earlier ``begin_local`` that rewrote ``ctx.indices``."""
-    old = register(monkeypatch, "fedfomo_before", FedFomoBefore)
-    assert_same_run(train(tmp_path, "fedfomo", params, **overrides), train(tmp_path, old, params, **overrides))
+def test_methods_on_the_phase_and_split_hooks_keep_their_reference_results(
+    tmp_path, request, algorithm, params, overrides
+):
+    """FedRep's head/body phases and Per-FedAvg's meta-steps (``local_phases``) and FedFomo's validation split
+    (``local_split``, a model without BatchNorm) give the curves, personal and fine-tuned figures and final
+    states stored for them: results stored under their spec hashes stay valid when the methods are rewritten.
+    The rules themselves are checked by hand in tests/algorithms/test_formulas_pfl.py and test_formulas_fedfomo.py."""
+    records, checkpoint = train(tmp_path, algorithm, params, **overrides)
+    check_reference_run(f"engine-contract/{request.node.callspec.id}", records, checkpoint)
 
 
 def test_every_finetune_loss_is_declared_by_exactly_one_method():

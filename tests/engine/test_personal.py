@@ -1,4 +1,4 @@
-"""Personalised FL (issue 6): each method's defining property, personalised evaluation, fine-tuning,
+"""Personalised FL: each method's defining property, personalised evaluation, fine-tuning,
 validation-selected figures, extra metrics, and one CLI run per method."""
 
 from __future__ import annotations
@@ -134,8 +134,8 @@ def test_fedrep_phases_train_only_their_part(tmp_path):
 def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
     """FedFomo Eq. 6–7 on a BatchNorm model: each peer θ_j is scored on client i's validation split with its own
     running statistics, and they are mixed with the same weights as the parameters (FL-bench [code] loads and
-    mixes every state_dict entry); num_batches_tracked stays the client's own. (Issue 11: peers were scored with
-    client i's statistics and only weights were mixed.)"""
+    mixes every state_dict entry); num_batches_tracked stays the client's own. (Result revision 1 scored peers
+    with client i's statistics and mixed only the weights.)"""
     import copy
 
     from fedbench.algorithms import build_algorithm

@@ -1,4 +1,4 @@
-"""Disk full or read-only while a checkpoint or the registry is written (issue 16, "Faults"): the run stops with one
+"""Disk full or read-only while a checkpoint or the registry is written: the run stops with one
 line naming the file (or the registry) and the cause and saying what to do; the previous checkpoint and every
 finished round survive; the next `fedbench run` resumes and finishes with exactly the curve of an uninterrupted run.
 

@@ -1,4 +1,4 @@
-"""LG-Mix's remaining tables (issue 13): the binary metrics of Tables 7 and 10, a "metric" pseudo-axis, the run-level
+"""LG-Mix's tables beyond accuracy: the binary metrics of Tables 7 and 10, a "metric" pseudo-axis, the run-level
 figures of Tables 8-9 (wall-clock hours, peak memory from the provenance), the derived-value mark, and the Retinal
 task of Tables 3-4 on files in the DoFE package's layout (six clients from four sites, 0.6 / 0.2 / 0.2 per client)."""
 
@@ -334,8 +334,8 @@ def retinal_spec(recipe: str = "lgmix_table3.toml", synthetic: bool = False, **c
 
 def test_the_retinal_task_runs_on_the_four_site_package_with_the_papers_split(tmp_path):
     """Tables 3-4 on files in the DoFE layout (Domain1-4): six clients (REFUGE train and validation two each), every
-    client split 0.6 / 0.2 / 0.2 from its pooled train + test files. Until issue 13 Table 4 asked the natural partition
-    for 6 clients of 4 sites (a ConfigError) and tested on the package's split."""
+    client split 0.6 / 0.2 / 0.2 from its pooled train + test files (the natural partition cannot give 6 clients of 4 sites, and the
+    package's own train/test split is not the paper's)."""
     sizes = {1: (3, 2), 2: (4, 3), 3: (6, 4), 4: (5, 5)}  # per Domain: (train, test) images
     for site, (n_train, n_test) in sizes.items():
         fx.write_retinal(tmp_path / f"site{site}", sites=1, per_split=max(n_train, n_test), seed=site)

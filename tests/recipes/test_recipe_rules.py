@@ -1,5 +1,5 @@
-"""Rules of the recipe compiler (fedbench/recipes/: schema, views, validate, load, expand) checked by hand: grids, views, scales, overrides and the
-one-line errors that name the file, key or value (issue 19)."""
+"""Rules of the recipe compiler (fedbench/recipes/: schema, views, validate, load, expand) checked by hand: grids,
+views, scales, overrides and the one-line errors that name the file, key or value."""
 
 from __future__ import annotations
 

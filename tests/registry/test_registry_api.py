@@ -1,4 +1,4 @@
-"""The registry's retries, claims and chunked queries, without waiting on the clock (issue 19).
+"""The registry's retries, claims and chunked queries, without waiting on the clock.
 
 Opening a registry retries a migration that lost a race, claims take over a worker that stopped beating
 after ``STALE_AFTER``, and queries over many runs go to the database in chunks. These tests put a fake

@@ -1,6 +1,6 @@
 """Registries written by older fedbench versions still open, report and resume (fedbench.registry.schema).
 
-``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (commit 44b42ca, raw ``*_params``),
+``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (raw ``*_params``),
 dumped as SQL: quickstart at the smoke scale and at full scale (FedAvg, seed 0), and synthetic smoke runs
 of FedTrip Fig. 6, FedTR Table 1 and LG-Mix Table 1 (commands in the comments below)."""
 

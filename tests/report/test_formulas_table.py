@@ -1,4 +1,4 @@
-"""A paper table's cells from fixed curves, figure by figure (issue 19): runs registered in a real registry with
+"""A paper table's cells from fixed curves, figure by figure: runs registered in a real registry with
 curves written by hand, the table built by ``build_table`` and every number compared with the figure worked out
 from those curves (best, best_round, final, rounds/bytes/GFLOPs to target, value at a round, the seed mean and its
 population std, the count of diverged runs, the ``%`` unit rule, per-client cells, the published value and std)."""

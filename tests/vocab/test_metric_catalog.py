@@ -1,7 +1,7 @@
-"""The metric catalogue (issue 11, part 3): the engine's RoundRecord, the registry's rounds columns and the
+"""The metric catalogue: the engine's RoundRecord, the registry's rounds columns and the
 catalogue's round fields are one list; every curve metric a recipe may name is read from real runs by the one
 accessor, and renders in tables, plots and `show` with the catalogue's unit (×100 exactly for % metrics).
-Also part 5: the report modules import one another without a circle."""
+Also: the report modules import one another without a circle."""
 
 from __future__ import annotations
 
