@@ -9,19 +9,24 @@ Algorithms declare parameters as pydantic models (``Algorithm.Params``); dataset
 partitioners as keyword arguments with defaults. A parameter added later, whose default keeps the old
 behaviour, is marked ``Annotated[..., HashNeutral(old_value)]`` on the field itself: while it holds that
 value it is left out of the canonical JSON, so existing spec hashes stay valid (``fedbench.spec``).
+
+``resolve_spec`` is the one place a RunSpec meets the plug-in registries: it fills the defaults in and records
+what hashing needs from the plug-ins (``RunSpec.neutral_params``, ``RunSpec.algorithm_revision``), so the spec
+itself stays plain data.
 """
 
 from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
 
 from fedbench.errors import ConfigError
-from fedbench.spec import PLUGIN_KINDS, HashNeutral, neutral_fields
+from fedbench.spec import PLUGIN_KINDS, HashNeutral, RunSpec, neutral_fields
 
 # Arguments the engine supplies itself: not parameters a recipe may set.
 ENGINE_ARGUMENTS: dict[str, frozenset[str]] = {
@@ -112,4 +117,30 @@ def neutral_params(kind: str, name: str) -> dict[str, Any]:
     return _signature(kind, name)[1]
 
 
-__all__ = ["PLUGIN_KINDS", "ENGINE_ARGUMENTS", "resolve_params", "non_default", "neutral_params"]
+def resolve_spec(data: Mapping[str, Any] | RunSpec) -> RunSpec:
+    """The RunSpec ``data`` describes, resolved: every plug-in parameter's default filled in (an unknown or missing
+    parameter is a ConfigError, an unknown plug-in an UnknownNameError, both before the spec's own checks), the
+    plug-in parameters marked ``HashNeutral`` recorded, and the method's result revision set unless ``data``
+    states one (a stored spec keeps the revision it was trained at). Idempotent: a resolved spec resolves to
+    itself."""
+    if isinstance(data, RunSpec):
+        stated = data.model_fields_set
+        data = {key: value for key, value in data.model_dump().items() if key != "algorithm_revision" or key in stated}
+    fields = dict(data)
+    marked: dict[str, dict[str, Any]] = {}
+    for kind in PLUGIN_KINDS:
+        name = fields.get(kind, RunSpec.model_fields[kind].default)
+        params = fields.get(f"{kind}_params") or {}
+        if isinstance(name, str) and isinstance(params, dict):
+            fields[f"{kind}_params"] = resolve_params(kind, name, params)
+            if neutral := neutral_params(kind, name):
+                marked[kind] = _json(neutral)
+    fields["neutral_params"] = marked
+    spec = RunSpec(**fields)
+    if "algorithm_revision" in fields:
+        return spec
+    revision = _registry("algorithm").get(spec.algorithm).result_revision(spec)
+    return spec.model_copy(update={"algorithm_revision": revision})
+
+
+__all__ = ["PLUGIN_KINDS", "ENGINE_ARGUMENTS", "resolve_params", "resolve_spec", "non_default", "neutral_params"]
