@@ -28,11 +28,12 @@ quickstart: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/quickstart.toml --jobs 2
 	$(BIN)/fedbench report --recipe recipes/quickstart.toml
 
-# ruff (lint + format check) and mypy, configured in pyproject.toml (which files each one covers for now).
+# ruff (lint + format check), mypy and the import layers (lint-imports), configured in pyproject.toml.
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # Fix what the linters can fix by themselves: ruff's autofixes, then the formatter.
 fix: $(DEV_STAMP)

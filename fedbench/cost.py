@@ -15,6 +15,7 @@ configuration, so listing every model is cheap.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from typing import Any
 
@@ -22,6 +23,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
 
+from fedbench.data import dataset_meta
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.models import MODELS, build_model
 from fedbench.models.base import FedModel
@@ -172,6 +174,15 @@ def _build_on_meta(name: str, num_classes: int, input_shape: tuple[int, ...], pa
     except (NotImplementedError, RuntimeError):  # an op without a meta kernel: build for real, RNG untouched
         with torch.random.fork_rng(devices=[]):
             return build_model(name, num_classes, input_shape, **params)
+
+
+@functools.lru_cache(maxsize=256)
+def has_batchnorm(name: str, dataset: str, params_json: str) -> bool:
+    """Whether model ``name`` (built on the meta device for ``dataset``'s classes and input, with the JSON ``params``)
+    has BatchNorm layers; cached, for decisions made from a spec alone (``Algorithm.result_revision``)."""
+    meta = dataset_meta(dataset)
+    model = _build_on_meta(name, meta.num_classes, tuple(meta.input_shape), json.loads(params_json))
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
 def _card(name: str, overrides: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,12 @@
 """RunSpec: the single contract between recipes and the engine.
 
-A RunSpec is frozen and fully resolved: it holds everything that determines a run's result. Its
-canonical JSON (sorted keys, normalised numbers) hashes to ``spec_hash``, the run's identity in the
-registry. Device, worker count, paths and table labels are *not* part of it.
+A RunSpec is frozen plain data: it holds everything that determines a run's result. Its canonical JSON
+(sorted keys, normalised numbers) hashes to ``spec_hash``, the run's identity in the registry. Device,
+worker count, paths and table labels are *not* part of it.
+
+A spec is *resolved* when recipes are compiled (``fedbench.recipes.resolve.resolve_spec``): every plug-in
+parameter's default filled in, and the fields derived from the plug-ins (``RESOLVED_KEYS``) set, so that
+hashing a spec reads nothing but the spec. This module imports no plug-in and no torch.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from functools import cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fedbench.vocab.metrics import EVAL_METRICS
 
 PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
 
@@ -117,8 +123,6 @@ class FinetuneSpec(_Strict):
         return OptimizerSpec(name=self.optimizer, lr=self.lr, momentum=self.momentum, weight_decay=self.weight_decay)
 
 
-from fedbench.vocab.metrics import EVAL_METRICS  # noqa: E402  (the per-client metrics a spec may ask for)
-
 # parameters of each ``client_test`` source (those of fedbench.data.partition.class_matched_test_sets)
 CLIENT_TEST_PARAMS: dict[str, tuple[str, ...]] = {
     "split": (),
@@ -164,23 +168,13 @@ class RunSpec(_Strict):
     seed: int = 0
     scale: str = "full"
     synthetic: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _resolve_plugin_params(cls, data: Any) -> Any:
-        """Fill every plug-in parameter's default in (``fedbench.recipes.resolve``), so the spec says everything that
-        determines its curve. Idempotent: a stored (resolved) spec resolves to itself."""
-        if not isinstance(data, dict):
-            return data
-        from fedbench.recipes.resolve import resolve_params
-
-        data = dict(data)
-        for kind in PLUGIN_KINDS:
-            name = data.get(kind, cls.model_fields[kind].default)
-            params = data.get(f"{kind}_params") or {}
-            if isinstance(name, str) and isinstance(params, dict):
-                data[f"{kind}_params"] = resolve_params(kind, name, params)
-        return data
+    # Derived from the plug-ins when the spec is resolved (RESOLVED_KEYS; a recipe never sets them):
+    # which revision of the method's results this spec gets (``Algorithm.result_revision``): 1 = unchanged since
+    # 0.1.0; a fix that changes what the spec trains to raises it, so the hash moves and old runs are not reused
+    algorithm_revision: Annotated[int, HashNeutral(1)] = Field(1, ge=1)
+    # {kind: {parameter: value}}: the plug-in's parameters marked ``HashNeutral`` and the value at which each is
+    # left out of the canonical JSON (never part of it itself)
+    neutral_params: dict[Literal[PLUGIN_KINDS], dict[str, Any]] = {}  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
@@ -224,33 +218,21 @@ class RunSpec(_Strict):
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
 
-    def canonical_json(self, algorithm_revision: int | None = None) -> str:
-        """The resolved spec as canonical JSON, less the fields (and plug-in parameters) that hold their
-        ``HashNeutral`` value, plus ``algorithm_revision`` when a fix changed what this spec trains to
-        (``Algorithm.result_revision``; 1 = unchanged since 0.1.0, left out). ``algorithm_revision`` given:
-        the JSON as that revision of the method would have it (registry migrations of older runs)."""
-        from fedbench.algorithms import ALGORITHMS
-        from fedbench.recipes.resolve import neutral_params
-
+    def canonical_json(self) -> str:
+        """The spec as canonical JSON, less ``neutral_params`` and the fields (and plug-in parameters) that hold
+        their ``HashNeutral`` value."""
         data = _without_neutral(type(self), self.model_dump(mode="json"))
-        method: Any = ALGORITHMS.get(self.algorithm)
-        revision = method.result_revision(self) if algorithm_revision is None else algorithm_revision
-        if revision != 1:
-            data["algorithm_revision"] = revision
-        for kind in PLUGIN_KINDS:
+        del data["neutral_params"]
+        for kind, neutral in self.neutral_params.items():
             params = data[f"{kind}_params"]
-            for key, value in neutral_params(kind, data[kind]).items():
+            for key, value in neutral.items():
                 if key in params and params[key] == _normalise(value):
                     del params[key]
         return canonical_json(data)
 
     @property
     def spec_hash(self) -> str:
-        return self.hash_at()
-
-    def hash_at(self, algorithm_revision: int | None = None) -> str:
-        """The spec hash (with the given ``algorithm_revision``, else the current code's)."""
-        return hashlib.sha256(self.canonical_json(algorithm_revision).encode()).hexdigest()[:16]
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
 
 
 def _model_type(annotation: Any) -> type[BaseModel] | None:
@@ -302,4 +284,6 @@ def canonical_json(data: Any) -> str:
     return json.dumps(_normalise(data), sort_keys=True, separators=(",", ":"))
 
 
-SETUP_KEYS = tuple(RunSpec.model_fields)
+# The fields resolution derives from the plug-ins, and those a recipe's setup may set.
+RESOLVED_KEYS = ("algorithm_revision", "neutral_params")
+SETUP_KEYS = tuple(key for key in RunSpec.model_fields if key not in RESOLVED_KEYS)

@@ -19,6 +19,7 @@ from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.seeding import torch_generator
 from fedbench.spec import HashNeutral, RunSpec, ScheduleSpec, _Strict
 
@@ -635,7 +636,7 @@ def sha16(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# The canonical JSON of RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp"), written out by hand from
+# The canonical JSON of resolve_spec(algorithm="fedavg", dataset="digits", model="digits_mlp"), written out by hand from
 # the documented defaults: keys sorted at every level, no whitespace, integral floats as ints (lr_schedule.gamma 1.0,
 # momentum 0.0 …), tuples as lists, the plug-ins' defaults filled in (digits: test_fraction 0.2, split_seed 0;
 # digits_mlp: hidden 128; fedavg: no regularizers; iid: no parameters), and the fields holding their hash-neutral
@@ -654,12 +655,17 @@ DEFAULT_CANONICAL = (
 MINIMAL = dict(algorithm="fedavg", dataset="digits", model="digits_mlp")
 
 
+def resolved(**fields):
+    """The spec as a recipe compiles it."""
+    return resolve_spec(fields)
+
+
 def test_the_default_spec_hashes_to_the_sha256_of_its_canonical_json_written_by_hand():
-    spec = RunSpec(**MINIMAL)
+    spec = resolve_spec(MINIMAL)
     assert spec.canonical_json() == DEFAULT_CANONICAL
-    assert spec.spec_hash == spec.hash_at(algorithm_revision=1) == sha16(DEFAULT_CANONICAL)
+    assert spec.spec_hash == sha16(DEFAULT_CANONICAL)
     # the hash-neutral values spelled out, and the numbers written another way, give the same identity
-    spelled = RunSpec(
+    spelled = resolved(
         **MINIMAL,
         precision="fp32",
         client_test="split",
@@ -675,14 +681,22 @@ def test_the_default_spec_hashes_to_the_sha256_of_its_canonical_json_written_by_
     revised = DEFAULT_CANONICAL.replace(
         '"algorithm_params":{"regularizers":[]},', '"algorithm_params":{"regularizers":[]},"algorithm_revision":2,'
     )
-    assert spec.canonical_json(algorithm_revision=2) == revised
-    assert spec.hash_at(algorithm_revision=2) == sha16(revised)
+    assert spec.model_copy(update={"algorithm_revision": 2}).canonical_json() == revised
+    assert spec.model_copy(update={"algorithm_revision": 2}).spec_hash == sha16(revised)
+
+
+def test_a_spec_is_plain_data_until_resolved():
+    """Building or hashing a RunSpec reads no plug-in: the defaults are the resolver's job (``resolve_spec``)."""
+    plain = RunSpec(**MINIMAL)
+    assert plain.algorithm_params == plain.model_params == {} and plain.algorithm_revision == 1
+    assert plain.spec_hash != resolve_spec(MINIMAL).spec_hash
+    assert '"model_params":{}' in plain.canonical_json()
 
 
 def test_a_spec_with_every_section_set_hashes_to_its_canonical_json_written_by_hand():
     """Non-neutral values of the hash-neutral fields are in the JSON (cutout 4, precision 'tf32', client_test and
     its parameters); the affine and finetune sections carry their defaults; 1e-1 is written 0.1, 10.0 as 10."""
-    spec = RunSpec(
+    spec = resolved(
         **MINIMAL,
         model_params={"hidden": 16},
         num_clients=4,

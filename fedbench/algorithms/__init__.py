@@ -1,50 +1,8 @@
-"""FL methods, one per file, registered by name. The base class is FedAvg."""
+"""FL methods, one per file, registered by name. The base class is FedAvg.
 
-from __future__ import annotations
+The registry lives in ``_registry.py``; importing this package imports every method, so each registers itself."""
 
-from typing import TYPE_CHECKING, Any
-
-from pydantic import ValidationError
-
-from fedbench.errors import ConfigError, field_error
-from fedbench.plugins import PluginRegistry
-
-if TYPE_CHECKING:
-    from fedbench.algorithms.base import Algorithm
-
-ALGORITHMS: PluginRegistry[type[Algorithm]] = PluginRegistry("algorithm")
-register_algorithm = ALGORITHMS.register
-
-
-def validate_algorithm_params(name: str, params: dict[str, Any]):
-    cls = ALGORITHMS.get(name)
-    try:
-        return cls.Params(**params)
-    except ValidationError as exc:
-        raise ConfigError(f"algorithm {name!r}: {field_error(exc).line('algorithm_params.', '?')}") from None
-
-
-def build_algorithm(name: str, params: dict[str, Any]):
-    return ALGORITHMS.get(name)(validate_algorithm_params(name, params))
-
-
-def finetune_objective(loss: str) -> tuple[str, dict[str, Any]]:
-    """(algorithm, algorithm_params) whose local objective is the fine-tuning loss ``loss`` (``finetune.loss``), as
-    the method declares it when it registers: ``register_algorithm(name, finetune_losses={loss: params})``."""
-    owners = [
-        (name, ALGORITHMS.info(name)["finetune_losses"][loss])
-        for name in ALGORITHMS.names()
-        if loss in ALGORITHMS.info(name).get("finetune_losses", {})
-    ]
-    if len(owners) != 1:
-        raise ConfigError(
-            f"finetune.loss = {loss!r} is declared by {len(owners)} algorithms "
-            f"({', '.join(n for n, _ in owners) or 'none'}); exactly one must declare it"
-        )
-    return owners[0]
-
-
-from fedbench.algorithms import (  # noqa: E402,F401  # noqa: E402,F401  global-FL baselines (issue 5)  # noqa: E402,F401  personalised-FL baselines (issue 6)
+from fedbench.algorithms import (  # noqa: F401  (imported to register)
     apfl,
     ditto,
     dot_regression,
@@ -57,16 +15,16 @@ from fedbench.algorithms import (  # noqa: E402,F401  # noqa: E402,F401  global-
     fedexp,
     fedfomo,
     fedhkd,
-    fedimpro,  # noqa: E402,F401
+    fedimpro,
     fednova,
     fedntd,
     fedper,
     fedprox,
     fedrep,
-    fedtr,  # noqa: E402,F401
-    fedtrip,  # noqa: E402,F401
+    fedtr,
+    fedtrip,
     l2sgd,
-    lgmix,  # noqa: E402,F401
+    lgmix,
     local,
     moon,
     perfedavg,
@@ -74,3 +32,12 @@ from fedbench.algorithms import (  # noqa: E402,F401  # noqa: E402,F401  global-
     slowmo,
     spherefed,
 )
+from fedbench.algorithms._registry import (
+    ALGORITHMS,
+    build_algorithm,
+    finetune_objective,
+    register_algorithm,
+    validate_algorithm_params,
+)
+
+__all__ = ["ALGORITHMS", "build_algorithm", "finetune_objective", "register_algorithm", "validate_algorithm_params"]

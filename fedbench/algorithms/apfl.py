@@ -15,7 +15,7 @@ import torch
 from pydantic import Field
 from torch.func import functional_call
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.context import load_weights, param_views
 from fedbench.algorithms.functional import flat_parameters

@@ -12,7 +12,7 @@ v_k starts from w^0 (Ditto and FedBABU [code] copy the initial model per client)
 
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import (
     initial_model_payload,

@@ -16,7 +16,7 @@ lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
 
 import torch
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 

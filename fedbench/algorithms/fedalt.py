@@ -9,7 +9,7 @@ the rest for u. (FedRep is the same split with whole epochs for each part.)
 
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import LocalPhase, NoParams
 from fedbench.algorithms.partial import PartialPersonalization
 

@@ -1,6 +1,6 @@
 """FedAvg (McMahan et al., 2017): the base class as it is."""
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 
 

@@ -11,7 +11,7 @@ The flags are restored after local training (the working model is shared), so Fe
 fine-tuning step (``spec.finetune``), not part of this method — can train the whole model.
 """
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 
 

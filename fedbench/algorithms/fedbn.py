@@ -6,7 +6,7 @@ Each client keeps its BN affine parameters (``model.batchnorm_parameter_names()`
 without BatchNorm makes this FedAvg.
 """
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.partial import PartialPersonalization
 
 

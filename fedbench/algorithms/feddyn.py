@@ -21,7 +21,7 @@ round-1 quirk without the |P|/N factor). α: FedTR [proposal] 0.01, FedTrip 1 (M
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
 

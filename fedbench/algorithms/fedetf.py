@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.fixed_classifier import require_classifier
 

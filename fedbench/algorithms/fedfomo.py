@@ -18,12 +18,12 @@ import json
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.losses import task_loss
 from fedbench.algorithms.partial import restore_model
-from fedbench.models import has_batchnorm
+from fedbench.cost import has_batchnorm
 from fedbench.seeding import torch_generator
 
 

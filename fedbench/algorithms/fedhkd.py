@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, model_outputs
 from fedbench.algorithms.partial import restore_model, store_model
 

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.errors import ConfigError
 from fedbench.seeding import torch_generator

@@ -14,7 +14,7 @@ With equal τ_i and no momentum every a_i = τ, so FedNova reduces to FedAvg.
 
 import torch
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
 
 

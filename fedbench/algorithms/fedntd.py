@@ -14,7 +14,7 @@ FedTR [proposal]) use τ = 1, β = 1 — recipes set ``tau = 1`` there.
 
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.regularizers import not_true_distillation
 

@@ -5,7 +5,7 @@ Every round a client loads the global body with its own head, trains the whole m
 body (``aggr_part=body``). The head never leaves the client; it starts as the common w^0 head.
 """
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.partial import PartialPersonalization
 
 

@@ -11,7 +11,7 @@ LG-Mix gives none ("body epochs 1; head epochs unspecified") [proposal: the same
 
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import LocalPhase, NoParams
 from fedbench.algorithms.partial import PartialPersonalization
 

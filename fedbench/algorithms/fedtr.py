@@ -32,7 +32,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, model_outputs
 from fedbench.algorithms.context import param_views
 

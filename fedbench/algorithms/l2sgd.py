@@ -15,7 +15,7 @@ x_k starts from w^0 and persists in ``ctx.state``; evaluation uses x_k.
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.partial import (

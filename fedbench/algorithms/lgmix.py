@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.partial import restore_model
 from fedbench.errors import ConfigError, FedbenchError

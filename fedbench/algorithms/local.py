@@ -14,7 +14,7 @@ lr 5.0 for L_DR [proposal].
 
 from typing import Literal
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.dot_regression import dot_regression_loss
 from fedbench.algorithms.fixed_classifier import require_classifier

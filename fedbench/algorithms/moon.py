@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
 from fedbench.algorithms.functional import masked_cross_entropy, masked_mean
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model

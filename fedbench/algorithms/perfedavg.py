@@ -12,7 +12,7 @@ training data (one step: LG-Mix and FedDr+ specs), then evaluates it.
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, LocalPhase, NoParams
 
 

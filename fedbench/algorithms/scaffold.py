@@ -22,7 +22,7 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
 from fedbench.algorithms.fednova import normalizing_factor as effective_steps

@@ -13,7 +13,7 @@ average — which this rule gives for α = 1 since u^0 = 0. β = 0 and α = 1 is
 import torch
 from pydantic import Field
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
 
 

@@ -14,7 +14,7 @@ The original's post-training closed-form classifier calibration is used neither 
 
 import torch.nn.functional as F
 
-from fedbench.algorithms import register_algorithm
+from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 

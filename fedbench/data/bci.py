@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import holdout_split
 from fedbench.data.files import Source

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import NONE3, cap_per_group, holdout_split
 from fedbench.data.files import Download, FileSpec, Source, verify_files

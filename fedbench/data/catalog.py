@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data import DATASETS, data_root, dataset_meta, load_dataset
+from fedbench.data._registry import DATASETS, data_root, dataset_meta, dataset_params, load_dataset
 from fedbench.data.files import Download, Source, file_digest, unchecked_pickle_warning
 from fedbench.errors import DataError
 
@@ -293,9 +293,7 @@ def prepare_dataset(
     from fedbench.data.cache import save_prepared
 
     start = time.perf_counter()
-    from fedbench.recipes.resolve import resolve_params
-
-    params = resolve_params("dataset", name, params)  # the key load_dataset looks the cache up with
+    params = dataset_params(name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)
     folder = save_prepared(arrays, data_root(root) / name, params)
     size = sum(f.stat().st_size for f in folder.iterdir())

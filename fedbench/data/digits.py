@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 
 META = DatasetMeta(

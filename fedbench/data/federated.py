@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedbench.data import load_dataset
+from fedbench.data._registry import load_dataset
 from fedbench.data.base import DatasetArrays
 from fedbench.data.partition import (
     PARTITIONERS,

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.errors import ConfigError, DataError

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import DTypeLike
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
 from fedbench.errors import ConfigError, DataError

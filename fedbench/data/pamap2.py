@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import from_pool
 from fedbench.data.files import Download, FileSpec, Source, verify_files

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.errors import ConfigError
-from fedbench.plugins import PluginRegistry
+from fedbench.plugins import PluginRegistry, check_params
 
 PARTITIONERS: PluginRegistry[Callable[..., list[np.ndarray]]] = PluginRegistry("partitioner")
 register_partitioner = PARTITIONERS.register
@@ -423,8 +423,6 @@ def make_partition(
     seed_rng: np.random.Generator,
     params: dict[str, Any],
 ) -> list[np.ndarray]:
-    from fedbench.data import check_params
-
     fn = PARTITIONERS.get(name)
     check_params(name, fn, params, {"labels", "groups", "num_clients", "rng"}, "partitioner")
     parts = fn(labels=labels, groups=groups, num_clients=num_clients, rng=seed_rng, **params)

@@ -25,7 +25,7 @@ from typing import Annotated
 
 import numpy as np
 
-from fedbench.data import register_dataset
+from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import NONE3, pool_train_test
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files

@@ -84,7 +84,7 @@ def synthetic_dataset(
     count, and ``pool_splits = true`` pools train and test into the training pool."""
     from dataclasses import replace
 
-    from fedbench.data import DATASETS, dataset_meta
+    from fedbench.data._registry import DATASETS, dataset_meta
     from fedbench.data.common import pool_train_test
 
     params = params or {}

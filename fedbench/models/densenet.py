@@ -8,8 +8,8 @@ from torch import nn
 from torchvision.models import DenseNet121_Weights
 from torchvision.models import densenet121 as torchvision_densenet121
 
-from fedbench.models import register_model
 from fedbench.models._pretrained import torchvision_imagenet
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 
 

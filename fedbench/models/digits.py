@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from torch import nn
 
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 

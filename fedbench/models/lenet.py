@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import Conv2d, MaxPool2d
 

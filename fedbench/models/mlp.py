@@ -8,7 +8,7 @@ from typing import Annotated
 from torch import nn
 
 from fedbench.errors import ConfigError
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.spec import HashNeutral
 

@@ -12,7 +12,7 @@ from functools import partial
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 

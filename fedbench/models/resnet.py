@@ -16,8 +16,8 @@ from torchvision.models import resnet18 as torchvision_resnet18
 from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 
 from fedbench.errors import ConfigError
-from fedbench.models import register_model
 from fedbench.models._pretrained import torchvision_imagenet
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 
 RESNET_INITS = ("pytorch", "torchvision")

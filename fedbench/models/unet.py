@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from fedbench.errors import ConfigError
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 

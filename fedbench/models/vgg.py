@@ -9,7 +9,7 @@ from typing import ClassVar
 from torch import nn
 from torchvision.models.vgg import cfgs, make_layers
 
-from fedbench.models import register_model
+from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 from fedbench.models.layers import MaxPool2d

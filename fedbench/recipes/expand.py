@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError, field_error
 from fedbench.recipes.assignments import nested_assignments
 from fedbench.recipes.load import load_recipe
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe
 from fedbench.recipes.validate import check_spec
 from fedbench.spec import RunSpec
@@ -193,7 +194,7 @@ def _build_spec(
 ) -> RunSpec:
     cell = ", ".join(f"{k}={v}" for k, v in labels.items())
     try:
-        return RunSpec(**setup, seed=seed, scale=scale, synthetic=synthetic)
+        return resolve_spec({**setup, "seed": seed, "scale": scale, "synthetic": synthetic})
     except (ConfigError, UnknownNameError) as exc:  # a plug-in parameter, resolved while the spec is built
         raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
     except ValidationError as exc:

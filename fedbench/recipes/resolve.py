@@ -9,45 +9,37 @@ Algorithms declare parameters as pydantic models (``Algorithm.Params``); dataset
 partitioners as keyword arguments with defaults. A parameter added later, whose default keeps the old
 behaviour, is marked ``Annotated[..., HashNeutral(old_value)]`` on the field itself: while it holds that
 value it is left out of the canonical JSON, so existing spec hashes stay valid (``fedbench.spec``).
+
+``resolve_spec`` is the one place a RunSpec meets the plug-in registries: it fills the defaults in and records
+what hashing needs from the plug-ins (``RunSpec.neutral_params``, ``RunSpec.algorithm_revision``), so the spec
+itself stays plain data.
 """
 
 from __future__ import annotations
 
-import inspect
 import typing
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel
-
-from fedbench.errors import ConfigError
-from fedbench.spec import PLUGIN_KINDS, HashNeutral, neutral_fields
+from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
+from fedbench.data import DATASETS, LOADER_ARGUMENTS
+from fedbench.data.partition import PARTITIONERS
+from fedbench.models import MODELS
+from fedbench.plugins import PluginRegistry, json_value, parameter_defaults, with_defaults
+from fedbench.spec import PLUGIN_KINDS, HashNeutral, RunSpec, neutral_fields
 
 # Arguments the engine supplies itself: not parameters a recipe may set.
 ENGINE_ARGUMENTS: dict[str, frozenset[str]] = {
-    "dataset": frozenset({"root", "verify"}),
+    "dataset": LOADER_ARGUMENTS,
     "model": frozenset({"num_classes", "input_shape"}),
     "partition": frozenset({"labels", "groups", "num_clients", "rng"}),
 }
 _WHAT = {"dataset": "dataset", "model": "model", "partition": "partitioner"}
 
 
-def _registry(kind: str):
-    if kind == "algorithm":
-        from fedbench.algorithms import ALGORITHMS
-
-        return ALGORITHMS
-    if kind == "dataset":
-        from fedbench.data import DATASETS
-
-        return DATASETS
-    if kind == "model":
-        from fedbench.models import MODELS
-
-        return MODELS
-    from fedbench.data.partition import PARTITIONERS
-
-    return PARTITIONERS
+def _registry(kind: str) -> PluginRegistry[Any]:
+    return {"algorithm": ALGORITHMS, "dataset": DATASETS, "model": MODELS, "partition": PARTITIONERS}[kind]
 
 
 @cache
@@ -58,45 +50,25 @@ def _signature(kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception:  # an annotation that cannot be evaluated: no HashNeutral markers on it
         hints = {}
-    defaults: dict[str, Any] = {}
-    neutral: dict[str, Any] = {}
-    for param in inspect.signature(fn).parameters.values():
-        if param.name in ENGINE_ARGUMENTS[kind] or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
-            continue
-        defaults[param.name] = param.default
-        for marker in getattr(hints.get(param.name), "__metadata__", ()):
-            if isinstance(marker, HashNeutral):
-                neutral[param.name] = marker.value
+    defaults = parameter_defaults(fn, ENGINE_ARGUMENTS[kind])
+    neutral = {
+        key: marker.value
+        for key in defaults
+        for marker in getattr(hints.get(key), "__metadata__", ())
+        if isinstance(marker, HashNeutral)
+    }
     return defaults, neutral
-
-
-def _json(value: Any) -> Any:
-    """Defaults as the canonical JSON would hold them (tuples as lists), so a resolved dict round-trips."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (list, tuple)):
-        return [_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _json(v) for k, v in value.items()}
-    return value
 
 
 def resolve_params(kind: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` with every default of plug-in ``name`` filled in; an unknown or missing parameter is a
     ConfigError naming it (an unknown plug-in name an UnknownNameError with close matches)."""
     if kind == "algorithm":
-        from fedbench.algorithms import validate_algorithm_params
-
         return validate_algorithm_params(name, params).model_dump(mode="json")
-    from fedbench.data import check_params
-
-    defaults, _ = _signature(kind, name)
-    # names, and values against the annotations (strict, as TOML writes them)
-    check_params(name, _registry(kind).get(name), params, set(ENGINE_ARGUMENTS[kind]), _WHAT[kind])
-    missing = sorted(k for k, v in defaults.items() if v is inspect.Parameter.empty and k not in params)
-    if missing:
-        raise ConfigError(f"{_WHAT[kind]} {name!r} needs {kind}_params.{missing[0]}")
-    return {key: _json(params[key] if key in params else default) for key, default in defaults.items()}
+    fn = _registry(kind).get(name)
+    return with_defaults(
+        name, fn, params, ENGINE_ARGUMENTS[kind], _WHAT[kind], f"{kind}_params", defaults=_signature(kind, name)[0]
+    )
 
 
 def non_default(kind: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -112,4 +84,30 @@ def neutral_params(kind: str, name: str) -> dict[str, Any]:
     return _signature(kind, name)[1]
 
 
-__all__ = ["PLUGIN_KINDS", "ENGINE_ARGUMENTS", "resolve_params", "non_default", "neutral_params"]
+def resolve_spec(data: Mapping[str, Any] | RunSpec) -> RunSpec:
+    """The RunSpec ``data`` describes, resolved: every plug-in parameter's default filled in (an unknown or missing
+    parameter is a ConfigError, an unknown plug-in an UnknownNameError, both before the spec's own checks), the
+    plug-in parameters marked ``HashNeutral`` recorded, and the method's result revision set unless ``data``
+    states one (a stored spec keeps the revision it was trained at). Idempotent: a resolved spec resolves to
+    itself."""
+    if isinstance(data, RunSpec):
+        stated = data.model_fields_set
+        data = {key: value for key, value in data.model_dump().items() if key != "algorithm_revision" or key in stated}
+    fields = dict(data)
+    marked: dict[str, dict[str, Any]] = {}
+    for kind in PLUGIN_KINDS:
+        name = fields.get(kind, RunSpec.model_fields[kind].default)
+        params = fields.get(f"{kind}_params") or {}
+        if isinstance(name, str) and isinstance(params, dict):
+            fields[f"{kind}_params"] = resolve_params(kind, name, params)
+            if neutral := neutral_params(kind, name):
+                marked[kind] = json_value(neutral)
+    fields["neutral_params"] = marked
+    spec = RunSpec(**fields)
+    if "algorithm_revision" in fields:
+        return spec
+    revision = _registry("algorithm").get(spec.algorithm).result_revision(spec)
+    return spec.model_copy(update={"algorithm_revision": revision})
+
+
+__all__ = ["PLUGIN_KINDS", "ENGINE_ARGUMENTS", "resolve_params", "resolve_spec", "non_default", "neutral_params"]

@@ -135,6 +135,7 @@ class ImportOutcome:
 
 def read_runs_file(path: Path) -> list[tuple[int, RunLine]]:
     """Parse and check every line of a runs file (RunsFileError naming the line and key at the first bad one)."""
+    from fedbench.recipes.resolve import resolve_spec
     from fedbench.spec import RunSpec
 
     try:
@@ -160,7 +161,8 @@ def read_runs_file(path: Path) -> list[tuple[int, RunLine]]:
                 )
             continue
         run = _validated(RunLine, data, path, number)
-        spec = _validated(RunSpec, run.spec, path, number, prefix="spec.")
+        # resolved: a line written before specs held their result revision gets the current one, as before
+        spec = resolve_spec(_validated(RunSpec, run.spec, path, number, prefix="spec."))
         if spec.spec_hash != run.spec_hash:
             raise RunsFileError(
                 f"{path} line {number}: key spec_hash: {run.spec_hash} is not the hash of the line's spec "

@@ -9,7 +9,7 @@ import pytest
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.expand import assignments_to_dict, expand
 from fedbench.recipes.load import load_recipe
-from fedbench.spec import RunSpec
+from fedbench.recipes.resolve import resolve_spec
 
 
 def test_expansion_is_matrix_times_seeds(write_recipe):
@@ -160,14 +160,17 @@ def test_bad_algorithm_and_model_params_are_caught_at_compile_time(write_recipe)
 
 
 def test_spec_hash_is_stable_and_canonical():
-    a = RunSpec(
+    def resolved(**fields):  # as a recipe compiles it
+        return resolve_spec(fields)
+
+    a = resolved(
         algorithm="fedprox",
         algorithm_params={"mu": 0.01},
         dataset="digits",
         model="digits_mlp",
         optimizer={"lr": 0.1, "momentum": 0.9},
     )
-    b = RunSpec(
+    b = resolved(
         model="digits_mlp",
         dataset="digits",
         algorithm="fedprox",
@@ -176,10 +179,10 @@ def test_spec_hash_is_stable_and_canonical():
     )
     assert a.spec_hash == b.spec_hash
     # integral floats and ints hash alike (2 == 2.0 in TOML-written recipes)
-    c = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1})
-    d = RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1.0})
+    c = resolved(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1})
+    d = resolved(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=2, optimizer={"lr": 1.0})
     assert c.spec_hash == d.spec_hash
-    assert a.spec_hash != RunSpec(**{**a.model_dump(), "seed": 1}).spec_hash
+    assert a.spec_hash != resolved(**{**a.model_dump(), "seed": 1}).spec_hash
     # Pinned: a change here silently orphans every registry; change it only with a registry migration.
     assert c.canonical_json().startswith('{"algorithm":"fedavg","algorithm_params":{"regularizers":[]}')
     assert len(a.spec_hash) == 16

@@ -10,6 +10,7 @@ import pytest
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.expand import PlannedRun, assignments_to_dict, compile_recipes, deep_merge, expand, merge_setup
 from fedbench.recipes.load import load_recipe
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.recipes.schema import SPEC_SETUP_KEYS, Recipe, _label
 from fedbench.recipes.views import TableView
 from fedbench.spec import RunSpec
@@ -789,7 +790,7 @@ def test_setup_wide_errors_say_setup_and_a_recipe_without_axes_names_no_run(writ
     no_axes = GRID.split("[matrix]")[0] + 'algorithm = "fedavgg"\n'
     message = error(write_recipe, no_axes, UnknownNameError)
     with pytest.raises(UnknownNameError) as info:
-        RunSpec(algorithm="fedavgg", dataset="digits", model="digits_mlp")
+        resolve_spec({"algorithm": "fedavgg", "dataset": "digits", "model": "digits_mlp"})
     assert message == f"FILE: {info.value}"  # the spec's own error, prefixed by the file; no run to name
 
 

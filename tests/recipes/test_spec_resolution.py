@@ -1,5 +1,6 @@
-"""A RunSpec is fully resolved: every plug-in parameter, default included, is in the spec and its hash, so a
-changed default changes the hash of every run that relied on it; a parameter added later is HashNeutral."""
+"""A resolved RunSpec (``resolve_spec``, called when recipes are compiled) holds every plug-in parameter, default
+included, in the spec and its hash, so a changed default changes the hash of every run that relied on it; a
+parameter added later is HashNeutral."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fedbench.data.partition import PARTITIONERS
 from fedbench.errors import ConfigError, UnknownNameError
 from fedbench.models import MODELS
 from fedbench.recipes import resolve
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.spec import HashNeutral, RunSpec
 
 BASE = dict(
@@ -31,14 +33,14 @@ REGISTRIES = {"algorithm": ALGORITHMS, "dataset": DATASETS, "model": MODELS, "pa
 
 
 def test_defaults_are_filled_in_and_spelled_out_defaults_give_the_same_run():
-    spec = RunSpec(**BASE)
+    spec = resolve_spec(BASE)
     assert spec.algorithm_params == {"mu": 0.01, "regularizers": []}
     assert (
         spec.partition_params["min_size"]
         == inspect.signature(PARTITIONERS.get("dirichlet")).parameters["min_size"].default
     )
-    explicit = RunSpec(
-        **{
+    explicit = resolve_spec(
+        {
             **BASE,
             "algorithm_params": {"mu": 0.01},
             "partition_params": {**spec.partition_params},
@@ -47,8 +49,9 @@ def test_defaults_are_filled_in_and_spelled_out_defaults_give_the_same_run():
         }
     )
     assert explicit.spec_hash == spec.spec_hash
-    assert RunSpec(**spec.model_dump()).spec_hash == spec.spec_hash  # a stored spec resolves to itself
-    assert RunSpec(**{**BASE, "algorithm_params": {"mu": 0.02}}).spec_hash != spec.spec_hash
+    assert resolve_spec(spec.model_dump()) == resolve_spec(spec) == spec  # a stored spec resolves to itself
+    assert RunSpec(**spec.model_dump()).spec_hash == spec.spec_hash  # and loads as plain data with the same hash
+    assert resolve_spec({**BASE, "algorithm_params": {"mu": 0.02}}).spec_hash != spec.spec_hash
 
 
 def _every_function_parameter():
@@ -63,21 +66,21 @@ def test_changing_any_dataset_model_or_partition_default_changes_the_hash(monkey
     setup = {**BASE, kind: name, f"{kind}_params": {}}
     if kind != "partition":
         setup.update(partition="iid", partition_params={})
-    before = RunSpec(**setup)
+    before = resolve_spec(setup)
     defaults, neutral = resolve._signature(kind, name)
     changed = {**defaults, parameter: ["a default", "that changed"]}
     original = resolve._signature
     monkeypatch.setattr(
         resolve, "_signature", lambda k, n: (changed, neutral) if (k, n) == (kind, name) else original(k, n)
     )
-    after = RunSpec(**setup)
+    after = resolve_spec(setup)
     assert after.spec_hash != before.spec_hash, f"{kind} {name}.{parameter}"
 
 
 @pytest.mark.parametrize("name", ALGORITHMS.names())
 def test_changing_any_algorithm_default_changes_the_hash(monkeypatch, name):
     cls = ALGORITHMS.get(name)
-    before = RunSpec(**{**BASE, "algorithm": name, "algorithm_params": {}})
+    before = resolve_spec({**BASE, "algorithm": name, "algorithm_params": {}})
     for field in cls.Params.model_fields:
         if field == "regularizers":
             continue
@@ -87,7 +90,7 @@ def test_changing_any_algorithm_default_changes_the_hash(monkeypatch, name):
             continue
         params = create_model(f"Changed{name}", __base__=cls.Params, **{field: (type(other), other)})
         monkeypatch.setitem(ALGORITHMS._entries, name, type(cls.__name__, (cls,), {"Params": params}))
-        after = RunSpec(**{**BASE, "algorithm": name, "algorithm_params": {}})
+        after = resolve_spec({**BASE, "algorithm": name, "algorithm_params": {}})
         assert after.algorithm_params[field] == other and after.spec_hash != before.spec_hash, f"{name}.{field}"
         monkeypatch.setitem(ALGORITHMS._entries, name, cls)
 
@@ -102,14 +105,16 @@ def test_hash_neutral_parameters_are_left_out_while_they_hold_their_value(monkey
     setup = {**BASE, "dataset": "test_only_set", "partition": "iid", "partition_params": {}}
     monkeypatch.setitem(DATASETS._entries, "test_only_set", loader_before)
     resolve._signature.cache_clear()
-    before = RunSpec(**setup)
+    before = resolve_spec(setup)
     monkeypatch.setitem(DATASETS._entries, "test_only_set", loader_after)
     resolve._signature.cache_clear()
     try:
-        after = RunSpec(**setup)
+        after = resolve_spec(setup)
         assert after.dataset_params == {"test_fraction": 0.2, "crop": 0}  # stored resolved...
         assert after.spec_hash == before.spec_hash  # ...but hash-neutral at 0
-        assert RunSpec(**{**setup, "dataset_params": {"crop": 2}}).spec_hash != before.spec_hash
+        assert after.neutral_params == {"dataset": {"crop": 0}}  # what hashing needs, recorded in the spec
+        assert RunSpec.model_validate_json(after.model_dump_json()).spec_hash == before.spec_hash  # without plug-ins
+        assert resolve_spec({**setup, "dataset_params": {"crop": 2}}).spec_hash != before.spec_hash
     finally:
         resolve._signature.cache_clear()
 
@@ -117,9 +122,14 @@ def test_hash_neutral_parameters_are_left_out_while_they_hold_their_value(monkey
 def test_hash_neutral_spec_fields_live_on_the_field():
     from fedbench.spec import AugmentationSpec, neutral_fields
 
-    assert neutral_fields(RunSpec) == {"client_test": "split", "client_test_params": {}, "precision": "fp32"}
+    assert neutral_fields(RunSpec) == {
+        "client_test": "split",
+        "client_test_params": {},
+        "precision": "fp32",
+        "algorithm_revision": 1,
+    }
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
-    canonical = RunSpec(**BASE).canonical_json()
+    canonical = resolve_spec(BASE).canonical_json()
     assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
 
 
@@ -134,7 +144,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
 )
 def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
     with pytest.raises(error, match=message):
-        RunSpec(**{**BASE, **setup})
+        resolve_spec({**BASE, **setup})
 
 
 @pytest.mark.parametrize(
@@ -148,7 +158,10 @@ def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
     ],
 )
 def test_a_fix_that_changes_a_specs_result_changes_its_hash(setup, revision):
-    spec = RunSpec(**{**BASE, "algorithm_params": {}, **setup})
-    assert ALGORITHMS.get(spec.algorithm).result_revision(spec) == revision
-    assert (spec.spec_hash != spec.hash_at(algorithm_revision=1)) == (revision != 1)
+    spec = resolve_spec({**BASE, "algorithm_params": {}, **setup})
+    assert ALGORITHMS.get(spec.algorithm).result_revision(spec) == revision == spec.algorithm_revision
+    first = spec.model_copy(update={"algorithm_revision": 1})
+    assert (spec.spec_hash != first.spec_hash) == (revision != 1)
     assert ('"algorithm_revision"' in spec.canonical_json()) == (revision != 1)
+    assert resolve_spec(first.model_dump()).algorithm_revision == 1  # a stored spec keeps the revision it states
+    assert resolve_spec(spec.model_dump(exclude={"algorithm_revision"})).algorithm_revision == revision

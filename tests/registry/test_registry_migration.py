@@ -19,9 +19,10 @@ from typer.testing import CliRunner
 from fedbench.cli import app
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.registry.api import Registry
 from fedbench.registry.schema import current_revision, head_revision
-from fedbench.spec import RunSpec
+from fedbench.spec import RESOLVED_KEYS, RunSpec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
@@ -187,18 +188,20 @@ def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
 def test_an_old_run_whose_result_a_fix_changed_is_not_taken_for_the_new_result(tmp_path):
     """0.1.0's LG-Mix under partial participation let evaluation change training: such a run keeps a hash of
     its own (result revision 1), so the fixed spec (revision 2) is trained again rather than reported stale."""
-    spec = RunSpec(
-        algorithm="lgmix",
-        dataset="digits",
-        model="digits_mlp",
-        num_clients=4,
-        clients_per_round=2,
-        rounds=2,
-        eval_mode="both",
-        client_test_fraction=0.2,
+    spec = resolve_spec(
+        dict(
+            algorithm="lgmix",
+            dataset="digits",
+            model="digits_mlp",
+            num_clients=4,
+            clients_per_round=2,
+            rounds=2,
+            eval_mode="both",
+            client_test_fraction=0.2,
+        )
     )
     raw = {
-        **spec.model_dump(mode="json"),
+        **spec.model_dump(mode="json", exclude=set(RESOLVED_KEYS)),  # 0.1.0 stored neither
         "algorithm_params": {},
         "model_params": {},
         "dataset_params": {},
@@ -214,5 +217,6 @@ def test_an_old_run_whose_result_a_fix_changed_is_not_taken_for_the_new_result(t
     """,
     )
     [run] = [r for r in Registry(url).runs() if r.algorithm == "lgmix" and r.recipe == "x"]
-    assert run.spec_hash == spec.hash_at(algorithm_revision=1) != spec.spec_hash
+    assert run.spec_hash == spec.model_copy(update={"algorithm_revision": 1}).spec_hash != spec.spec_hash
+    assert RunSpec(**run.spec).spec_hash == run.spec_hash  # the stored spec says the revision it was trained at
     assert Registry(url).statuses([spec.spec_hash]) == {}

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RunsFileError
+from fedbench.recipes.resolve import resolve_spec
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.registry.transfer import Conflict, export_lines, import_runs, read_runs_file, redact
@@ -43,7 +44,8 @@ RUN_KEYS = [
 
 
 def spec(seed: int, **fields) -> RunSpec:
-    return RunSpec(algorithm="fedavg", dataset="digits", model="digits_mlp", seed=seed, **fields)
+    """Resolved, as a recipe compiles it (a registry holds resolved specs)."""
+    return resolve_spec(dict(algorithm="fedavg", dataset="digits", model="digits_mlp", seed=seed, **fields))
 
 
 def record(round_: int, acc: float, wall: float = 1.5) -> RoundRecord:

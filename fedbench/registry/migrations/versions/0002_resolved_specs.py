@@ -36,15 +36,18 @@ FINISHED = ("done", "diverged")
 
 
 def resolve_v0_1_0(spec: dict[str, Any], defaults: dict[str, dict[str, dict[str, Any]]]):
-    """The RunSpec a 0.1.0 registry row meant: its parameters over 0.1.0's defaults, then resolved."""
-    from fedbench.spec import PLUGIN_KINDS, RunSpec
+    """The RunSpec a 0.1.0 registry row meant: its parameters over 0.1.0's defaults, then resolved. 0.1.0 trained
+    every method at its first result revision: a spec a later fix changes (``Algorithm.result_revision`` > 1) must
+    not be taken for the fixed result, so it keeps revision 1."""
+    from fedbench.recipes.resolve import resolve_spec
+    from fedbench.spec import PLUGIN_KINDS
 
-    spec = dict(spec)
+    spec = {**spec, "algorithm_revision": 1}
     for kind in PLUGIN_KINDS:
         name = str(spec.get(kind, "iid" if kind == "partition" else ""))
         old_defaults = defaults[kind].get(name, {})
         spec[f"{kind}_params"] = {**old_defaults, **(spec.get(f"{kind}_params") or {})}
-    return RunSpec(**spec)
+    return resolve_spec(spec)
 
 
 def _keep_first(row: Any) -> tuple:
@@ -84,9 +87,7 @@ def upgrade() -> None:
             spec = resolve_v0_1_0(stored, defaults)
         except (ValidationError, FedbenchError):
             continue
-        # 0.1.0 trained every method at its first result revision: a spec a later fix changes
-        # (Algorithm.result_revision > 1) must not be taken for the fixed result, so it keeps revision 1's hash
-        groups.setdefault(spec.hash_at(algorithm_revision=1), []).append((row, spec.model_dump(mode="json")))
+        groups.setdefault(spec.spec_hash, []).append((row, spec.model_dump(mode="json")))
     for new_hash, members in groups.items():
         members.sort(key=lambda member: _keep_first(member[0]))
         (kept, resolved), duplicates = members[0], members[1:]
