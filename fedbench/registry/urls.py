@@ -10,7 +10,7 @@ all: libpq reads ``PGPASSWORD``, ``~/.pgpass`` and service files (README, docs/s
 A checkpoint storage URL (``--checkpoints s3://…``) may carry its credential as the whole user part (a token, or
 key and secret): ``hide_userinfo`` masks all of it.
 
-This module imports nothing of the registry, so that the layers below it (the checkpoint mirror) may use it.
+It imports nothing else of fedbench: the checkpoint mirror, a layer below the registry, uses it too.
 """
 
 from __future__ import annotations
