@@ -3,14 +3,17 @@ validates a method's ``algorithm_params`` and builds it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from fedbench.errors import ConfigError, field_error
 from fedbench.plugins import PluginRegistry
 
-ALGORITHMS: PluginRegistry[type] = PluginRegistry("algorithm")
+if TYPE_CHECKING:
+    from fedbench.algorithms.base import Algorithm
+
+ALGORITHMS: PluginRegistry[type[Algorithm]] = PluginRegistry("algorithm")
 register_algorithm = ALGORITHMS.register
 
 

@@ -14,20 +14,20 @@ whose worker died on machine A resumes on machine B from A's last round:
 - ``retire`` (after the registry recorded it): the client-state files the new checkpoint superseded.
 - ``remove`` (when the run finishes): the run's checkpoint and client-state files.
 
-The URL is shown without credentials (``display``). Failures of the storage are ``CheckpointStorageError``s naming
-the URL and what to do.
+The URL is shown without credentials (``hide_userinfo`` of fedbench/registry/urls.py, where every URL masking lives).
+Failures of the storage are ``CheckpointStorageError``s naming the URL and what to do.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from fedbench.checkpoint.format import CheckpointRejected, client_state_folder, file_sha256, read_checkpoint
 from fedbench.errors import ConfigError, FedbenchError
+from fedbench.registry.urls import hide_userinfo
 
 # Object stores: an uploaded object becomes visible whole, so uploading straight to the final name is atomic.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory"}
@@ -42,11 +42,6 @@ def is_url(location: str | None) -> bool:
     return bool(location) and "://" in str(location) and not str(location).startswith("file://")
 
 
-def display(url: str) -> str:
-    """``url`` without the ``user:secret@`` part that some storage URLs carry."""
-    return re.sub(r"(?<=://)[^/@]*@", "***@", url)
-
-
 def check_url(url: str) -> str:
     """``url`` if fsspec can open its storage here, else a ``ConfigError`` saying what to install."""
     import fsspec
@@ -56,12 +51,12 @@ def check_url(url: str) -> str:
         fsspec.get_filesystem_class(protocol)
     except ValueError:
         raise ConfigError(
-            f"--checkpoints {display(url)}: fsspec knows no storage {protocol!r}; give a folder, a file:// URL or a "
+            f"--checkpoints {hide_userinfo(url)}: fsspec knows no storage {protocol!r}; give a folder, a file:// URL or a "
             "URL such as s3://bucket/path, gs://bucket/path"
         ) from None
     except ImportError as exc:
         raise ConfigError(
-            f"--checkpoints {display(url)}: the {protocol}:// driver is not installed ({exc}); install it "
+            f"--checkpoints {hide_userinfo(url)}: the {protocol}:// driver is not installed ({exc}); install it "
             f"(e.g. pip install s3fs for s3://, gcsfs for gs://) on every worker"
         ) from None
     return url.rstrip("/")
@@ -85,7 +80,7 @@ class CheckpointMirror:
     def _error(self, what: str, exc: BaseException) -> CheckpointStorageError:
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         return CheckpointStorageError(
-            f"checkpoint storage {display(self.url)} {what} ({display(str(reason))}); check the URL, the credentials "
+            f"checkpoint storage {hide_userinfo(self.url)} {what} ({hide_userinfo(str(reason))}); check the URL, the credentials "
             "and the space there, then re-run: the run resumes from its last checkpoint"
         )
 
@@ -171,4 +166,4 @@ def _protocols(fs: Any) -> tuple[str, ...]:
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
-__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_url", "display", "is_url"]
+__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_url", "is_url"]

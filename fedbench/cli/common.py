@@ -119,7 +119,7 @@ def user_errors(fn: F | None = None, *, interrupted: str = RESUME_HINT) -> F | C
 def fail(error: FedbenchError, registry: str | None = None) -> NoReturn:
     """Print a user error on one line and exit with its code (2). The text is scrubbed of the password of the
     registry URL in use (``registry``, else $FEDBENCH_REGISTRY) and of any other ``user:password@``."""
-    from fedbench.registry.api import default_registry_url
+    from fedbench.registry import default_registry_url
     from fedbench.registry.urls import scrub
 
     message = scrub(str(error), registry or default_registry_url())

@@ -70,7 +70,7 @@ def runs(
 
 def show_stale(registry_url: str | None, paper: str | None, as_json: bool) -> None:
     from fedbench.registry import Registry
-    from fedbench.registry.api import now
+    from fedbench.registry.claims import now
 
     store = Registry.open_existing(registry_url)
     rows = [(run, reason) for run, reason in (store.stale_runs() if store else []) if not paper or run.paper == paper]

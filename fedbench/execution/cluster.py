@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
-from fedbench.registry.api import FINISHED
+from fedbench.registry.claims import FINISHED
 from fedbench.registry.tables import RoundRow, RunRow
 
 Event = dict[str, Any]
@@ -108,7 +108,7 @@ def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool
     recorded as interrupted with its checkpoint, so that another worker resumes it at once instead of after the
     stale-claim delay. Ray delivers its cancellation as KeyboardInterrupt itself and keeps its signals."""
     from fedbench.execution.executors import work_through
-    from fedbench.registry.api import worker_id
+    from fedbench.registry.claims import worker_id
 
     if handle_signals:
         signal.signal(signal.SIGTERM, _interrupt)

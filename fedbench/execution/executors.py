@@ -33,7 +33,7 @@ from fedbench.execution.provenance import PEAK_MEMORY, PeakMemory, provenance
 from fedbench.metrics import summarize
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
-from fedbench.registry.api import Heartbeat, worker_id
+from fedbench.registry.claims import Heartbeat, worker_id
 from fedbench.spec import RunSpec
 from fedbench.vocab.metrics import SUMMARY_METRIC, metric_curve
 

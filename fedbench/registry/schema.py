@@ -26,6 +26,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 
 from fedbench.errors import RegistryError
+from fedbench.registry.urls import display_url, sqlite_file
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _ADVISORY_LOCK_KEY = 0x66656462  # "fedb": one lock id for every fedbench registry migration on a PostgreSQL server
@@ -75,10 +76,8 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
     if revision == head_revision():
         return
     check_not_newer(engine, revision)
-    from fedbench.registry.api import _sqlite_file  # the file of a path or of a ``file:`` URI (uri=true)
-
     is_sqlite = engine.dialect.name == "sqlite"
-    with _file_lock(_sqlite_file(engine.url) if is_sqlite else None), engine.begin() as connection:
+    with _file_lock(sqlite_file(engine.url) if is_sqlite else None), engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
         revision = MigrationContext.configure(connection).get_current_revision()
@@ -89,7 +88,7 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
             log.warning(
                 "upgrading registry %s from schema revision %s to %s (written by an older fedbench; "
                 "older versions cannot open it afterwards)",
-                engine.url.render_as_string(hide_password=True),
+                display_url(engine.url),
                 revision or "0.1.0 (no version table)",
                 head_revision(),
             )
@@ -105,7 +104,7 @@ def check_not_newer(engine: Engine, revision: str | None) -> None:
     from fedbench import __version__
 
     raise RegistryError(
-        f"registry {engine.url.render_as_string(hide_password=True)} has schema revision {revision!r}, written by a "
+        f"registry {display_url(engine.url)} has schema revision {revision!r}, written by a "
         f"newer fedbench; this fedbench {__version__} knows revisions up to {head_revision()!r}: upgrade fedbench "
         "(pip install -U fedbench) to use this registry"
     )

@@ -15,7 +15,6 @@ handed around.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,8 +26,10 @@ from sqlalchemy import Float, Integer, delete, select
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RunsFileError, field_error
-from fedbench.registry.api import CLAIMABLE, FINISHED, Registry
+from fedbench.registry import Registry
+from fedbench.registry.claims import CLAIMABLE, FINISHED
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.urls import mask_passwords
 
 FORMAT = "fedbench-runs"
 VERSION = 1
@@ -36,13 +37,12 @@ VERSION = 1
 ROUND_COLUMNS = [column for column in RoundRow.__table__.columns if column.name != "run_id"]
 # wall_seconds depends on the machine, not the run: two trainings of one spec agree on everything else.
 MACHINE_DEPENDENT = ("wall_seconds",)
-_PASSWORD_IN_URL = re.compile(r"(\b[a-zA-Z][\w+.-]*://[^\s:/@]*):[^\s@/]*@")
 
 
 def redact(value: Any) -> Any:
-    """``value`` with the password of every URL in its strings replaced by ``***`` (recursively)."""
+    """``value`` with the password of every URL in its strings replaced by ``***`` (recursively; keys are names)."""
     if isinstance(value, str):
-        return _PASSWORD_IN_URL.sub(r"\1:***@", value)
+        return mask_passwords(value)
     if isinstance(value, dict):
         return {key: redact(item) for key, item in value.items()}
     if isinstance(value, list):

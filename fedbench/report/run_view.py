@@ -62,7 +62,7 @@ def run_list(
 ) -> list[dict[str, Any]] | None:
     """What ``fedbench runs`` lists: the registry's runs (of one paper / in one status) as ``run_json`` objects;
     None when there is no registry at ``registry_url`` (it is not created)."""
-    from fedbench.registry.api import Registry
+    from fedbench.registry import Registry
 
     store = Registry.open_existing(registry_url)
     if store is None:
@@ -73,7 +73,7 @@ def run_list(
 def show_run(registry_url: str | None, run: str) -> dict[str, Any]:
     """What ``fedbench show RUN`` prints: ``run_details`` of the registry at ``registry_url`` (not created)."""
     from fedbench.errors import RegistryError
-    from fedbench.registry.api import Registry
+    from fedbench.registry import Registry
 
     store = Registry.open_existing(registry_url)
     if store is None:

@@ -17,12 +17,13 @@ from typer.testing import CliRunner
 
 from algorithm_fixtures import Sink, make_spec
 from fedbench.checkpoint.format import client_state_folder, read_checkpoint
-from fedbench.checkpoint.mirror import CheckpointMirror, display
+from fedbench.checkpoint.mirror import CheckpointMirror
 from fedbench.cli import app
 from fedbench.engine import run
 from fedbench.errors import ConfigError
 from fedbench.execution.cluster import checkpoints_folder
 from fedbench.registry import Registry
+from fedbench.registry.urls import hide_userinfo
 from tests.integration.test_kill_resume import RECIPE, HeldFedbench
 
 runner = CliRunner()
@@ -122,7 +123,7 @@ def test_a_storage_that_refuses_writes_fails_the_run_with_one_line_and_it_resume
     (failed,) = Registry(url).runs()
     assert failed.status == "failed" and "Traceback" not in (failed.error or "")
     assert f"checkpoint storage {memory_url} cannot be written" in failed.error and "Access Denied" in failed.error
-    assert "hunter2" not in display(secret) and display(secret).startswith("memory://***@")
+    assert "hunter2" not in hide_userinfo(secret) and hide_userinfo(secret).startswith("memory://***@")
 
     monkeypatch.setattr(memory, "put_file", original)
     result = runner.invoke(app, ["run", str(recipe), "--registry", url, "--checkpoints", memory_url])

@@ -2,7 +2,7 @@
 the next round boundary and writes nothing more for it: no round, no checkpoint, no status, no provenance. The new
 owner's curve and outcome stay exactly as it recorded them.
 
-Time is a fake clock (``fedbench.registry.api.now``); the takeover happens inside the old worker's progress callback
+Time is a fake clock (``fedbench.registry.claims.now``); the takeover happens inside the old worker's progress callback
 after round 2 (where a hung worker would be between two rounds), and the new owner trains the run to the end there,
 before the old worker wakes up and goes on."""
 
@@ -17,7 +17,7 @@ from fedbench.errors import ClaimLost
 from fedbench.execution import executors
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
-from fedbench.registry import Registry, api
+from fedbench.registry import Registry, claims
 
 RECIPE = """
 paper = "claimtest"
@@ -55,7 +55,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(api, "now", fake)
+    monkeypatch.setattr(claims, "now", fake)
     return fake
 
 
@@ -113,18 +113,18 @@ def test_a_worker_that_wakes_after_a_takeover_stops_and_writes_nothing(
     sink refuses without asking the registry); else the takeover is found by the registry's conditional write."""
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
     registry = registered(url, planned)
-    old_worker = api.worker_id()  # this process: alive, so only a stopped heartbeat lets another worker take over
+    old_worker = claims.worker_id()  # this process: alive, so only a stopped heartbeat lets another worker take over
     run_id = registry.claim(planned.spec_hash, old_worker)
-    old_heartbeat = api.Heartbeat(registry, run_id, old_worker)  # its thread is not started: it "hangs"
+    old_heartbeat = claims.Heartbeat(registry, run_id, old_worker)  # its thread is not started: it "hangs"
     checkpoint = registry.checkpoint_path(planned.spec_hash)
     seen: dict[str, object] = {}
     old_events: list[dict] = []
 
     def take_over() -> None:
-        clock.advance(api.STALE_AFTER + timedelta(seconds=1))  # the old worker's heartbeat went silent
+        clock.advance(claims.STALE_AFTER + timedelta(seconds=1))  # the old worker's heartbeat went silent
         new_registry = Registry(url)
         assert new_registry.claim(planned.spec_hash, NEW_OWNER) == run_id
-        new_heartbeat = api.Heartbeat(new_registry, run_id, NEW_OWNER)
+        new_heartbeat = claims.Heartbeat(new_registry, run_id, NEW_OWNER)
         status = executors.execute_one(
             new_registry, planned, run_id, options(url), lambda event: None, heartbeat=new_heartbeat
         )
@@ -171,7 +171,7 @@ def test_a_registry_write_for_a_lost_claim_is_refused_and_changes_nothing(any_re
     run_id = registry.claim(planned.spec_hash, "oldhost:1")
     registry.log_round(run_id, RoundRecord(round=1, train_loss=0.5, wall_seconds=1.0, bytes_up=1, bytes_down=1))
     registry.record_checkpoint(run_id, "a" * 64)
-    clock.advance(api.STALE_AFTER + timedelta(seconds=1))
+    clock.advance(claims.STALE_AFTER + timedelta(seconds=1))
     assert registry.claim(planned.spec_hash, NEW_OWNER) == run_id
     before = (run_row(registry, run_id), rounds(registry, run_id))
     clock.advance(timedelta(minutes=1))

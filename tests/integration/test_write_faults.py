@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 
 from fedbench.checkpoint import format as checkpoint_module
 from fedbench.cli import app
-from fedbench.registry import Registry, api
+from fedbench.registry import Registry, connection
 
 RECIPE = """
 paper = "faulttest"
@@ -197,14 +197,14 @@ class FaultyDatabase:
     def __init__(self, monkeypatch, statement: str, fail_at: int, message: str, then_all: bool = False):
         self.statement, self.fail_at, self.message, self.then_all = statement, fail_at, message, then_all
         self.seen, self.failing = 0, False
-        create_engine = api.create_engine
+        create_engine = connection.create_engine
 
         def hooked(*args, **kwargs):
             engine = create_engine(*args, **kwargs)
             event.listen(engine, "do_execute", self.execute)
             return engine
 
-        monkeypatch.setattr(api, "create_engine", hooked)
+        monkeypatch.setattr(connection, "create_engine", hooked)
 
     def execute(self, cursor, statement, parameters, context):
         if statement.startswith(self.statement):

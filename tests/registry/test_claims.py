@@ -1,6 +1,6 @@
 """Claims and heartbeats: a live worker in a long round keeps its claim (its heartbeat comes from a background
 thread, not from finished rounds); a hung one (pid alive, heartbeat stopped) or a gone one is taken over, and
-``fedbench runs --stale`` shows such runs. Time is a fake clock (``fedbench.registry.api.now`` patched); the
+``fedbench runs --stale`` shows such runs. Time is a fake clock (``fedbench.registry.claims.now`` patched); the
 background thread is waited on through an event, never through sleeps."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from fedbench.cli import app
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
-from fedbench.registry import Registry, api
+from fedbench.registry import Registry, claims
 
 runner = CliRunner()
 LOCAL_ALIVE = f"{socket.gethostname()}:{os.getpid()}"  # this test process: a local worker whose pid lives
@@ -37,7 +37,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(api, "now", fake)
+    monkeypatch.setattr(claims, "now", fake)
     return fake
 
 
@@ -56,7 +56,7 @@ def beats_seen(registry: Registry, times: int) -> tuple[threading.Event, list[da
 
     def counted(run_id: int, worker: str) -> bool:
         alive = original(run_id, worker)
-        seen.append(api.now())
+        seen.append(claims.now())
         if len(seen) >= times:
             done.set()
         return alive
@@ -71,7 +71,7 @@ def test_a_live_worker_in_a_long_round_keeps_its_claim(registered, clock, holder
     run_id = registry.claim(spec_hash, worker=holder)
     assert run_id is not None
     done, seen = beats_seen(registry, 1)
-    with api.Heartbeat(registry, run_id, holder, every=0.001) as heartbeat:
+    with claims.Heartbeat(registry, run_id, holder, every=0.001) as heartbeat:
         # a round that takes three hours: no round is logged, only the background thread beats
         clock.advance(hours=3)
         done.clear()
@@ -94,7 +94,7 @@ def test_without_the_background_heartbeat_the_same_long_round_would_be_taken_ove
 def test_a_hung_local_worker_is_reported_and_taken_over(registered, clock, registry_url):
     registry, spec_hash = registered
     run_id = registry.claim(spec_hash, worker=LOCAL_ALIVE)  # its pid lives: before, that held the claim forever
-    clock.advance(seconds=api.STALE_AFTER.total_seconds() - 1)
+    clock.advance(seconds=claims.STALE_AFTER.total_seconds() - 1)
     assert registry.claim(spec_hash, worker="other:2") is None  # within the timeout: still its own
     assert registry.stale_runs() == []
     clock.advance(seconds=2)  # the heartbeat stopped: past the claim timeout
@@ -105,14 +105,14 @@ def test_a_hung_local_worker_is_reported_and_taken_over(registered, clock, regis
     assert listed.exit_code == 0, listed.output
     [record] = json.loads(listed.stdout)
     assert record["spec_hash"] == spec_hash and record["worker"] == LOCAL_ALIVE
-    assert record["heartbeat_age_seconds"] == api.STALE_AFTER.total_seconds() + 1
+    assert record["heartbeat_age_seconds"] == claims.STALE_AFTER.total_seconds() + 1
     table = runner.invoke(app, ["runs", "--stale", "--registry", registry_url])
     assert "1 stale runs" in table.output and "hung" in table.output
 
     assert registry.claim(spec_hash, worker="other:2") == run_id  # reclaimed
     assert registry.stale_runs() == []
     # the hung worker, should it wake up, learns that its claim is gone
-    heartbeat = api.Heartbeat(registry, run_id, LOCAL_ALIVE)
+    heartbeat = claims.Heartbeat(registry, run_id, LOCAL_ALIVE)
     heartbeat.beat()
     assert heartbeat.lost
 
@@ -139,7 +139,7 @@ def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
 
     started = []
 
-    class Recording(api.Heartbeat):
+    class Recording(claims.Heartbeat):
         def __enter__(self):
             started.append((self.run_id, self.worker))
             return super().__enter__()
@@ -149,5 +149,5 @@ def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
     Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
     options = executors.ExecutionOptions(registry_url=registry_url, device="cpu")
     executors.work_through(planned, options, lambda event: None)
-    assert started == [(1, api.worker_id())]
+    assert started == [(1, claims.worker_id())]
     assert Registry(registry_url).get_run(1).status == "done"

@@ -2,7 +2,7 @@
 
 Opening a registry retries a migration that lost a race, claims take over a worker that stopped beating
 after ``STALE_AFTER``, and queries over many runs go to the database in chunks. These tests put a fake
-``time.sleep`` and a fake clock (``api.now``) in place of the real ones, so they check exactly the same
+``time.sleep`` and a fake clock (``claims.now``) in place of the real ones, so they check exactly the same
 rules in milliseconds however busy the machine is (the subprocess races in test_cli.py and
 test_registry_migration.py stay, marked slow)."""
 
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RegistryError
-from fedbench.registry import Registry, api
+from fedbench.registry import Registry, claims, connection
 from fedbench.registry.tables import RoundRow, RunRow
 
 
@@ -43,7 +43,7 @@ def operational(message: str) -> OperationalError:
 def slept(monkeypatch) -> list[float]:
     """A fake time.sleep: records how long the registry would have waited, returns at once."""
     waits: list[float] = []
-    monkeypatch.setattr(api.time, "sleep", waits.append)
+    monkeypatch.setattr(connection.time, "sleep", waits.append)
     return waits
 
 
@@ -58,7 +58,7 @@ def slept(monkeypatch) -> list[float]:
 )
 def test_a_migration_that_lost_a_race_is_retried_with_growing_waits(monkeypatch, slept, registry_url, error):
     upgrade = FlakyUpgrade(4, error)
-    monkeypatch.setattr(api.schema, "upgrade", upgrade)
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
     Registry(registry_url)  # opens: the fifth attempt works
     assert upgrade.calls == 5
     assert slept == pytest.approx([0.1, 0.2, 0.3, 0.4])  # a growing back-off, 1 s in all
@@ -66,7 +66,7 @@ def test_a_migration_that_lost_a_race_is_retried_with_growing_waits(monkeypatch,
 
 def test_the_retries_end_with_a_one_line_registry_error(monkeypatch, slept, registry_url):
     upgrade = FlakyUpgrade(5, operational("database is\nlocked"))
-    monkeypatch.setattr(api.schema, "upgrade", upgrade)
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
     with pytest.raises(RegistryError) as raised:
         Registry(registry_url)
     assert upgrade.calls == 5 and len(slept) == 4  # five attempts, no wait after the last
@@ -75,7 +75,7 @@ def test_the_retries_end_with_a_one_line_registry_error(monkeypatch, slept, regi
 
 def test_other_errors_are_not_retried(monkeypatch, slept, registry_url):
     upgrade = FlakyUpgrade(1, operational("no such table: runs"))
-    monkeypatch.setattr(api.schema, "upgrade", upgrade)
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
     with pytest.raises(RegistryError, match="no such table: runs"):
         Registry(registry_url)
     assert upgrade.calls == 1 and slept == []
@@ -83,7 +83,7 @@ def test_other_errors_are_not_retried(monkeypatch, slept, registry_url):
 
 def test_a_registry_with_leftover_wal_files_says_so(monkeypatch, tmp_path, slept):
     database = tmp_path / "fedbench.db"
-    monkeypatch.setattr(api.schema, "upgrade", FlakyUpgrade(100, operational("disk I/O error")))
+    monkeypatch.setattr(connection.schema, "upgrade", FlakyUpgrade(100, operational("disk I/O error")))
     with pytest.raises(RegistryError) as bare:
         Registry(f"sqlite:///{database}")
     assert "belong to a registry file that was deleted" not in str(bare.value)
@@ -113,7 +113,7 @@ def entry(index: int) -> dict:
 
 
 class Clock:
-    """A fake ``api.now``: the registry's timestamps come from here."""
+    """A fake ``claims.now``: the registry's timestamps come from here."""
 
     def __init__(self):
         self.time = datetime(2030, 1, 1, 12, 0, 0)
@@ -128,7 +128,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(api, "now", fake)
+    monkeypatch.setattr(claims, "now", fake)
     return fake
 
 
@@ -137,10 +137,10 @@ def test_a_claim_is_taken_over_only_after_the_holder_stopped_beating_for_stale_a
     registry.ensure_runs([entry(1)])
     run_id = registry.claim(entry(1)["spec_hash"], worker="otherhost:7")
     assert run_id is not None
-    clock.advance(api.STALE_AFTER)
+    clock.advance(claims.STALE_AFTER)
     assert registry.claim(entry(1)["spec_hash"], worker="thishost:8") is None  # exactly STALE_AFTER: still held
     registry.log_round(run_id, RoundRecord(round=1, train_loss=0.5, wall_seconds=1.0, bytes_up=1, bytes_down=1))
-    clock.advance(api.STALE_AFTER)  # the heartbeat of round 1 keeps it alive
+    clock.advance(claims.STALE_AFTER)  # the heartbeat of round 1 keeps it alive
     assert registry.claim(entry(1)["spec_hash"], worker="thishost:8") is None
     clock.advance(timedelta(seconds=1))
     assert registry.claim(entry(1)["spec_hash"], worker="thishost:8") == run_id
@@ -158,7 +158,7 @@ def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(registry_u
     registry.ensure_runs([entry(1), entry(2)])
     host = socket.gethostname()
     dead = registry.claim(entry(1)["spec_hash"], worker=f"{host}:999999999")  # above any pid_max: no such process
-    alive = registry.claim(entry(2)["spec_hash"], worker=f"{host}:{api.os.getpid()}")
+    alive = registry.claim(entry(2)["spec_hash"], worker=f"{host}:{claims.os.getpid()}")
     assert dead is not None and alive is not None
     assert registry.claim(entry(1)["spec_hash"], worker=f"{host}:1") == dead
     assert registry.claim(entry(2)["spec_hash"], worker=f"{host}:1") is None  # this test's process is alive
@@ -223,13 +223,13 @@ def test_a_local_worker_of_another_user_is_alive_not_gone(registry_url, clock, m
     def not_permitted(pid: int, signal: int) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(api.os, "kill", not_permitted)
+    monkeypatch.setattr(claims.os, "kill", not_permitted)
     assert registry.claim(entry(1)["spec_hash"], worker=f"{host}:1") is None
     assert registry.stale_runs() == []
-    clock.advance(api.STALE_AFTER + timedelta(seconds=1))
+    clock.advance(claims.STALE_AFTER + timedelta(seconds=1))
     (run,) = registry.runs()
     assert (
-        api.stale_reason(run)
+        claims.stale_reason(run)
         == f"worker {host}:4242 hung (its process lives, its heartbeat stopped): no heartbeat for 301 s (timeout 300 s)"
     )
 
@@ -241,8 +241,8 @@ def test_a_takeover_takes_only_the_claim_it_judged_stale(registry_url, clock, mo
     registry.ensure_runs([entry(1)])
     spec_hash = entry(1)["spec_hash"]
     run_id = registry.claim(spec_hash, worker="otherhost:7")
-    clock.advance(api.STALE_AFTER + timedelta(seconds=1))
-    judged = api.stale_reason
+    clock.advance(claims.STALE_AFTER + timedelta(seconds=1))
+    judged = claims.stale_reason
     raced: list[int | None] = []
 
     def judged_while_another_takes_over(run):
@@ -252,7 +252,7 @@ def test_a_takeover_takes_only_the_claim_it_judged_stale(registry_url, clock, mo
             raced.append(registry.claim(spec_hash, worker="thirdhost:9"))
         return reason
 
-    monkeypatch.setattr(api, "stale_reason", judged_while_another_takes_over)
+    monkeypatch.setattr(claims, "stale_reason", judged_while_another_takes_over)
     assert registry.claim(spec_hash, worker="thishost:8") is None
     assert raced == [None, run_id]
     (run,) = registry.runs()
@@ -291,7 +291,7 @@ def test_the_heartbeat_thread_is_named_after_its_run_and_ends_with_the_block(reg
     names: list[set[str]] = []
 
     def block() -> None:
-        with api.Heartbeat(registry, run_id, "h:1", every=3600):
+        with claims.Heartbeat(registry, run_id, "h:1", every=3600):
             names.append({thread.name for thread in threading.enumerate()})
 
     helper = threading.Thread(target=block, daemon=True)
@@ -310,7 +310,7 @@ def test_the_heartbeat_beats_at_the_interval_given_or_else_at_heartbeat_every(re
     registry = Registry(registry_url)
     registry.ensure_runs([entry(1)])
     run_id = registry.claim(entry(1)["spec_hash"], worker="h:1")
-    monkeypatch.setattr(api, "HEARTBEAT_EVERY", timedelta(hours=1) if given else timedelta(milliseconds=1))
+    monkeypatch.setattr(claims, "HEARTBEAT_EVERY", timedelta(hours=1) if given else timedelta(milliseconds=1))
     three = threading.Event()
     beats: list[bool] = []
     original = registry.heartbeat
@@ -322,6 +322,6 @@ def test_the_heartbeat_beats_at_the_interval_given_or_else_at_heartbeat_every(re
         return beats[-1]
 
     registry.heartbeat = counted  # type: ignore[method-assign]
-    with api.Heartbeat(registry, run_id, "h:1", **({"every": 0.001} if given else {})):
+    with claims.Heartbeat(registry, run_id, "h:1", **({"every": 0.001} if given else {})):
         assert three.wait(timeout=60)
     assert all(beats)

@@ -21,8 +21,7 @@ from fedbench.cli import app
 from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
-from fedbench.registry import Registry
-from fedbench.registry import api as registry_api
+from fedbench.registry import Registry, claims
 from fedbench.registry.schema import current_revision, head_revision
 from fedbench.registry.tables import RunRow
 
@@ -58,7 +57,7 @@ def test_a_stale_claim_from_another_host_and_a_dead_local_worker_are_taken_over(
         session.execute(
             update(RunRow)
             .where(RunRow.id == remote_id)
-            .values(heartbeat_at=registry_api.now() - registry_api.STALE_AFTER - timedelta(minutes=1))
+            .values(heartbeat_at=claims.now() - claims.STALE_AFTER - timedelta(minutes=1))
         )
         session.commit()
     assert registry.claim(remote, worker="newhost:7") == remote_id
@@ -66,7 +65,7 @@ def test_a_stale_claim_from_another_host_and_a_dead_local_worker_are_taken_over(
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(finished.stdout)  # a process of this host that has exited
-    local_id = registry.claim(local, worker=f"{registry_api.socket.gethostname()}:{dead_pid}")
+    local_id = registry.claim(local, worker=f"{claims.socket.gethostname()}:{dead_pid}")
     assert local_id is not None
     assert registry.claim(local, worker="newhost:8") == local_id
 

@@ -20,7 +20,7 @@ from fedbench.cli import app
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import resolve_spec
-from fedbench.registry.api import Registry
+from fedbench.registry import Registry
 from fedbench.registry.schema import current_revision, head_revision
 from fedbench.spec import RESOLVED_KEYS, RunSpec
 
@@ -173,7 +173,7 @@ def test_a_current_registry_is_not_migrated_again(tmp_path, registry_url, monkey
 @pytest.mark.slow
 def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
     url, database = old_registry(tmp_path)
-    code = "import sys; from fedbench.registry.api import Registry; print(len(Registry(sys.argv[1]).runs()))"
+    code = "import sys; from fedbench.registry import Registry; print(len(Registry(sys.argv[1]).runs()))"
     processes = [
         subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(3)

@@ -1,4 +1,4 @@
-"""fedbench.registry.api beyond claims: which URL names which database file, how a registry is opened (read-only
+"""The registry beyond claims (fedbench.registry.connection and .store): which URL names which database file, how a registry is opened (read-only
 or for writing, with the connection settings SQLite needs), the one-line errors of a bad URL, the queries a report
 reads (by id, by hash prefix, by paper and status, curves with chosen columns) and JSON without NaN for PostgreSQL.
 Everything on SQLite files in the test's folder, no training."""
@@ -17,8 +17,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
-from fedbench.registry import Registry, api
+from fedbench.registry import Registry, claims, connection
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.urls import sqlite_file
 
 
 def entry(index: int, **fields) -> dict:
@@ -48,41 +49,16 @@ def pragma(registry: Registry, name: str):
 # ------------------------------------------------------------------------------------------- URLs
 def test_the_default_registry_is_the_environments_or_the_local_file(monkeypatch):
     monkeypatch.delenv("FEDBENCH_REGISTRY", raising=False)
-    assert api.default_registry_url() == "sqlite:///registry/fedbench.db"
+    assert connection.default_registry_url() == "sqlite:///registry/fedbench.db"
     assert Registry.resolve_url(None) == "sqlite:///registry/fedbench.db"
     monkeypatch.setenv("FEDBENCH_REGISTRY", "")
-    assert api.default_registry_url() == "sqlite:///registry/fedbench.db"
+    assert connection.default_registry_url() == "sqlite:///registry/fedbench.db"
     monkeypatch.setenv("FEDBENCH_REGISTRY", "postgresql://alice:pw@db/fedbench")
-    assert api.default_registry_url() == "postgresql://alice:pw@db/fedbench"
+    assert connection.default_registry_url() == "postgresql://alice:pw@db/fedbench"
     assert Registry.resolve_url(None) == "postgresql://alice:pw@db/fedbench"
     assert Registry.resolve_url("sqlite:///x.db") == "sqlite:///x.db"
     assert Registry.shown_url(None) == "postgresql://alice:***@db/fedbench"
     assert Registry.shown_url("postgresql://bob:s3cret@h:5433/d") == "postgresql://bob:***@h:5433/d"
-
-
-@pytest.mark.parametrize(
-    ("url", "database"),
-    [
-        ("sqlite:///runs/fedbench.db", "runs/fedbench.db"),
-        ("sqlite:////abs/fedbench.db", "/abs/fedbench.db"),
-        ("sqlite://", None),
-        ("sqlite:///:memory:", None),
-        ("sqlite:///file:%2Fdata%2Fmy%20runs.db?mode=ro&uri=true", "/data/my runs.db"),
-        ("sqlite:///file:/data/runs.db?uri=1", "/data/runs.db"),
-        ("sqlite:///file:/data/runs.db?uri=TRUE", "/data/runs.db"),
-        ("sqlite:///file::memory:?uri=true", None),
-        ("sqlite:///file:?uri=true", None),
-        ("sqlite:///file:shared?mode=memory&cache=shared&uri=true", None),  # SQLite's in-memory database
-        ("sqlite:///file:shared?mode=MEMORY&uri=true", None),
-        ("sqlite:///file:shared%3Fmode=memory?uri=true", None),
-        ("sqlite:///file:/data/runs.db?mode=rw&uri=true", "/data/runs.db"),
-        ("sqlite:///file:/data/runs.db", "file:/data/runs.db"),  # without uri=true "file:" is part of the name
-        ("sqlite:///file:/data/runs.db?uri=false", "file:/data/runs.db"),
-        ("sqlite:///data/file:x.db?uri=true", "data/file:x.db"),  # a URI starts with file:
-    ],
-)
-def test_the_database_file_a_sqlite_url_names(url, database):
-    assert api._sqlite_file(api._parse(url)) == database
 
 
 @pytest.mark.parametrize(
@@ -100,7 +76,7 @@ def test_the_database_file_a_sqlite_url_names(url, database):
     ],
 )
 def test_a_url_declares_read_only_by_mode_or_immutable(url, read_only):
-    assert api._declares_read_only(api._parse(url)) is read_only
+    assert connection._declares_read_only(connection._parse(url)) is read_only
 
 
 def test_a_read_only_url_of_a_file_opens_exactly_that_file(tmp_path):
@@ -108,12 +84,14 @@ def test_a_read_only_url_of_a_file_opens_exactly_that_file(tmp_path):
     folder.mkdir()
     path = folder / "a.db"
     resolved = quote(str(path.resolve()))
-    assert api._read_only_sqlite_url(str(path)) == f"sqlite:///file:{resolved}?mode=ro&uri=true"
-    assert api._read_only_sqlite_url(str(path), immutable=True) == f"sqlite:///file:{resolved}?immutable=1&uri=true"
+    assert connection._read_only_sqlite_url(str(path)) == f"sqlite:///file:{resolved}?mode=ro&uri=true"
+    assert (
+        connection._read_only_sqlite_url(str(path), immutable=True) == f"sqlite:///file:{resolved}?immutable=1&uri=true"
+    )
     for immutable in (False, True):
-        url = api._read_only_sqlite_url(str(path), immutable=immutable)
-        assert api._sqlite_file(api._parse(url)) == str(path.resolve())
-        assert api._declares_read_only(api._parse(url))
+        url = connection._read_only_sqlite_url(str(path), immutable=immutable)
+        assert sqlite_file(connection._parse(url)) == str(path.resolve())
+        assert connection._declares_read_only(connection._parse(url))
 
 
 def test_a_url_sqlalchemy_cannot_parse_is_a_one_line_error_without_its_password():
@@ -191,16 +169,16 @@ def test_open_existing_creates_nothing_and_reads_through_a_connection_that_canno
 def test_a_read_only_registry_of_an_older_schema_is_one_line_naming_both_revisions(tmp_path, monkeypatch):
     database = tmp_path / "fedbench.db"
     Registry(f"sqlite:///{database}")
-    monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002_old")
+    monkeypatch.setattr(connection.schema, "current_revision", lambda engine: "0002_old")
     url = f"sqlite:///file:{database}?mode=ro&uri=true"
     with pytest.raises(RegistryError) as raised:
         Registry(url, read_only=True)
-    head = api.schema.head_revision()
+    head = connection.schema.head_revision()
     assert str(raised.value) == (
         f"registry {Registry.shown_url(url)!r} is at schema revision 0002_old and this fedbench needs {head}; it is read-only here: "
         "open it once with write access (e.g. `fedbench runs` as a user or worker role that may write it)"
     )
-    monkeypatch.setattr(api.schema, "current_revision", lambda engine: None)
+    monkeypatch.setattr(connection.schema, "current_revision", lambda engine: None)
     with pytest.raises(RegistryError, match="is at schema revision before 0001 and this fedbench needs"):
         Registry(url, read_only=True)
 
@@ -214,24 +192,24 @@ def test_a_file_this_process_may_not_write_is_refused_for_writing(tmp_path, monk
         def access(path, mode, denied=denied):
             return False if Path(path) == denied and mode == os.W_OK else real_access(path, mode)
 
-        monkeypatch.setattr(api.os, "access", access)
+        monkeypatch.setattr(connection.os, "access", access)
         with pytest.raises(RegistryError) as raised:
             Registry(f"sqlite:///{database}")
         assert str(raised.value).startswith(f"registry 'sqlite:///{database}' cannot be written (the file or its")
         assert Registry(f"sqlite:///{database}", read_only=True).runs() == []  # a reporter still reads it
     # a read-only open of an older registry this process may not write: no migration is tried
-    monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002")
-    monkeypatch.setattr(api.schema, "upgrade", lambda engine, folder=None: pytest.fail("migrated"))
+    monkeypatch.setattr(connection.schema, "current_revision", lambda engine: "0002")
+    monkeypatch.setattr(connection.schema, "upgrade", lambda engine, folder=None: pytest.fail("migrated"))
     with pytest.raises(RegistryError) as raised:
         Registry(f"sqlite:///{database}", read_only=True)
     assert str(raised.value) == (
         f"registry 'sqlite:///{database}' is at schema revision 0002 and this fedbench needs "
-        f"{api.schema.head_revision()}; it is read-only here: open it once with write access (e.g. `fedbench runs` "
+        f"{connection.schema.head_revision()}; it is read-only here: open it once with write access (e.g. `fedbench runs` "
         "as a user or worker role that may write it)"
     )
-    monkeypatch.setattr(api.os, "access", lambda path, mode: Path(path) != database and real_access(path, mode))
-    assert api._sqlite_writable(str(tmp_path / "new.db"))  # a file to be made: only its folder counts
-    assert api._sqlite_writable(None)
+    monkeypatch.setattr(connection.os, "access", lambda path, mode: Path(path) != database and real_access(path, mode))
+    assert connection._sqlite_writable(str(tmp_path / "new.db"))  # a file to be made: only its folder counts
+    assert connection._sqlite_writable(None)
 
 
 # ------------------------------------------------------------------------------------------- queries
@@ -296,14 +274,14 @@ def test_curves_come_in_round_order_with_all_or_the_chosen_columns(filled):
 # ------------------------------------------------------------------------------------------- JSON for PostgreSQL
 def test_json_for_a_server_database_has_null_for_every_non_finite_number():
     value = {"a": math.nan, "b": [1.5, math.inf, (-math.inf, 2)], "c": {"d": math.nan, "e": "nan"}, "f": None}
-    assert json.loads(api.json_without_nan(value)) == {
+    assert json.loads(connection.json_without_nan(value)) == {
         "a": None,
         "b": [1.5, None, [None, 2]],
         "c": {"d": None, "e": "nan"},
         "f": None,
     }
-    assert api.json_without_nan(3) == "3" and api.json_without_nan(math.nan) == "null"
-    assert api.json_without_nan([True, 0, 1e308]) == "[true, 0, 1e+308]"
+    assert connection.json_without_nan(3) == "3" and connection.json_without_nan(math.nan) == "null"
+    assert connection.json_without_nan([True, 0, 1e308]) == "[true, 0, 1e+308]"
 
 
 @pytest.mark.filterwarnings("ignore:Selection of the SingletonThreadPool:sqlalchemy.exc.SADeprecationWarning")
@@ -326,7 +304,7 @@ def test_a_wal_database_sqlite_cannot_open_read_only_is_read_as_immutable(tmp_pa
     writer = Registry(f"sqlite:///{database}")
     writer.ensure_runs([entry(1)])
     writer.engine.dispose()  # the last connection to close moves the WAL into the file, as a finished run leaves it
-    real = api.schema.current_revision
+    real = connection.schema.current_revision
     calls = []
 
     def current_revision(engine):
@@ -335,7 +313,7 @@ def test_a_wal_database_sqlite_cannot_open_read_only_is_read_as_immutable(tmp_pa
             raise OperationalError("SELECT", {}, Exception("unable to open database file"))
         return real(engine)
 
-    monkeypatch.setattr(api.schema, "current_revision", current_revision)
+    monkeypatch.setattr(connection.schema, "current_revision", current_revision)
     reader = Registry(f"sqlite:///{database}", read_only=True)
     assert [r.seed for r in reader.runs()] == [1] and len(calls) == 2
     assert "immutable=1" in calls[1] and "immutable" not in calls[0]
@@ -357,7 +335,7 @@ def test_other_failures_of_a_read_only_open_are_one_line_errors(tmp_path, monkey
     def current_revision(engine):
         raise OperationalError("SELECT", {}, Exception(message))
 
-    monkeypatch.setattr(api.schema, "current_revision", current_revision)
+    monkeypatch.setattr(connection.schema, "current_revision", current_revision)
     with pytest.raises(RegistryError) as raised:
         Registry(url, read_only=True)
     assert str(raised.value) == f"cannot open registry {Registry.shown_url(url)!r}: {' '.join(message.split())}"
@@ -366,10 +344,10 @@ def test_other_failures_of_a_read_only_open_are_one_line_errors(tmp_path, monkey
 def test_a_read_only_open_of_an_old_writable_registry_migrates_it_first(tmp_path, monkeypatch):
     database = tmp_path / "fedbench.db"
     Registry(f"sqlite:///{database}").ensure_runs([entry(1)])
-    real, upgrades = api.schema.current_revision, []
+    real, upgrades = connection.schema.current_revision, []
     revisions = iter(["0002"])
-    monkeypatch.setattr(api.schema, "current_revision", lambda engine: next(revisions, None) or real(engine))
-    monkeypatch.setattr(api.schema, "upgrade", lambda engine, folder=None: upgrades.append(folder))
+    monkeypatch.setattr(connection.schema, "current_revision", lambda engine: next(revisions, None) or real(engine))
+    monkeypatch.setattr(connection.schema, "upgrade", lambda engine, folder=None: upgrades.append(folder))
     reader = Registry(f"sqlite:///{database}", read_only=True)
     assert upgrades == [tmp_path / "checkpoints"] and [r.seed for r in reader.runs()] == [1]
 
@@ -377,8 +355,8 @@ def test_a_read_only_open_of_an_old_writable_registry_migrates_it_first(tmp_path
 def test_a_read_only_open_whose_migration_is_refused_says_to_open_it_with_write_access(tmp_path, monkeypatch):
     database = tmp_path / "fedbench.db"
     Registry(f"sqlite:///{database}")
-    monkeypatch.setattr(api.schema, "current_revision", lambda engine: "0002")
-    head = api.schema.head_revision()
+    monkeypatch.setattr(connection.schema, "current_revision", lambda engine: "0002")
+    head = connection.schema.head_revision()
     refusals = [
         ("Permission denied for table runs", True),
         ("must be owner of table runs", True),
@@ -392,7 +370,7 @@ def test_a_read_only_open_whose_migration_is_refused_says_to_open_it_with_write_
         def upgrade(engine, folder=None, refusal=refusal):
             raise OperationalError("ALTER", {}, Exception(refusal))
 
-        monkeypatch.setattr(api.schema, "upgrade", upgrade)
+        monkeypatch.setattr(connection.schema, "upgrade", upgrade)
         with pytest.raises(RegistryError) as raised:
             Registry(f"sqlite:///{database}", read_only=True)
         opened = f"cannot open registry 'sqlite:///{database}': {refusal}"
@@ -490,10 +468,14 @@ def test_run_states_over_more_hashes_than_one_chunk_return_each_run_once(registr
     assert len(registry.statuses(hashes)) == count and len(registry.runs(spec_hashes=hashes)) == count
 
 
-def test_the_public_names_of_the_api_import():
-    names: dict = {}
-    exec("from fedbench.registry.api import *", names)
-    assert all(name in names for name in ["Registry", "Heartbeat", "default_registry_url", "worker_id", "stale_reason"])
+def test_the_public_names_of_the_registry_import():
+    for module, public in [
+        ("fedbench.registry", ["Registry", "default_registry_url"]),
+        ("fedbench.registry.claims", ["Heartbeat", "worker_id", "stale_reason", "now", "FINISHED", "CLAIMABLE"]),
+    ]:
+        names: dict = {}
+        exec(f"from {module} import *", names)
+        assert all(name in names for name in public), module
 
 
 def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, monkeypatch):
@@ -504,8 +486,8 @@ def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, mo
 
 
 def test_the_claim_timeout_is_ten_missed_heartbeats_of_thirty_seconds():
-    """The documented figures (api.py's comment, docs): a beat every 30 s, a claim free after ten missed beats."""
-    assert api.HEARTBEAT_EVERY.total_seconds() == 30 and api.STALE_AFTER == 10 * api.HEARTBEAT_EVERY
+    """The documented figures (connection.py's comment, docs): a beat every 30 s, a claim free after ten missed beats."""
+    assert claims.HEARTBEAT_EVERY.total_seconds() == 30 and claims.STALE_AFTER == 10 * claims.HEARTBEAT_EVERY
 
 
 def test_a_disk_io_error_names_the_leftover_files_of_a_deleted_registry_and_only_then(tmp_path, monkeypatch):
@@ -515,7 +497,7 @@ def test_a_disk_io_error_names_the_leftover_files_of_a_deleted_registry_and_only
     def upgrade(engine, folder=None):
         raise OperationalError("CREATE TABLE", {}, Exception("disk I/O error"))
 
-    monkeypatch.setattr(api.schema, "upgrade", upgrade)
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
     with pytest.raises(RegistryError) as bare:
         Registry(url)
     assert str(bare.value) == f"cannot open registry {url!r}: disk I/O error"

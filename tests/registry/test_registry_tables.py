@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import String, create_engine, inspect
 
-from fedbench.registry.api import Registry
+from fedbench.registry import Registry
 from fedbench.registry.schema import upgrade
 from fedbench.registry.tables import Base
 

@@ -1,11 +1,16 @@
-"""Registry URLs as shown to people (fedbench.registry.urls, docs/security.md): ``display_url`` masks the password
+"""URLs as shown to people (fedbench.registry.urls, docs/security.md): ``display_url`` masks the password
 with ``***`` and leaves the rest of the URL as typed, also for a URL SQLAlchemy cannot parse; ``password_of`` is the
 decoded password; ``scrub`` removes every spelling of it from a text, each spelling whole, and masks any other
-``user:password@``. Every expected string below is written by hand from the URL it starts from."""
+``user:password@`` (``mask_passwords``); ``hide_userinfo`` masks the whole user part of a storage URL. And which
+database file a SQLite URL names (``sqlite_file``). Every expected string below is written by hand from the URL it
+starts from."""
 
 from __future__ import annotations
 
-from fedbench.registry.urls import display_url, password_of, scrub
+import pytest
+from sqlalchemy.engine import make_url
+
+from fedbench.registry.urls import display_url, hide_userinfo, mask_passwords, password_of, scrub, sqlite_file
 
 
 def test_display_url_masks_the_password_and_nothing_else():
@@ -54,3 +59,47 @@ def test_scrub_masks_any_other_user_password_and_leaves_other_text_alone():
     assert scrub("cannot reach mysql://root:hunter2@db/x", "sqlite:///r.db") == "cannot reach mysql://root:***@db/x"
     assert scrub("no such table: runs", "postgresql://alice:s3cret@db/x") == "no such table: runs"
     assert scrub("", "postgresql://alice:s3cret@db/x") == ""
+
+
+def test_mask_passwords_masks_every_password_in_a_text_from_the_schemes_first_letter():
+    text = "from s3.x-y://u:p%40ss@h/x and http://bob:pw@other/ too; ftp://:secret@h"
+    assert mask_passwords(text) == "from s3.x-y://u:***@h/x and http://bob:***@other/ too; ftp://:***@h"
+    assert mask_passwords("9x://a:b@c") == "9x://a:***@c" and mask_passwords("my_db://a:b@c") == "my_db://a:***@c"
+    assert mask_passwords("http://a:p/w@h") == "http://a:***@h"  # a "/" typed unquoted in a password
+    assert mask_passwords("9://a:b@c") == "9://a:b@c"  # no scheme: a scheme starts with a letter
+    assert mask_passwords("postgresql://a:b c@h") == "postgresql://a:b c@h"  # a space ends a URL before any @
+    assert mask_passwords("http://a/b:c@d") == "http://a/b:c@d"  # "b:c" is in the path
+    assert mask_passwords("https://u@host/p and user:word@host") == "https://u@host/p and user:word@host"
+
+
+def test_hide_userinfo_masks_the_whole_user_part_of_storage_urls_in_a_text():
+    assert hide_userinfo("s3://KEY:SECRET@bucket/x") == "s3://***@bucket/x"
+    assert hide_userinfo("https://TOKEN@host/p") == "https://***@host/p"  # a token alone is a credential too
+    assert hide_userinfo("denied for gs://a:b@bkt/x and az://t@c/y") == "denied for gs://***@bkt/x and az://***@c/y"
+    assert hide_userinfo("s3://bucket/path/a@b") == "s3://bucket/path/a@b"  # an @ after the host is in the path
+    assert hide_userinfo("memory://bucket/x") == "memory://bucket/x"
+
+
+@pytest.mark.parametrize(
+    ("url", "database"),
+    [
+        ("sqlite:///runs/fedbench.db", "runs/fedbench.db"),
+        ("sqlite:////abs/fedbench.db", "/abs/fedbench.db"),
+        ("sqlite://", None),
+        ("sqlite:///:memory:", None),
+        ("sqlite:///file:%2Fdata%2Fmy%20runs.db?mode=ro&uri=true", "/data/my runs.db"),
+        ("sqlite:///file:/data/runs.db?uri=1", "/data/runs.db"),
+        ("sqlite:///file:/data/runs.db?uri=TRUE", "/data/runs.db"),
+        ("sqlite:///file::memory:?uri=true", None),
+        ("sqlite:///file:?uri=true", None),
+        ("sqlite:///file:shared?mode=memory&cache=shared&uri=true", None),  # SQLite's in-memory database
+        ("sqlite:///file:shared?mode=MEMORY&uri=true", None),
+        ("sqlite:///file:shared%3Fmode=memory?uri=true", None),
+        ("sqlite:///file:/data/runs.db?mode=rw&uri=true", "/data/runs.db"),
+        ("sqlite:///file:/data/runs.db", "file:/data/runs.db"),  # without uri=true "file:" is part of the name
+        ("sqlite:///file:/data/runs.db?uri=false", "file:/data/runs.db"),
+        ("sqlite:///data/file:x.db?uri=true", "data/file:x.db"),  # a URI starts with file:
+    ],
+)
+def test_the_database_file_a_sqlite_url_names(url, database):
+    assert sqlite_file(make_url(url)) == database

@@ -17,7 +17,7 @@ from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.registry import api
+from fedbench.registry import connection
 from fedbench.registry.urls import display_url, password_of, scrub
 
 PASSWORD = "Pa55-w0rd_9f3k"  # distinctive: found nowhere by chance
@@ -81,7 +81,7 @@ def test_a_driver_error_quoting_the_url_is_scrubbed(write_recipe, monkeypatch):
     def refuse(engine, checkpoint_dir=None, **_):
         raise OperationalError("connect", {}, Exception(f"invalid connection {URL}: password {PASSWORD} refused"))
 
-    monkeypatch.setattr(api, "create_engine", lambda url, **kw: real_create_engine("sqlite://"))
+    monkeypatch.setattr(connection, "create_engine", lambda url, **kw: real_create_engine("sqlite://"))
     monkeypatch.setattr(schema, "upgrade", refuse)
     for name, args in commands(write_recipe(), URL).items():
         result, output = invoke(args)
@@ -92,7 +92,7 @@ def test_a_driver_error_quoting_the_url_is_scrubbed(write_recipe, monkeypatch):
 def test_a_working_registry_with_a_password_never_shows_or_stores_it(write_recipe, tmp_path, monkeypatch):
     """The whole cycle against a reachable registry: its engine is a SQLite file, its URL carries a password."""
     database = tmp_path / "reachable.db"
-    monkeypatch.setattr(api, "create_engine", lambda url, **kw: real_create_engine(f"sqlite:///{database}"))
+    monkeypatch.setattr(connection, "create_engine", lambda url, **kw: real_create_engine(f"sqlite:///{database}"))
     monkeypatch.chdir(tmp_path)  # checkpoints of a non-SQLite registry go to ./registry/checkpoints
     recipe = write_recipe()
     outputs = {}

@@ -1,0 +1,201 @@
+"""Claims on runs: a run is *claimed* (an atomic conditional UPDATE) before it starts, so two workers never train the
+same spec. A worker beats its claim's heartbeat while it trains; a claim whose worker is gone or silent is free to
+take over; a write for a run may be made only while its worker still holds the claim.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from fedbench.errors import ClaimLost
+from fedbench.registry.connection import Connection
+from fedbench.registry.tables import RoundRow, RunRow
+
+CLAIMABLE = ("pending", "failed", "interrupted")
+FINISHED = ("done", "diverged")
+# Claims: a worker beats its run's heartbeat from a background thread every HEARTBEAT_EVERY, however long a round
+# takes (``Heartbeat``). A running claim whose heartbeat is older than STALE_AFTER (the claim timeout: ten missed
+# beats) is free: its worker is gone, or hung (the pid lives on this host but its heartbeat stopped). On the same
+# host a worker whose pid is gone is free at once.
+HEARTBEAT_EVERY = timedelta(seconds=30)
+STALE_AFTER = timedelta(minutes=5)
+
+
+def now() -> datetime:
+    """The registry's clock (naive UTC) for every time it stores: claims, heartbeats, creation and finish times."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_reason(run: RunRow) -> str | None:
+    """Why a running claim is free to take over, or None while its worker is alive and beating."""
+    host, _, pid = (run.worker or ":").rpartition(":")
+    local = host == socket.gethostname() and pid.isdigit()
+    if local and not _pid_alive(int(pid)):
+        return f"worker {run.worker} is gone"
+    if run.heartbeat_at is None:
+        return f"worker {run.worker} never beat"
+    silent = now() - run.heartbeat_at
+    if silent > STALE_AFTER:
+        what = "hung (its process lives, its heartbeat stopped)" if local else "silent"
+        return f"worker {run.worker} {what}: no heartbeat for {int(silent.total_seconds())} s (timeout {int(STALE_AFTER.total_seconds())} s)"
+    return None
+
+
+# A write for a run may name the ``worker`` that claimed it: it is then made only while that worker still holds the
+# claim (a condition in the same transaction, so a takeover cannot slip between the check and the write), else
+# ``ClaimLost`` is raised and nothing is written: a worker that woke up after its run was taken over never overwrites
+# the new owner's rounds, checkpoint hash or status.
+def _owned(run_id: int, worker: str | None) -> Any:
+    condition = RunRow.id == run_id
+    if worker is not None:
+        condition = condition & (RunRow.status == "running") & (RunRow.worker == worker)
+    return condition
+
+
+def update_owned(session: Session, run_id: int, worker: str | None, **values: Any) -> None:
+    """Set ``values`` on the run in ``session``'s transaction, only while ``worker`` (if given) holds its claim."""
+    result = session.execute(update(RunRow).where(_owned(run_id, worker)).values(**values))
+    if worker is not None and result.rowcount != 1:
+        session.rollback()
+        raise ClaimLost(run_id, worker)
+
+
+class Claims(Connection):
+    """Claiming runs, beating their heartbeats, taking over stale claims, finishing and resetting runs."""
+
+    def claim(self, spec_hash: str, worker: str | None = None) -> int | None:
+        """Atomically mark the run as ``running`` by this worker. Returns the run id, or None when
+        another live worker holds it or it is finished."""
+        worker = worker or worker_id()
+        with self._writing(), Session(self.engine) as session:
+            run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
+            if run is None or run.status in FINISHED:
+                return None
+            condition = RunRow.status.in_(CLAIMABLE)
+            if run.status == "running":
+                if stale_reason(run) is None:
+                    return None
+                # Take over only the exact claim we saw (optimistic concurrency).
+                condition = (RunRow.status == "running") & (RunRow.worker == run.worker)
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run.id, condition)
+                .values(status="running", worker=worker, heartbeat_at=now(), started_at=now(), error=None)
+            )
+            session.commit()
+            return run.id if result.rowcount == 1 else None
+
+    def heartbeat(self, run_id: int, worker: str) -> bool:
+        """Mark ``worker``'s claim on the run alive now; False when the claim is no longer its own (taken over)."""
+        with Session(self.engine) as session:
+            result = session.execute(
+                update(RunRow)
+                .where(RunRow.id == run_id, RunRow.status == "running", RunRow.worker == worker)
+                .values(heartbeat_at=now())
+            )
+            session.commit()
+            return result.rowcount == 1
+
+    def stale_runs(self) -> list[tuple[RunRow, str]]:
+        """Running claims a new worker would take over, with why (worker gone, or no heartbeat: hung)."""
+        with Session(self.engine) as session:
+            running = session.scalars(select(RunRow).where(RunRow.status == "running").order_by(RunRow.id)).all()
+            session.expunge_all()
+        return [(run, reason) for run in running if (reason := stale_reason(run)) is not None]
+
+    def reset_for_rerun(self, spec_hashes: Iterable[str]) -> None:
+        """``--force``: finished runs go back to pending, their curves are dropped."""
+        with self._writing(), Session(self.engine) as session:
+            for spec_hash in spec_hashes:
+                run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
+                if run is None or run.status not in FINISHED:
+                    continue
+                session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
+                run.status, run.summary, run.error, run.rounds_done, run.diverged_round = "pending", {}, None, 0, None
+                run.checkpoint_sha256 = None
+            session.commit()
+
+    def finish(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        summary: dict | None = None,
+        error: str | None = None,
+        diverged_round: int | None = None,
+        wall_seconds: float | None = None,
+        worker: str | None = None,
+    ) -> None:
+        with self._writing(), Session(self.engine) as session:
+            update_owned(
+                session,
+                run_id,
+                worker,
+                status=status,
+                summary=summary or {},
+                error=error,
+                diverged_round=diverged_round,
+                finished_at=now(),
+                wall_seconds=wall_seconds,
+                heartbeat_at=now(),
+                # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
+                **({"checkpoint_sha256": None} if status in FINISHED else {}),
+            )
+            session.commit()
+
+
+class Heartbeat:
+    """Beat a claimed run's heartbeat from a background thread every ``every`` seconds while the run trains, so a
+    long round never makes a live worker look stale. ``lost`` turns True when another worker took the claim over.
+    Use as a context manager around the training."""
+
+    def __init__(self, registry: Claims, run_id: int, worker: str, every: float | None = None):
+        self.registry, self.run_id, self.worker = registry, run_id, worker
+        self.every = HEARTBEAT_EVERY.total_seconds() if every is None else every
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"heartbeat-{run_id}", daemon=True)
+
+    def beat(self) -> None:
+        try:
+            self.lost = not self.registry.heartbeat(self.run_id, self.worker)
+        except OperationalError:  # a busy database: the next beat tries again, well within the timeout
+            pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every) and not self.lost:
+            self.beat()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+__all__ = ["Claims", "Heartbeat", "CLAIMABLE", "FINISHED", "now", "worker_id", "stale_reason", "update_owned"]

@@ -1,0 +1,156 @@
+"""What the registry stores about runs and how it is read: the ``runs`` rows (registered, their provenance and
+checkpoint hash) and the ``rounds`` of each run's curve. Writes for a claimed run are checked against its claim
+(``claims.update_owned``). Reads come in chunks of 500 keys, below every database's limit on parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+
+from sqlalchemy import bindparam, delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from fedbench.errors import RegistryError
+from fedbench.registry import claims  # claims.now: the registry's one clock (tests replace it)
+from fedbench.registry.connection import Connection
+from fedbench.registry.tables import RoundRow, RunRow
+
+
+class Store(Connection):
+    """Registering runs, recording their rounds, provenance and checkpoint hash, and every query of runs and curves."""
+
+    # ------------------------------------------------------------------ registering and recording
+    def ensure_runs(self, entries: Iterable[dict[str, Any]]) -> None:
+        """Insert a ``pending`` row for every spec not yet in the registry (idempotent, race-safe)."""
+        for entry in entries:
+            with self._writing(), Session(self.engine) as session:
+                if session.scalar(select(RunRow.id).where(RunRow.spec_hash == entry["spec_hash"])) is not None:
+                    continue
+                session.add(RunRow(status="pending", created_at=claims.now(), **entry))
+                try:
+                    session.commit()
+                except IntegrityError:  # another worker inserted it first
+                    session.rollback()
+
+    def set_provenance(self, run_id: int, provenance: dict[str, Any], worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            claims.update_owned(session, run_id, worker, provenance=provenance)
+            session.commit()
+
+    def log_round(self, run_id: int, record, worker: str | None = None) -> None:
+        values = asdict(record)
+        with self._writing(), Session(self.engine) as session:
+            # the claim is checked (and on SQLite the write lock taken) before the round is written
+            claims.update_owned(session, run_id, worker, heartbeat_at=claims.now(), rounds_done=record.round)
+            session.merge(RoundRow(run_id=run_id, **values))
+            session.commit()
+
+    def truncate_rounds(self, run_id: int, after_round: int, worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            if worker is not None:  # takes the write lock and checks the claim in the same transaction
+                claims.update_owned(session, run_id, worker, heartbeat_at=claims.now())
+            session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
+            session.commit()
+
+    def record_checkpoint(self, run_id: int, sha256: str | None, worker: str | None = None) -> None:
+        with self._writing(), Session(self.engine) as session:
+            claims.update_owned(session, run_id, worker, checkpoint_sha256=sha256)
+            session.commit()
+
+    def checkpoint_sha256(self, run_id: int) -> str | None:
+        """The sha256 of the checkpoint this run last wrote (None if it wrote none since it was last reset)."""
+        with Session(self.engine) as session:
+            return session.scalar(select(RunRow.checkpoint_sha256).where(RunRow.id == run_id))
+
+    # ------------------------------------------------------------------ queries
+    def statuses(self, spec_hashes: Iterable[str]) -> dict[str, str]:
+        hashes = list(spec_hashes)
+        out: dict[str, str] = {}
+        with Session(self.engine) as session:
+            for start in range(0, len(hashes), 500):
+                rows = session.execute(
+                    select(RunRow.spec_hash, RunRow.status).where(RunRow.spec_hash.in_(hashes[start : start + 500]))
+                )
+                out.update({h: s for h, s in rows})
+        return out
+
+    @classmethod
+    def peek_statuses(cls, url: str | None, spec_hashes: list[str]) -> dict[str, str]:
+        registry = cls.open_existing(url)
+        return registry.statuses(spec_hashes) if registry else {}
+
+    def get_run(self, run_id_or_hash: str | int) -> RunRow:
+        key = str(run_id_or_hash)
+        with Session(self.engine) as session:
+            if key.isdigit():
+                run = session.get(RunRow, int(key))
+            else:
+                run = session.scalar(select(RunRow).where(RunRow.spec_hash.startswith(key)))
+            if run is None:
+                raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
+            session.expunge(run)
+            return run
+
+    def runs(
+        self, paper: str | None = None, status: str | None = None, spec_hashes: Iterable[str] | None = None
+    ) -> list[RunRow]:
+        query = select(RunRow).order_by(RunRow.id)
+        if paper:
+            query = query.where(RunRow.paper == paper)
+        if status:
+            query = query.where(RunRow.status == status)
+        with Session(self.engine) as session:
+            rows: list[RunRow] = []
+            if spec_hashes is not None:
+                hashes = list(dict.fromkeys(spec_hashes))  # a hash in two chunks would be expunged twice
+                for start in range(0, len(hashes), 500):
+                    rows += session.scalars(query.where(RunRow.spec_hash.in_(hashes[start : start + 500]))).all()
+            else:
+                rows += session.scalars(query).all()
+            for row in rows:
+                session.expunge(row)
+            return rows
+
+    def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
+        """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed`` and
+        ``provenance`` (what a report table reads; no ORM objects, no spec JSON to decode): one statement."""
+        runs = RunRow.__table__
+        query = select(runs.c.id, runs.c.spec_hash, runs.c.status, runs.c.seed, runs.c.provenance).where(
+            runs.c.spec_hash.in_(bindparam("hashes", expanding=True))
+        )
+        hashes = list(spec_hashes)
+        out: list[Any] = []
+        with self.engine.connect() as connection:
+            for start in range(0, len(hashes), 500):
+                out += connection.execute(query, {"hashes": hashes[start : start + 500]}).all()
+        return out
+
+    def curves(self, run_ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
+        """{run id: its stored rounds in order}. Each round is a read-only row with the ``rounds`` columns as
+        attributes (as a ``RoundRow``; only ``run_id``, ``round`` and ``fields`` when given), read without the
+        ORM: a paper's report reads hundreds of thousands."""
+        ids = list(run_ids)
+        out: dict[int, list[Any]] = {i: [] for i in ids}
+        rounds = RoundRow.__table__
+        wanted = dict.fromkeys(["run_id", "round", *fields]) if fields is not None else None
+        columns = [rounds.c[name] for name in wanted] if wanted is not None else list(rounds.c)
+        # one statement, compiled once, for every chunk of ids (an expanding parameter)
+        query = (
+            select(*columns)
+            .where(rounds.c.run_id.in_(bindparam("ids", expanding=True)))
+            .order_by(rounds.c.run_id, rounds.c.round)
+        )
+        with self.engine.connect() as connection:
+            for start in range(0, len(ids), 500):
+                for row in connection.execute(query, {"ids": ids[start : start + 500]}).all():
+                    out[row.run_id].append(row)
+        return out
+
+    def curve(self, run_id: int) -> list[Any]:
+        return self.curves([run_id])[run_id]
+
+
+__all__ = ["Store"]
