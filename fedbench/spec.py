@@ -224,6 +224,11 @@ class RunSpec(_Strict):
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
 
+    def evaluates(self, round_index: int) -> bool:
+        """Whether round ``round_index`` (1-based) is evaluated: every ``eval_every``-th round and always the last,
+        so every run ends with its final figures."""
+        return round_index % self.eval_every == 0 or round_index == self.rounds
+
     def canonical_json(self, algorithm_revision: int | None = None) -> str:
         """The resolved spec as canonical JSON, less the fields (and plug-in parameters) that hold their
         ``HashNeutral`` value, plus ``algorithm_revision`` when a fix changed what this spec trains to

@@ -21,7 +21,7 @@ from fedbench.algorithms.losses import task_loss
 from fedbench.algorithms.partial import only_trainable, restore_model
 from fedbench.algorithms.perfedavg import PerFedAvg
 from fedbench.checkpoint.format import load_checkpoint
-from fedbench.engine import personal, run
+from fedbench.engine import EngineOptions, personal, run
 from fedbench.seeding import torch_generator
 from fedbench.spec import FinetuneSpec, RunSpec
 
@@ -55,7 +55,7 @@ def train(tmp_path, algorithm: str, params: dict | None = None, **overrides):
     spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
     path = tmp_path / f"{algorithm}-{spec.spec_hash}.pt"
     sink = ListSink()
-    result = run(spec, sink, checkpoint_path=path)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
     return sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
 

@@ -24,8 +24,8 @@ import pytest
 from sqlalchemy import event
 from typer.testing import CliRunner
 
-from fedbench.cli import app
 from fedbench.checkpoint import format as checkpoint_module
+from fedbench.cli import app
 from fedbench.registry import Registry, api
 
 RECIPE = """
