@@ -21,7 +21,7 @@ def proximal(params: Iterable[torch.Tensor], anchors: Iterable[torch.Tensor]) ->
     being the round's global model w^t. A parameter that does not require grad (a fixed ETF classifier, a part a
     phase freezes) is left out: its term has no gradient, so it would only shift the reported loss by a constant
     (FedRep's frozen head, trained earlier in the round, sits away from w^t). The packed step passes its flat vector
-    as one tensor (packed models have no frozen parameter)."""
+    as one tensor: packed models have no frozen parameter, and inside ``torch.func.grad`` the vector requires grad."""
     return sum(((p - a) ** 2).sum() for p, a in zip(params, anchors) if p.requires_grad)
 
 
