@@ -68,7 +68,7 @@ def child(name: str, memory_mib: int | None) -> dict:
     import fedbench.checkpoint.format as checkpoint
     import fedbench.data.federated as federated
     import fedbench.engine.loop as loop
-    from fedbench.engine import run
+    from fedbench.engine import EngineOptions, run
     from fedbench.spec import RunSpec
 
     torch.set_num_threads(1)
@@ -169,7 +169,9 @@ def child(name: str, memory_mib: int | None) -> dict:
         kwargs["client_state_memory"] = memory_mib << 20
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        result = run(spec, Sink(), checkpoint_path=Path(folder) / "run.pt", on_round=next_round, **kwargs)
+        result = run(
+            spec, Sink(), EngineOptions(checkpoint_path=Path(folder) / "run.pt", on_round=next_round, **kwargs)
+        )
     total = time.perf_counter() - began
     per_round_seconds, per_round_bytes = seconds[: spec.rounds], written[: spec.rounds]
     return {

@@ -38,7 +38,7 @@ import torch
 
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.execution.executors import resolve_device
 from fedbench.execution.provenance import device_name
 from fedbench.spec import RunSpec
@@ -106,7 +106,11 @@ def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> di
     sink = _Rounds()
     cpu_marks = [time.process_time()]
     result = run(
-        spec, sink, device=device, packing=executor, on_round=lambda r: cpu_marks.append(time.process_time()), **kwargs
+        spec,
+        sink,
+        EngineOptions(
+            device=device, packing=executor, on_round=lambda r: cpu_marks.append(time.process_time()), **kwargs
+        ),
     )
     # rounds 2 .. R-1: round 1 warms up (allocations, kernels), round R evaluates the test set
     wall = [r.wall_seconds for r in sink.records[1:-1]] or [sink.records[-1].wall_seconds]

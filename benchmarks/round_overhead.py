@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import init_model
 from fedbench.spec import RunSpec
 
@@ -69,7 +69,7 @@ class TimingSink:
 
 def fedbench_rounds(rounds: int) -> list[float]:
     sink = TimingSink()
-    run(spec(rounds), sink, device="cpu")
+    run(spec(rounds), sink, EngineOptions(device="cpu"))
     return sink.seconds
 
 

@@ -218,6 +218,11 @@ class RunSpec(_Strict):
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
         return self
 
+    def evaluates(self, round_index: int) -> bool:
+        """Whether round ``round_index`` (1-based) is evaluated: every ``eval_every``-th round and always the last,
+        so every run ends with its final figures."""
+        return round_index % self.eval_every == 0 or round_index == self.rounds
+
     def canonical_json(self) -> str:
         """The spec as canonical JSON, less ``neutral_params`` and the fields (and plug-in parameters) that hold
         their ``HashNeutral`` value."""

@@ -1,6 +1,6 @@
 """Helpers for the algorithm tests: tiny test-only models, spec building, engine runs that expose
-the final server/client state (through the run's checkpoint), a hand-built client context, and the stored
-reference results of whole runs (``check_reference_run``)."""
+the final server/client state (through the run's checkpoint), runs stopped after a round, a hand-built client
+context, and the stored reference results of whole runs (``check_reference_run``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from torch import nn
 from fedbench.algorithms.context import ClientContext, ServerState, SpareModels, load_weights, param_views
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.store import TensorData
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, RoundRecord, run
 from fedbench.engine.loop import init_model
 from fedbench.models import MODELS
 from fedbench.models.base import FedModel
@@ -104,12 +106,51 @@ class Sink:
         self.records = [r for r in self.records if r.round <= after_round]
 
 
-def train(spec: RunSpec, directory: Path, name: str = "run.pt", sink: Sink | None = None, **kwargs):
-    """Run the engine; return (result, sink, final checkpoint: server params/buffers/state, client states)."""
+def train(spec: RunSpec, directory: Path, name: str = "run.pt", sink: Sink | None = None, **options):
+    """Run the engine (``options``: ``EngineOptions`` fields); return (result, sink, final checkpoint: server
+    params/buffers/state, client states)."""
     sink = sink or Sink()
     path = Path(directory) / name
-    result = run(spec, sink, checkpoint_path=path, **kwargs)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path, **options))
     return result, sink, load_checkpoint(path, spec.spec_hash)
+
+
+class Stopped(Exception):
+    """What ``stop_after``'s callback raises. The engine has no stop switch: a test interrupts a run as a kill between
+    two rounds would, once a round is logged and checkpointed, and the next run resumes from that checkpoint."""
+
+
+def stop_after(last_round: int, then: Callable[[RoundRecord], None] | None = None) -> Callable[[RoundRecord], None]:
+    """An ``on_round`` callback that stops the run after round ``last_round``; ``then`` hears of every round first."""
+
+    def on_round(record: RoundRecord) -> None:
+        if then is not None:
+            then(record)
+        if record.round == last_round:
+            raise Stopped
+
+    return on_round
+
+
+def run_until(spec: RunSpec, sink, last_round: int, options: EngineOptions | None = None) -> None:
+    """Run the engine and stop it after round ``last_round``, before the spec's last round (an unfinished run)."""
+    assert 1 <= last_round < spec.rounds
+    options = options or EngineOptions()
+    with pytest.raises(Stopped):
+        run(spec, sink, replace(options, on_round=stop_after(last_round, options.on_round)))
+    assert [r.round for r in sink.records][-1] == last_round
+
+
+def interrupt(
+    spec: RunSpec, directory: Path, last_round: int, name: str = "run.pt", sink: Sink | None = None, **options
+):
+    """``train`` stopped after round ``last_round``; return (sink, the checkpoint it left, of that round)."""
+    sink = sink or Sink()
+    path = Path(directory) / name
+    run_until(spec, sink, last_round, EngineOptions(checkpoint_path=path, **options))
+    checkpoint = load_checkpoint(path, spec.spec_hash)
+    assert checkpoint["round"] == last_round
+    return sink, checkpoint
 
 
 def initial_model(spec: RunSpec, num_classes: int = 10, input_shape=(1, 8, 8)) -> nn.Module:

@@ -346,7 +346,7 @@ def test_each_methods_bytes_per_round_on_a_tiny_mlp_by_hand(tmp_path, name):
     """Table VIII's communication: one model down and one up per selected client, 4 bytes per float32 parameter,
     SCAFFOLD 2|w| more (the server's c down, the client's Δc up): 3 clients × 4 × 610 = 7,320 bytes each way."""
     from algorithm_fixtures import Sink
-    from fedbench.engine import run
+    from fedbench.engine import EngineOptions, run
 
     spec = RunSpec(
         algorithm=name,
@@ -359,7 +359,7 @@ def test_each_methods_bytes_per_round_on_a_tiny_mlp_by_hand(tmp_path, name):
         batch_size=B,
     )
     sink = Sink()
-    run(spec, sink, checkpoint_path=tmp_path / "run.pt")
+    run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "run.pt"))
     (record,) = sink.records
     per_client = 4 * (TINY_W + (TINY_W if name == "scaffold" else 0))
     assert (record.bytes_up, record.bytes_down) == (3 * per_client, 3 * per_client)

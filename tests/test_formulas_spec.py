@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import init_model
 from fedbench.errors import RecipeError
 from fedbench.recipes.expand import expand
@@ -69,7 +69,7 @@ def test_the_engine_trains_round_t_at_the_scheduled_lr(tmp_path, sink, schedule)
         lr_schedule=schedule,
     )
     path = tmp_path / "run.pt"
-    run(spec, sink, checkpoint_path=path)
+    run(spec, sink, EngineOptions(checkpoint_path=path))
     trained = load_checkpoint(path, spec.spec_hash)["server"]["params"]
 
     data = prepare_data(spec, torch.device("cpu"))
@@ -318,6 +318,15 @@ def test_finetune_optimizer_spec_carries_the_finetune_settings():
     )
     optimizer = spec.finetune.optimizer_spec()
     assert (optimizer.name, optimizer.lr, optimizer.momentum, optimizer.weight_decay) == ("adam", 0.003, 0.5, 0.01)
+
+
+@pytest.mark.parametrize(
+    ("rounds", "eval_every", "evaluated"),
+    [(5, 2, [2, 4, 5]), (6, 2, [2, 4, 6]), (3, 1, [1, 2, 3]), (3, 5, [3]), (4, 4, [4])],
+)
+def test_a_spec_evaluates_every_eval_every_th_round_and_the_last(rounds, eval_every, evaluated):
+    spec = RunSpec(**{**BASE, "rounds": rounds, "eval_every": eval_every})
+    assert [t for t in range(1, rounds + 1) if spec.evaluates(t)] == evaluated
 
 
 def test_spec_defaults_are_the_documented_ones():

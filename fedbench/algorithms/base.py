@@ -21,7 +21,7 @@ ld and fd terms that ``objective`` adds to the method's own ``loss``, so any met
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
 from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
+from fedbench.algorithms.functional import proximal
 from fedbench.algorithms.losses import task_loss
 from fedbench.spec import RunSpec
 
@@ -137,7 +138,11 @@ class Algorithm:
         (LG-Mix Eq. 2's (1 − λ)Δu); the client's state is complete when the round ends."""
 
     def resume_states(
-        self, server: ServerState, client_states: dict[int, dict[str, Any]], round_index: int, last_clients: list[int]
+        self,
+        server: ServerState,
+        client_states: MutableMapping[int, dict[str, Any]],
+        round_index: int,
+        last_clients: list[int],
     ) -> None:
         """Called once when a run resumes from a checkpoint written after round ``round_index`` (``last_clients``
         trained in it): bring client states written by an earlier fedbench up to date, or raise a FedbenchError
@@ -180,7 +185,7 @@ class Algorithm:
 
     def regularizer(self, ctx: ClientContext, r: reg.RegularizerSpec, x, y, logits) -> torch.Tensor | float:
         if r.name == "prox":
-            return reg.proximal(ctx.model, ctx.global_tensors)
+            return 0.5 * proximal(ctx.model.parameters(), ctx.global_tensors)  # ½‖Θ − Θ_g‖² (FedProx Eq. 2 without μ)
         teacher_logits, teacher_features = self.teacher_outputs(ctx, x)
         if r.name == "kd":
             return reg.distillation(logits, teacher_logits, r.tau)

@@ -253,6 +253,11 @@ class SpareModels:
         return model.eval()
 
 
+# Test samples per forward pass when a model is evaluated (global and personalised evaluation, ``engine/``): the one
+# default of ``RunState.eval_batch_size``, ``engine.EngineOptions`` and the evaluation functions. Results do not
+# depend on it beyond summation order; segmentation caps it by pixels (``engine/evaluation.py``).
+EVAL_BATCH_SIZE = 1000
+
 Purpose = Literal["train", "eval", "finetune"]
 # (batch/augmentation generator stream, dropout seed stream) of each purpose (``fedbench.seeding``)
 _STREAMS: dict[str, tuple[str, str]] = {
@@ -275,7 +280,7 @@ class RunState:
     server: ServerState
     device: torch.device
     spare_models: SpareModels
-    eval_batch_size: int = 1000
+    eval_batch_size: int = EVAL_BATCH_SIZE
     # the store of every client's state (``client_states.py``: resident up to a budget, spilled to files); a plain
     # dict given here (tests that build a RunState by hand) becomes an in-memory store
     client_states: ClientStates = field(default_factory=ClientStates)

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.functional import proximal
 from fedbench.algorithms.partial import (
     initial_model_payload,
     remember_initial_model,
@@ -53,8 +54,7 @@ class Ditto(Algorithm):
         if not ctx.scratch.get("personal"):
             return loss
         # Ditto Eq. 2: + (λ/2)‖v_k − w^t‖², w^t the round's received global model
-        proximal = sum(((p - g) ** 2).sum() for p, g in zip(ctx.model.parameters(), ctx.global_tensors))
-        return loss + 0.5 * self.params.lam * proximal
+        return loss + 0.5 * self.params.lam * proximal(ctx.model.parameters(), ctx.global_tensors)
 
     def eval_model(self, ctx):
         restore_model(ctx, "personal", ctx.model)  # a client that never trained is evaluated with w^t

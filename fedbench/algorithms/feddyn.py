@@ -24,6 +24,7 @@ from pydantic import Field
 from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
+from fedbench.algorithms.functional import proximal
 
 
 class FedDynParams(NoParams):
@@ -46,8 +47,8 @@ class FedDyn(Algorithm):
         alpha = self.params.alpha
         params = list(ctx.model.parameters())
         linear = sum((p * g).sum() for p, g in zip(params, ctx.scratch["linear"]))  # ⟨g_k, θ⟩
-        proximal = sum(((p - w) ** 2).sum() for p, w in zip(params, ctx.global_tensors))  # ‖θ − θ^{t−1}‖²
-        return super().loss(ctx, x, y, logits) - linear + 0.5 * alpha * proximal
+        term = proximal(params, ctx.global_tensors)  # ‖θ − θ^{t−1}‖²
+        return super().loss(ctx, x, y, logits) - linear + 0.5 * alpha * term
 
     packed_step = True
 
@@ -59,9 +60,9 @@ class FedDyn(Algorithm):
 
     def packed_objective(self, call, params, inputs, x, y, mask):
         linear = (params * inputs["linear"]).sum()  # ⟨g_k, θ⟩
-        proximal = ((params - inputs["global"]) ** 2).sum()  # ‖θ − θ^{t−1}‖²
+        term = proximal([params], [inputs["global"]])  # ‖θ − θ^{t−1}‖²
         base = super().packed_objective(call, params, inputs, x, y, mask)
-        return base - linear + 0.5 * self.params.alpha * proximal
+        return base - linear + 0.5 * self.params.alpha * term
 
     def end_local(self, ctx, update):
         # Alg. 1 line 6: ∇L_k(θ_k^t) = ∇L_k(θ_k^{t−1}) − α(θ_k^t − θ^{t−1})

@@ -4,6 +4,7 @@ from pydantic import Field
 
 from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.functional import proximal
 
 
 class FedProxParams(NoParams):
@@ -17,8 +18,8 @@ class FedProx(Algorithm):
 
     def loss(self, ctx, x, y, logits):
         # The proximal term keeps the local model near the round's global model w^t.
-        proximal = sum(((p - g) ** 2).sum() for p, g in zip(ctx.model.parameters(), ctx.global_tensors))
-        return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * proximal
+        term = proximal(ctx.model.parameters(), ctx.global_tensors)
+        return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * term
 
     packed_step = True
 
@@ -26,8 +27,8 @@ class FedProx(Algorithm):
         return {"global": ctx.global_params}
 
     def packed_objective(self, call, params, inputs, x, y, mask):
-        proximal = ((params - inputs["global"]) ** 2).sum()  # Eq. 2 over the flat vector
-        return super().packed_objective(call, params, inputs, x, y, mask) + 0.5 * self.params.mu * proximal
+        term = proximal([params], [inputs["global"]])  # Eq. 2 over the flat vector
+        return super().packed_objective(call, params, inputs, x, y, mask) + 0.5 * self.params.mu * term
 
     def attach_flops_per_round(self, *, steps, num_params, **_):
         return 2.0 * steps * num_params  # FedTrip Table VIII: 2K|w| (w − w_g, then the scaled add)

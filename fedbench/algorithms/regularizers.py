@@ -64,8 +64,3 @@ def logit_matching(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor
 def feature_distillation(features: torch.Tensor, teacher_features: torch.Tensor) -> torch.Tensor:
     """FD (FedDr+ Eq. 4): (1/d)·‖f(x;θ) − f(x;θ_g)‖² on the raw (un-normalised) penultimate features."""
     return F.mse_loss(features.flatten(1), teacher_features.flatten(1))
-
-
-def proximal(model: torch.nn.Module, global_tensors: list[torch.Tensor]) -> torch.Tensor | float:
-    """½‖Θ − Θ_g‖² over the trainable parameters (FedProx Eq. 2 without μ)."""
-    return 0.5 * sum(((p - g) ** 2).sum() for p, g in zip(model.parameters(), global_tensors) if p.requires_grad)

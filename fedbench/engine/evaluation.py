@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedbench.algorithms.context import EVAL_BATCH_SIZE
 from fedbench.algorithms.losses import soft_dice_loss
 
 # Segmentation outputs are per pixel: cap an evaluation batch at this many pixels (64 images of 256×256), so a
-# U-Net's activations for a 1,000-image batch do not exhaust memory.
+# U-Net's activations for a full evaluation batch do not exhaust memory.
 SEGMENTATION_EVAL_PIXELS = 1 << 22
 
 
@@ -39,7 +40,7 @@ def dice_scores(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def evaluate(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1000, task: str = "classification"
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE, task: str = "classification"
 ) -> tuple[float, float]:
     """(primary metric, mean loss) of ``model`` on (x, y): (accuracy, cross-entropy) for classification,
     (mean Dice over images and channels, Dice loss) for segmentation."""

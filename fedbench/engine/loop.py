@@ -1,13 +1,15 @@
 """The round loop (DESIGN.md §3): sample → broadcast → local training → aggregate → evaluate → log →
 checkpoint. The engine never reads TOML, never prints tables and never touches the registry: it
 reports each finished round to a ``RunSink``.
+
+``run`` is ``set_up`` (round 0) and ``resume`` (from the run's checkpoint, if any), then for each round
+``train_round``, ``evaluate_round``, the sink's ``log_round`` and ``checkpoint_round``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,28 +19,28 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.client_states import ClientStateError, ClientStates
 from fedbench.algorithms.context import RunState, ServerState, SpareModels, load_weights
 from fedbench.algorithms.functional import flat_parameters
 from fedbench.checkpoint.format import (
     CheckpointLedger,
-    CheckpointMirror,
     CheckpointRejected,
     client_state_folder,
     read_checkpoint,
     save_checkpoint,
 )
-from fedbench.data.federated import ArraysCache, prepare_data
+from fedbench.data.federated import prepare_data
 from fedbench.engine import packed
 from fedbench.engine.accel import (
-    Acceleration,
     compiled_forward,
     optimizer_options,
     prepare_model,
     set_precision,
 )
 from fedbench.engine.evaluation import evaluate
-from fedbench.engine.packed import choose_executor
+from fedbench.engine.options import EngineOptions
+from fedbench.engine.packed import ExecutorChoice, choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
@@ -174,209 +176,248 @@ def check_layout(spec: RunSpec, payload: dict[str, Any], fresh: ServerState) -> 
         raise CheckpointRejected("its fine-tuning start point is not a dict")
 
 
-def run(
-    spec: RunSpec,
-    sink: RunSink,
-    *,
-    device: torch.device | str = "cpu",
-    checkpoint_path: Path | None = None,
-    data_root: str | Path | None = None,
-    eval_batch_size: int = 1000,
-    on_round: Callable[[RoundRecord], None] | None = None,
-    stop_after_round: int | None = None,
-    verify: bool = True,
-    arrays: ArraysCache | None = None,
-    checkpoint_ledger: CheckpointLedger | None = None,
-    on_warning: Callable[[str], None] | None = None,
-    packing: str = "sequential",
-    acceleration: Acceleration | None = None,
-    client_state_memory: int = DEFAULT_MEMORY_BUDGET,
-    checkpoint_mirror: CheckpointMirror | None = None,
-) -> RunResult:
-    """Train ``spec`` from scratch or from its checkpoint; ``stop_after_round`` simulates an
-    interruption (tests) by returning early with status ``interrupted``. ``arrays``: the caller's cache of
-    loaded data sets (a worker's, shared by the runs it trains); without one the data set is loaded anew.
+@dataclass
+class Training:
+    """One run's working objects, built once by ``set_up`` and carried from round to round: the method, the state its
+    hooks see, every round's clients, the path that trains them, and what each round record repeats."""
 
-    ``checkpoint_ledger`` (the registry) records the sha256 of each checkpoint written and vouches for the one
-    read back; without a ledger a checkpoint is checked for format, spec and layout only. A checkpoint that fails
-    a check is not used: ``on_warning`` gets one line naming the file and why, and training starts at round 0.
+    spec: RunSpec
+    options: EngineOptions
+    algorithm: Algorithm
+    state: RunState
+    schedule: list[list[int]]  # ``client_schedule``
+    choice: ExecutorChoice  # packed or sequential, and why
+    frozen: torch.Tensor  # parameters the model fixes (ETF classifiers), over the flat vector (``state.frozen``)
+    frozen_values: torch.Tensor  # their values at w^0, restored after every aggregation
+    upload: int  # bytes one client sends per round
+    download: int  # bytes one client receives per round
+    settings: dict[str, Any]  # ``RunResult.settings``
+    info: dict[str, Any]  # ``RunResult.info``
+    finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
 
-    ``packing``: ``sequential``, ``packed`` or ``auto`` (``engine.packed.choose_executor``; a run that cannot be
-    packed trains sequentially, and the result says which path trained it and why). ``acceleration``: CUDA speed
-    switches (``engine/accel.py``; default none). ``client_state_memory``: bytes of client state kept in memory;
-    beyond it, states the last checkpoint filed leave memory (``algorithms/client_states.py``; needs a checkpoint).
-    ``checkpoint_mirror``: storage each checkpoint is copied to (``--checkpoints URL``), before the ledger records
-    it."""
-    device = torch.device(device)
+
+def set_up(spec: RunSpec, options: EngineOptions) -> Training:
+    """Round 0: the data, the model at w^0 and the method bound to it (a model or fine-tuning loss the method cannot
+    take fails now, before round 1), the run state and the path that trains the clients."""
+    device = torch.device(options.device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
-    data = prepare_data(spec, device, data_root, verify, arrays)
-    schedule = client_schedule(spec)
-    acceleration = acceleration or Acceleration()
+    data = prepare_data(spec, device, options.data_root, options.verify, options.arrays)
     precision = set_precision(spec.precision, device)
-    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), acceleration)
+    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), options.acceleration)
     num_params = sum(p.numel() for p in model.parameters())
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
     frozen_values = flat_parameters(model.parameters()).detach()[frozen].clone()
-    client_states = ClientStates(
-        folder=client_state_folder(checkpoint_path) if checkpoint_path is not None else None,
-        spec_hash=spec.spec_hash,
-        device=device,
-        memory_budget=client_state_memory,
-    )
+    path = options.checkpoint_path
     state = RunState(
         spec=spec,
         data=data,
         model=model,
         device=device,
         spare_models=SpareModels(model),
-        eval_batch_size=eval_batch_size,
+        eval_batch_size=options.eval_batch_size,
         frozen=frozen,
-        client_states=client_states,
-        optimizer_options=optimizer_options(acceleration, device),
+        client_states=ClientStates(
+            folder=client_state_folder(path) if path is not None else None,
+            spec_hash=spec.spec_hash,
+            device=device,
+            memory_budget=options.client_state_memory,
+        ),
+        optimizer_options=optimizer_options(options.acceleration, device),
         server=ServerState(
             params=flat_parameters(model.parameters()).detach().clone(),
             buffers={name: b.detach().clone() for name, b in model.named_buffers()},
         ),
     )
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
-    algorithm.check_model(model, spec.algorithm)  # a model the method cannot train fails now, before round 1
-    check_finetune(spec, algorithm, model)  # likewise a fine-tuning loss the model cannot take
+    algorithm.check_model(model, spec.algorithm)
+    check_finetune(spec, algorithm, model)
     algorithm.init_server(state.server)
-    choice = choose_executor(packing, algorithm, spec, model, device)
-    compiled_forward(model, acceleration)  # in place: the module keeps its parameters, hooks and methods
-    settings = {"packing": choice.as_dict(), "acceleration": acceleration.as_dict(), **precision}
-    start_round = 0
-    finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
+    choice = choose_executor(options.packing, algorithm, spec, model, device)
+    compiled_forward(model, options.acceleration)  # in place: the module keeps its parameters, hooks and methods
+    return Training(
+        spec=spec,
+        options=options,
+        algorithm=algorithm,
+        state=state,
+        schedule=client_schedule(spec),
+        choice=choice,
+        frozen=frozen,
+        frozen_values=frozen_values,
+        upload=(num_params + algorithm.extra_upload_floats(num_params)) * 4,
+        download=(num_params + algorithm.extra_download_floats(num_params)) * 4,
+        settings={"packing": choice.as_dict(), "acceleration": options.acceleration.as_dict(), **precision},
+        info=dict(data.info, num_params=num_params),
+    )
 
-    checkpoint, rejected = resume_point(spec, state.server, checkpoint_path, checkpoint_ledger, device)
+
+def resume(training: Training, sink: RunSink) -> int:
+    """The round the run goes on from: its checkpoint's, with the server, the client states and the fine-tuning start
+    point restored; 0 when there is none, or when it (or a client-state file it names) fails a check, which
+    ``on_warning`` hears of in one line naming the file and why. The sink drops the rounds logged after it: they are
+    redone."""
+    spec, state, options = training.spec, training.state, training.options
+    path = options.checkpoint_path
+    checkpoint, rejected = resume_point(spec, state.server, path, options.checkpoint_ledger, state.device)
     try:  # the client-state files its manifest names: all there, as it recorded them
-        client_states.restore(
+        state.client_states.restore(
             *((checkpoint["client_states"], checkpoint.get("client_files", {})) if checkpoint else ({}, {}))
         )
-        client_states.verify_files()
+        state.client_states.verify_files()
     except ClientStateError as exc:
         checkpoint, rejected = None, str(exc)
-        client_states.restore({}, {})  # from round 0: no earlier attempt's file is kept
-    if rejected is not None and on_warning is not None:
-        on_warning(f"checkpoint {checkpoint_path} not used: {rejected}; the run starts again from round 0")
+        state.client_states.restore({}, {})  # from round 0: no earlier attempt's file is kept
+    if rejected is not None and options.on_warning is not None:
+        options.on_warning(f"checkpoint {path} not used: {rejected}; the run starts again from round 0")
+    start_round = 0
     if checkpoint is not None:
         start_round = checkpoint["round"]
         state.server = ServerState(**checkpoint["server"])
-        finetune_start = checkpoint["finetune_start"]
+        training.finetune_start = checkpoint["finetune_start"]
         try:  # client states of an earlier fedbench are brought up to date, or rejected with a reason
-            algorithm.resume_states(state.server, state.client_states, start_round, schedule[start_round - 1])
+            training.algorithm.resume_states(
+                state.server, state.client_states, start_round, training.schedule[start_round - 1]
+            )
         except FedbenchError as exc:
-            raise type(exc)(f"checkpoint {checkpoint_path}: {exc}") from None
+            raise type(exc)(f"checkpoint {path}: {exc}") from None
     try:
         sink.truncate(start_round)  # drop rounds logged after the last checkpoint; they are redone
     except WriteFailed as exc:
         raise exc.resuming(spec.spec_hash, start_round) from None
-
-    info = dict(data.info, num_params=num_params, resumed_from=start_round)
+    training.info["resumed_from"] = start_round
     if rejected is not None:
-        info["checkpoint_rejected"] = rejected
-    download = (num_params + algorithm.extra_download_floats(num_params)) * 4
-    upload = (num_params + algorithm.extra_upload_floats(num_params)) * 4
+        training.info["checkpoint_rejected"] = rejected
+    return start_round
 
-    def record_checkpoint(written: Path, digest: str) -> None:
+
+def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
+    """Sample → broadcast → local training → aggregate: the round's clients train from w^t (all at once on the
+    packed path) and the method aggregates w^{t+1}. Returns the round's record, not yet evaluated. A non-finite
+    client loss or global weight is divergence at this round."""
+    algorithm, state = training.algorithm, training.state
+    server = state.server
+    clients = training.schedule[round_index - 1]
+    payload = algorithm.payload(server, round_index)
+    if training.choice.packed:
+        updates, contexts = packed.train_round(state, algorithm, clients, round_index, lr, payload)
+    else:
+        updates, contexts = [], []
+        for client in clients:
+            ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
+            updates.append(algorithm.local_train(ctx))
+            contexts.append(ctx)
+            check_client_loss(updates[-1], round_index)
+    for update in updates:  # the packed path checks after the round; the sequential one already did
+        check_client_loss(update, round_index)
+    algorithm.aggregate(server, updates, round_index)
+    if training.frozen.any():  # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
+        server.params[training.frozen] = training.frozen_values
+    if not bool(torch.isfinite(server.params).all()):
+        raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
+    for ctx in contexts:  # client-side steps that need w^{t+1}; evaluation only reads
+        algorithm.after_aggregation(ctx, server)
+    return RoundRecord(
+        round=round_index,
+        train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),
+        wall_seconds=0.0,
+        bytes_up=training.upload * len(updates),
+        bytes_down=training.download * len(updates),
+    )
+
+
+def evaluate_round(training: Training, record: RoundRecord, lr: float) -> None:
+    """The round's figures into ``record``, on the rounds the spec evaluates (``RunSpec.evaluates``): the global
+    model's test metric and loss, every client's own model, and after the last round the fine-tuned models."""
+    spec, state, algorithm = training.spec, training.state, training.algorithm
+    round_index, server = record.round, state.server
+    if spec.evaluates(round_index):
+        load_weights(state.model, server.params, server.buffers)
+        if spec.eval_mode in ("global", "both"):
+            # test_acc holds the task's primary metric: accuracy, or mean Dice for segmentation
+            tensors = state.data.tensors
+            record.test_acc, record.test_loss = evaluate(
+                state.model, tensors.test_x, tensors.test_y, state.eval_batch_size, tensors.task
+            )
+            if not math.isfinite(record.test_loss):
+                raise RunDiverged(round_index, "test loss is not finite")
+        if spec.eval_mode in ("personal", "both"):
+            personal_evaluation(state, algorithm, record, lr)
+        training.finetune_start = track_finetune_start(spec, record, server, training.finetune_start)
+    if spec.finetune is not None and round_index == spec.rounds:
+        finetune_evaluation(state, algorithm, training.finetune_start, record)
+
+
+def checkpoint_round(training: Training, round_index: int) -> None:
+    """The checkpoint of round ``round_index``, when the run has a checkpoint path. Incremental: only the client
+    states that changed since the last checkpoint are written (to new files); the checkpoint names every client's
+    file, and the files it supersedes go once it is recorded."""
+    options, client_states, server = training.options, training.state.client_states, training.state.server
+    if options.checkpoint_path is None:
+        return
+
+    def record(written: Path, digest: str) -> None:
         """A new checkpoint is durable at ``written`` and about to replace the last one: its copy on the storage
         (client files first) and then the registry's record of its hash come first, so that a failure to make either
         leaves the last checkpoint in place and still matching its record."""
-        if checkpoint_mirror is not None:
-            checkpoint_mirror.publish(written, client_states.last_written)
-        if checkpoint_ledger is not None:
-            checkpoint_ledger.record_checkpoint(digest)
+        if options.checkpoint_mirror is not None:
+            options.checkpoint_mirror.publish(written, client_states.last_written)
+        if options.checkpoint_ledger is not None:
+            options.checkpoint_ledger.record_checkpoint(digest)
 
+    inline_states, client_files = client_states.write_changed(round_index)
+    try:
+        save_checkpoint(
+            options.checkpoint_path,
+            {
+                "spec_hash": training.spec.spec_hash,
+                "round": round_index,
+                "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
+                "client_states": inline_states,
+                "client_files": client_files,
+                "finetune_start": training.finetune_start,
+            },
+            record=record,
+        )
+    except Exception:  # not replaced (past os.replace nothing raises): no checkpoint names these files
+        client_states.abandon_written()
+        raise
+    superseded = client_states.commit()
+    if options.checkpoint_mirror is not None:
+        options.checkpoint_mirror.retire(superseded)
+
+
+def run(spec: RunSpec, sink: RunSink, options: EngineOptions | None = None) -> RunResult:
+    """Train ``spec`` from scratch or from its checkpoint (``resume``), round by round, reporting each finished round
+    to ``sink``; ``options``: how this process trains it (``EngineOptions``; none of it changes the result).
+
+    A round is trained, evaluated, logged, checkpointed and then reported to ``options.on_round``. An exception a
+    hook or the sink raises ends the run where it is: the last checkpoint written is the one the next run resumes
+    from."""
+    options = options or EngineOptions()
+    training = set_up(spec, options)
+    start_round = resume(training, sink)
     round_index = start_round
     try:
         for round_index in range(start_round + 1, spec.rounds + 1):
             began = time.perf_counter()
-            server = state.server
             lr = spec.optimizer.lr * spec.lr_schedule.factor(round_index)
-            payload = algorithm.payload(server, round_index)
-            if choice.packed:
-                updates, contexts = packed.train_round(
-                    state, algorithm, schedule[round_index - 1], round_index, lr, payload
-                )
-            else:
-                updates, contexts = [], []
-                for client in schedule[round_index - 1]:
-                    ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
-                    updates.append(algorithm.local_train(ctx))
-                    contexts.append(ctx)
-                    check_client_loss(updates[-1], round_index)
-            for update in updates:  # the packed path checks after the round; the sequential one already did
-                check_client_loss(update, round_index)
-            algorithm.aggregate(server, updates, round_index)
-            if frozen.any():  # frozen parameters (fixed ETF/orthonormal classifiers) stay exact
-                server.params[frozen] = frozen_values
-            if not bool(torch.isfinite(server.params).all()):
-                raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
-            for ctx in contexts:  # client-side steps that need w^{t+1}; evaluation below only reads
-                algorithm.after_aggregation(ctx, server)
-            del contexts
-
-            record = RoundRecord(
-                round=round_index,
-                train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),
-                wall_seconds=0.0,
-                bytes_up=upload * len(updates),
-                bytes_down=download * len(updates),
-            )
-            if round_index % spec.eval_every == 0 or round_index == spec.rounds:
-                load_weights(model, server.params, server.buffers)
-                if spec.eval_mode in ("global", "both"):
-                    # test_acc holds the task's primary metric: accuracy, or mean Dice for segmentation
-                    record.test_acc, record.test_loss = evaluate(
-                        model, data.tensors.test_x, data.tensors.test_y, eval_batch_size, data.tensors.task
-                    )
-                    if not math.isfinite(record.test_loss):
-                        raise RunDiverged(round_index, "test loss is not finite")
-                if spec.eval_mode in ("personal", "both"):
-                    personal_evaluation(state, algorithm, record, lr)
-                finetune_start = track_finetune_start(spec, record, server, finetune_start)
-            if spec.finetune is not None and round_index == spec.rounds:
-                finetune_evaluation(state, algorithm, finetune_start, record)
+            record = train_round(training, round_index, lr)
+            evaluate_round(training, record, lr)
             record.wall_seconds = time.perf_counter() - began
             sink.log_round(record)
-            if checkpoint_path is not None:
-                # incremental: only the states that changed since the last checkpoint are written (to new files);
-                # the checkpoint names every client's file, and the files it supersedes go once it is recorded
-                inline_states, client_files = client_states.write_changed(round_index)
-                try:
-                    save_checkpoint(
-                        checkpoint_path,
-                        {
-                            "spec_hash": spec.spec_hash,
-                            "round": round_index,
-                            "server": {"params": server.params, "buffers": server.buffers, "state": server.state},
-                            "client_states": inline_states,
-                            "client_files": client_files,
-                            "finetune_start": finetune_start,
-                        },
-                        record=record_checkpoint,
-                    )
-                except Exception:  # not replaced (past os.replace nothing raises): no checkpoint names these files
-                    client_states.abandon_written()
-                    raise
-                superseded = client_states.commit()
-                if checkpoint_mirror is not None:
-                    checkpoint_mirror.retire(superseded)
-            if on_round is not None:
-                on_round(record)
-            if stop_after_round is not None and round_index >= stop_after_round and round_index < spec.rounds:
-                return RunResult("interrupted", round_index, info=info, settings=settings)
+            checkpoint_round(training, round_index)
+            if options.on_round is not None:
+                options.on_round(record)
     except WriteFailed as exc:
         # The disk under the checkpoint or the registry refused a write in this round: the checkpoint of the round
         # before (written every round, and replaced only once its hash is recorded) is the one the run resumes from.
-        raise exc.resuming(spec.spec_hash, round_index - 1 if checkpoint_path is not None else 0) from None
+        raise exc.resuming(spec.spec_hash, round_index - 1 if options.checkpoint_path is not None else 0) from None
     except RunDiverged as exc:
         return RunResult(
             "diverged",
             exc.round_index - 1,
             diverged_round=exc.round_index,
             message=str(exc),
-            info=info,
-            settings=settings,
+            info=training.info,
+            settings=training.settings,
         )
-    return RunResult("done", spec.rounds, info=info, settings=settings)
+    return RunResult("done", spec.rounds, info=training.info, settings=training.settings)

@@ -25,14 +25,14 @@ import torch
 from torch import nn
 
 from fedbench import metrics
-from fedbench.algorithms.context import RunState, ServerState
+from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
 from fedbench.spec import RunSpec, ScheduleSpec
 
 
 @torch.inference_mode()
-def predict(model: nn.Module, x: torch.Tensor, batch_size: int = 1000) -> torch.Tensor:
+def predict(model: nn.Module, x: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE) -> torch.Tensor:
     was_training = model.training
     model.eval()
     # an empty split still goes through the model once: its output keeps the shape of logits, (0, classes) or

@@ -25,6 +25,7 @@ import torch
 from fedbench.checkpoint.format import remove_checkpoint
 from fedbench.checkpoint.mirror import CheckpointMirror, is_url
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
+from fedbench.engine import EngineOptions
 from fedbench.engine import run as run_engine
 from fedbench.engine.accel import Acceleration
 from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
@@ -260,26 +261,28 @@ def execute_one(
         result = run_engine(
             spec,
             sink,
-            device=device,
-            checkpoint_path=checkpoint,
-            checkpoint_ledger=sink,
-            on_warning=lambda message: emit({"kind": "warning", "spec_hash": spec.spec_hash, "message": message}),
-            data_root=options.data_root,
-            eval_batch_size=options.eval_batch_size,
-            verify=options.verify,
-            arrays=arrays,
-            checkpoint_mirror=mirror,
-            packing=options.packing,
-            acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
-            **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
-            on_round=lambda r: emit(
-                {
-                    "kind": "round",
-                    "spec_hash": spec.spec_hash,
-                    "round": r.round,
-                    "test_acc": r.test_acc,
-                    "seconds": r.wall_seconds,
-                }
+            EngineOptions(
+                device=device,
+                checkpoint_path=checkpoint,
+                checkpoint_ledger=sink,
+                on_warning=lambda message: emit({"kind": "warning", "spec_hash": spec.spec_hash, "message": message}),
+                data_root=options.data_root,
+                eval_batch_size=options.eval_batch_size,
+                verify=options.verify,
+                arrays=arrays,
+                checkpoint_mirror=mirror,
+                packing=options.packing,
+                acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
+                **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
+                on_round=lambda r: emit(
+                    {
+                        "kind": "round",
+                        "spec_hash": spec.spec_hash,
+                        "round": r.round,
+                        "test_acc": r.test_acc,
+                        "seconds": r.wall_seconds,
+                    }
+                ),
             ),
         )
     except ClaimLost as exc:

@@ -196,8 +196,8 @@ class DataSizes:
 
 
 def evaluations(spec: RunSpec) -> int:
-    """Rounds the engine evaluates: every ``eval_every``-th and the last (``engine/loop.py``)."""
-    return spec.rounds // spec.eval_every + (1 if spec.rounds % spec.eval_every else 0)
+    """Rounds the engine evaluates (``RunSpec.evaluates``)."""
+    return sum(spec.evaluates(r) for r in range(1, spec.rounds + 1))
 
 
 def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCost:

@@ -18,6 +18,7 @@ from algorithm_fixtures import (  # noqa: F401  (fixtures, used through usefixtu
     head_mlp,
     initial_model,
     initial_params,
+    interrupt,
     linear_model,
     make_spec,
     named_slices,
@@ -507,8 +508,7 @@ def test_stateful_methods_resume_after_interrupt_exactly(tmp_path, algorithm, pa
     spec = make_spec(algorithm, params, rounds=4, num_clients=5, clients_per_round=3)
     _, straight, whole = train(spec, tmp_path, "whole.pt")
     sink = Sink()
-    first = train(spec, tmp_path, "split.pt", sink=sink, stop_after_round=2)[0]
-    assert first.status == "interrupted" and first.rounds_done == 2
+    interrupt(spec, tmp_path, 2, "split.pt", sink=sink)
     result, _, split = train(spec, tmp_path, "split.pt", sink=sink)
     assert result.status == "done" and result.info["resumed_from"] == 2
     assert torch.equal(split["server"]["params"], whole["server"]["params"])

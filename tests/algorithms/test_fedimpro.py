@@ -16,7 +16,7 @@ from fedbench.algorithms.base import ClientUpdate
 from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
 from fedbench.models import build_model
 from fedbench.recipes.expand import expand
@@ -42,7 +42,7 @@ SHAPE = (1, 8, 8)
 
 def final(spec, tmp_path, sink, **kwargs):
     path = tmp_path / f"{spec.spec_hash}.pt"
-    result = run(spec, sink, checkpoint_path=path, **kwargs)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
     return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 
@@ -226,14 +226,15 @@ def test_noise_changes_statistics_not_the_first_round_weights(tmp_path, sink):
 
 
 def test_resume_gives_the_same_curve(tmp_path, sink):
+    from algorithm_fixtures import run_until
     from conftest import ListSink
 
     spec = RunSpec(algorithm="fedimpro", algorithm_params={"feature_weight_sched": "constant"}, **BASE)
     _, whole = final(spec, tmp_path / "a", sink)
     path = tmp_path / "b.pt"
     resumed = ListSink()
-    assert run(spec, resumed, checkpoint_path=path, stop_after_round=1).status == "interrupted"
-    run(spec, resumed, checkpoint_path=path)
+    run_until(spec, resumed, 1, EngineOptions(checkpoint_path=path))
+    run(spec, resumed, EngineOptions(checkpoint_path=path))
     assert [r.test_acc for r in resumed.records] == [r.test_acc for r in sink.records]
     assert torch.equal(
         load_checkpoint(path, spec.spec_hash, torch.device("cpu"))["server"]["state"]["mu"],

@@ -14,7 +14,7 @@ from fedbench.algorithms.base import ClientUpdate
 from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
@@ -39,7 +39,7 @@ def final(spec, tmp_path):
     from conftest import ListSink
 
     path = tmp_path / f"{spec.spec_hash}.pt"
-    run(spec, ListSink(), checkpoint_path=path)
+    run(spec, ListSink(), EngineOptions(checkpoint_path=path))
     return load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 
@@ -283,13 +283,14 @@ figure = "best"
 @pytest.mark.parametrize("drift_update", ["feddc", "grad"])
 def test_resume_is_bit_identical(tmp_path, drift_update):
     """Drift vectors (client state) and centroids (server state) survive a checkpoint."""
+    from algorithm_fixtures import run_until
     from conftest import ListSink
 
     spec = RunSpec(algorithm="fedtr", algorithm_params={"alpha_g": 0.1, "drift_update": drift_update}, **BASE)
     straight = final(spec, tmp_path / "a")
     path = tmp_path / "b.pt"
-    assert run(spec, ListSink(), checkpoint_path=path, stop_after_round=1).status == "interrupted"
-    run(spec, ListSink(), checkpoint_path=path)
+    run_until(spec, ListSink(), 1, EngineOptions(checkpoint_path=path))
+    run(spec, ListSink(), EngineOptions(checkpoint_path=path))
     resumed = load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
     assert torch.equal(straight["server"]["params"], resumed["server"]["params"])
     assert torch.equal(straight["server"]["state"]["centroids"], resumed["server"]["state"]["centroids"])

@@ -14,7 +14,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.metrics import rounds_to_target
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
@@ -39,7 +39,7 @@ BASE = dict(
 
 def final(spec, tmp_path, sink):
     path = tmp_path / f"{spec.spec_hash}.pt"
-    run(spec, sink, checkpoint_path=path)
+    run(spec, sink, EngineOptions(checkpoint_path=path))
     return load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 

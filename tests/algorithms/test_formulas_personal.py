@@ -210,9 +210,9 @@ def test_only_trainable_scopes_the_trained_parameters_and_keeps_frozen_ones_froz
 
 @pytest.mark.usefixtures("head_mlp", "float64")
 def test_proximal_term_skips_frozen_parameters():
-    """prox = ½‖Θ − Θ_g‖² over the *trainable* parameters: a frozen ETF classifier that differs from the teacher's
-    (it never does in training; here it is moved on purpose) adds nothing."""
-    from fedbench.algorithms.regularizers import proximal
+    """The proximal term ‖Θ − Θ_g‖² counts the *trainable* parameters only: a frozen ETF classifier that differs from
+    the teacher's (it never does in training; here it is moved on purpose) adds nothing."""
+    from fedbench.algorithms.functional import proximal
 
     model = etf_model()
     reference = [p.detach().clone() for p in model.parameters()]
@@ -221,7 +221,7 @@ def test_proximal_term_skips_frozen_parameters():
             p.add_(0.1)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert trainable < sum(p.numel() for p in model.parameters())  # the classifier is frozen
-    assert float(proximal(model, reference).detach()) == pytest.approx(0.5 * trainable * 0.01, rel=1e-12)
+    assert float(proximal(model.parameters(), reference).detach()) == pytest.approx(trainable * 0.01, rel=1e-12)
 
 
 # ------------------------------------------------------------------------------------------- FedAvg (the base class)

@@ -11,13 +11,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from algorithm_fixtures import check_reference_run
+from algorithm_fixtures import check_reference_run, run_until
 from conftest import F64_ATOL, ListSink
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
 from fedbench.checkpoint.format import client_state_folder, load_checkpoint, read_checkpoint, save_checkpoint
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default
@@ -54,11 +54,15 @@ BN = {
 
 
 def train(tmp_path, algorithm, params=None, stop_after_round=None, **overrides):
+    """The run's records and final checkpoint; ``stop_after_round``: stopped after that round (``run_until``)."""
     spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
     path = tmp_path / f"{spec.spec_hash}.pt"
     sink = ListSink()
-    result = run(spec, sink, checkpoint_path=path, stop_after_round=stop_after_round)
-    assert result.status in ("done", "interrupted"), result.message
+    if stop_after_round is not None:
+        run_until(spec, sink, stop_after_round, EngineOptions(checkpoint_path=path))
+    else:
+        result = run(spec, sink, EngineOptions(checkpoint_path=path))
+        assert result.status == "done", result.message
     return sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
 
 

@@ -15,11 +15,11 @@ import fsspec
 import pytest
 from typer.testing import CliRunner
 
-from algorithm_fixtures import Sink, make_spec
+from algorithm_fixtures import Sink, make_spec, run_until
 from fedbench.checkpoint.format import client_state_folder, read_checkpoint
 from fedbench.checkpoint.mirror import CheckpointMirror
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
 from fedbench.execution.cluster import checkpoints_folder
 from fedbench.registry import Registry
@@ -56,7 +56,7 @@ def test_a_run_resumes_from_the_storage_into_a_new_local_copy(tmp_path, memory_u
     storage resumes at round 2 with the uninterrupted curve."""
     spec = make_spec("scaffold", rounds=4, num_clients=6, clients_per_round=2)
     straight = Sink()
-    run(spec, straight, checkpoint_path=tmp_path / "straight.pt")
+    run(spec, straight, EngineOptions(checkpoint_path=tmp_path / "straight.pt"))
 
     machine_a = tmp_path / "a" / f"{spec.spec_hash}.pt"
     mirror = CheckpointMirror(memory_url, spec.spec_hash)
@@ -71,16 +71,14 @@ def test_a_run_resumes_from_the_storage_into_a_new_local_copy(tmp_path, memory_u
         )
 
     sink = Sink()
-    result = run(
-        spec, sink, checkpoint_path=machine_a, checkpoint_mirror=mirror, stop_after_round=2, on_round=after_round
-    )
-    assert result.status == "interrupted" and len(seen) == 2
+    run_until(spec, sink, 2, EngineOptions(checkpoint_path=machine_a, checkpoint_mirror=mirror, on_round=after_round))
+    assert len(seen) == 2
 
     machine_b = tmp_path / "b" / f"{spec.spec_hash}.pt"
     CheckpointMirror(memory_url, spec.spec_hash).fetch(machine_b)
     assert machine_b.read_bytes() == machine_a.read_bytes()
     assert sorted(p.name for p in client_state_folder(machine_b).iterdir()) == seen[-1][1]
-    result = run(spec, sink, checkpoint_path=machine_b, checkpoint_mirror=mirror)
+    result = run(spec, sink, EngineOptions(checkpoint_path=machine_b, checkpoint_mirror=mirror))
     assert result.info["resumed_from"] == 2
     assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
         (r.round, r.train_loss, r.test_acc) for r in straight.records

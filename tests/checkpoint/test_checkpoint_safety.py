@@ -14,6 +14,7 @@ import json
 import math
 import pickle
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from fedbench.checkpoint.format import (
     save_checkpoint,
 )
 from fedbench.cli import app
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.execution import executors
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
@@ -87,9 +88,13 @@ def interrupted_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
     real = executors.run_engine
 
-    def stop_after_two(*args, **kwargs):
-        real(*args, stop_after_round=2, **kwargs)
-        raise KeyboardInterrupt
+    def stop_after_two(spec, sink, options):
+        def on_round(record):
+            options.on_round(record)
+            if record.round == 2:  # Ctrl-C once round 2 is logged and checkpointed
+                raise KeyboardInterrupt
+
+        return real(spec, sink, replace(options, on_round=on_round))
 
     with monkeypatch.context() as patch:
         patch.setattr(executors, "run_engine", stop_after_two)
@@ -203,7 +208,7 @@ def test_an_unexpected_layout_restarts_instead_of_failing_with_a_key_error(tmp_p
     ):
         save_checkpoint(path, payload)
         sink = ListSink()
-        result = run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
+        result = run(spec, sink, EngineOptions(checkpoint_path=path, on_warning=warnings.append))
         assert result.info["resumed_from"] == 0
         assert [(r.round, r.test_acc) for r in sink.records] == [(r.round, r.test_acc) for r in straight.records]
     assert len(warnings) == 3 and all(str(path) in w for w in warnings)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from algorithm_fixtures import Sink, head_mlp, make_spec, train  # noqa: F401  (head_mlp: a fixture)
+from algorithm_fixtures import Sink, head_mlp, interrupt, make_spec, train  # noqa: F401  (head_mlp: a fixture)
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.client_states import ClientStateError, ClientStates
 from fedbench.checkpoint.format import client_state_folder, read_checkpoint, save_checkpoint
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import client_schedule
 from tests.engine.test_engine_contract import BASE, SETTINGS, assert_same_tree
 
@@ -56,7 +56,7 @@ def test_a_checkpoint_writes_only_the_clients_its_round_changed(tmp_path):
             last.update({c: t for c in clients})
         assert rounds == last
 
-    run(spec, Sink(), checkpoint_path=path, on_round=after_round)
+    run(spec, Sink(), EngineOptions(checkpoint_path=path, on_round=after_round))
     assert written == [(t, set(schedule[t - 1])) for t in range(1, 6)]
     manifest = read_checkpoint(path, spec.spec_hash)["client_files"]
     assert {c: NAME.match(name).group(2) for c, (name, _) in manifest.items()} == {
@@ -81,8 +81,7 @@ def test_spilled_states_give_the_in_memory_run_also_across_a_resume(tmp_path, al
     spec = RunSpec(algorithm=algorithm, **setting)
     _, whole_sink, whole = train(spec, tmp_path, "whole.pt", client_state_memory=1 << 40)
     sink = Sink()
-    first = train(spec, tmp_path, "split.pt", sink=sink, stop_after_round=2, client_state_memory=0)[0]
-    assert first.status == "interrupted"
+    interrupt(spec, tmp_path, 2, "split.pt", sink=sink, client_state_memory=0)
     result, _, split = train(spec, tmp_path, "split.pt", sink=sink, client_state_memory=0)
     assert result.status == "done" and result.info["resumed_from"] == 2
     assert [(r.round, r.train_loss, r.test_acc, r.personal_mean) for r in sink.records] == [
@@ -104,18 +103,17 @@ def test_with_a_zero_budget_no_filed_state_stays_in_memory(tmp_path, monkeypatch
         stores.append((self, list(self.resident_clients())))
 
     monkeypatch.setattr(ClientStates, "commit", recording)
-    run(spec, Sink(), checkpoint_path=tmp_path / "zero.pt", client_state_memory=0)
+    run(spec, Sink(), EngineOptions(checkpoint_path=tmp_path / "zero.pt", client_state_memory=0))
     assert [resident for _, resident in stores] == [[], [], []]
     stores.clear()
-    run(spec, Sink(), checkpoint_path=tmp_path / "default.pt")
+    run(spec, Sink(), EngineOptions(checkpoint_path=tmp_path / "default.pt"))
     trained = sorted({c for clients in client_schedule(spec) for c in clients})
     assert sorted(stores[-1][1]) == trained
 
 
 def interrupted(tmp_path, spec, name="run.pt"):
     sink = Sink()
-    result = run(spec, sink, checkpoint_path=tmp_path / name, stop_after_round=2, client_state_memory=0)
-    assert result.status == "interrupted"
+    interrupt(spec, tmp_path, 2, name, sink=sink, client_state_memory=0)
     return sink, tmp_path / name
 
 
@@ -123,7 +121,7 @@ def interrupted(tmp_path, spec, name="run.pt"):
 def test_a_damaged_client_state_file_restarts_the_run_from_round_zero(tmp_path, damage):
     spec = make_spec("scaffold", rounds=4, num_clients=5, clients_per_round=2)
     straight = Sink()
-    run(spec, straight, checkpoint_path=tmp_path / "straight.pt")
+    run(spec, straight, EngineOptions(checkpoint_path=tmp_path / "straight.pt"))
     sink, path = interrupted(tmp_path, spec)
     victim = sorted(client_state_folder(path).iterdir())[0]
     if damage == "missing":
@@ -135,7 +133,7 @@ def test_a_damaged_client_state_file_restarts_the_run_from_round_zero(tmp_path, 
     else:
         victim.rename(victim.with_name("99-r1.state"))
     warnings: list[str] = []
-    result = run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path, on_warning=warnings.append))
     assert result.info["resumed_from"] == 0 and result.status == "done"
     assert len(warnings) == 1 and "client state file" in warnings[0] and str(victim) in warnings[0]
     assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
@@ -148,7 +146,7 @@ def test_a_checkpoint_from_before_the_store_resumes_and_files_its_states(tmp_pat
     the uninterrupted curve, and its states move to files at the next checkpoint."""
     spec = make_spec("scaffold", rounds=4, num_clients=5, clients_per_round=2)
     straight = Sink()
-    run(spec, straight, checkpoint_path=tmp_path / "straight.pt")
+    run(spec, straight, EngineOptions(checkpoint_path=tmp_path / "straight.pt"))
     sink, path = interrupted(tmp_path, spec)
     payload = read_checkpoint(path, spec.spec_hash)
     folder = client_state_folder(path)
@@ -166,7 +164,9 @@ def test_a_checkpoint_from_before_the_store_resumes_and_files_its_states(tmp_pat
     }
     save_checkpoint(path, payload)
     seen = []
-    result = run(spec, sink, checkpoint_path=path, on_round=lambda r: seen.append(sorted(files_of(path))))
+    result = run(
+        spec, sink, EngineOptions(checkpoint_path=path, on_round=lambda r: seen.append(sorted(files_of(path))))
+    )
     assert result.info["resumed_from"] == 2
     assert seen[0] == sorted(set(payload["client_states"]) | set(client_schedule(spec)[2]))
     assert [(r.round, r.train_loss, r.test_acc) for r in sink.records] == [
@@ -183,7 +183,7 @@ def test_files_no_manifest_names_are_removed_on_resume(tmp_path):
         item.write_bytes(b"left by a crash")
     keep = folder / "notes.txt"  # not the store's: never touched
     keep.write_text("mine")
-    assert run(spec, sink, checkpoint_path=path).info["resumed_from"] == 2
+    assert run(spec, sink, EngineOptions(checkpoint_path=path)).info["resumed_from"] == 2
     assert not any(item.exists() for item in stray) and keep.exists()
 
 

@@ -12,7 +12,7 @@ from fedbench.algorithms.context import load_weights
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import load_arrays, partition_clients, prepare_data
 from fedbench.data.partition import class_matched_test_sets
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.seeding import numpy_rng
@@ -100,7 +100,7 @@ def test_natural_test_sets_give_each_client_its_groups_test_samples():
 def test_personal_accuracy_on_class_matched_sets_equals_an_independent_computation(tmp_path):
     spec = RunSpec(**BASE)
     sink, path = ListSink(), tmp_path / "run.pt"
-    assert run(spec, sink, checkpoint_path=path).status == "done"
+    assert run(spec, sink, EngineOptions(checkpoint_path=path)).status == "done"
     server = load_checkpoint(path, spec.spec_hash, CPU)["server"]
     arrays = load_arrays(spec)
     test_sets = class_matched_test_sets(

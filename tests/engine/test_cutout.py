@@ -169,14 +169,14 @@ def test_segmentation_masks_are_not_cut_out():
 
 def test_training_with_cutout_is_deterministic_and_changes_the_result(tmp_path):
     from conftest import ListSink
-    from fedbench.engine import run
+    from fedbench.engine import EngineOptions, run
 
     base = {**SPEC, "rounds": 2, "num_clients": 3, "clients_per_round": 2, "model_params": {"hidden": 32}}
     spec = RunSpec(**base, augmentation={"cutout": 4})
     curves = []
     for attempt, s in enumerate((spec, spec, RunSpec(**base))):
         sink = ListSink()
-        run(s, sink, checkpoint_path=tmp_path / f"{attempt}.pt")
+        run(s, sink, EngineOptions(checkpoint_path=tmp_path / f"{attempt}.pt"))
         curves.append([(r.test_acc, r.train_loss) for r in sink.records])
     assert curves[0] == curves[1]
     assert curves[0] != curves[2]

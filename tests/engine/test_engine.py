@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
-from fedbench.engine import client_schedule, run
+from fedbench.engine import EngineOptions, client_schedule, run
 from fedbench.engine.loop import init_model
 from fedbench.seeding import derive_seed, torch_generator
 from fedbench.spec import RunSpec
@@ -31,7 +31,7 @@ BASE = dict(
 
 def final_params(spec, tmp_path, sink, **kwargs):
     path = tmp_path / f"{spec.spec_hash}.pt"
-    result = run(spec, sink, checkpoint_path=path, **kwargs)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
     return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 
@@ -84,6 +84,7 @@ def test_one_client_fedavg_equals_plain_sgd(tmp_path, sink):
 
 
 def test_interrupted_run_resumes_with_identical_results(tmp_path):
+    from algorithm_fixtures import run_until
     from conftest import ListSink
 
     spec = RunSpec(algorithm="fedprox", algorithm_params={"mu": 0.1}, **{**BASE, "rounds": 4})
@@ -92,10 +93,10 @@ def test_interrupted_run_resumes_with_identical_results(tmp_path):
 
     path = tmp_path / "b" / "ckpt.pt"
     resumed = ListSink()
-    first = run(spec, resumed, checkpoint_path=path, stop_after_round=2)
-    assert first.status == "interrupted" and [r.round for r in resumed.records] == [1, 2]
+    run_until(spec, resumed, 2, EngineOptions(checkpoint_path=path))
+    assert [r.round for r in resumed.records] == [1, 2]
     resumed.log_round(type(resumed.records[0])(round=3, train_loss=9.9, wall_seconds=0, bytes_up=0, bytes_down=0))
-    second = run(spec, resumed, checkpoint_path=path)  # the stray round 3 is truncated and redone
+    second = run(spec, resumed, EngineOptions(checkpoint_path=path))  # the stray round 3 is truncated and redone
     assert second.status == "done" and second.info["resumed_from"] == 2
     final = load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
     assert torch.equal(final["server"]["params"], reference["server"]["params"])

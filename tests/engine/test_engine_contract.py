@@ -15,7 +15,7 @@ from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
 from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
 from fedbench.checkpoint.format import load_checkpoint
-from fedbench.engine import personal, run
+from fedbench.engine import EngineOptions, personal, run
 from fedbench.spec import FinetuneSpec, RunSpec
 
 DEVICE = torch.device("cpu")
@@ -48,7 +48,7 @@ def train(tmp_path, algorithm: str, params: dict | None = None, **overrides):
     spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
     path = tmp_path / f"{algorithm}-{spec.spec_hash}.pt"
     sink = ListSink()
-    result = run(spec, sink, checkpoint_path=path)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
     return sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
 

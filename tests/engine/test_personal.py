@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import torch
 
+from algorithm_fixtures import run_until
 from conftest import F64_ATOL, ListSink
 from fedbench import metrics
 from fedbench.algorithms.context import load_weights
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
-from fedbench.engine import run
+from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import init_model
 from fedbench.spec import RunSpec
 
@@ -50,7 +51,7 @@ def train(tmp_path, sink=None, **overrides):
     spec = RunSpec(**{**BASE, **overrides})
     path = tmp_path / f"{spec.spec_hash}.pt"
     sink = sink if sink is not None else ListSink()
-    result = run(spec, sink, checkpoint_path=path)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
     return spec, sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
 
@@ -323,11 +324,11 @@ def test_segmentation_metrics_on_known_masks():
 def test_personal_state_survives_resume(tmp_path):
     spec = RunSpec(**{**BASE, "algorithm": "ditto", "rounds": 3})
     straight = ListSink()
-    run(spec, straight, checkpoint_path=tmp_path / "a.pt")
+    run(spec, straight, EngineOptions(checkpoint_path=tmp_path / "a.pt"))
     resumed = ListSink()
     path = tmp_path / "b.pt"
-    assert run(spec, resumed, checkpoint_path=path, stop_after_round=2).status == "interrupted"
-    run(spec, resumed, checkpoint_path=path)
+    run_until(spec, resumed, 2, EngineOptions(checkpoint_path=path))
+    run(spec, resumed, EngineOptions(checkpoint_path=path))
     assert [r.personal_per_client for r in resumed.records] == [r.personal_per_client for r in straight.records]
 
 

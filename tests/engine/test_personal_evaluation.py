@@ -19,7 +19,7 @@ from fedbench import metrics
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ServerState, load_weights
 from fedbench.checkpoint.format import load_checkpoint
-from fedbench.engine import personal, run
+from fedbench.engine import EngineOptions, personal, run
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.spec import OptimizerSpec, RunSpec, ScheduleSpec
@@ -198,7 +198,7 @@ def train(tmp_path, **overrides):
     spec = RunSpec(**{**BASE, **overrides})
     path = tmp_path / f"{spec.spec_hash}.pt"
     sink = ListSink()
-    result = run(spec, sink, checkpoint_path=path)
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
     return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 

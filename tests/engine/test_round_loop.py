@@ -1,5 +1,5 @@
 """The round loop (engine/loop.py) checked by hand: the client schedule, bytes, the per-round record, eval_every,
-divergence (the round it is recorded at), stop_after_round, resume, and the checkpoint layout check."""
+divergence (the round it is recorded at), a run stopped after a round, resume, and the checkpoint layout check."""
 
 from __future__ import annotations
 
@@ -9,12 +9,21 @@ import numpy as np
 import pytest
 import torch
 
-from algorithm_fixtures import MLP, Sink, head_mlp, make_spec, train  # noqa: F401 (head_mlp: a fixture)
+from algorithm_fixtures import (  # noqa: F401 (head_mlp: a fixture)
+    MLP,
+    Sink,
+    Stopped,
+    head_mlp,
+    interrupt,
+    make_spec,
+    stop_after,
+    train,
+)
 from conftest import F64_ATOL
 from fedbench.algorithms.context import ServerState
 from fedbench.algorithms.fedavg import FedAvg
-from fedbench.checkpoint.format import CheckpointRejected
-from fedbench.engine import loop, packed
+from fedbench.checkpoint.format import CheckpointRejected, load_checkpoint
+from fedbench.engine import EngineOptions, loop, packed
 from fedbench.engine.accel import Acceleration
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.seeding import derive_seed
@@ -176,7 +185,7 @@ def test_divergence_is_recorded_at_the_round_it_happens(monkeypatch, tmp_path, h
     diverging(monkeypatch, 3, how)
     spec = make_spec("fedavg", rounds=5)
     sink = Sink()
-    result = loop.run(spec, sink, checkpoint_path=tmp_path / "run.pt", packing=packing)
+    result = loop.run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "run.pt", packing=packing))
     assert result.status == "diverged"
     assert result.diverged_round == 3 and result.rounds_done == 2
     if how == "weights":
@@ -198,14 +207,15 @@ def test_a_non_finite_test_loss_is_divergence(monkeypatch):
     assert result.message == "diverged at round 2: test loss is not finite"
 
 
-def test_stop_after_round_interrupts_there_and_a_rerun_gives_the_same_numbers(tmp_path):
+def test_a_run_stopped_after_a_round_resumes_there_and_gives_the_same_numbers(tmp_path):
     spec = make_spec("fedavg", rounds=4, num_clients=5, clients_per_round=2)
     _, straight, reference = train(spec, tmp_path / "a")
 
     seen: list[int] = []
     sink = Sink()
-    first, _, _ = train(spec, tmp_path / "b", sink=sink, stop_after_round=2, on_round=lambda r: seen.append(r.round))
-    assert first.status == "interrupted" and first.rounds_done == 2 and seen == [1, 2]
+    with pytest.raises(Stopped):
+        train(spec, tmp_path / "b", sink=sink, on_round=stop_after(2, lambda r: seen.append(r.round)))
+    assert seen == [1, 2] and [r.round for r in sink.records] == [1, 2]
     second, _, final = train(spec, tmp_path / "b", sink=sink, on_round=lambda r: seen.append(r.round))
     assert second.status == "done" and second.rounds_done == 4
     assert second.info["resumed_from"] == 2 and "checkpoint_rejected" not in second.info
@@ -217,12 +227,18 @@ def test_stop_after_round_interrupts_there_and_a_rerun_gives_the_same_numbers(tm
     ]
 
 
-def test_stop_after_the_last_round_is_a_finished_run(tmp_path):
-    spec = make_spec("fedavg", rounds=2)
-    assert loop.run(spec, Sink(), stop_after_round=2).status == "done"
-    assert loop.run(spec, Sink(), stop_after_round=5).status == "done"
-    result = loop.run(spec, Sink(), stop_after_round=1)
-    assert (result.status, result.rounds_done) == ("interrupted", 1)
+def test_on_round_hears_of_a_round_once_it_is_logged_and_checkpointed(tmp_path):
+    """A caller stopped in ``on_round`` (a kill between rounds) leaves the sink and the checkpoint at that round."""
+    spec = make_spec("fedavg", rounds=3)
+    path = tmp_path / "run.pt"
+    sink = Sink()
+    heard: list = []
+
+    def on_round(record) -> None:
+        heard.append((record.round, [r.round for r in sink.records], load_checkpoint(path, spec.spec_hash)["round"]))
+
+    assert loop.run(spec, sink, EngineOptions(checkpoint_path=path, on_round=on_round)).status == "done"
+    assert heard == [(1, [1], 1), (2, [1, 2], 2), (3, [1, 2, 3], 3)]
 
 
 def test_a_learning_rate_schedule_sets_each_rounds_client_lr(monkeypatch):
@@ -254,7 +270,7 @@ def test_a_write_failure_says_the_run_resumes_from_the_round_before(tmp_path):
 
     spec = make_spec("fedavg", rounds=4)
     with pytest.raises(WriteFailed) as caught:
-        loop.run(spec, FailingSink(), checkpoint_path=tmp_path / "run.pt")
+        loop.run(spec, FailingSink(), EngineOptions(checkpoint_path=tmp_path / "run.pt"))
     assert "from round 2" in str(caught.value)
     with pytest.raises(WriteFailed) as caught:
         loop.run(spec, FailingSink())
@@ -415,7 +431,7 @@ def test_a_rejected_checkpoint_is_reported_once_and_the_run_starts_from_round_ze
     path.write_bytes(b"\x00" * 40)
     warnings: list[str] = []
     sink = Sink()
-    result = loop.run(spec, sink, checkpoint_path=path, on_warning=warnings.append)
+    result = loop.run(spec, sink, EngineOptions(checkpoint_path=path, on_warning=warnings.append))
     assert result.status == "done" and result.info["resumed_from"] == 0
     reason = result.info["checkpoint_rejected"]
     assert warnings == [f"checkpoint {path} not used: {reason}; the run starts again from round 0"]
@@ -460,7 +476,7 @@ def test_fine_tuning_is_evaluated_after_the_last_round_only_and_survives_a_resum
     assert final["finetune_start"]["round"] == 2
     script[:] = [0.5, 0.9, 0.3]
     sink = Sink()
-    assert train(spec, tmp_path / "b", sink=sink, stop_after_round=2)[0].status == "interrupted"
+    interrupt(spec, tmp_path / "b", 2, sink=sink)
     _, _, resumed = train(spec, tmp_path / "b", sink=sink)
     assert resumed["finetune_start"]["round"] == 2 and not script
     fields = [(r.round, r.test_acc, r.finetune_mean, r.finetune_per_client) for r in sink.records]
@@ -479,9 +495,9 @@ def test_a_run_reuses_a_cache_filled_with_verified_data(monkeypatch):
     cache = federated.ArraysCache()
     spec = make_spec("fedavg", rounds=1)
     cache.load(spec, None, True)
-    loop.run(spec, Sink(), arrays=cache)
+    loop.run(spec, Sink(), EngineOptions(arrays=cache))
     assert loads == [True]
-    loop.run(spec, Sink(), arrays=cache, verify=False)  # unverified data is another entry
+    loop.run(spec, Sink(), EngineOptions(arrays=cache, verify=False))  # unverified data is another entry
     assert loads == [True, False]
 
 
@@ -524,7 +540,7 @@ def test_a_resumed_method_is_told_the_last_round_and_the_clients_that_trained_in
     monkeypatch.setattr(FedAvg, "local_train", local_train)
     monkeypatch.setattr(FedAvg, "resume_states", lambda self, server, states, r, clients: told.append((r, clients)))
     spec = make_spec("fedavg", rounds=4, num_clients=6, clients_per_round=2)
-    train(spec, tmp_path, stop_after_round=3)
+    interrupt(spec, tmp_path, 3)
     assert told == []
     train(spec, tmp_path)
     assert told == [(3, sorted(c for r, c in trained if r == 3))]
@@ -533,7 +549,7 @@ def test_a_resumed_method_is_told_the_last_round_and_the_clients_that_trained_in
         raise FedbenchError("its client states are stale")
 
     monkeypatch.setattr(FedAvg, "resume_states", refuse)
-    train(spec, tmp_path / "again", stop_after_round=2)
+    interrupt(spec, tmp_path / "again", 2)
     with pytest.raises(FedbenchError) as caught:
         train(spec, tmp_path / "again")
     assert str(caught.value) == f"checkpoint {tmp_path / 'again' / 'run.pt'}: its client states are stale"
