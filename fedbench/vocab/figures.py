@@ -43,7 +43,9 @@ class Figure:
     fields: tuple[str, ...] = ()  # rounds fields it reads besides its metric's
     label_by_key: str = ""  # the label when its parameter is a row/column key instead (value_at_round, at_rounds)
     note: str = ""  # a caption line every table of this figure carries
-    states_target_rule: bool = False  # its caption names a non-default target_rule (the count rule)
+    # its caption says when rounds to target are counted by FedTrip's rule (target_rule = "count_not_above"); the bytes
+    # figure's caption has never said it, though its rounds are counted by the same rule
+    states_target_rule: bool = False
 
     @property
     def of_metric_value(self) -> bool:
