@@ -1,6 +1,7 @@
 """Cost accounting for models: parameter counts, bytes of a model update, FLOPs per sample, model cards, and the
 number of local optimizer steps a client takes in a round (``local_steps_per_round``: the one formula the engine's
-mini-batch loop and the per-round cost figures share).
+mini-batch loop and the per-round cost figures share), and the work of a client round (``client_round_work``: the one
+formula of the report's GFLOPs figures and of ``fedbench plan``).
 
 FLOPs are measured, not estimated: one forward+backward pass at the model's real input
 shape under ``torch.utils.flop_counter.FlopCounterMode``, divided by the batch size. That counter counts
@@ -92,6 +93,36 @@ def samples_per_round(spec, samples: int) -> float:
     if spec.local_steps:
         return float(spec_steps_per_round(spec, samples) * spec.batch_size)
     return float(samples * spec.local_epochs)
+
+
+def client_round_work(spec, samples: float, card: dict[str, Any], algorithm: Any, unit: str = "flops") -> float:
+    """The work of one participating client in one round: n_k·E·W + A_method (FedTrip §4, Table V). n_k·E is the
+    samples it processes (``samples_per_round`` of its ``samples`` training samples: may be a mean over clients; the
+    steps count whole samples), W the work of one sample and A_method the method's attaching operations
+    (``algorithm.attach_flops_per_round``, given one sample's forward and backward work), from the model's ``card``
+    (``model_card``) in ``unit``:
+
+    * "flops": FLOPs of training, forward + backward per sample (``fedbench plan``'s compute and time estimate);
+    * "macs": forward multiply-accumulates per sample, thop-style, as FedTrip counts its "FLOPs" (the report's
+      ``gflops_to_target``, FedTrip Table V).
+    """
+    if unit == "flops":
+        per_sample, forward = card["flops_train"], card["flops_forward"]
+        backward = card["flops_train"] - forward
+    elif unit == "macs":
+        per_sample = forward = card["macs_forward"]
+        backward = card["flops_train"] / 2 - forward
+    else:
+        raise ValueError(f"unit {unit!r}: expected 'flops' or 'macs'")
+    attach = algorithm.attach_flops_per_round(
+        steps=spec_steps_per_round(spec, int(samples)),  # the engine's formula (drop_last, step budgets)
+        samples=int(samples),
+        batch_size=spec.batch_size,
+        num_params=card["params"],
+        forward_flops=forward,
+        backward_flops=backward,
+    )
+    return samples_per_round(spec, samples) * per_sample + attach
 
 
 def _conv_backward_flop(

@@ -9,6 +9,7 @@ from torch import nn
 
 from fedbench.cost import (
     buffer_count,
+    client_round_work,
     local_steps_per_round,
     model_card,
     parameter_counts,
@@ -363,3 +364,49 @@ def test_each_methods_bytes_per_round_on_a_tiny_mlp_by_hand(tmp_path, name):
     (record,) = sink.records
     per_client = 4 * (TINY_W + (TINY_W if name == "scaffold" else 0))
     assert (record.bytes_up, record.bytes_down) == (3 * per_client, 3 * per_client)
+
+
+# ------------------------------------------------------------------------------------------- work of a client round
+class _Attach:
+    """An algorithm whose attaching operations are a fixed 1000, recording what it was given."""
+
+    def __init__(self):
+        self.given = {}
+
+    def attach_flops_per_round(self, **given):
+        self.given = given
+        return 1000.0
+
+
+CARD = {"params": 7, "flops_forward": 40, "flops_train": 120, "macs_forward": 20}  # backward: 80 FLOPs = 40 MACs
+
+
+@pytest.mark.parametrize(
+    "setup, samples, steps, processed",
+    [
+        ({"local_epochs": 2}, 130, 2 * 3, 260),  # E·⌈130/50⌉ steps, E·n samples
+        ({"local_epochs": 1, "drop_last": True}, 130, 2, 130),  # ⌊130/50⌋
+        ({"local_epochs": 3}, 130.5, 3 * 3, 391.5),  # a mean client size: the steps count whole samples
+        ({"local_steps": 4}, 130, 4, 200),  # a step budget: 4 full batches of 50
+    ],
+)
+def test_client_round_work_is_samples_times_one_samples_work_plus_the_attaching_operations(
+    setup, samples, steps, processed
+):
+    """FedTrip §4: n_k·E·W + A_method, W a sample's training FLOPs (fedbench plan) or forward MACs (FedTrip's
+    accounting); the method is told the steps, the whole samples and one sample's forward and backward work."""
+    spec = RunSpec(algorithm="fedavg", dataset="mnist", model="mlp", partition="iid", batch_size=50, **setup)
+    algorithm = _Attach()
+    assert client_round_work(spec, samples, CARD, algorithm) == processed * 120 + 1000.0
+    assert algorithm.given == {
+        "steps": steps,
+        "samples": 130,
+        "batch_size": 50,
+        "num_params": 7,
+        "forward_flops": 40,
+        "backward_flops": 80,
+    }
+    assert client_round_work(spec, samples, CARD, algorithm, unit="macs") == processed * 20 + 1000.0
+    assert algorithm.given["forward_flops"] == 20 and algorithm.given["backward_flops"] == 40
+    with pytest.raises(ValueError, match="^unit 'joules': expected 'flops' or 'macs'$"):
+        client_round_work(spec, samples, CARD, algorithm, unit="joules")

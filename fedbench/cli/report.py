@@ -97,7 +97,7 @@ def report(
     from fedbench.registry import Registry
     from fedbench.report import FORMATS, render
     from fedbench.report.collect import build_tables, report_recipes, write_plots
-    from fedbench.report.html_page import html_pages
+    from fedbench.report.render.html import html_pages
 
     if fmt not in FORMATS:
         raise FedbenchError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")

@@ -202,7 +202,7 @@ def evaluations(spec: RunSpec) -> int:
 
 def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCost:
     from fedbench.algorithms import build_algorithm
-    from fedbench.cost import samples_per_round, spec_steps_per_round
+    from fedbench.cost import client_round_work
 
     spec = planned.spec
     workload = Workload.of(spec)
@@ -215,16 +215,7 @@ def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCos
     else:
         per_client, source = sizes[0] // spec.num_clients, f"{origin} / clients"
     card = workload.card()
-    steps = spec_steps_per_round(spec, per_client)
-    attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
-        steps=steps,
-        samples=per_client,
-        batch_size=spec.batch_size,
-        num_params=card["params"],
-        forward_flops=card["flops_forward"],
-        backward_flops=card["flops_train"] - card["flops_forward"],
-    )
-    client_round = samples_per_round(spec, per_client) * card["flops_train"] + attach
+    client_round = client_round_work(spec, per_client, card, build_algorithm(spec.algorithm, spec.algorithm_params))
     train = float(spec.rounds * spec.clients_per_round * client_round)
     evaluation = float(evaluations(spec) * sizes[1] * card["flops_forward"])
     return RunCost(planned, workload, train, evaluation, source)

@@ -1,16 +1,73 @@
-"""What a rendered table is made of: ``Cell`` (ours beside the paper's value) and ``Table``.
+"""What a rendered table is made of: ``Cell`` (ours beside the paper's value), ``Table``, and what the statistics
+(``stats.py``) attach to a cell: its ``Comparison`` with the baseline cell and its ``Verdict`` against the paper.
 
-Shared by the run tables (``table.py``) and the analytic tables (``static.py``) and read by the renderers,
-so neither builder imports the other's module for these types.
+Shared by the run tables (``table.py``), the analytic tables (``static.py``) and the statistics, and read by the
+renderers, so none of them imports another's module for these types.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fedbench.recipes.views import TableView
-from fedbench.report.stats import Comparison, Verdict, reproduction_counts
+
+MARKS = {"better": "▲", "worse": "▼", "same": "·"}
+VERDICTS = ("reproduced", "higher", "lower", "not_comparable")
+
+
+@dataclass
+class Comparison:
+    """A cell against its baseline cell (same labels, the baseline's method), paired by seed."""
+
+    baseline: str  # the baseline's label on the baseline axis
+    pairs: int = 0  # seed pairs tested
+    seeds: list[int] | None = None
+    difference: float | None = None  # mean over pairs of cell − baseline
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None  # paired t-test, two-sided
+    p_holm: float | None = None  # Holm-corrected across the table's tests
+    censored: int = 0  # pairs with one seed never reaching the target (counted as R + 1)
+    dropped: int = 0  # pairs where neither seed reached the target (left out)
+    outcome: str = ""  # better | worse | same | "" (no test: fewer than two pairs, or no direction)
+    reason: str = ""  # why there is no test
+
+    @property
+    def mark(self) -> str:
+        return MARKS.get(self.outcome, "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "mark": self.mark}
+
+
+@dataclass
+class Verdict:
+    """Our cell against the paper's value."""
+
+    status: str  # one of VERDICTS
+    reason: str = ""  # why not comparable
+    ci_low: float | None = None  # our 95 % t interval of the per-seed figures
+    ci_high: float | None = None
+    tolerance: float = 0.0
+
+    @property
+    def mark(self) -> str:
+        return {"reproduced": "✓", "higher": "↑", "lower": "↓"}.get(self.status, "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "mark": self.mark}
+
+
+def reproduction_counts(verdicts: Sequence[Verdict | None]) -> dict[str, int]:
+    """{verdict status: cells} over the cells with a published number or a verdict, and "cells" (their count)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for v in verdicts:
+        if v is not None:
+            counts[v.status] += 1
+    counts["cells"] = sum(counts[s] for s in VERDICTS)
+    return counts
 
 
 @dataclass
@@ -132,5 +189,5 @@ class Table:
         }
 
     def reproduction(self) -> dict[str, int]:
-        """{verdict: cells} of the cells with a published value (fedbench.report.stats.reproduction_counts)."""
+        """{verdict: cells} of the cells with a published value (``reproduction_counts``)."""
         return reproduction_counts([cell.verdict for cell in self.cells.values()])

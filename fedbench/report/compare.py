@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedbench.report.cells import Cell, Table
-from fedbench.report.render import figure_name, ours_text
+from fedbench.report.render.notes import figure_name, ours_text
 from fedbench.report.stats import ALPHA, welch
+from fedbench.vocab.figures import FIGURES
 
 
 @dataclass
@@ -48,7 +49,7 @@ class CellPair:
 
 def _figures(cell: Cell, figure: str) -> list[float]:
     """The cell's per-seed figures; a seed that never reached the target counts as R + 1 rounds."""
-    if figure == "rounds_to_target":
+    if FIGURES[figure].censored:
         return [float(v) if v is not None else float(cell.rounds_limit or 0) + 1 for v in cell.values]
     return [float(v) for v in cell.values if v is not None]
 

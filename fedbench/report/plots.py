@@ -18,8 +18,9 @@ from fedbench.metrics import ema
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.report.render import figure_name
+from fedbench.report.render.notes import figure_name
 from fedbench.report.table import build_table, planned_for_view
+from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve, metric_fields
 
 Curve = list[tuple[int, float]]
@@ -101,7 +102,7 @@ def figures(
             ax.plot(rounds, values.mean(0), label=f"{line} (n={len(seed_curves)})")
             ax.fill_between(rounds, values.min(0), values.max(0), alpha=0.2)
         target = view.target_by.get(key, view.target)
-        if target is not None and view.figure in ("rounds_to_target", "gflops_to_target", "total_bytes_to_target"):
+        if target is not None and FIGURES[view.figure].needs_target:
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8, label=f"target {target:g}")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")

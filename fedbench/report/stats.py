@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
+from fedbench.report.cells import Cell, Comparison, Verdict
+from fedbench.vocab.figures import FIGURES
+from fedbench.vocab.figures import better_sign as figure_sign
 from fedbench.vocab.metrics import METRICS
 
 if TYPE_CHECKING:
@@ -40,33 +42,10 @@ if TYPE_CHECKING:
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
-TO_TARGET_FIGURES = ("rounds_to_target", "gflops_to_target", "total_bytes_to_target")
-LOWER_IS_BETTER_FIGURES = (*TO_TARGET_FIGURES, "wall_seconds", "wall_hours", "seconds_per_round", "peak_memory_mb")
 CENSORED_RULE = (
     "a seed that never reached the target counts as R + 1 rounds (censored: it needed more than the run's R); "
     "pairs where neither seed reached it are left out"
 )
-MARKS = {"better": "▲", "worse": "▼", "same": "·"}
-VERDICTS = ("reproduced", "higher", "lower", "not_comparable")
-
-
-class Cell(Protocol):
-    """What the statistics read of a report cell (fedbench.report.cells.Cell, which imports this module)."""
-
-    labels: dict[str, str]
-    expected: int
-    n: int
-    values: list[float | None]
-    seeds: list[int]
-    mean: float | None
-    rounds_limit: int | None
-    published: float | str | None
-    static: bool
-    published_only: bool
-    comparison: Comparison | None
-
-    @property
-    def partial(self) -> bool: ...
 
 
 # ------------------------------------------------------------------------------------------ formulas
@@ -125,40 +104,11 @@ def holm(p_values: Sequence[float]) -> list[float]:
 # ------------------------------------------------------------------------------------------ direction
 def better_sign(view: TableView, metric: str | None = None) -> int:
     """+1 when a higher figure is better, −1 when a lower one is, 0 when the figure has no direction
-    (the round of the best value)."""
-    if view.figure in LOWER_IS_BETTER_FIGURES:
-        return -1
-    if view.figure == "best_round":
-        return 0
-    return 1 if METRICS[metric or view.metric].higher_is_better else -1
+    (the round of the best value): the figure catalogue's direction, the metric's where the figure follows it."""
+    return figure_sign(view.figure, METRICS[metric or view.metric].higher_is_better)
 
 
 # ------------------------------------------------------------------------------------------ against the baseline
-@dataclass
-class Comparison:
-    """A cell against its baseline cell (same labels, the baseline's method), paired by seed."""
-
-    baseline: str  # the baseline's label on the baseline axis
-    pairs: int = 0  # seed pairs tested
-    seeds: list[int] | None = None
-    difference: float | None = None  # mean over pairs of cell − baseline
-    ci_low: float | None = None
-    ci_high: float | None = None
-    p_value: float | None = None  # paired t-test, two-sided
-    p_holm: float | None = None  # Holm-corrected across the table's tests
-    censored: int = 0  # pairs with one seed never reaching the target (counted as R + 1)
-    dropped: int = 0  # pairs where neither seed reached the target (left out)
-    outcome: str = ""  # better | worse | same | "" (no test: fewer than two pairs, or no direction)
-    reason: str = ""  # why there is no test
-
-    @property
-    def mark(self) -> str:
-        return MARKS.get(self.outcome, "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "mark": self.mark}
-
-
 def paired_values(cell: Cell, base: Cell, figure: str) -> tuple[list[int], list[float], list[float], int, int]:
     """(seeds, cell values, baseline values, censored pairs, dropped pairs) of the seeds both cells ran, the
     never-reached rule (``CENSORED_RULE``) applied to to-target figures; a seed without a value in another
@@ -169,10 +119,10 @@ def paired_values(cell: Cell, base: Cell, figure: str) -> tuple[list[int], list[
     for seed in sorted(set(mine) & set(theirs)):
         x, y = mine[seed], theirs[seed]
         if x is None and y is None:
-            dropped += figure == "rounds_to_target"
+            dropped += FIGURES[figure].censored
             continue
         if x is None or y is None:
-            if figure != "rounds_to_target":
+            if not FIGURES[figure].censored:
                 continue
             censored += 1
             x = float(cell.rounds_limit or 0) + 1 if x is None else x
@@ -187,7 +137,8 @@ def compare_cell(cell: Cell, base: Cell, baseline: str, figure: str) -> Comparis
     """The paired comparison of ``cell`` with ``base`` (no Holm correction yet, no outcome)."""
     seeds, a, b, censored, dropped = paired_values(cell, base, figure)
     out = Comparison(baseline=baseline, pairs=len(seeds), seeds=seeds, censored=censored, dropped=dropped)
-    if figure in TO_TARGET_FIGURES and figure != "rounds_to_target" and (None in cell.values or None in base.values):
+    censorless = FIGURES[figure].needs_target and not FIGURES[figure].censored
+    if censorless and (None in cell.values or None in base.values):
         out.reason = f"{figure}: a seed never reached the target (censoring is defined on rounds only)"
     if len(seeds) < 2:
         out.reason = out.reason or f"{len(seeds)} seed pair(s): a paired test needs two"
@@ -242,24 +193,6 @@ def compare_with_baseline(
 
 
 # ------------------------------------------------------------------------------------------ against the paper
-@dataclass
-class Verdict:
-    """Our cell against the paper's value."""
-
-    status: str  # one of VERDICTS
-    reason: str = ""  # why not comparable
-    ci_low: float | None = None  # our 95 % t interval of the per-seed figures
-    ci_high: float | None = None
-    tolerance: float = 0.0
-
-    @property
-    def mark(self) -> str:
-        return {"reproduced": "✓", "higher": "↑", "lower": "↓"}.get(self.status, "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "mark": self.mark}
-
-
 def verdict(cell: Cell, *, synthetic: bool, scale: str, figure: str, tolerance: float = 0.0) -> Verdict | None:
     """Our cell against its published value (None: the paper prints none, or the cell is not a run cell)."""
     if cell.static or cell.published_only or cell.published is None:
@@ -280,7 +213,7 @@ def verdict(cell: Cell, *, synthetic: bool, scale: str, figure: str, tolerance: 
     if cell.partial:
         return not_comparable(f"partial: {cell.n} of {cell.expected} seeds")
     missing = sum(v is None for v in cell.values)
-    if missing and figure in TO_TARGET_FIGURES:
+    if missing and FIGURES[figure].needs_target:
         if missing == cell.n and cell.rounds_limit is not None and published <= cell.rounds_limit:
             # no seed reached the target in R rounds, the paper did in fewer: ours is higher, for sure
             return Verdict("higher", tolerance=tolerance)
@@ -297,16 +230,6 @@ def verdict(cell: Cell, *, synthetic: bool, scale: str, figure: str, tolerance: 
         return out
     out.status = "higher" if published < low else "lower"
     return out
-
-
-def reproduction_counts(verdicts: Sequence[Verdict | None]) -> dict[str, int]:
-    """{verdict status: cells} over the cells with a published number or a verdict, and "cells" (their count)."""
-    counts = dict.fromkeys(VERDICTS, 0)
-    for v in verdicts:
-        if v is not None:
-            counts[v.status] += 1
-    counts["cells"] = sum(counts[s] for s in VERDICTS)
-    return counts
 
 
 def reproduction_line(counts: dict[str, int], synthetic: bool = False, scale: str = "full") -> str:

@@ -23,6 +23,7 @@ from fedbench.report.cells import Cell, Table
 from fedbench.report.static import build_static_table
 from fedbench.report.stats import compare_with_baseline, verdict
 from fedbench.spec import RunSpec
+from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import (
     METRICS,
     VALIDATION_METRIC,
@@ -34,9 +35,6 @@ from fedbench.vocab.metrics import (
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
 
-# Figures whose value is the metric's own value at some round (so in the metric's displayed unit).
-METRIC_VALUED_FIGURES = ("best", "final", "last_k_mean", "value_at_round", "val_selected")
-
 
 def _key(labels: dict[str, str], keys: list[str]) -> str:
     return " / ".join(labels[k] for k in keys)
@@ -47,10 +45,11 @@ def _scale_factor(view: TableView) -> float:
 
 
 def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float:
-    """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one
-    round plus the method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V)."""
+    """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one round plus the
+    method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V), for the mean client size of the run
+    (its recorded client sizes, else the partition's samples_per_client)."""
     from fedbench.algorithms import build_algorithm
-    from fedbench.cost import model_card, samples_per_round, spec_steps_per_round
+    from fedbench.cost import client_round_work, model_card
     from fedbench.data import dataset_meta
 
     meta = dataset_meta(spec.dataset)
@@ -58,18 +57,8 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     samples = (
         float(np.mean(client_sizes)) if client_sizes else float(spec.partition_params.get("samples_per_client", 0))
     )
-    steps = spec_steps_per_round(spec, int(samples))  # the engine's formula (drop_last, step budgets)
-    processed = samples_per_round(spec, samples)
-    forward = card["macs_forward"]
-    attach = build_algorithm(spec.algorithm, spec.algorithm_params).attach_flops_per_round(
-        steps=steps,
-        samples=int(samples),
-        batch_size=spec.batch_size,
-        num_params=card["params"],
-        forward_flops=forward,
-        backward_flops=card["flops_train"] / 2 - forward,
-    )
-    return processed * forward + attach
+    algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
+    return client_round_work(spec, samples, card, algorithm, unit="macs")
 
 
 def figure_of(
@@ -93,7 +82,7 @@ def figure_of(
     scaled = [(r, v * factor) for r, v in curve]
     # "best" and "reaching the target" follow the metric's direction: the lowest loss, the first round at or
     # below a loss target. The figures below work on a curve where higher is better (negated for a loss).
-    sign = 1.0 if METRICS[view.metric].higher_is_better else -1.0
+    sign = 1.0 if METRICS[view.metric].higher_is_better else -1.0  # the metric's direction (FIGURES' "metric")
     oriented = scaled if sign > 0 else [(r, -v) for r, v in scaled]
 
     def reached() -> int | None:
@@ -127,20 +116,10 @@ def figure_of(
     raise ValueError(view.figure)
 
 
-# The rounds fields a figure reads besides its metric's (figure_of).
-FIGURE_FIELDS = {
-    "wall_seconds": ("wall_seconds",),
-    "wall_hours": ("wall_seconds",),
-    "seconds_per_round": ("wall_seconds",),
-    "total_bytes_to_target": ("bytes_up", "bytes_down"),
-    "val_selected": metric_fields(VALIDATION_METRIC),
-}
-
-
 def round_fields(view: TableView) -> list[str]:
     """The rounds fields the view's cells read: its metrics' and its figure's."""
     fields = [f for _, metric in view.view_metrics() for f in metric_fields(metric)]
-    return list(dict.fromkeys([*fields, *FIGURE_FIELDS.get(view.figure, ())]))
+    return list(dict.fromkeys([*fields, *FIGURES[view.figure].fields]))
 
 
 def _with_clients(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]:
@@ -307,9 +286,9 @@ def build_table(
     for cell in cells.values():
         cell.verdict = verdict(cell, synthetic=synthetic, scale=scale, figure=view.figure, tolerance=view.tolerance)
     units = {display_unit(metric, view.percent) for _, metric in view.view_metrics()}
-    unit = units.pop() if view.figure in METRIC_VALUED_FIGURES and len(units) == 1 else ""
-    if view.figure in ("wall_seconds", "seconds_per_round"):
-        unit = "s"
+    unit = FIGURES[view.figure].unit
+    if unit is None:  # a value of the metric: in its displayed unit, where all the view's metrics share one
+        unit = units.pop() if len(units) == 1 else ""
     notes = []
     if memory_measures:
         found = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))

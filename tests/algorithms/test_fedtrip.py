@@ -298,7 +298,8 @@ def test_plots_of_every_fedtrip_table_render(tmp_path):
 def test_table4_shows_the_printed_ratio_only_where_it_differs_from_the_recomputed_one():
     """Table IV's paper ratio is recomputed from its rounds; the two ratios the paper misprinted are shown too."""
     from fedbench.registry import Registry
-    from fedbench.report.render import paper_text, to_markdown
+    from fedbench.report.render.notes import paper_text
+    from fedbench.report.render.text import to_markdown
     from fedbench.report.table import build_table
 
     recipe = load_recipe(RECIPES / "fedtrip_table4.toml")

@@ -1,7 +1,7 @@
 """How a cell's missing values read: ">R" only where a target was not reached within R rounds; a value
 missing at a round (its run diverged before it) is counted as missing, not as "not reached"."""
 
-from fedbench.report.render import ours_text
+from fedbench.report.render.notes import ours_text
 from fedbench.report.table import Cell
 
 

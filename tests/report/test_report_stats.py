@@ -9,13 +9,12 @@ import pytest
 from scipy import stats as scipy_stats
 
 from fedbench.recipes.views import TableView
-from fedbench.report.cells import Cell
+from fedbench.report.cells import Cell, reproduction_counts
 from fedbench.report.stats import (
     compare_cell,
     compare_with_baseline,
     holm,
     one_sample_p,
-    reproduction_counts,
     reproduction_line,
     t_interval,
     verdict,
