@@ -14,6 +14,7 @@ from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
 from fedbench.recipes.views import TableView, alternatives
 from fedbench.spec import RunSpec
+from fedbench.vocab.figures import FIGURES
 
 
 def check_recipe(recipe: Recipe) -> None:
@@ -221,11 +222,7 @@ def _check_peak_memory(recipe: Recipe, view: TableView) -> None:
 
 
 def _check_target(recipe: Recipe, view: TableView) -> None:
-    if (
-        view.figure in ("rounds_to_target", "total_bytes_to_target", "gflops_to_target")
-        and view.target is None
-        and not view.target_by
-    ):
+    if FIGURES[view.figure].needs_target and view.target is None and not view.target_by:
         raise _view_error(recipe, view, f"figure {view.figure!r} needs a target")
 
 

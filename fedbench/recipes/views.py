@@ -9,26 +9,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fedbench.vocab.figures import FIGURE_NAMES
 from fedbench.vocab.metrics import CURVE_METRICS
 
-FIGURES = (
-    "best",
-    "final",
-    "last_k_mean",
-    "best_round",
-    "rounds_to_target",
-    "total_bytes_to_target",
-    "gflops_to_target",
-    "value_at_round",
-    "wall_seconds",
-    "seconds_per_round",
-    "wall_hours",
-    "peak_memory_mb",
-    "val_selected",
-)
-# Figures of a whole run rather than of a metric's curve: wall-clock time (the rounds' wall_seconds) and the peak
-# memory recorded in its provenance (LG-Mix Tables 8-9).
-RUN_FIGURES = ("wall_seconds", "wall_hours", "peak_memory_mb")
 DERIVED_MARK = "‡"  # beside a published value the paper does not print (``published_derived``)
 
 
@@ -65,7 +48,7 @@ class TableView(Strict):
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
     rows: list[str] = []
     columns: list[str] = []
-    figure: Literal[FIGURES] = "best"  # type: ignore[valid-type]
+    figure: Literal[FIGURE_NAMES] = "best"  # type: ignore[valid-type]
     metric: Literal[CURVE_METRICS] = "test_acc"  # type: ignore[valid-type]
     k: int = Field(10, ge=1)  # for last_k_mean
     target: float | None = None  # for rounds_to_target (same unit as the metric)

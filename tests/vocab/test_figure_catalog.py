@@ -14,7 +14,6 @@ from types import SimpleNamespace
 import pytest
 
 from fedbench.errors import RecipeError
-from fedbench.recipes import views
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.report import build_table, render
@@ -23,7 +22,7 @@ from fedbench.report.collect import EmptyRegistry
 from fedbench.report.render.notes import figure_name, notes, ours_text
 from fedbench.report.stats import better_sign
 from fedbench.report.table import figure_of, round_fields
-from fedbench.vocab.figures import FIGURE_NAMES, FIGURES, RUN_FIGURES, TARGET_FIGURES, figure_label
+from fedbench.vocab.figures import FIGURE_NAMES, FIGURES, TARGET_FIGURES, figure_label
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, display_unit, metric_fields
 
 RECIPE = """
@@ -57,8 +56,6 @@ def recipe_with(write_recipe, **view):
 
 def test_recipes_accept_exactly_the_catalogue_figures():
     assert typing.get_args(TableView.model_fields["figure"].annotation) == FIGURE_NAMES
-    assert views.FIGURES == FIGURE_NAMES  # until recipes/views.py imports them from the catalogue
-    assert views.RUN_FIGURES == RUN_FIGURES
     assert len(FIGURE_NAMES) == 13
     for name, figure in FIGURES.items():
         assert figure.name == name and figure.meaning and figure.label
