@@ -46,6 +46,7 @@ from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
 from fedbench.spec import RunSpec
+from fedbench.vocab.status import RunStatus
 
 
 @dataclass
@@ -77,7 +78,7 @@ class RunSink(Protocol):
 
 @dataclass
 class RunResult:
-    status: str  # "done" or "diverged"
+    status: RunStatus  # DONE or DIVERGED
     rounds_done: int
     # non-spec choices recorded in provenance: "packing" (``ExecutorChoice.as_dict``: which path trained it and
     # why), "acceleration" (``Acceleration.as_dict``), "precision" and "tf32" (``accel.set_precision``)
@@ -413,11 +414,11 @@ def run(spec: RunSpec, sink: RunSink, options: EngineOptions | None = None) -> R
         raise exc.resuming(spec.spec_hash, round_index - 1 if options.checkpoint_path is not None else 0) from None
     except RunDiverged as exc:
         return RunResult(
-            "diverged",
+            RunStatus.DIVERGED,
             exc.round_index - 1,
             diverged_round=exc.round_index,
             message=str(exc),
             info=training.info,
             settings=training.settings,
         )
-    return RunResult("done", spec.rounds, info=training.info, settings=training.settings)
+    return RunResult(RunStatus.DONE, spec.rounds, info=training.info, settings=training.settings)

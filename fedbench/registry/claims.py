@@ -19,9 +19,8 @@ from sqlalchemy.orm import Session
 from fedbench.errors import ClaimLost
 from fedbench.registry.connection import Connection
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
-CLAIMABLE = ("pending", "failed", "interrupted")
-FINISHED = ("done", "diverged")
 # Claims: a worker beats its run's heartbeat from a background thread every HEARTBEAT_EVERY, however long a round
 # takes (``Heartbeat``). A running claim whose heartbeat is older than STALE_AFTER (the claim timeout: ten missed
 # beats) is free: its worker is gone, or hung (the pid lives on this host but its heartbeat stopped). On the same
@@ -71,7 +70,7 @@ def stale_reason(run: RunRow) -> str | None:
 def _owned(run_id: int, worker: str | None) -> Any:
     condition = RunRow.id == run_id
     if worker is not None:
-        condition = condition & (RunRow.status == "running") & (RunRow.worker == worker)
+        condition = condition & (RunRow.status == RunStatus.RUNNING) & (RunRow.worker == worker)
     return condition
 
 
@@ -95,15 +94,15 @@ class Claims(Connection):
             if run is None or run.status in FINISHED:
                 return None
             condition = RunRow.status.in_(CLAIMABLE)
-            if run.status == "running":
+            if run.status == RunStatus.RUNNING:
                 if stale_reason(run) is None:
                     return None
                 # Take over only the exact claim we saw (optimistic concurrency).
-                condition = (RunRow.status == "running") & (RunRow.worker == run.worker)
+                condition = (RunRow.status == RunStatus.RUNNING) & (RunRow.worker == run.worker)
             result = session.execute(
                 update(RunRow)
                 .where(RunRow.id == run.id, condition)
-                .values(status="running", worker=worker, heartbeat_at=now(), started_at=now(), error=None)
+                .values(status=RunStatus.RUNNING, worker=worker, heartbeat_at=now(), started_at=now(), error=None)
             )
             session.commit()
             return run.id if result.rowcount == 1 else None
@@ -113,7 +112,7 @@ class Claims(Connection):
         with Session(self.engine) as session:
             result = session.execute(
                 update(RunRow)
-                .where(RunRow.id == run_id, RunRow.status == "running", RunRow.worker == worker)
+                .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING, RunRow.worker == worker)
                 .values(heartbeat_at=now())
             )
             session.commit()
@@ -122,7 +121,9 @@ class Claims(Connection):
     def stale_runs(self) -> list[tuple[RunRow, str]]:
         """Running claims a new worker would take over, with why (worker gone, or no heartbeat: hung)."""
         with Session(self.engine) as session:
-            running = session.scalars(select(RunRow).where(RunRow.status == "running").order_by(RunRow.id)).all()
+            running = session.scalars(
+                select(RunRow).where(RunRow.status == RunStatus.RUNNING).order_by(RunRow.id)
+            ).all()
             session.expunge_all()
         return [(run, reason) for run in running if (reason := stale_reason(run)) is not None]
 
@@ -134,7 +135,13 @@ class Claims(Connection):
                 if run is None or run.status not in FINISHED:
                     continue
                 session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
-                run.status, run.summary, run.error, run.rounds_done, run.diverged_round = "pending", {}, None, 0, None
+                run.status, run.summary, run.error, run.rounds_done, run.diverged_round = (
+                    RunStatus.PENDING,
+                    {},
+                    None,
+                    0,
+                    None,
+                )
                 run.checkpoint_sha256 = None
             session.commit()
 
@@ -198,4 +205,4 @@ class Heartbeat:
         self._thread.join()
 
 
-__all__ = ["Claims", "Heartbeat", "CLAIMABLE", "FINISHED", "now", "worker_id", "stale_reason", "update_owned"]
+__all__ = ["Claims", "Heartbeat", "now", "worker_id", "stale_reason", "update_owned"]

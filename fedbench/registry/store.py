@@ -17,6 +17,7 @@ from fedbench.errors import RegistryError
 from fedbench.registry import claims  # claims.now: the registry's one clock (tests replace it)
 from fedbench.registry.connection import Connection
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.vocab.status import RunStatus
 
 
 class Store(Connection):
@@ -29,7 +30,7 @@ class Store(Connection):
             with self._writing(), Session(self.engine) as session:
                 if session.scalar(select(RunRow.id).where(RunRow.spec_hash == entry["spec_hash"])) is not None:
                     continue
-                session.add(RunRow(status="pending", created_at=claims.now(), **entry))
+                session.add(RunRow(status=RunStatus.PENDING, created_at=claims.now(), **entry))
                 try:
                     session.commit()
                 except IntegrityError:  # another worker inserted it first

@@ -7,6 +7,8 @@ from datetime import datetime
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from fedbench.vocab.status import RunStatus
+
 
 class Base(DeclarativeBase):
     pass
@@ -28,7 +30,7 @@ class RunRow(Base):
     synthetic: Mapped[bool] = mapped_column(Boolean, default=False)
     targets: Mapped[list] = mapped_column(JSON, default=list)
     # pending → running → done | diverged | failed | interrupted
-    status: Mapped[str] = mapped_column(String(16), index=True, default="pending")
+    status: Mapped[str] = mapped_column(String(16), index=True, default=RunStatus.PENDING)
     error: Mapped[str | None] = mapped_column(Text)
     rounds_done: Mapped[int] = mapped_column(Integer, default=0)
     diverged_round: Mapped[int | None] = mapped_column(Integer)

@@ -27,9 +27,9 @@ from sqlalchemy.orm import Session
 
 from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
-from fedbench.registry.claims import CLAIMABLE, FINISHED
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.registry.urls import mask_passwords
+from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
 FORMAT = "fedbench-runs"
 VERSION = 1
@@ -79,7 +79,7 @@ class RunLine(BaseModel):
     paper: str | None = None
     recipe: str | None = None
     targets: list[float] = []
-    status: Literal["done", "diverged"]
+    status: Literal[RunStatus.DONE, RunStatus.DIVERGED]
     error: str | None = None
     rounds_done: int = Field(ge=0)
     diverged_round: int | None = None

@@ -22,6 +22,7 @@ from fedbench.report.render.notes import figure_name
 from fedbench.report.table import build_table, planned_for_view
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve, metric_fields
+from fedbench.vocab.status import FINISHED
 
 Curve = list[tuple[int, float]]
 
@@ -33,9 +34,7 @@ def curve_series(
     view's table shows (×100 for a fraction metric when ``percent``), read through the metric catalogue."""
     planned = planned_for_view(recipe, view, scale, synthetic)
     runs = {
-        r.spec_hash: r
-        for r in registry.run_states(dict.fromkeys(p.spec_hash for p in planned))
-        if r.status in ("done", "diverged")
+        r.spec_hash: r for r in registry.run_states(dict.fromkeys(p.spec_hash for p in planned)) if r.status in FINISHED
     }
     fields = [f for _, metric in view.view_metrics() for f in metric_fields(metric)]
     curves = registry.curves([r.id for r in runs.values()], fields)

@@ -32,6 +32,7 @@ from fedbench.vocab.metrics import (
     metric_curve,
     metric_fields,
 )
+from fedbench.vocab.status import FINISHED, RunStatus
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
 
@@ -213,11 +214,7 @@ def build_table(
     planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
     other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []
     found = {row.spec_hash: row for row in registry.run_states(dict.fromkeys(p.spec_hash for p in planned + other))}
-    finished = [
-        found[p.spec_hash]
-        for p in planned
-        if p.spec_hash in found and found[p.spec_hash].status in ("done", "diverged")
-    ]
+    finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in FINISHED]
     curves = _curves(registry, [row.id for row in finished], round_fields(view), cache)
 
     rows, columns = [], []
@@ -244,13 +241,13 @@ def build_table(
         cell_view = view.model_copy(update=update) if update else view
         for p in members:
             run = found.get(p.spec_hash)
-            if run is None or run.status not in ("done", "diverged"):
+            if run is None or run.status not in FINISHED:
                 continue
             round_rows = curves[run.id]
             client = p.extra.get("client_index")
             curve = _metric_curve(round_rows, cell_view.metric, client, (run.id, cache))
             cell.n += 1
-            cell.diverged += run.status == "diverged"
+            cell.diverged += run.status == RunStatus.DIVERGED
             cell.rounds_limit = p.spec.rounds
             cell.seeds.append(p.spec.seed)
             cell.run_ids.append(run.id)
@@ -270,7 +267,7 @@ def build_table(
                 _key(p.labels, view.rows) == r
                 and _key(p.labels, view.columns) == c
                 and p.spec_hash in found
-                and found[p.spec_hash].status == "done"
+                and found[p.spec_hash].status == RunStatus.DONE
             ):
                 cell.synthetic_available += 1
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
