@@ -62,6 +62,11 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     return client_round_work(spec, samples, card, algorithm, unit="macs")
 
 
+def _wall_seconds(rows: list | None) -> float | None:
+    """The run's wall-clock time: its rounds' wall_seconds (training and evaluation)."""
+    return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
+
+
 def figure_of(
     view: TableView,
     curve: list[tuple[int, float]],
@@ -72,9 +77,11 @@ def figure_of(
 ) -> float | None:
     """The view's figure of one run: from its curve of the view's metric, its stored rounds (``rows``: wall time,
     bytes), the cost of a round (``cost``: GFLOPs figures) or the run itself (``run``: its provenance)."""
-    if view.figure in ("wall_seconds", "wall_hours"):  # the rounds' wall-clock time (training and evaluation)
-        seconds = float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
-        return None if seconds is None else seconds / (3600.0 if view.figure == "wall_hours" else 1.0)
+    if view.figure == "wall_seconds":
+        return _wall_seconds(rows)
+    if view.figure == "wall_hours":
+        seconds = _wall_seconds(rows)
+        return None if seconds is None else seconds / 3600.0
     if view.figure == "peak_memory_mb":  # LG-Mix Table 9: MB of 2^20 bytes, as torch's allocator statistics
         value = peak_memory(getattr(run, "provenance", None))[0]
         return None if value is None else value / 2**20
