@@ -24,10 +24,10 @@ from fedbench.checkpoint.format import (
     CheckpointLedger,
     CheckpointMirror,
     CheckpointRejected,
-    client_state_folder,
     read_checkpoint,
     save_checkpoint,
 )
+from fedbench.checkpoint.location import client_state_folder
 from fedbench.data.federated import ArraysCache, prepare_data
 from fedbench.engine import packed
 from fedbench.engine.accel import (

@@ -24,6 +24,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from fedbench.checkpoint.location import registry_checkpoints, run_checkpoint
 from fedbench.errors import ClaimLost, RegistryError, write_failure
 from fedbench.registry import schema
 from fedbench.registry.tables import RoundRow, RunRow
@@ -234,10 +235,10 @@ class Registry:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.home / "checkpoints"
+        return registry_checkpoints(self.home)
 
     def checkpoint_path(self, spec_hash: str) -> Path:
-        return self.checkpoint_dir / f"{spec_hash}.pt"
+        return run_checkpoint(spec_hash, self.home)
 
     # ------------------------------------------------------------------ registering and claiming
     def ensure_runs(self, entries: Iterable[dict[str, Any]]) -> None:

@@ -29,7 +29,7 @@ from fedbench.checkpoint.format import (
 )
 from fedbench.cli import app
 from fedbench.engine import run
-from fedbench.execution import executors
+from fedbench.execution import worker
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
@@ -85,14 +85,14 @@ def interrupted_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
     recipe = tmp_path / "ckpt.toml"
     recipe.write_text(RECIPE)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    real = executors.run_engine
+    real = worker.run_engine
 
     def stop_after_two(*args, **kwargs):
         real(*args, stop_after_round=2, **kwargs)
         raise KeyboardInterrupt
 
     with monkeypatch.context() as patch:
-        patch.setattr(executors, "run_engine", stop_after_two)
+        patch.setattr(worker, "run_engine", stop_after_two)
         assert CliRunner().invoke(app, ["run", str(recipe), "--registry", url]).exit_code == 130
     registry = Registry(url)
     (row,) = registry.runs()

@@ -18,7 +18,8 @@ import pytest
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RecipeError
-from fedbench.execution.executors import ExecutionOptions, execute
+from fedbench.execution.local import execute
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.recipe import TableView, expand, load_recipe
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow
