@@ -77,7 +77,8 @@ class RegistrySink:
 
 def engine_options(options: ExecutionOptions, device: torch.device) -> dict[str, Any]:
     """What the engine takes from the batch's options, for a run on ``device``: the one place an execution option
-    becomes an engine setting (``engine.run``'s keyword arguments)."""
+    becomes an engine setting (today ``engine.run``'s keyword arguments; an engine options object, once the engine
+    takes one, is built here too)."""
     return {
         "data_root": options.data_root,
         "eval_batch_size": options.eval_batch_size,
@@ -118,7 +119,7 @@ def execute_one(
     spec: RunSpec = planned.spec
     device = resolve_device(options.device)
     if device.type == "cuda" and device.index is not None:
-        torch.cuda.set_device(device)  # the worker's GPU (``placement``) is also its default CUDA device
+        torch.cuda.set_device(device)  # the worker's GPU (``devices.place_workers``) is also its default CUDA device
     sink = RegistrySink(registry, run_id, heartbeat)
 
     def taken_over(exc: ClaimLost) -> str:
