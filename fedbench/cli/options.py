@@ -4,6 +4,7 @@
 ``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``: a command declares such a
 parameter with the alias (``scale: Scale = "full"``), so its names, type and bounds are written here only. A command
 for which an option means something more specific says so with ``reworded`` (same option, its own help line).
+``parse_seeds`` reads ``--seeds`` for both.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from fedbench.errors import FedbenchError
 
 RECIPES: Any = typer.Argument(help="Recipe TOML files.", show_default=False)
 SCALE: Any = typer.Option("--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting.")
@@ -43,6 +46,19 @@ Threads = Annotated[int, THREADS]
 DataDir = Annotated[Path | None, DATA_DIR]
 
 
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``--seeds 0,1,2``."""
+    if text is None:
+        return None
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
+        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
+    return seeds
+
+
 def reworded(option: Any, help: str) -> Any:
     """``option`` (its names, type bounds and parsing) with another help line, for a command where it means
     something more specific (``fedbench plan --jobs``: the workers its wall time is divided over)."""
@@ -62,5 +78,6 @@ __all__ = [
     "Overrides",
     "Synthetic",
     "Threads",
+    "parse_seeds",
     "reworded",
 ]

@@ -20,9 +20,9 @@ from fedbench.cli.options import (
     THREADS,
     Recipes,
     Seeds,
+    parse_seeds,
     reworded,
 )
-from fedbench.cli.run import parse_seeds
 
 
 def _hours(seconds: float) -> str:

@@ -20,7 +20,19 @@ from rich.progress import (
 from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
-from fedbench.cli.options import DataDir, Device, Jobs, Only, Overrides, Recipes, Scale, Seeds, Synthetic, Threads
+from fedbench.cli.options import (
+    DataDir,
+    Device,
+    Jobs,
+    Only,
+    Overrides,
+    Recipes,
+    Scale,
+    Seeds,
+    Synthetic,
+    Threads,
+    parse_seeds,
+)
 from fedbench.errors import FedbenchError
 from fedbench.execution.devices import parse_gpus
 from fedbench.execution.events import Event, Note, RoundDone, RunEnded, RunStarted, RunWarning
@@ -28,19 +40,6 @@ from fedbench.execution.options import ExecutionOptions
 
 if TYPE_CHECKING:
     from fedbench.execution.batch import Batch
-
-
-def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds 0,1,2``."""
-    if text is None:
-        return None
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
-        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
-    return seeds
 
 
 @user_errors
