@@ -1,13 +1,13 @@
 """How a batch of runs is executed: one frozen object, built once by ``fedbench run`` (``cli/run.py``) and read by
 every stage below it (``batch.prepare_batch`` checks it, ``local``/``cluster`` hand it to the workers,
-``worker.engine_options`` turns it into the engine's settings).
+``worker.train`` turns it into the engine's settings).
 
 Nothing here is part of a run's spec (``fedbench/spec.py``): these options choose where and how fast a run trains,
 never its result, so the same spec gives the same curve whatever they are (up to floating-point summation order
 where a comment says so; provenance records those). No torch here: planning and dry runs read it too.
 
 A new option that reaches the engine is a field here, a parameter of ``fedbench run`` named like the field (read by
-name: ``cli/run.py``) and its use in ``worker.engine_options``.
+name: ``cli/run.py``) and its use in ``worker.train``.
 """
 
 from __future__ import annotations

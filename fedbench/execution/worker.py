@@ -12,6 +12,7 @@ import contextlib
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ import torch
 from fedbench.checkpoint.location import is_url, remove_checkpoint, run_checkpoint
 from fedbench.checkpoint.mirror import CheckpointMirror
 from fedbench.data.federated import ArraysCache
+from fedbench.engine import RunResult
 from fedbench.engine import run as run_engine
 from fedbench.engine.accel import Acceleration
 from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
@@ -75,18 +77,36 @@ class RegistrySink:
         self._write(self.registry.finish, status, **outcome)
 
 
-def engine_options(options: ExecutionOptions, device: torch.device) -> dict[str, Any]:
-    """What the engine takes from the batch's options, for a run on ``device``: the one place an execution option
-    becomes an engine setting (today ``engine.run``'s keyword arguments; an engine options object, once the engine
-    takes one, is built here too)."""
-    return {
-        "data_root": options.data_root,
-        "eval_batch_size": options.eval_batch_size,
-        "verify": options.verify,
-        "packing": options.packing,
-        "acceleration": Acceleration.for_device(device, fast=options.fast, compile=options.compile),
+def train(
+    spec: RunSpec,
+    sink: RegistrySink,
+    options: ExecutionOptions,
+    device: torch.device,
+    checkpoint: Path,
+    mirror: CheckpointMirror | None,
+    arrays: ArraysCache | None,
+    emit: Emit,
+) -> RunResult:
+    """Train a claimed run on the engine: the one place the batch's options become the engine's settings (today
+    ``engine.run``'s keyword arguments; an engine options object, once the engine takes one, is built here too).
+    ``sink`` records rounds and is the checkpoint's ledger; ``mirror``: the checkpoint's copy at a storage URL."""
+    return run_engine(
+        spec,
+        sink,
+        device=device,
+        checkpoint_path=checkpoint,
+        checkpoint_ledger=sink,
+        checkpoint_mirror=mirror,
+        arrays=arrays,
+        on_warning=lambda message: emit(RunWarning(spec.spec_hash, message)),
+        on_round=lambda r: emit(RoundDone(spec.spec_hash, r.round, r.test_acc, r.wall_seconds)),
+        data_root=options.data_root,
+        eval_batch_size=options.eval_batch_size,
+        verify=options.verify,
+        packing=options.packing,
+        acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
         **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
-    }
+    )
 
 
 def checkpoint_mirror(options: ExecutionOptions, spec_hash: str) -> CheckpointMirror | None:
@@ -151,18 +171,7 @@ def execute_one(
         if mirror is not None:  # the storage's copy is the one to resume from
             remove_checkpoint(checkpoint)
             mirror.fetch(checkpoint)
-        result = run_engine(
-            spec,
-            sink,
-            device=device,
-            checkpoint_path=checkpoint,
-            checkpoint_ledger=sink,
-            checkpoint_mirror=mirror,
-            arrays=arrays,
-            on_warning=lambda message: emit(RunWarning(spec.spec_hash, message)),
-            on_round=lambda r: emit(RoundDone(spec.spec_hash, r.round, r.test_acc, r.wall_seconds)),
-            **engine_options(options, device),
-        )
+        result = train(spec, sink, options, device, checkpoint, mirror, arrays, emit)
     except ClaimLost as exc:
         return taken_over(exc)
     except KeyboardInterrupt:
@@ -222,4 +231,4 @@ def work_through(
                 execute_one(registry, item, run_id, options, emit, arrays, heartbeat)
 
 
-__all__ = ["RegistrySink", "checkpoint_mirror", "engine_options", "execute_one", "work_through"]
+__all__ = ["RegistrySink", "checkpoint_mirror", "execute_one", "train", "work_through"]
