@@ -92,8 +92,6 @@ def child(name: str, memory_mib: int | None) -> dict:
     seconds: list[float] = []
     written: list[int] = []
     in_checkpoint = [False]
-    original_write = checkpoint.write_atomic
-
     if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it since issue 16's store
         original_write_all = checkpoint.write_all_atomic
 
@@ -102,7 +100,8 @@ def child(name: str, memory_mib: int | None) -> dict:
             return original_write_all(files, *args, **kwargs)
 
         checkpoint.write_all_atomic = counting_write_all
-    else:
+    else:  # a checkpoint module of before the client-state store: every file through write_atomic
+        original_write = checkpoint.write_atomic
 
         def counting_write(path, data=None, chunks=None):
             written[-1] += len(data) if data is not None else sum(len(c) for c in chunks or [])

@@ -39,7 +39,7 @@ import torch
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.engine import EngineOptions, run
-from fedbench.execution.executors import resolve_device
+from fedbench.execution.devices import resolve_device
 from fedbench.execution.provenance import device_name
 from fedbench.spec import RunSpec
 

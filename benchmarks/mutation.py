@@ -46,6 +46,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (
     "fedbench/algorithms",
     "fedbench/engine",
+    "fedbench/checkpoint/format.py",  # with atomic.py and location.py: engine/checkpoint.py when it was recorded
+    "fedbench/checkpoint/atomic.py",
+    "fedbench/checkpoint/location.py",
     "fedbench/registry",
     "fedbench/checkpoint/format.py",
     "fedbench/spec.py",

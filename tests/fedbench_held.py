@@ -14,13 +14,13 @@ import os
 import sys
 import time
 
-from fedbench.execution import executors
+from fedbench.execution import worker
 
 MARKER = "fedbench-test-held"
 
 
 def _hold_after(rounds: int) -> None:
-    log_round = executors._RegistrySink.log_round
+    log_round = worker.RegistrySink.log_round
 
     def log_round_then_hold(self, record) -> None:
         if record.round == rounds + 1:  # round `rounds` is in the registry and in the checkpoint
@@ -29,7 +29,7 @@ def _hold_after(rounds: int) -> None:
                 time.sleep(3600)  # a signal's handler raises out of the sleep
         log_round(self, record)
 
-    executors._RegistrySink.log_round = log_round_then_hold
+    worker.RegistrySink.log_round = log_round_then_hold
 
 
 if __name__ in ("__main__", "__mp_main__"):  # run as the script, or imported by a worker it started

@@ -16,7 +16,7 @@ import threading
 import time
 
 from fedbench.engine import loop
-from fedbench.execution import executors
+from fedbench.execution import worker
 
 MARKER = "fedbench-test-event"
 _count = 0
@@ -38,7 +38,7 @@ def _event(kill_at: int, delay: float) -> None:
 
 
 def _install(kill_at: int, delay: float) -> None:
-    log_round = executors._RegistrySink.log_round
+    log_round = worker.RegistrySink.log_round
     save_checkpoint = loop.save_checkpoint
 
     def logged(self, record) -> None:
@@ -51,7 +51,7 @@ def _install(kill_at: int, delay: float) -> None:
         save_checkpoint(path, payload, **options)
         _event(kill_at, delay)
 
-    executors._RegistrySink.log_round = logged
+    worker.RegistrySink.log_round = logged
     loop.save_checkpoint = saved
 
 

@@ -35,13 +35,7 @@ from typing import Any
 
 import torch
 
-from fedbench.checkpoint.format import (
-    CheckpointRejected,
-    client_state_folder,
-    file_sha256,
-    read_checkpoint,
-    save_checkpoints,
-)
+from fedbench.checkpoint.format import CheckpointRejected, file_sha256, read_checkpoint, save_checkpoints
 from fedbench.errors import FedbenchError
 
 # One fact: how much client state a run keeps in memory before it spills (``fedbench run --client-state-memory``).
@@ -252,6 +246,5 @@ __all__ = [
     "ClientStateError",
     "ClientStates",
     "DEFAULT_MEMORY_BUDGET",
-    "client_state_folder",
     "state_bytes",
 ]

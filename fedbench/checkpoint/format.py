@@ -13,27 +13,27 @@ A checkpoint is bound to its run: it names the spec hash, and the sha256 of its 
 caller's ``CheckpointLedger``: the registry) when it is written. ``read_checkpoint`` refuses a file that is not
 in the format, is truncated, belongs to another spec, or whose bytes differ from the recorded hash, raising
 ``CheckpointRejected`` with the reason; the engine then warns once and trains from round 0.
+
+Files are written through ``atomic.py`` (a reader never sees half a checkpoint); where they lie is ``location.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import queue
 import struct
-import tempfile
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
 
-from fedbench.errors import write_failure
+from fedbench.checkpoint.atomic import write_all_atomic
+from fedbench.checkpoint.location import client_state_folder
 
 FORMAT = "fedbench-checkpoint"
 VERSION = 2
@@ -183,118 +183,6 @@ def encode_checkpoint(payload: dict[str, Any]) -> tuple[bytes, list[torch.Tensor
     header = json.dumps(table, separators=(",", ":")).encode()
     header += b" " * (-len(header) % 8)
     return struct.pack("<Q", len(header)) + header, [tensors[key] for key in order]
-
-
-_HASH_THREAD_BYTES = 8 << 20  # below this, starting a thread costs more than overlapping hash and write saves
-
-
-def write_atomic(
-    path: Path,
-    data: bytes | None = None,
-    chunks: list[memoryview] | None = None,
-    record: Callable[[str], None] | None = None,
-) -> str:
-    """``data`` (or ``chunks``, in order) at ``path`` atomically and durably: a reader sees the old file or the
-    new one, never half. Returns the sha256 of what was written. ``record`` (the registry's ledger) gets that hash
-    once the new bytes are durable and before they replace the old file, so a failure to record it (a full or
-    read-only registry) leaves the old file in place, still matching the hash recorded for it.
-
-    A write the machine refuses (disk full, read-only file system, quota, permission) raises ``WriteFailed`` naming
-    the file and the cause; the temporary file is removed and the old file is left as it was."""
-    parts = [memoryview(data)] if data is not None else list(chunks or [])
-    before_replace = None if record is None else (lambda _temporaries, digests: record(digests[0]))
-    return write_all_atomic([(path, parts)], before_replace)[0]
-
-
-def _write_hashing(handle, parts: list[memoryview]) -> str:
-    digest = hashlib.sha256()
-    if sum(len(part) for part in parts) < _HASH_THREAD_BYTES:
-        for part in parts:
-            handle.write(part)
-            digest.update(part)
-        return digest.hexdigest()
-
-    # hashed in a second thread while this one writes (both release the GIL on large buffers): the hash costs
-    # about as much as the write for a large checkpoint, and overlapping them hides most of it
-    def hash_parts() -> None:
-        for part in parts:
-            digest.update(part)
-
-    hasher = threading.Thread(target=hash_parts, daemon=True)
-    hasher.start()
-    try:
-        for part in parts:
-            handle.write(part)
-    finally:
-        hasher.join()
-    return digest.hexdigest()
-
-
-def _fsync_file(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def write_all_atomic(
-    files: list[tuple[Path, list[memoryview]]],
-    before_replace: Callable[[list[Path], list[str]], None] | None = None,
-) -> list[str]:
-    """Each ``(path, parts)`` written atomically and durably (a temporary file beside it, synced, then renamed over
-    it); returns the sha256 of each. All files are written before any is synced, and each folder is synced once at
-    the end: a checkpoint's client-state files (``client_states.py``, up to a round's participants) then cost one
-    fsync each instead of two, and the file system can flush them together. ``before_replace`` gets the temporary
-    files (durable) and their hashes before any replaces its file. On any error no temporary file stays and no file
-    is replaced before all were written and synced; a write the machine refuses is a ``WriteFailed`` naming the
-    file."""
-    written: list[tuple[Path, str]] = []  # (path, its temporary file)
-    digests = []
-    path = files[0][0] if files else Path(".")
-    try:
-        for path, parts in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-            written.append((path, tmp))
-            with os.fdopen(fd, "wb") as handle:
-                digests.append(_write_hashing(handle, parts))
-        # fsync syncs the file, whichever descriptor asks (no descriptor stays open between write and sync); several
-        # fsyncs at once let the file system commit them together: 2-5x faster for a round's 100 client files
-        temporaries = [tmp for _, tmp in written]
-        if len(temporaries) > 1:
-            with ThreadPoolExecutor(min(16, len(temporaries))) as pool:
-                list(pool.map(_fsync_file, temporaries))
-        else:
-            for tmp in temporaries:
-                _fsync_file(tmp)
-        if before_replace is not None:
-            before_replace([Path(tmp) for tmp in temporaries], digests)
-        for path, tmp in written:
-            os.replace(tmp, path)  # atomic on POSIX
-    except BaseException as exc:
-        for _, tmp in written:
-            with contextlib.suppress(OSError):  # on a file system gone read-only the temporary file cannot go either
-                Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise _write_fault(exc, path) from None
-        raise
-    for folder in dict.fromkeys(path.parent for path, _ in files):
-        try:  # the renames themselves survive a power cut once the folder is synced
-            descriptor = os.open(folder, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-        except OSError:
-            pass  # a file system that cannot sync folders: the files are written, only not yet durable
-    return digests
-
-
-def _write_fault(exc: OSError, path: Path) -> Exception:
-    """``exc`` as the one-line ``WriteFailed`` for the checkpoint ``path`` when the machine refused the write;
-    else ``exc`` itself (a bug, or a fault this cannot name)."""
-    return write_failure(exc, f"checkpoint {path}") or exc
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any], record: Callable[[Path, str], None] | None = None) -> str:
@@ -463,22 +351,6 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def client_state_folder(path: Path) -> Path:
-    """The folder of a run's client-state files (``algorithms/client_states.py``): beside its checkpoint, named after
-    it."""
-    return path.with_name(path.name + ".clients")
-
-
-def remove_checkpoint(path: Path) -> None:
-    """Delete a run's checkpoint and its client-state files (a finished run needs neither)."""
-    Path(path).unlink(missing_ok=True)
-    folder = client_state_folder(Path(path))
-    if folder.is_dir():
-        for item in folder.iterdir():
-            item.unlink(missing_ok=True)
-        folder.rmdir()
-
-
 def load_checkpoint(
     path: Path, spec_hash: str, device: torch.device | str = "cpu", expected_sha256: str | None = None
 ) -> dict[str, Any] | None:
@@ -505,14 +377,10 @@ __all__ = [
     "CheckpointRejected",
     "FORMAT",
     "VERSION",
-    "client_state_folder",
     "encode_checkpoint",
     "file_sha256",
     "load_checkpoint",
     "read_checkpoint",
-    "remove_checkpoint",
     "save_checkpoint",
     "save_checkpoints",
-    "write_all_atomic",
-    "write_atomic",
 ]

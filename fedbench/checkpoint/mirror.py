@@ -25,7 +25,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fedbench.checkpoint.format import CheckpointRejected, client_state_folder, file_sha256, read_checkpoint
+from fedbench.checkpoint.format import CheckpointRejected, file_sha256, read_checkpoint
+from fedbench.checkpoint.location import checkpoint_name, client_state_folder
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.registry.urls import hide_userinfo
 
@@ -35,11 +36,6 @@ _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "m
 
 class CheckpointStorageError(FedbenchError):
     """The checkpoint storage of ``--checkpoints URL`` failed (unreachable, denied, full)."""
-
-
-def is_url(location: str | None) -> bool:
-    """Whether ``--checkpoints`` names storage by URL (not a folder or ``file://`` URL, which are folders)."""
-    return bool(location) and "://" in str(location) and not str(location).startswith("file://")
 
 
 def check_url(url: str) -> str:
@@ -63,7 +59,8 @@ def check_url(url: str) -> str:
 
 
 class CheckpointMirror:
-    """The copy at ``url`` of one run's checkpoint (``{spec_hash}.pt``) and client-state folder."""
+    """The copy at ``url`` of one run's checkpoint and client-state folder, named as in a local checkpoint folder
+    (``location.py``)."""
 
     def __init__(self, url: str, spec_hash: str):
         import fsspec
@@ -74,7 +71,7 @@ class CheckpointMirror:
         except Exception as exc:  # the driver's own errors: bad credentials, bad URL
             raise self._error("cannot be opened", exc) from None
         self.root = root.rstrip("/")
-        self.spec_hash, self.name = spec_hash, f"{spec_hash}.pt"
+        self.spec_hash, self.name = spec_hash, checkpoint_name(spec_hash)
         self.atomic_put = bool(set(_protocols(self.fs)) & _ATOMIC_PUT)
 
     def _error(self, what: str, exc: BaseException) -> CheckpointStorageError:
@@ -166,4 +163,4 @@ def _protocols(fs: Any) -> tuple[str, ...]:
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
-__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_url", "is_url"]
+__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_url"]

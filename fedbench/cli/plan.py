@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.table import Table as RichTable
 
 from fedbench.cli.common import console, label_filters, labels_text, print_json, user_errors
-from fedbench.cli.run import parse_seeds
+from fedbench.cli.options import (
+    DATA_DIR,
+    DEVICE,
+    JOBS,
+    ONLY,
+    SCALE,
+    SET,
+    SYNTHETIC,
+    THREADS,
+    Recipes,
+    Seeds,
+    parse_seeds,
+    reworded,
+)
 
 
 def _hours(seconds: float) -> str:
@@ -17,24 +31,24 @@ def _hours(seconds: float) -> str:
 
 @user_errors
 def plan(
-    recipes: list[Path] = typer.Argument(..., help="Recipe TOML files.", show_default=False),
-    scale: str = typer.Option("full", "--scale", help="Scale profile of the recipes (e.g. quick, smoke)."),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds replacing the recipe's."),
-    only: list[str] = typer.Option([], "--only", help="Keep runs whose labels match KEY=VALUE (repeatable)."),
-    set_: list[str] = typer.Option([], "--set", help="Override a setup key for every run (repeatable)."),
-    synthetic: bool = typer.Option(False, "--synthetic", help="Plan the runs on generated stand-in data."),
-    device: str = typer.Option("auto", "--device", help="Device the calibration times: auto, cpu, cuda or cuda:N."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Workers the wall time is divided over."),
-    threads: int = typer.Option(1, "--threads", min=1, help="CPU threads per run (as `fedbench run --threads`)."),
+    recipes: Recipes,
+    scale: Annotated[str, reworded(SCALE, "Scale profile of the recipes (e.g. quick, smoke).")] = "full",
+    seeds: Seeds = None,
+    only: Annotated[list[str], reworded(ONLY, "Keep runs whose labels match KEY=VALUE (repeatable).")] = [],  # noqa: B006
+    set_: Annotated[list[str], reworded(SET, "Override a setup key for every run (repeatable).")] = [],  # noqa: B006
+    synthetic: Annotated[bool, reworded(SYNTHETIC, "Plan the runs on generated stand-in data.")] = False,
+    device: Annotated[str, reworded(DEVICE, "Device the calibration times: auto, cpu, cuda or cuda:N.")] = "auto",
+    jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = 1,
+    threads: Annotated[int, reworded(THREADS, "CPU threads per run (as `fedbench run --threads`).")] = 1,
     throughput: float | None = typer.Option(
         None,
         "--throughput",
         min=0.0,
         help="Assume this sustained TFLOP/s for every model instead of calibrating (no timing).",
     ),
-    data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Data root, read for the sizes of data sets without registered ones."
-    ),
+    data_dir: Annotated[
+        Path | None, reworded(DATA_DIR, "Data root, read for the sizes of data sets without registered ones.")
+    ] = None,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,60 +20,47 @@ from rich.progress import (
 from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
+from fedbench.cli.options import (
+    DataDir,
+    Device,
+    Jobs,
+    Only,
+    Overrides,
+    Recipes,
+    Scale,
+    Seeds,
+    Synthetic,
+    Threads,
+    parse_seeds,
+)
 from fedbench.errors import FedbenchError
 from fedbench.execution.devices import parse_gpus
+from fedbench.execution.events import Event, Note, RoundDone, RunEnded, RunStarted, RunWarning
+from fedbench.execution.options import ExecutionOptions
+from fedbench.vocab.status import RunStatus
 
 if TYPE_CHECKING:
     from fedbench.execution.batch import Batch
 
 
-def parse_seeds(text: str | None) -> list[int] | None:
-    """``--seeds 0,1,2``."""
-    if text is None:
-        return None
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
-        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
-    return seeds
-
-
 @user_errors
 def run(
-    recipes: list[Path] = typer.Argument(..., help="Recipe TOML files.", show_default=False),
-    scale: str = typer.Option(
-        "full", "--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting."
-    ),
-    seeds: str | None = typer.Option(None, "--seeds", help="Comma-separated seeds replacing the recipe's."),
-    only: list[str] = typer.Option(
-        [],
-        "--only",
-        help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives).",
-    ),
-    set_: list[str] = typer.Option(
-        [], "--set", help="Override a setup key for every run, dotted for nested keys (repeatable)."
-    ),
-    synthetic: bool = typer.Option(
-        False, "--synthetic", help="Replace every dataset with generated stand-in data (smoke tests)."
-    ),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    jobs: int = typer.Option(
-        1, "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."
-    ),
+    ctx: typer.Context,
+    recipes: Recipes,
+    scale: Scale = "full",
+    seeds: Seeds = None,
+    only: Only = [],  # noqa: B006 (a default Typer hands over; never mutated)
+    set_: Overrides = [],  # noqa: B006
+    synthetic: Synthetic = False,
+    device: Device = "auto",
+    jobs: Jobs = 1,
     gpus: str | None = typer.Option(
         None,
         "--gpus",
         help="With --device cuda: the GPUs the workers are spread over, round-robin, e.g. 0,2,3 [default: every "
         "visible GPU]. Several workers may share one.",
     ),
-    threads: int = typer.Option(
-        1,
-        "--threads",
-        min=1,
-        help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is.",
-    ),
+    threads: Threads = 1,
     packing: str = typer.Option(
         "auto",
         "--packing",
@@ -85,13 +73,11 @@ def run(
         help="On CUDA: conv models in channels-last memory format and fused optimizers (same results up to "
         "rounding; not part of the spec). No effect on a CPU.",
     ),
-    compile_model: bool = typer.Option(
+    compile: bool = typer.Option(
         False, "--compile", help="On CUDA: torch.compile the working model (the first rounds pay the compilation)."
     ),
-    registry: str | None = RegistryOption,
-    data_dir: Path | None = typer.Option(
-        None, "--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache]."
-    ),
+    registry_url: str | None = RegistryOption,
+    data_dir: DataDir = None,
     no_verify: bool = typer.Option(
         False, "--no-verify", help="Skip data checksum verification (recorded as unverified)."
     ),
@@ -142,13 +128,12 @@ def run(
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
     from fedbench.execution import batch
-    from fedbench.execution.cluster import checkpoints_folder
     from fedbench.recipes.expand import assignments_to_dict
 
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
     )
-    checkpoint_dir = checkpoints_folder(checkpoints)
+    options = execution_options(ctx.params)
     planned = batch.plan_runs(
         recipes,
         scale=scale,
@@ -156,7 +141,7 @@ def run(
         only=label_filters(only, "--only"),
         overrides=assignments_to_dict(set_, "--set"),
         synthetic=synthetic,
-        device=device,
+        device=options.device,
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
         names = " ".join(f"--recipe {r}" for r in recipes)
@@ -166,7 +151,7 @@ def run(
         )
         return
     if dry_run:
-        rows = batch.dry_run(planned, registry)
+        rows = batch.dry_run(planned, options.registry_url)
         table = RichTable(title=f"{len(rows)} runs")
         for column in ("spec_hash", "labels", "seed", "rounds", "status"):
             table.add_column(column)
@@ -175,21 +160,7 @@ def run(
         console.print(table)
         return
 
-    work = batch.prepare_batch(
-        planned,
-        registry,
-        data_root=data_dir,
-        verify=not no_verify,
-        force=force,
-        device=device,
-        threads=threads,
-        packing=packing,
-        gpus=parse_gpus(gpus),
-        fast=fast,
-        compile=compile_model,
-        checkpoints=checkpoint_dir,
-        client_state_memory=None if client_state_memory is None else client_state_memory << 20,
-    )
+    work = batch.prepare_batch(planned, options, force=force)
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if work.rerun:
@@ -205,6 +176,26 @@ def run(
         err_console.print(f"[red]failed[/red] {failed.spec_hash} {escape(str(failed.labels))}: {escape(failed.error)}")
     if outcome.failed:
         raise typer.Exit(1)
+
+
+def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
+    """``fedbench run``'s ``ExecutionOptions``, built once: each field is the command's parameter of the same name
+    (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
+    another form are converted here."""
+    from fedbench.checkpoint.location import resolve_checkpoints
+
+    same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
+    memory = parameters["client_state_memory"]
+    return ExecutionOptions(
+        **{
+            **same,
+            "data_root": str(parameters["data_dir"]) if parameters["data_dir"] is not None else None,
+            "verify": not parameters["no_verify"],
+            "gpus": parse_gpus(parameters["gpus"]),
+            "checkpoints": resolve_checkpoints(parameters["checkpoints"]),
+            "client_state_memory": None if memory is None else memory << 20,  # MiB on the command line
+        }
+    )
 
 
 def cluster_options(
@@ -268,28 +259,30 @@ def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
             progress.advance(overall, max(0, upto - counted.get(key, 0)))
             counted[key] = max(upto, counted.get(key, 0))
 
-        def on_event(event: dict[str, Any]) -> None:
+        def on_event(event: Event) -> None:
             nonlocal finished
-            key = str(event.get("spec_hash"))
-            if event["kind"] == "note":  # from the executor: jobs submitted, a worker failed
-                progress.console.print(f"  {escape(event['message'])}")
-            elif event["kind"] == "start":
-                current[key] = progress.add_task(f"  {label_of.get(key, key)}", total=event["rounds"], status="")
-            elif event["kind"] == "round" and key in current:
-                acc = event.get("test_acc")
-                status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event['seconds']:.2f} s/round"
-                progress.update(current[key], completed=event["round"], status=status)
-                count_rounds(key, event["round"])
-            elif event["kind"] == "warning":  # e.g. a checkpoint not used (docs/security.md): one line
-                progress.console.print(f"[yellow]warning:[/yellow] {escape(event['message'])}", soft_wrap=True)
-            elif event["kind"] == "end":
+            if isinstance(event, Note):  # from the executor: jobs submitted, a worker failed
+                progress.console.print(f"  {escape(event.message)}")
+            elif isinstance(event, RunStarted):
+                current[event.spec_hash] = progress.add_task(
+                    f"  {label_of.get(event.spec_hash, event.spec_hash)}", total=event.rounds, status=""
+                )
+            elif isinstance(event, RoundDone) and event.spec_hash in current:
+                acc = event.test_acc
+                status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event.seconds:.2f} s/round"
+                progress.update(current[event.spec_hash], completed=event.round, status=status)
+                count_rounds(event.spec_hash, event.round)
+            elif isinstance(event, RunWarning):  # e.g. a checkpoint not used (docs/security.md): one line
+                progress.console.print(f"[yellow]warning:[/yellow] {escape(event.message)}", soft_wrap=True)
+            elif isinstance(event, RunEnded):
+                key = event.spec_hash
                 if key in current:
                     progress.remove_task(current.pop(key))
                 count_rounds(key, rounds_of.get(key, 0))
                 finished += 1
                 progress.update(overall, status=f"{finished}/{len(todo)} runs")
-                if event["status"] != "done":
-                    error = event.get("error") or ""
-                    progress.console.print(f"  {escape(label_of.get(key, key))}: {event['status']} {escape(error)}")
+                if event.status != RunStatus.DONE:
+                    error = event.error or ""
+                    progress.console.print(f"  {escape(label_of.get(key, key))}: {event.status} {escape(error)}")
 
         work.train(jobs, on_event, cluster)

@@ -2,7 +2,7 @@
 each client's train / validation / test indices, all as tensors on the run's device.
 
 ``prepare_data(spec, device)`` is what the engine calls before round 1; ``load_arrays``, ``partition_clients`` and
-``client_test_sets`` are its steps, which the executors' preflight also runs (to turn missing data or impossible
+``client_test_sets`` are its steps, which the batch's preflight also runs (to turn missing data or impossible
 partition parameters into user errors before anything is registered). Loading is not cached here: whoever
 loads several runs' data in a row owns an ``ArraysCache`` and passes it (a worker process keeps one for the
 runs it trains, which usually share a data set).

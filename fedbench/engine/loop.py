@@ -26,10 +26,10 @@ from fedbench.algorithms.functional import flat_parameters
 from fedbench.checkpoint.format import (
     CheckpointLedger,
     CheckpointRejected,
-    client_state_folder,
     read_checkpoint,
     save_checkpoint,
 )
+from fedbench.checkpoint.location import client_state_folder
 from fedbench.data.federated import prepare_data
 from fedbench.engine import packed
 from fedbench.engine.accel import (

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from fedbench.algorithms.context import RunState
     from fedbench.spec import RunSpec
 
-EXECUTORS = ("auto", "packed", "sequential")
+TRAINING_PATHS = ("auto", "packed", "sequential")
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ class ExecutorChoice:
 
 
 def check_packing(name: str) -> str:
-    if name not in EXECUTORS:
-        raise ConfigError(f"--packing {name!r}: expected one of {', '.join(EXECUTORS)}")
+    if name not in TRAINING_PATHS:
+        raise ConfigError(f"--packing {name!r}: expected one of {', '.join(TRAINING_PATHS)}")
     return name
 
 

@@ -1,23 +1,27 @@
 """A batch of planned runs against one registry: what ``fedbench run`` trains, skips and reports.
 
 ``plan_runs`` compiles recipes with the command line's seeds, filters and overrides; ``dry_run`` lists each
-run's registry status without touching the registry; ``prepare_batch`` checks data and partitions, registers
-the runs and decides which to train; ``Batch.train`` trains them; ``Batch.outcome`` summarises the registry
+run's registry status without touching the registry; ``prepare_batch`` checks the ``ExecutionOptions``, data and
+partitions (``preflight``), registers the runs and decides which to train; ``Batch.train`` trains them; ``Batch.outcome`` summarises the registry
 afterwards. Printing, progress bars and exit codes belong to the CLI.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedbench.errors import FedbenchError
+from fedbench.execution.events import Emit
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
+from fedbench.vocab.status import FINISHED, RunStatus
 
-FINISHED = ("done", "diverged")  # statuses a re-run skips unless forced
+if TYPE_CHECKING:
+    from fedbench.data.federated import ArraysCache  # imports torch: only where runs are trained
 
 
 def plan_runs(
@@ -32,7 +36,7 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
     keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
-    from fedbench.execution.executors import resolve_device  # imports torch: only when runs are planned
+    from fedbench.execution.devices import resolve_device
 
     planned = compile_recipes(
         list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
@@ -77,52 +81,31 @@ class Outcome:
 
 @dataclass
 class Batch:
-    """Planned runs registered in ``store``: ``todo`` will be trained; ``rerun`` (with ``force``) are finished
-    runs put back to pending, ``skipped`` finished runs left alone."""
+    """Planned runs registered in ``store``: ``todo`` will be trained with ``options`` (their registry URL is the
+    store's); ``rerun`` (with ``force``) are finished runs put back to pending, ``skipped`` finished runs left
+    alone."""
 
     planned: list[PlannedRun]
     store: Registry
     todo: list[PlannedRun]
+    options: ExecutionOptions
     rerun: list[PlannedRun] = field(default_factory=list)
     skipped: list[PlannedRun] = field(default_factory=list)
-    device: str = "auto"
-    data_root: str | None = None
-    verify: bool = True
-    threads: int = 1
-    packing: str = "auto"  # ExecutionOptions.packing
-    gpus: tuple[int, ...] | None = None  # ExecutionOptions.gpus
-    fast: bool = True  # ExecutionOptions.fast
-    compile: bool = False  # ExecutionOptions.compile
-    checkpoints: str | None = None  # a shared checkpoint folder (``fedbench.execution.cluster.checkpoints_folder``)
-    client_state_memory: int | None = None  # ExecutionOptions.client_state_memory
     # the data sets preflight loaded: an in-process run trains from them instead of loading its data set again
-    arrays: Any = None  # a fedbench.data.federated.ArraysCache (imported lazily: it pulls in torch)
+    arrays: ArraysCache | None = None
     warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
 
-    def train(self, jobs: int, on_event: Callable[[dict[str, Any]], None], cluster: Any = None) -> None:
+    def train(self, jobs: int, on_event: Emit, cluster: Any = None) -> None:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
         ``cluster``: a ``fedbench.execution.cluster.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
-        from fedbench.execution.executors import ExecutionOptions, execute
-
-        options = ExecutionOptions(
-            registry_url=self.store.url,
-            device=self.device,
-            data_root=self.data_root,
-            verify=self.verify,
-            threads=self.threads,
-            packing=self.packing,
-            gpus=self.gpus,
-            fast=self.fast,
-            compile=self.compile,
-            checkpoints=self.checkpoints,
-            client_state_memory=self.client_state_memory,
-        )
         if cluster is not None:
             from fedbench.execution.cluster import execute_on_cluster
 
-            execute_on_cluster(self.todo, options, jobs, on_event, cluster)
+            execute_on_cluster(self.todo, self.options, jobs, on_event, cluster)
             return
-        execute(self.todo, options, jobs, on_event, arrays=self.arrays)
+        from fedbench.execution.local import execute
+
+        execute(self.todo, self.options, jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
         """Statuses of the batch's runs now, and the last error line of each failed one."""
@@ -130,7 +113,7 @@ class Batch:
         counts: dict[str, int] = {}
         for status in final.values():
             counts[status] = counts.get(status, 0) + 1
-        failed = [p for p in self.planned if final.get(p.spec_hash) == "failed"]
+        failed = [p for p in self.planned if final.get(p.spec_hash) == RunStatus.FAILED]
         rows = {r.spec_hash: r for r in self.store.runs(spec_hashes=[p.spec_hash for p in failed])} if failed else {}
         failures = []
         for p in failed:
@@ -139,38 +122,26 @@ class Batch:
         return Outcome(self.store.display_url, dict(sorted(counts.items())), failures)
 
 
-def prepare_batch(
-    planned: list[PlannedRun],
-    registry_url: str | None,
-    *,
-    data_root: str | Path | None = None,
-    verify: bool = True,
-    force: bool = False,
-    device: str = "auto",
-    threads: int = 1,
-    packing: str = "auto",
-    gpus: tuple[int, ...] | None = None,
-    fast: bool = True,
-    compile: bool = False,
-    checkpoints: str | None = None,
-    client_state_memory: int | None = None,
-) -> Batch:
-    """Check data and partitions of the runs to train (bad input changes nothing in the registry), register every
-    planned run, and decide what to train: finished runs are skipped, or with ``force`` put back to pending."""
+def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force: bool = False) -> Batch:
+    """Check the options, and the data and partitions of the runs to train (bad input changes nothing in the
+    registry), register every planned run, and decide what to train: finished runs are skipped, or with ``force``
+    put back to pending."""
     from fedbench.data.federated import ArraysCache
     from fedbench.engine.packed import check_packing
-    from fedbench.execution.executors import check_placement, preflight
+    from fedbench.execution.devices import check_placement
 
-    check_packing(packing)
-    check_placement(device, gpus)
-    root = str(data_root) if data_root is not None else None
-    known = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
+    check_packing(options.packing)
+    check_placement(options.device, options.gpus)
+    known = Registry.peek_statuses(options.registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
     arrays = ArraysCache()
     warnings = preflight(
-        [p for p in planned if force or known.get(p.spec_hash) not in FINISHED], root, verify=verify, arrays=arrays
+        [p for p in planned if force or known.get(p.spec_hash) not in FINISHED],
+        options.data_root,
+        verify=options.verify,
+        arrays=arrays,
     )
-    store = Registry(registry_url)
+    store = Registry(options.registry_url)
     store.ensure_runs([p.registry_entry() for p in planned])
     statuses = store.statuses(p.spec_hash for p in planned)
     finished = [p for p in planned if statuses.get(p.spec_hash) in FINISHED]
@@ -181,21 +152,55 @@ def prepare_batch(
         planned,
         store,
         todo,
+        replace(options, registry_url=store.url),  # the default registry, resolved: every worker opens this one
         rerun=finished if force else [],
         skipped=[] if force else finished,
-        device=device,
-        data_root=root,
-        verify=verify,
-        threads=threads,
-        packing=packing,
-        gpus=gpus,
-        fast=fast,
-        compile=compile,
-        checkpoints=checkpoints,
-        client_state_memory=client_state_memory,
         arrays=arrays,
         warnings=warnings,
     )
 
 
-__all__ = ["plan_runs", "dry_run", "DryRunRow", "prepare_batch", "Batch", "Outcome", "FailedRun"]
+def preflight(
+    planned: list[PlannedRun], data_root: str | None = None, verify: bool = True, arrays: ArraysCache | None = None
+) -> list[str]:
+    """Load every data set and build every distinct partition once before anything is registered, so
+    missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
+    the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
+    in-process runs will use, so that the last data set is not loaded twice). Returns the warnings for the
+    user, one line each (pickled data files read without a matched checksum)."""
+    from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
+    from fedbench.data.files import unchecked_pickle_warning
+
+    arrays = arrays if arrays is not None else ArraysCache()
+    seen: set[str] = set()
+    warnings: dict[str, None] = {}  # ordered, each once
+    for item in planned:
+        spec = item.spec
+        key = repr(
+            (
+                spec.dataset,
+                sorted(spec.dataset_params.items()),
+                spec.synthetic,
+                spec.partition,
+                sorted(spec.partition_params.items()),
+                spec.num_clients,
+                spec.seed,
+                spec.client_test,
+                sorted(spec.client_test_params.items()),
+            )
+        )
+        if key in seen:
+            continue
+        seen.add(key)
+        loaded = arrays.load(spec, data_root, verify)
+        warning = unchecked_pickle_warning(spec.dataset, loaded.info)
+        if warning:
+            warnings[warning] = None
+        check_test_set(spec, loaded)
+        parts = partition_clients(spec, loaded)
+        if spec.client_test != "split":
+            client_test_sets(spec, loaded, parts)
+    return list(warnings)
+
+
+__all__ = ["plan_runs", "dry_run", "DryRunRow", "preflight", "prepare_batch", "Batch", "Outcome", "FailedRun"]

@@ -1,5 +1,5 @@
 """Workers beyond this machine: Slurm array jobs (submitit) and Ray tasks, each running the claim loop of a local
-worker (``fedbench.execution.executors.work_through``) against the same registry.
+worker (``fedbench.execution.worker.work_through``) against the same registry.
 
 Nothing here schedules runs: every worker walks the whole list of planned runs and *claims* each before training
 it (the registry's atomic conditional update), exactly as ``--jobs N`` workers on one machine do, so a run is
@@ -28,21 +28,20 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from fedbench.errors import ConfigError, FedbenchError
+from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import PlannedRun
-from fedbench.registry import Registry
-from fedbench.registry.claims import FINISHED
+from fedbench.registry import Registry, default_registry_url
 from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.vocab.status import ENDED, WAITING, RunStatus
 
-Event = dict[str, Any]
-EXECUTORS = ("local", "ray", "slurm")
+EXECUTORS = ("local", "ray", "slurm")  # --executor: where the --jobs workers run
 POLL_SECONDS = 2.0  # how often the submitting process reads the registry for progress
 # How long a cluster worker that found runs held by other workers waits before it looks again: one of them may die
 # (a node lost, a job preempted), and its run is then taken over (at once for a dead process on the same host,
 # after the stale-claim delay for another host) instead of being left for the next `fedbench run`.
 REPASS_SECONDS = 10.0
 WAIT_STEP_SECONDS = 1.0  # how often it reads the statuses meanwhile (it stops once every run has ended)
-WAITING = ("pending", "running", "interrupted")  # a failed run stays failed for this batch (no retry loop)
-ENDED = (*FINISHED, "failed", "interrupted")
 
 
 @dataclass(frozen=True)
@@ -60,27 +59,6 @@ class RayOptions:
     address: str | None = None  # None: a local Ray started here; "auto": the running cluster; "ray://host:10001"
     gpus_per_run: float = 0.0  # a worker trains one run at a time: 0.25 packs four on one GPU
     cpus_per_run: float = 1.0
-
-
-def checkpoints_folder(text: str | None) -> str | None:
-    """``--checkpoints`` (or ``$FEDBENCH_CHECKPOINTS``) as an absolute folder, the same string for every worker; None:
-    beside the registry. A folder or ``file://`` URL: shared storage every worker mounts (NFS, a cluster file
-    system, a bucket mounted with s3fs/gcsfuse); checkpoints are written there atomically (a temporary file, then
-    a rename), so a run whose worker died resumes on any machine from its last saved round."""
-    import os
-
-    from fedbench.checkpoint.mirror import check_url, is_url
-
-    text = text or os.environ.get("FEDBENCH_CHECKPOINTS") or None
-    if text is None:
-        return None
-    if is_url(text):  # object storage: each worker keeps a local copy and mirrors it there (checkpoint_mirror.py)
-        return check_url(text)
-    scheme, sep, rest = text.partition("://")
-    folder = Path(rest if sep else text).expanduser().resolve()
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--checkpoints {text!r}: {folder} is a file; give a folder")
-    return str(folder)
 
 
 def slurm_minutes(text: str) -> int:
@@ -101,13 +79,13 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool = True) -> str:
+def cluster_worker(planned: list[PlannedRun], options: ExecutionOptions, handle_signals: bool = True) -> str:
     """What each Slurm job or Ray task runs: the local claim loop, repeated while other workers hold runs of the
     batch (every REPASS_SECONDS), so that a run whose worker dies is taken over by a worker still up. In a Slurm job (``handle_signals``), SIGTERM
     (scancel, a node going down) and SIGUSR2 (Slurm's warning before the time limit) interrupt the run in progress,
     recorded as interrupted with its checkpoint, so that another worker resumes it at once instead of after the
     stale-claim delay. Ray delivers its cancellation as KeyboardInterrupt itself and keeps its signals."""
-    from fedbench.execution.executors import work_through
+    from fedbench.execution.worker import work_through
     from fedbench.registry.claims import worker_id
 
     if handle_signals:
@@ -118,7 +96,7 @@ def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool
         while planned:
             statuses = registry.statuses(p.spec_hash for p in planned)
             planned = [p for p in planned if statuses.get(p.spec_hash) in WAITING]
-            claimable = any(statuses.get(p.spec_hash) != "running" for p in planned)
+            claimable = any(statuses.get(p.spec_hash) != RunStatus.RUNNING for p in planned)
             if planned and (claimable or time.monotonic() - last_pass >= REPASS_SECONDS):
                 work_through(planned, options, lambda event: None)
                 last_pass = time.monotonic()
@@ -133,7 +111,7 @@ def cluster_worker(planned: list[PlannedRun], options: Any, handle_signals: bool
 class RegistryWatcher:
     """Turns the registry's view of ``planned`` runs into start/round/end events (one ``poll`` per call)."""
 
-    def __init__(self, registry: Registry, planned: list[PlannedRun], emit: Callable[[Event], None]):
+    def __init__(self, registry: Registry, planned: list[PlannedRun], emit: Emit):
         self.registry, self.emit = registry, emit
         self.rounds_of = {p.spec_hash: p.spec.rounds for p in planned}
         self.seen: dict[str, tuple[str, int]] = {}  # spec_hash → (status, rounds_done) last emitted
@@ -165,25 +143,24 @@ class RegistryWatcher:
                 continue
             run_id, status, rounds_done, error = state[spec_hash]
             before = self.seen.get(spec_hash)
-            if before is None and (status, rounds_done) == self.initial.get(spec_hash) and status != "running":
+            if before is None and (status, rounds_done) == self.initial.get(spec_hash) and status != RunStatus.RUNNING:
                 continue  # untouched since the start (pending, or left as it was)
             if before is None:
-                self.emit({"kind": "start", "spec_hash": spec_hash, "rounds": self.rounds_of[spec_hash]})
-                before = ("running", 0)
+                self.emit(RunStarted(spec_hash, self.rounds_of[spec_hash]))
+                before = (RunStatus.RUNNING, 0)
             if rounds_done > before[1]:
                 row = self._last_round(run_id, rounds_done)
                 self.emit(
-                    {
-                        "kind": "round",
-                        "spec_hash": spec_hash,
-                        "round": rounds_done,
-                        "test_acc": row.test_acc if row is not None else None,
-                        "seconds": (row.wall_seconds or 0.0) if row is not None else 0.0,
-                    }
+                    RoundDone(
+                        spec_hash,
+                        rounds_done,
+                        test_acc=row.test_acc if row is not None else None,
+                        seconds=(row.wall_seconds or 0.0) if row is not None else 0.0,
+                    )
                 )
             if status in ENDED and before[0] not in ENDED:
                 last = (error or "").strip().splitlines()
-                self.emit({"kind": "end", "spec_hash": spec_hash, "status": status, "error": last[-1] if last else ""})
+                self.emit(RunEnded(spec_hash, status, error=last[-1] if last else ""))
             self.seen[spec_hash] = (status, rounds_done)
 
 
@@ -224,7 +201,7 @@ def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -
     return executor
 
 
-def submit_slurm_workers(executor: Any, planned: list[PlannedRun], options: Any, jobs: int) -> list[Any]:
+def submit_slurm_workers(executor: Any, planned: list[PlannedRun], options: ExecutionOptions, jobs: int) -> list[Any]:
     """Submit ``jobs`` workers as one array job; returns submitit's jobs."""
     try:
         return list(executor.map_array(cluster_worker, [planned] * jobs, [options] * jobs))
@@ -241,9 +218,9 @@ def submit_slurm_workers(executor: Any, planned: list[PlannedRun], options: Any,
 
 def execute_on_slurm(
     planned: list[PlannedRun],
-    options: Any,
+    options: ExecutionOptions,
     jobs: int,
-    emit: Callable[[Event], None],
+    emit: Emit,
     slurm: SlurmOptions,
 ) -> None:
     registry = Registry(options.registry_url)
@@ -251,7 +228,7 @@ def execute_on_slurm(
     executor = slurm_executor(slurm, jobs, options.threads, folder / "%j")
     watcher = RegistryWatcher(registry, planned, emit)
     submitted = submit_slurm_workers(executor, planned, options, jobs)
-    emit({"kind": "note", "message": f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"})
+    emit(Note(f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"))
     try:
         watch_until(watcher, lambda: all(job.done() for job in submitted))
     except BaseException:
@@ -262,15 +239,15 @@ def execute_on_slurm(
         try:
             job.result()
         except Exception as exc:  # a job that died outside a run: its claim is taken over by the next worker
-            emit({"kind": "note", "message": f"worker job {job.job_id} failed: {' '.join(str(exc).split())[-300:]}"})
+            emit(Note(f"worker job {job.job_id} failed: {' '.join(str(exc).split())[-300:]}"))
 
 
 # ---------------------------------------------------------------------------------------------- Ray
 def execute_on_ray(
     planned: list[PlannedRun],
-    options: Any,
+    options: ExecutionOptions,
     jobs: int,
-    emit: Callable[[Event], None],
+    emit: Emit,
     ray_options: RayOptions,
 ) -> None:
     try:
@@ -287,7 +264,8 @@ def execute_on_ray(
         except ConnectionError as exc:
             raise FedbenchError(f"--address {ray_options.address}: cannot reach a Ray cluster ({exc})") from None
     try:
-        worker = ray.remote(cluster_worker).options(
+        # Any: ray's typed overloads take cluster_worker for a two-argument function (its third has a default)
+        worker: Any = ray.remote(cluster_worker).options(
             num_cpus=ray_options.cpus_per_run, num_gpus=ray_options.gpus_per_run, max_retries=0
         )
         watcher = RegistryWatcher(Registry(options.registry_url), planned, emit)
@@ -303,7 +281,7 @@ def execute_on_ray(
             try:
                 ray.get(ref)
             except Exception as exc:
-                emit({"kind": "note", "message": f"Ray worker failed: {' '.join(str(exc).split())[-300:]}"})
+                emit(Note(f"Ray worker failed: {' '.join(str(exc).split())[-300:]}"))
     finally:
         if started_here:
             ray.shutdown()
@@ -317,35 +295,35 @@ def _wait_for_cancelled(ray: Any, refs: list[Any], seconds: float = 60.0) -> Non
         pass
 
 
-def for_remote_workers(options: Any) -> Any:
-    """``options`` with the paths a worker elsewhere reads made absolute: a Ray or Slurm worker does not start in
-    this working directory (a relative SQLite URL would open another registry there)."""
+def for_remote_workers(options: ExecutionOptions) -> ExecutionOptions:
+    """``options`` with the registry named and the paths a worker elsewhere reads made absolute: a Ray or Slurm
+    worker does not start in this working directory (a relative SQLite URL would open another registry there)."""
     from sqlalchemy.engine import make_url
 
-    url = make_url(options.registry_url)
-    changes: dict[str, Any] = {}
+    registry_url = options.registry_url or default_registry_url()
+    url = make_url(registry_url)
+    changes: dict[str, Any] = {"registry_url": registry_url}
     if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
         absolute = str(Path(url.database).resolve())
         if absolute != url.database:
             changes["registry_url"] = url.set(database=absolute).render_as_string(hide_password=False)
     if options.data_root is not None:
         changes["data_root"] = str(Path(options.data_root).expanduser().resolve())
-    return dataclasses.replace(options, **changes) if changes else options
+    return dataclasses.replace(options, **changes)
 
 
-def _sqlite_note(options: Any, many_machines: bool, emit: Callable[[Event], None]) -> None:
-    if many_machines and options.registry_url.startswith("sqlite"):
+def _sqlite_note(options: ExecutionOptions, many_machines: bool, emit: Emit) -> None:
+    if many_machines and str(options.registry_url).startswith("sqlite"):
         emit(
-            {
-                "kind": "note",
-                "message": "a SQLite registry serves workers on one machine (a shared file system does not make "
-                "its locks safe): give workers on other machines a PostgreSQL registry (--registry postgresql+psycopg://...)",
-            }
+            Note(
+                "a SQLite registry serves workers on one machine (a shared file system does not make its locks "
+                "safe): give workers on other machines a PostgreSQL registry (--registry postgresql+psycopg://...)"
+            )
         )
 
 
 def execute_on_cluster(
-    planned: list[PlannedRun], options: Any, jobs: int, emit: Callable[[Event], None], cluster: Any
+    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Emit, cluster: Any
 ) -> None:
     """Run ``jobs`` workers as Slurm jobs (``SlurmOptions``) or Ray tasks (``RayOptions``)."""
     options = for_remote_workers(options)
@@ -368,7 +346,6 @@ __all__ = [
     "SlurmOptions",
     "RayOptions",
     "slurm_minutes",
-    "checkpoints_folder",
     "cluster_worker",
     "RegistryWatcher",
     "watch_until",

@@ -1,5 +1,7 @@
 """Which device each worker of ``fedbench run --jobs N`` trains on: pure functions of the options and the number of
-visible GPUs, so that they are tested without a GPU (``tests/execution/test_placement.py``).
+visible GPUs, so that they are tested without a GPU (``tests/execution/test_placement.py``); and the torch device a
+worker opens (``resolve_device``, which imports torch when called: this module is read by commands that train
+nothing).
 
 ``--device cuda`` (or ``auto`` with a GPU present) spreads the N workers round-robin over every visible GPU, or
 over the ones ``--gpus 0,2,3`` lists (indices as PyTorch numbers the visible devices, i.e. after
@@ -9,9 +11,14 @@ worker on GPU K. The CPU ignores placement. A run's provenance records the GPU i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from fedbench.errors import ConfigError
+from fedbench.errors import ConfigError, FedbenchError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def parse_gpus(text: str | None) -> tuple[int, ...] | None:
@@ -68,3 +75,36 @@ def _check_visible(indices: Sequence[int], visible: int, option: str) -> None:
             f"{option}: GPU {missing[0]} is not visible; this machine has {visible} visible GPU(s), "
             f"indices 0-{visible - 1}"
         )
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device of ``--device name`` (auto: CUDA when there is one); CUDA then computes deterministically."""
+    import torch
+
+    if name == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    elif name.startswith("cuda") and not torch.cuda.is_available():
+        raise FedbenchError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    else:
+        device = torch.device(name)
+    if device.type == "cuda":
+        deterministic_cuda()
+    return device
+
+
+def check_placement(device: str, gpus: tuple[int, ...] | None) -> None:
+    """A bad ``--gpus`` (an index not visible, with a CPU device) is a user error before anything is registered."""
+    import torch
+
+    place_workers(device, 1, gpus, torch.cuda.device_count())
+
+
+def deterministic_cuda() -> None:
+    """Same spec, same curve on a GPU too (a resumed run must finish with the numbers of an uninterrupted
+    one): cuDNN and cuBLAS are asked for their deterministic algorithms and cuDNN's autotuner is off.
+    An operation with no deterministic CUDA kernel warns instead of failing."""
+    import torch
+
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS creates its handle
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=True)

@@ -377,7 +377,7 @@ def plan_recipes(
     if throughput_tflops is not None:
         calibration = assumed_calibration(items, throughput_tflops * 1e12, device)
     else:
-        from fedbench.execution.executors import resolve_device
+        from fedbench.execution.devices import resolve_device
 
         calibration = calibrate(items, resolve_device(device), threads=threads)
     return build_plan(planned, calibration, jobs, DataSizes(data_root))

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
+from fedbench.checkpoint.location import registry_checkpoints, run_checkpoint
 from fedbench.errors import RegistryError, write_failure
 from fedbench.registry import schema
 from fedbench.registry.urls import display_url, scrub, sqlite_file
@@ -196,10 +197,10 @@ class Connection:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.home / "checkpoints"
+        return registry_checkpoints(self.home)
 
     def checkpoint_path(self, spec_hash: str) -> Path:
-        return self.checkpoint_dir / f"{spec_hash}.pt"
+        return run_checkpoint(spec_hash, self.home)
 
 
 def _parse(url: str) -> URL:

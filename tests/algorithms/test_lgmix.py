@@ -15,7 +15,8 @@ from algorithm_fixtures import check_reference_run, run_until
 from conftest import F64_ATOL, ListSink
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
-from fedbench.checkpoint.format import client_state_folder, load_checkpoint, read_checkpoint, save_checkpoint
+from fedbench.checkpoint.format import load_checkpoint, read_checkpoint, save_checkpoint
+from fedbench.checkpoint.location import client_state_folder
 from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
 from fedbench.recipes.expand import expand

@@ -5,7 +5,6 @@ each rejected one gets (the one warning line a user sees): properties the run-le
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import struct
@@ -17,18 +16,14 @@ import torch
 
 from fedbench.checkpoint.format import (
     CheckpointRejected,
-    client_state_folder,
     encode_checkpoint,
     file_sha256,
     load_checkpoint,
     read_checkpoint,
-    remove_checkpoint,
     save_checkpoint,
     save_checkpoints,
-    write_all_atomic,
-    write_atomic,
 )
-from fedbench.errors import WriteFailed
+from fedbench.checkpoint.location import client_state_folder
 
 # The documented header metadata (docs/security.md): literals, not the module's constants, so that a change of the
 # format's name or version shows up here.
@@ -361,21 +356,6 @@ def test_a_large_checkpoint_is_hashed_and_read_in_chunks_exactly(tmp_path):
 
 
 # ------------------------------------------------------------------ writing
-def test_write_atomic_writes_data_or_chunks_and_records_the_hash_before_replacing(tmp_path):
-    path = tmp_path / "f.bin"
-    assert write_atomic(path, data=b"old") == hashlib.sha256(b"old").hexdigest()
-    seen: list = []
-
-    def record(digest: str) -> None:
-        seen.append((digest, path.read_bytes()))
-
-    digest = write_atomic(path, chunks=[memoryview(b"ne"), memoryview(b"w")], record=record)
-    assert digest == hashlib.sha256(b"new").hexdigest() and path.read_bytes() == b"new"
-    assert seen == [(digest, b"old")]  # recorded while the old file was still in place
-    assert write_atomic(path) == hashlib.sha256(b"").hexdigest() and path.read_bytes() == b""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
-
-
 def test_save_checkpoint_hands_the_durable_temporary_file_beside_it_before_replacing(tmp_path):
     path = tmp_path / "deep" / "er" / "run.pt"  # folders that do not exist yet
     first = save_checkpoint(path, {"spec_hash": "abc", "round": 1})
@@ -409,40 +389,9 @@ def test_several_files_are_written_together_and_none_replaced_if_the_callback_fa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["0.pt", "1.pt", "2.pt"]
     digests = save_checkpoints([(p, {"spec_hash": "abc", "round": 3}) for p in paths])
     assert digests == [file_sha256(p) for p in paths] and [read_checkpoint(p, "abc")["round"] for p in paths] == [3] * 3
-    assert write_all_atomic([]) == []
-
-
-def test_a_write_the_disk_refuses_names_the_checkpoint_and_leaves_the_old_file(tmp_path, monkeypatch):
-    import os
-
-    path = tmp_path / "run.pt"
-    save_checkpoint(path, {"spec_hash": "abc", "round": 1})
-
-    def full(descriptor):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "fsync", full)
-    with pytest.raises(WriteFailed) as caught:
-        save_checkpoint(path, {"spec_hash": "abc", "round": 2})
-    assert caught.value.target == f"checkpoint {path}"
-    monkeypatch.undo()
-    assert read_checkpoint(path, "abc")["round"] == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["run.pt"]
 
 
 # ------------------------------------------------------------------ the run's files
-def test_the_client_state_folder_sits_beside_the_checkpoint():
-    assert client_state_folder(Path("registry/checkpoints/ab12.pt")) == Path("registry/checkpoints/ab12.pt.clients")
-
-
-def test_remove_checkpoint_deletes_the_file_and_its_client_states_and_tolerates_neither(tmp_path):
-    path = tmp_path / "run.pt"
-    save_checkpoint(path, {"spec_hash": "abc", "round": 1})
-    save_checkpoint(client_state_folder(path) / "0-r1.state", {"spec_hash": "abc", "round": 1, "client": 0})
-    remove_checkpoint(path)
-    assert list(tmp_path.iterdir()) == []
-    remove_checkpoint(path)  # nothing left: not an error
-
-
 def test_load_checkpoint_reads_filed_client_states_and_checks_them(tmp_path):
     path = tmp_path / "run.pt"
     folder = client_state_folder(path)
@@ -469,22 +418,3 @@ def test_load_checkpoint_reads_filed_client_states_and_checks_them(tmp_path):
 def test_hash_of_a_file_is_its_sha256(tmp_path):
     (tmp_path / "f").write_bytes(b"x" * 100)
     assert file_sha256(tmp_path / "f") == hashlib.sha256(b"x" * 100).hexdigest()
-
-
-def test_a_client_state_file_deleted_by_someone_else_meanwhile_does_not_stop_the_removal(tmp_path, monkeypatch):
-    path = tmp_path / "run.pt"
-    save_checkpoint(path, {"spec_hash": "abc", "round": 1})
-    folder = client_state_folder(path)
-    for name in ("0-r1.state", "1-r1.state"):
-        save_checkpoint(folder / name, {"spec_hash": "abc", "round": 1, "client": 0})
-    real_iterdir = Path.iterdir
-
-    def listing_then_other_deletes(self):
-        listed = list(real_iterdir(self))
-        (folder / "1-r1.state").unlink(missing_ok=True)  # a worker that lost its claim, cleaning up meanwhile
-        return iter(listed)
-
-    monkeypatch.setattr(Path, "iterdir", listing_then_other_deletes)
-    remove_checkpoint(path)
-    monkeypatch.undo()
-    assert list(tmp_path.iterdir()) == []

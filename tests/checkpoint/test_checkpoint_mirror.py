@@ -16,12 +16,12 @@ import pytest
 from typer.testing import CliRunner
 
 from algorithm_fixtures import Sink, make_spec, run_until
-from fedbench.checkpoint.format import client_state_folder, read_checkpoint
+from fedbench.checkpoint.format import read_checkpoint
+from fedbench.checkpoint.location import client_state_folder, resolve_checkpoints
 from fedbench.checkpoint.mirror import CheckpointMirror
 from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
-from fedbench.execution.cluster import checkpoints_folder
 from fedbench.registry import Registry
 from fedbench.registry.urls import hide_userinfo
 from tests.integration.test_kill_resume import RECIPE, HeldFedbench
@@ -131,9 +131,9 @@ def test_a_storage_that_refuses_writes_fails_the_run_with_one_line_and_it_resume
 
 
 def test_the_checkpoints_url_is_checked_before_anything_runs(tmp_path):
-    assert checkpoints_folder("memory://bucket/x/") == "memory://bucket/x"
+    assert resolve_checkpoints("memory://bucket/x/") == "memory://bucket/x"
     with pytest.raises(ConfigError, match="fsspec knows no storage 'nosuch'"):
-        checkpoints_folder("nosuch://bucket/x")
+        resolve_checkpoints("nosuch://bucket/x")
     recipe = tmp_path / "r.toml"
     recipe.write_text(SCAFFOLD_RECIPE)
     url = f"sqlite:///{tmp_path / 'r.db'}"

@@ -30,7 +30,7 @@ from fedbench.checkpoint.format import (
 )
 from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
-from fedbench.execution import executors
+from fedbench.execution import worker
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
 
@@ -86,7 +86,7 @@ def interrupted_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
     recipe = tmp_path / "ckpt.toml"
     recipe.write_text(RECIPE)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    real = executors.run_engine
+    real = worker.run_engine
 
     def stop_after_two(spec, sink, options):
         def on_round(record):
@@ -97,7 +97,7 @@ def interrupted_run(tmp_path: Path, monkeypatch) -> tuple[Path, str, Path]:
         return real(spec, sink, replace(options, on_round=on_round))
 
     with monkeypatch.context() as patch:
-        patch.setattr(executors, "run_engine", stop_after_two)
+        patch.setattr(worker, "run_engine", stop_after_two)
         assert CliRunner().invoke(app, ["run", str(recipe), "--registry", url]).exit_code == 130
     registry = Registry(url)
     (row,) = registry.runs()

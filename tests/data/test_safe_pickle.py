@@ -136,6 +136,7 @@ def test_a_planted_digits5_pickle_is_refused(tmp_path):
 def test_reading_pickles_unchecked_warns_once(tmp_path, monkeypatch):
     """--no-verify on CIFAR, and Digits5 (no checksum published): one warning line each, through the CLI."""
     from fedbench.execution.batch import plan_runs, prepare_batch
+    from fedbench.execution.options import ExecutionOptions
 
     fx.write_cifar10(tmp_path)
     fx.write_digits5(tmp_path)
@@ -166,6 +167,7 @@ rounds = 1
 """
     )
     planned = plan_runs([recipe], device="cpu")
-    work = prepare_batch(planned, f"sqlite:///{tmp_path / 'r.db'}", data_root=tmp_path, device="cpu")
+    options = ExecutionOptions(registry_url=f"sqlite:///{tmp_path / 'r.db'}", data_root=str(tmp_path), device="cpu")
+    work = prepare_batch(planned, options)
     assert len(planned) == 2 and len(work.warnings) == 1  # two runs, one data set: one line
     assert "'digits5': 10 pickle file(s)" in work.warnings[0] and "no checksum is published" in work.warnings[0]

@@ -20,7 +20,8 @@ import torch
 from algorithm_fixtures import Sink, head_mlp, interrupt, make_spec, train  # noqa: F401  (head_mlp: a fixture)
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.client_states import ClientStateError, ClientStates
-from fedbench.checkpoint.format import client_state_folder, read_checkpoint, save_checkpoint
+from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
+from fedbench.checkpoint.location import client_state_folder
 from fedbench.engine import EngineOptions, run
 from fedbench.engine.loop import client_schedule
 from tests.engine.test_engine_contract import BASE, SETTINGS, assert_same_tree

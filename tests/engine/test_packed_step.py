@@ -238,7 +238,7 @@ def test_a_dropout_of_zero_and_one_frozen_parameter_among_many_are_judged_right(
 
 
 def test_unknown_executor_is_a_config_error_naming_the_choices():
-    for name in packed.EXECUTORS:
+    for name in packed.TRAINING_PATHS:
         assert packed.check_packing(name) == name
     with pytest.raises(ConfigError, match=r"^--packing 'gpu': expected one of auto, packed, sequential$"):
         packed.check_packing("gpu")

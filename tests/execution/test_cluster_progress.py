@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.execution.cluster import RegistryWatcher
+from fedbench.execution.events import Event, RoundDone, RunEnded, RunStarted
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
@@ -17,7 +18,7 @@ def test_the_watcher_turns_registry_changes_into_progress_events(any_registry_ur
     trained, failing, finished_before, untouched = (p.spec_hash for p in planned)
     earlier = registry.claim(finished_before)
     registry.finish(earlier, "done", summary={"best": 0.5})
-    events: list[dict] = []
+    events: list[Event] = []
     watcher = RegistryWatcher(registry, planned, events.append)
 
     run_id = registry.claim(trained, worker="node7:11")
@@ -28,8 +29,8 @@ def test_the_watcher_turns_registry_changes_into_progress_events(any_registry_ur
         )
     watcher.poll()
     assert events == [
-        {"kind": "start", "spec_hash": trained, "rounds": 3},
-        {"kind": "round", "spec_hash": trained, "round": 2, "test_acc": 0.5, "seconds": 1.0},
+        RunStarted(trained, rounds=3),
+        RoundDone(trained, round=2, test_acc=0.5, seconds=1.0),
     ]
     events.clear()
     registry.finish(run_id, "done", summary={"best": 0.5})
@@ -37,11 +38,11 @@ def test_the_watcher_turns_registry_changes_into_progress_events(any_registry_ur
     registry.finish(failed_id, "failed", error="Traceback ...\nValueError: bad thing")
     watcher.poll()
     assert events == [
-        {"kind": "end", "spec_hash": trained, "status": "done", "error": ""},
-        {"kind": "start", "spec_hash": failing, "rounds": 3},
-        {"kind": "end", "spec_hash": failing, "status": "failed", "error": "ValueError: bad thing"},
+        RunEnded(trained, "done", error=""),
+        RunStarted(failing, rounds=3),
+        RunEnded(failing, "failed", error="ValueError: bad thing"),
     ]
     events.clear()
     watcher.poll()  # nothing changed: nothing to say, and never about the run finished before or the untouched one
     assert events == []
-    assert untouched not in {e["spec_hash"] for e in events}
+    assert untouched not in {getattr(e, "spec_hash", None) for e in events}

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.errors import FedbenchError
-from fedbench.execution import executors
+from fedbench.execution import local
 from fedbench.execution.devices import parse_gpus, place_workers
+from fedbench.execution.options import ExecutionOptions
 
 
 def test_workers_go_round_robin_over_every_visible_gpu():
@@ -68,13 +69,13 @@ def test_execute_hands_each_worker_its_gpu(monkeypatch):
     started: list[str] = []
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
     monkeypatch.setattr(
-        executors, "_execute_in_workers", lambda planned, options, emit: started.extend(o.device for o in options)
+        local, "_execute_in_workers", lambda planned, options, emit: started.extend(o.device for o in options)
     )
-    options = executors.ExecutionOptions(registry_url="sqlite://", device="cuda")
-    executors.execute([], options, 4, lambda event: None)
+    options = ExecutionOptions(registry_url="sqlite://", device="cuda")
+    local.execute([], options, 4, lambda event: None)
     assert started == ["cuda:0", "cuda:1", "cuda:2", "cuda:0"]
     started.clear()
-    executors.execute([], executors.ExecutionOptions(registry_url="sqlite://", device="cuda", gpus=(2, 0)), 3, print)
+    local.execute([], ExecutionOptions(registry_url="sqlite://", device="cuda", gpus=(2, 0)), 3, print)
     assert started == ["cuda:2", "cuda:0", "cuda:2"]
 
 

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.execution.cluster import RayOptions, execute_on_ray
-from fedbench.execution.executors import ExecutionOptions
+from fedbench.execution.events import RoundDone, RunStarted
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
@@ -54,7 +55,7 @@ def test_ctrl_c_cancels_the_ray_tasks_and_their_runs_are_interrupted_with_a_chec
 
     def ctrl_c_after_the_first_round(event):
         seen.append(event)
-        if event["kind"] == "round":
+        if isinstance(event, RoundDone):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -62,7 +63,7 @@ def test_ctrl_c_cancels_the_ray_tasks_and_their_runs_are_interrupted_with_a_chec
     (run,) = registry.runs()
     assert run.status == "interrupted" and 1 <= run.rounds_done < 400, (run.status, run.rounds_done, run.error)
     assert registry.checkpoint_path(run.spec_hash).exists()
-    assert [e["kind"] for e in seen][:2] == ["start", "round"]
+    assert [type(e) for e in seen][:2] == [RunStarted, RoundDone]
 
 
 def _stop_processes_of(temp_dir: str) -> None:

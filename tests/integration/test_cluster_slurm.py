@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from fedbench.cli import app
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.cluster import SlurmOptions, slurm_executor, slurm_minutes, submit_slurm_workers
-from fedbench.execution.executors import ExecutionOptions
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry

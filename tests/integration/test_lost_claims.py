@@ -14,7 +14,9 @@ import pytest
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import ClaimLost
-from fedbench.execution import executors
+from fedbench.execution.events import Event, RoundDone, RunEnded
+from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.worker import execute_one
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, claims
@@ -73,8 +75,8 @@ def registered(url: str, item) -> Registry:
     return registry
 
 
-def options(url: str) -> executors.ExecutionOptions:
-    return executors.ExecutionOptions(registry_url=url, device="cpu")
+def options(url: str) -> ExecutionOptions:
+    return ExecutionOptions(registry_url=url, device="cpu")
 
 
 def run_row(registry: Registry, run_id: int) -> tuple:
@@ -101,7 +103,7 @@ def straight(tmp_path, planned, clock) -> list[tuple]:
     url = f"sqlite:///{tmp_path / 'straight' / 'fedbench.db'}"
     registry = registered(url, planned)
     run_id = registry.claim(planned.spec_hash)
-    assert executors.execute_one(registry, planned, run_id, options(url), lambda event: None) == "done"
+    assert execute_one(registry, planned, run_id, options(url), lambda event: None) == "done"
     return [row[:4] for row in rounds(registry, run_id)]
 
 
@@ -118,16 +120,14 @@ def test_a_worker_that_wakes_after_a_takeover_stops_and_writes_nothing(
     old_heartbeat = claims.Heartbeat(registry, run_id, old_worker)  # its thread is not started: it "hangs"
     checkpoint = registry.checkpoint_path(planned.spec_hash)
     seen: dict[str, object] = {}
-    old_events: list[dict] = []
+    old_events: list[Event] = []
 
     def take_over() -> None:
         clock.advance(claims.STALE_AFTER + timedelta(seconds=1))  # the old worker's heartbeat went silent
         new_registry = Registry(url)
         assert new_registry.claim(planned.spec_hash, NEW_OWNER) == run_id
         new_heartbeat = claims.Heartbeat(new_registry, run_id, NEW_OWNER)
-        status = executors.execute_one(
-            new_registry, planned, run_id, options(url), lambda event: None, heartbeat=new_heartbeat
-        )
+        status = execute_one(new_registry, planned, run_id, options(url), lambda event: None, heartbeat=new_heartbeat)
         assert status == "done"
         seen["row"], seen["rounds"] = run_row(new_registry, run_id), rounds(new_registry, run_id)
         clock.advance(timedelta(minutes=1))  # anything the old worker still wrote would carry a later time
@@ -135,9 +135,9 @@ def test_a_worker_that_wakes_after_a_takeover_stops_and_writes_nothing(
             old_heartbeat.beat()
             assert old_heartbeat.lost
 
-    def old_emit(event: dict) -> None:
+    def old_emit(event: Event) -> None:
         old_events.append(event)
-        if event["kind"] == "round" and event["round"] == TAKEN_AFTER:
+        if isinstance(event, RoundDone) and event.round == TAKEN_AFTER:
             take_over()
 
     if heartbeat_noticed:  # the sink must not even ask the registry once the heartbeat knows
@@ -150,12 +150,12 @@ def test_a_worker_that_wakes_after_a_takeover_stops_and_writes_nothing(
 
             setattr(registry, method, guarded)
 
-    status = executors.execute_one(registry, planned, run_id, options(url), old_emit, heartbeat=old_heartbeat)
+    status = execute_one(registry, planned, run_id, options(url), old_emit, heartbeat=old_heartbeat)
 
     assert status == "taken over"
     assert old_heartbeat.lost
-    assert [e["round"] for e in old_events if e["kind"] == "round"] == list(range(1, TAKEN_AFTER + 1))
-    assert old_events[-1]["kind"] == "end" and old_events[-1]["status"] == "taken over"
+    assert [e.round for e in old_events if isinstance(e, RoundDone)] == list(range(1, TAKEN_AFTER + 1))
+    assert isinstance(old_events[-1], RunEnded) and old_events[-1].status == "taken over"
     # the new owner's record is exactly as it left it: status, worker, times, summary, provenance, every round
     assert run_row(registry, run_id) == seen["row"]
     assert rounds(registry, run_id) == seen["rounds"]

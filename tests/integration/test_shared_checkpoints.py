@@ -11,8 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.errors import ConfigError
-from fedbench.execution.cluster import checkpoints_folder
 from fedbench.registry import Registry
 from tests.integration.test_kill_resume import RECIPE, HeldFedbench
 
@@ -64,31 +62,14 @@ def test_a_run_killed_on_one_machine_resumes_on_another_from_the_shared_checkpoi
     assert curve(any_registry_url) == curve(straight)
 
 
-def test_the_checkpoints_option_is_an_absolute_folder_or_a_storage_url(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("FEDBENCH_CHECKPOINTS", raising=False)
-    assert checkpoints_folder(None) is None
-    assert checkpoints_folder("ckpt") == str(tmp_path / "ckpt")
-    assert checkpoints_folder(f"file://{tmp_path}/x") == str(tmp_path / "x")
-    monkeypatch.setenv("FEDBENCH_CHECKPOINTS", str(tmp_path / "env"))
-    assert checkpoints_folder(None) == str(tmp_path / "env")
-    assert (
-        checkpoints_folder("memory://bucket/checkpoints/") == "memory://bucket/checkpoints"
-    )  # tests/checkpoint/test_checkpoint_mirror.py
-    with pytest.raises(ConfigError, match="fsspec knows no storage 'nosuch'"):
-        checkpoints_folder("nosuch://bucket/checkpoints")
-    (tmp_path / "file").write_text("")
-    with pytest.raises(ConfigError, match="is a file"):
-        checkpoints_folder("file")
-
-
 @pytest.mark.slow
 def test_a_cluster_worker_takes_over_the_run_of_a_worker_that_died_while_it_waited(tmp_path, monkeypatch):
     """A cluster worker that found the run held by a live worker waits (it does not leave the run to the next
     `fedbench run`); once that worker is killed, it claims the run and resumes it from the shared checkpoint."""
     import threading
 
-    from fedbench.execution import cluster, executors
+    from fedbench.execution import cluster, worker
+    from fedbench.execution.options import ExecutionOptions
     from fedbench.recipes.expand import expand
     from fedbench.recipes.load import load_recipe
 
@@ -100,14 +81,14 @@ def test_a_cluster_worker_takes_over_the_run_of_a_worker_that_died_while_it_wait
         child.wait_until_held(runs=1)
         monkeypatch.setattr(cluster, "REPASS_SECONDS", 0.2)
         monkeypatch.setattr(cluster, "WAIT_STEP_SECONDS", 0.05)
-        first_pass, original = threading.Event(), executors.work_through
+        first_pass, original = threading.Event(), worker.work_through
 
         def work_through(*args, **kwargs):
             original(*args, **kwargs)
             first_pass.set()  # it has tried (and failed) to claim the held run
 
-        monkeypatch.setattr(executors, "work_through", work_through)
-        options = executors.ExecutionOptions(registry_url=url, checkpoints=str(shared))
+        monkeypatch.setattr(worker, "work_through", work_through)
+        options = ExecutionOptions(registry_url=url, checkpoints=str(shared))
         planned = expand(load_recipe(recipe))
         outcome: list[str] = []
         worker = threading.Thread(target=lambda: outcome.append(cluster.cluster_worker(planned, options, False)))

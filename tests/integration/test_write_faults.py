@@ -24,6 +24,7 @@ import pytest
 from sqlalchemy import event
 from typer.testing import CliRunner
 
+from fedbench.checkpoint import atomic
 from fedbench.checkpoint import format as checkpoint_module
 from fedbench.cli import app
 from fedbench.registry import Registry, connection
@@ -94,7 +95,7 @@ def sha256(path: Path) -> str:
 
 
 class FaultyFiles:
-    """``os`` as the checkpoint module sees it, except that the ``fail_at``-th checkpoint file opened for writing
+    """``os`` as the atomic writes (``checkpoint/atomic.py``) see it, except that the ``fail_at``-th checkpoint file opened for writing
     takes half of its first write and then raises ``OSError(code)`` (the disk filled up, or was remounted read-only,
     mid-write). Records the checkpoint file in ``folder`` (the run's only one) as it was just before that write."""
 
@@ -145,7 +146,7 @@ def test_a_checkpoint_write_that_fails_stops_the_run_keeps_the_previous_checkpoi
     recipe = write_recipe(tmp_path)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
     files = FaultyFiles(FAIL_AT, code, tmp_path / "registry" / "checkpoints")
-    monkeypatch.setattr(checkpoint_module, "os", files)
+    monkeypatch.setattr(atomic, "os", files)
     result = run_cli(recipe, url)
     monkeypatch.undo()
 
@@ -175,7 +176,7 @@ def test_a_checkpoint_write_that_fails_stops_the_run_keeps_the_previous_checkpoi
 def test_a_first_checkpoint_that_cannot_be_written_says_the_run_starts_again(tmp_path, monkeypatch, straight):
     recipe = write_recipe(tmp_path)
     url = f"sqlite:///{tmp_path / 'registry' / 'fedbench.db'}"
-    monkeypatch.setattr(checkpoint_module, "os", FaultyFiles(1, errno.ENOSPC, tmp_path / "registry" / "checkpoints"))
+    monkeypatch.setattr(atomic, "os", FaultyFiles(1, errno.ENOSPC, tmp_path / "registry" / "checkpoints"))
     result = run_cli(recipe, url)
     monkeypatch.undo()
     assert result.exit_code == 2

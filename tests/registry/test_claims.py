@@ -135,7 +135,8 @@ def test_runs_stale_without_a_registry_lists_nothing(tmp_path):
 
 def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
     """work_through runs each claimed run inside a Heartbeat (the thread is what keeps long rounds alive)."""
-    from fedbench.execution import executors
+    from fedbench.execution import worker
+    from fedbench.execution.options import ExecutionOptions
 
     started = []
 
@@ -144,10 +145,10 @@ def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
             started.append((self.run_id, self.worker))
             return super().__enter__()
 
-    monkeypatch.setattr(executors, "Heartbeat", Recording)
+    monkeypatch.setattr(worker, "Heartbeat", Recording)
     planned = expand(load_recipe(write_recipe()), scale="smoke")[:1]
     Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
-    options = executors.ExecutionOptions(registry_url=registry_url, device="cpu")
-    executors.work_through(planned, options, lambda event: None)
+    options = ExecutionOptions(registry_url=registry_url, device="cpu")
+    worker.work_through(planned, options, lambda event: None)
     assert started == [(1, claims.worker_id())]
     assert Registry(registry_url).get_run(1).status == "done"

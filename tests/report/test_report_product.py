@@ -18,7 +18,8 @@ from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.execution.executors import ExecutionOptions, execute
+from fedbench.execution.local import execute
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry

@@ -18,7 +18,8 @@ import pytest
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RecipeError
-from fedbench.execution.executors import ExecutionOptions, execute
+from fedbench.execution.local import execute
+from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView

@@ -1,0 +1,83 @@
+"""Command-line options several commands share, each declared once as an ``Annotated`` alias.
+
+``fedbench run`` and ``fedbench plan`` read the same recipes with the same ``--scale``, ``--seeds``, ``--only``,
+``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``: a command declares such a
+parameter with the alias (``scale: Scale = "full"``), so its names, type and bounds are written here only. A command
+for which an option means something more specific says so with ``reworded`` (same option, its own help line).
+``parse_seeds`` reads ``--seeds`` for both.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fedbench.errors import FedbenchError
+
+RECIPES: Any = typer.Argument(help="Recipe TOML files.", show_default=False)
+SCALE: Any = typer.Option("--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting.")
+SEEDS: Any = typer.Option("--seeds", help="Comma-separated seeds replacing the recipe's.")
+ONLY: Any = typer.Option(
+    "--only", help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives)."
+)
+SET: Any = typer.Option("--set", help="Override a setup key for every run, dotted for nested keys (repeatable).")
+SYNTHETIC: Any = typer.Option("--synthetic", help="Replace every dataset with generated stand-in data (smoke tests).")
+DEVICE: Any = typer.Option("--device", help="auto, cpu, cuda or cuda:N.")
+JOBS: Any = typer.Option(
+    "--jobs", "-j", min=1, help="Worker processes claiming runs from the registry (use one per core)."
+)
+THREADS: Any = typer.Option(
+    "--threads", min=1, help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is."
+)
+DATA_DIR: Any = typer.Option("--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache].")
+
+Recipes = Annotated[list[Path], RECIPES]
+Scale = Annotated[str, SCALE]
+Seeds = Annotated[str | None, SEEDS]
+Only = Annotated[list[str], ONLY]
+Overrides = Annotated[list[str], SET]
+Synthetic = Annotated[bool, SYNTHETIC]
+Device = Annotated[str, DEVICE]
+Jobs = Annotated[int, JOBS]
+Threads = Annotated[int, THREADS]
+DataDir = Annotated[Path | None, DATA_DIR]
+
+
+def parse_seeds(text: str | None) -> list[int] | None:
+    """``--seeds 0,1,2``."""
+    if text is None:
+        return None
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
+        raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
+    return seeds
+
+
+def reworded(option: Any, help: str) -> Any:
+    """``option`` (its names, type bounds and parsing) with another help line, for a command where it means
+    something more specific (``fedbench plan --jobs``: the workers its wall time is divided over)."""
+    copied = copy.copy(option)
+    copied.help = help
+    return copied
+
+
+__all__ = [
+    "DataDir",
+    "Device",
+    "Jobs",
+    "Only",
+    "Recipes",
+    "Scale",
+    "Seeds",
+    "Overrides",
+    "Synthetic",
+    "Threads",
+    "parse_seeds",
+    "reworded",
+]

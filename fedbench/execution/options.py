@@ -1,0 +1,48 @@
+"""How a batch of runs is executed: one frozen object, built once by ``fedbench run`` (``cli/run.py``) and read by
+every stage below it (``batch.prepare_batch`` checks it, ``local``/``cluster`` hand it to the workers,
+``worker.train`` turns it into the engine's settings).
+
+Nothing here is part of a run's spec (``fedbench/spec.py``): these options choose where and how fast a run trains,
+never its result, so the same spec gives the same curve whatever they are (up to floating-point summation order
+where a comment says so; provenance records those). No torch here: planning and dry runs read it too.
+
+A new option that reaches the engine is a field here, a parameter of ``fedbench run`` named like the field (read by
+name: ``cli/run.py``) and its use in ``worker.train``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ExecutionOptions:
+    # SQLAlchemy URL of the registry the workers claim runs from and record them in; None: the default registry
+    # (``registry/urls.py``). ``prepare_batch`` resolves it, so every worker opens the same one.
+    registry_url: str | None = None
+    device: str = "auto"  # auto, cpu, cuda or cuda:N; each worker's own once placed (``devices.place_workers``)
+    data_root: str | None = None  # None: $FEDBENCH_DATA or the user cache
+    verify: bool = True  # --no-verify skips checksums; provenance records data.verified=false
+    eval_batch_size: int | None = None  # None: the engine's (``algorithms.context.EVAL_BATCH_SIZE``)
+    # Intra-op CPU threads per run. Fixed (not derived from --jobs) because floating-point reductions
+    # depend on the thread count: with it fixed, a spec's curve is bit-identical whatever --jobs is.
+    threads: int = 1
+    # Which training path trains a run's clients (``engine.packed.choose_executor``): auto, packed or sequential.
+    # Results agree up to floating-point summation order; provenance records the path and why.
+    packing: str = "auto"
+    # GPUs the workers of --device cuda are spread over (``devices.place_workers``); None: every visible one
+    gpus: tuple[int, ...] | None = None
+    # CUDA speed switches (``engine/accel.py``): channels-last + fused optimizers (``fast``), ``torch.compile``.
+    # Results agree up to rounding; provenance records them. No effect on a CPU.
+    fast: bool = True
+    compile: bool = False
+    # --checkpoints, resolved (``checkpoint.location.resolve_checkpoints``): a folder every worker sees (shared
+    # storage), so that any worker resumes any run, or an object-storage URL mirrored from a local copy; None:
+    # beside the registry (``checkpoint.location.run_checkpoint``)
+    checkpoints: str | None = None
+    # --client-state-memory in bytes: per-client state a run keeps in memory before the states its last checkpoint
+    # filed leave it (``algorithms/client_states.py``); None: the engine's default.
+    client_state_memory: int | None = None
+
+
+__all__ = ["ExecutionOptions"]

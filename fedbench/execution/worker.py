@@ -1,0 +1,236 @@
+"""A worker's claim loop: claim each planned run, train it with a heartbeat on the claim, record its outcome.
+
+Every worker (in process, a local worker process, a Slurm job, a Ray task) walks the same list and *claims* each
+run before training it (an atomic registry update), so workers never duplicate a run; a run whose worker died is
+claimed again and resumes from its checkpoint (``checkpoint/location.py`` says where that is). Progress goes to an
+``emit`` callback as ``events``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedbench.checkpoint.location import is_url, remove_checkpoint, run_checkpoint
+from fedbench.checkpoint.mirror import CheckpointMirror
+from fedbench.data.federated import ArraysCache
+from fedbench.engine import EngineOptions, RunResult
+from fedbench.engine import run as run_engine
+from fedbench.engine.accel import Acceleration
+from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
+from fedbench.execution.devices import resolve_device
+from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
+from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.provenance import PEAK_MEMORY, PeakMemory, provenance
+from fedbench.metrics import summarize
+from fedbench.recipes.expand import PlannedRun
+from fedbench.registry import Registry
+from fedbench.registry.claims import Heartbeat, worker_id
+from fedbench.spec import RunSpec
+from fedbench.vocab.metrics import SUMMARY_METRIC, metric_curve
+from fedbench.vocab.status import RunStatus
+
+
+class RegistrySink:
+    """The run's rounds, its checkpoint's content hash (``CheckpointLedger``), provenance and outcome go to the
+    registry, each only while this worker holds the run's claim (``heartbeat``): once another worker took the run
+    over, every write raises ``ClaimLost`` and writes nothing (the heartbeat's flag, checked first, costs nothing;
+    the registry's conditional write catches a takeover the heartbeat has not seen yet)."""
+
+    def __init__(self, registry: Registry, run_id: int, heartbeat: Heartbeat | None = None):
+        self.registry, self.run_id, self.heartbeat = registry, run_id, heartbeat
+
+    def _write(self, method: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        worker = None
+        if self.heartbeat is not None:
+            if self.heartbeat.lost:
+                raise ClaimLost(self.run_id, self.heartbeat.worker)
+            worker = self.heartbeat.worker
+        try:
+            method(self.run_id, *args, worker=worker, **kwargs)
+        except ClaimLost:
+            if self.heartbeat is not None:
+                self.heartbeat.lost = True
+            raise
+
+    def checkpoint_sha256(self) -> str | None:
+        return self.registry.checkpoint_sha256(self.run_id)
+
+    def record_checkpoint(self, sha256: str | None) -> None:
+        self._write(self.registry.record_checkpoint, sha256)
+
+    def log_round(self, record) -> None:
+        self._write(self.registry.log_round, record)
+
+    def truncate(self, after_round: int) -> None:
+        self._write(self.registry.truncate_rounds, after_round)
+
+    def set_provenance(self, info: dict[str, Any]) -> None:
+        self._write(self.registry.set_provenance, info)
+
+    def finish(self, status: str, **outcome: Any) -> None:
+        self._write(self.registry.finish, status, **outcome)
+
+
+def train(
+    spec: RunSpec,
+    sink: RegistrySink,
+    options: ExecutionOptions,
+    device: torch.device,
+    checkpoint: Path,
+    mirror: CheckpointMirror | None,
+    arrays: ArraysCache | None,
+    emit: Emit,
+) -> RunResult:
+    """Train a claimed run on the engine: the one place the batch's options become the engine's settings.
+    ``sink`` records rounds and is the checkpoint's ledger; ``mirror``: the checkpoint's copy at a storage URL."""
+    return run_engine(
+        spec,
+        sink,
+        EngineOptions(
+            device=device,
+            checkpoint_path=checkpoint,
+            checkpoint_ledger=sink,
+            checkpoint_mirror=mirror,
+            arrays=arrays,
+            on_warning=lambda message: emit(RunWarning(spec.spec_hash, message)),
+            on_round=lambda r: emit(RoundDone(spec.spec_hash, r.round, r.test_acc, r.wall_seconds)),
+            data_root=options.data_root,
+            verify=options.verify,
+            packing=options.packing,
+            acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
+            **({} if options.eval_batch_size is None else {"eval_batch_size": options.eval_batch_size}),
+            **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
+        ),
+    )
+
+
+def checkpoint_mirror(options: ExecutionOptions, spec_hash: str) -> CheckpointMirror | None:
+    """The copy of a run's checkpoint at a ``--checkpoints`` URL (s3://, gs://, …), or None for a folder."""
+    if options.checkpoints is None or not is_url(options.checkpoints):
+        return None
+    return CheckpointMirror(options.checkpoints, spec_hash)
+
+
+def execute_one(
+    registry: Registry,
+    planned: PlannedRun,
+    run_id: int,
+    options: ExecutionOptions,
+    emit: Emit,
+    arrays: ArraysCache | None = None,
+    heartbeat: Heartbeat | None = None,
+) -> str:
+    """Train one claimed run (loading its data set through the worker's ``arrays`` cache) and record its outcome.
+    Returns the final status, or ``taken over`` when another worker took the claim over (``heartbeat``: this
+    worker's claim; then nothing more is written for the run).
+
+    A checkpoint or registry write that the machine refuses (``WriteFailed``: disk full, read-only) is recorded as
+    ``failed`` with its one-line message (no traceback: the disk, not fedbench, is at fault) when the registry can
+    still record it, and raised again: the worker stops, as every further run would fail on the same disk.
+    ``failed`` rather than ``interrupted``: the run stopped on an error the user must fix, which `fedbench runs`
+    and `show` list with it; both statuses are claimable (``Registry.claim``) and keep the checkpoint's recorded
+    hash, so the next `fedbench run` resumes the run from its last checkpoint either way. When the registry cannot
+    record it, the claim stays ``running`` under this process, and is taken over once the process has exited."""
+    spec: RunSpec = planned.spec
+    device = resolve_device(options.device)
+    if device.type == "cuda" and device.index is not None:
+        torch.cuda.set_device(device)  # the worker's GPU (``devices.place_workers``) is also its default CUDA device
+    sink = RegistrySink(registry, run_id, heartbeat)
+
+    def taken_over(exc: ClaimLost) -> str:
+        message = f"{exc}; this worker stopped it and wrote nothing more for it"
+        emit(RunEnded(spec.spec_hash, "taken over", error=message))
+        return "taken over"
+
+    def stop_for(exc: WriteFailed) -> WriteFailed:
+        message = registry.scrub(str(exc))
+        with contextlib.suppress(WriteFailed, ClaimLost):  # a registry that cannot be written cannot record it
+            sink.finish(RunStatus.FAILED, error=message)
+        emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=message))
+        return exc
+
+    try:
+        sink.set_provenance(provenance(device))
+    except ClaimLost as exc:
+        return taken_over(exc)
+    except WriteFailed as exc:
+        raise stop_for(exc) from None
+    emit(RunStarted(spec.spec_hash, spec.rounds))
+    began = time.perf_counter()
+    checkpoint = run_checkpoint(spec.spec_hash, registry.home, options.checkpoints)
+    memory = PeakMemory(device)
+    memory.start()
+    mirror = None
+    try:
+        mirror = checkpoint_mirror(options, spec.spec_hash)
+        if mirror is not None:  # the storage's copy is the one to resume from
+            remove_checkpoint(checkpoint)
+            mirror.fetch(checkpoint)
+        result = train(spec, sink, options, device, checkpoint, mirror, arrays, emit)
+    except ClaimLost as exc:
+        return taken_over(exc)
+    except KeyboardInterrupt:
+        with contextlib.suppress(WriteFailed, ClaimLost):  # the interruption is what the user is told about
+            sink.finish(RunStatus.INTERRUPTED, error="interrupted by the user; re-run to resume")
+        raise
+    except WriteFailed as exc:
+        raise stop_for(exc) from None
+    except FedbenchError as exc:
+        message = registry.scrub(str(exc))  # errors are stored and shown: never with the registry's password
+        with contextlib.suppress(ClaimLost):
+            sink.finish(RunStatus.FAILED, error=message)
+        emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=message))
+        return RunStatus.FAILED
+    except Exception as exc:  # a bug: keep the traceback in the registry, go on with other runs
+        with contextlib.suppress(ClaimLost):
+            sink.finish(RunStatus.FAILED, error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
+        emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=registry.scrub(f"{type(exc).__name__}: {exc}")))
+        return RunStatus.FAILED
+    info = {**provenance(device, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
+    curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
+    try:
+        sink.set_provenance(info)
+        sink.finish(
+            result.status,
+            summary=summarize(curve, planned.targets),
+            error=result.message,
+            diverged_round=result.diverged_round,
+            wall_seconds=time.perf_counter() - began,
+        )
+    except ClaimLost as exc:  # the new owner's checkpoint is not this worker's to delete
+        return taken_over(exc)
+    except WriteFailed as exc:  # every round and the last checkpoint are recorded: the next run only records this
+        raise stop_for(exc.resuming(spec.spec_hash, result.rounds_done)) from None
+    remove_checkpoint(checkpoint)  # and its client-state files
+    if mirror is not None:
+        mirror.remove()
+    emit(RunEnded(spec.spec_hash, result.status, final=curve[-1][1] if curve else None))
+    return result.status
+
+
+def work_through(
+    planned: list[PlannedRun],
+    options: ExecutionOptions,
+    emit: Emit,
+    arrays: ArraysCache | None = None,
+) -> None:
+    """Claim and train every run not finished or held by a live worker; the runs share one data set cache."""
+    torch.set_num_threads(options.threads)
+    registry = Registry(options.registry_url)
+    arrays = arrays if arrays is not None else ArraysCache()
+    for item in planned:
+        worker = worker_id()
+        run_id = registry.claim(item.spec_hash, worker)
+        if run_id is not None:
+            with Heartbeat(registry, run_id, worker) as heartbeat:  # beats however long a round takes
+                execute_one(registry, item, run_id, options, emit, arrays, heartbeat)
+
+
+__all__ = ["RegistrySink", "checkpoint_mirror", "execute_one", "train", "work_through"]
