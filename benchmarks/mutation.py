@@ -50,7 +50,6 @@ TARGETS = (
     "fedbench/checkpoint/atomic.py",
     "fedbench/checkpoint/location.py",
     "fedbench/registry",
-    "fedbench/checkpoint/format.py",
     "fedbench/spec.py",
     "fedbench/recipes/schema.py",
     "fedbench/recipes/views.py",
