@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 from typing import Any
 
 import torch
@@ -87,11 +88,12 @@ def spec_steps_per_round(spec, samples: int) -> int:
     )
 
 
-def samples_per_round(spec, samples: int) -> float:
+def samples_per_round(spec, samples: float) -> float:
     """Training samples one client processes in one round (forward + backward each): ``local_steps`` full batches
     under a step budget, else ``local_epochs`` passes over its ``samples`` (FedTrip §4's n_k·E)."""
     if spec.local_steps:
-        return float(spec_steps_per_round(spec, samples) * spec.batch_size)
+        # (a mean client size may be fractional; under a step budget only whether a client has samples counts)
+        return float(spec_steps_per_round(spec, math.ceil(samples)) * spec.batch_size)
     return float(samples * spec.local_epochs)
 
 

@@ -18,7 +18,8 @@ objective (``finetune.loss``) is plain CE, the run's own method (``method``), or
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -28,6 +29,7 @@ from fedbench import metrics
 from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
+from fedbench.models.base import FedModel
 from fedbench.spec import RunSpec, ScheduleSpec
 
 
@@ -49,11 +51,15 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
     labels = y.cpu().numpy()
     if y.ndim > 1:
         pred = (torch.sigmoid(logits) > 0.5).cpu().numpy()
-        fns = {"dice": metrics.dice, "iou": metrics.iou, "hausdorff": metrics.hausdorff}
-        return {n: fns[n](pred, labels > 0) if n in fns and len(labels) else None for n in names}
+        masks: dict[str, Callable[..., float | None]] = {
+            "dice": metrics.dice,
+            "iou": metrics.iou,
+            "hausdorff": metrics.hausdorff,
+        }
+        return {n: masks[n](pred, labels > 0) if n in masks and len(labels) else None for n in names}
     probabilities = torch.softmax(logits.double(), dim=1).cpu().numpy()
     predictions, num_classes = probabilities.argmax(1), probabilities.shape[1]
-    fns = {
+    fns: dict[str, Callable[[], float | None]] = {
         "auc": lambda: metrics.auc(labels, probabilities),
         "balanced_accuracy": lambda: metrics.balanced_accuracy(labels, predictions),
         "sensitivity": lambda: metrics.sensitivity(labels, predictions, num_classes),
@@ -136,6 +142,7 @@ def finetune_spec(spec: RunSpec) -> RunSpec:
     """The spec clients fine-tune under: ``finetune.epochs`` epochs (no step budget) with its optimizer and batch
     size, a constant lr."""
     ft = spec.finetune
+    assert ft is not None  # called only for a run that fine-tunes
     return spec.model_copy(
         update={
             "local_epochs": ft.epochs,
@@ -155,6 +162,7 @@ def finetune_trainer(spec: RunSpec, algorithm):
     # imported here: fedbench.algorithms imports the engine
     from fedbench.algorithms import build_algorithm, finetune_objective
 
+    assert spec.finetune is not None  # called only for a run that fine-tunes
     if spec.finetune.loss == "method":
         return algorithm
     return build_algorithm(*finetune_objective(spec.finetune.loss))
@@ -176,7 +184,8 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     # imported here: fedbench.algorithms imports the engine
     from fedbench.algorithms.base import only_trainable
 
-    spec, model, data, ft = run.spec, run.model, run.data, run.spec.finetune
+    spec, model, data, ft = run.spec, cast(FedModel, run.model), run.data, run.spec.finetune
+    assert ft is not None  # called only for a run that fine-tunes
     params, buffers = (start["params"], start["buffers"]) if start else (run.server.params, run.server.buffers)
     start_server = ServerState(params=params, buffers=buffers, state=run.server.state)
     ft_spec = finetune_spec(spec)

@@ -39,7 +39,13 @@ _WHAT = {"dataset": "dataset", "model": "model", "partition": "partitioner"}
 
 
 def _registry(kind: str) -> PluginRegistry[Any]:
-    return {"algorithm": ALGORITHMS, "dataset": DATASETS, "model": MODELS, "partition": PARTITIONERS}[kind]
+    registries: dict[str, PluginRegistry[Any]] = {
+        "algorithm": ALGORITHMS,
+        "dataset": DATASETS,
+        "model": MODELS,
+        "partition": PARTITIONERS,
+    }
+    return registries[kind]
 
 
 @cache

@@ -10,9 +10,9 @@ import socket
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import ColumnElement, CursorResult, delete, select, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -76,7 +76,8 @@ def _owned(run_id: int, worker: str | None) -> Any:
 
 def update_owned(session: Session, run_id: int, worker: str | None, **values: Any) -> None:
     """Set ``values`` on the run in ``session``'s transaction, only while ``worker`` (if given) holds its claim."""
-    result = session.execute(update(RunRow).where(_owned(run_id, worker)).values(**values))
+    # an UPDATE's result is a CursorResult (SQLAlchemy types execute() as the general Result): it has a rowcount
+    result = cast(CursorResult, session.execute(update(RunRow).where(_owned(run_id, worker)).values(**values)))
     if worker is not None and result.rowcount != 1:
         session.rollback()
         raise ClaimLost(run_id, worker)
@@ -93,16 +94,19 @@ class Claims(Connection):
             run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
             if run is None or run.status in FINISHED:
                 return None
-            condition = RunRow.status.in_(CLAIMABLE)
+            condition: ColumnElement[bool] = RunRow.status.in_(CLAIMABLE)
             if run.status == RunStatus.RUNNING:
                 if stale_reason(run) is None:
                     return None
                 # Take over only the exact claim we saw (optimistic concurrency).
                 condition = (RunRow.status == RunStatus.RUNNING) & (RunRow.worker == run.worker)
-            result = session.execute(
-                update(RunRow)
-                .where(RunRow.id == run.id, condition)
-                .values(status=RunStatus.RUNNING, worker=worker, heartbeat_at=now(), started_at=now(), error=None)
+            result = cast(
+                CursorResult,
+                session.execute(
+                    update(RunRow)
+                    .where(RunRow.id == run.id, condition)
+                    .values(status=RunStatus.RUNNING, worker=worker, heartbeat_at=now(), started_at=now(), error=None)
+                ),
             )
             session.commit()
             return run.id if result.rowcount == 1 else None
@@ -110,10 +114,13 @@ class Claims(Connection):
     def heartbeat(self, run_id: int, worker: str) -> bool:
         """Mark ``worker``'s claim on the run alive now; False when the claim is no longer its own (taken over)."""
         with Session(self.engine) as session:
-            result = session.execute(
-                update(RunRow)
-                .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING, RunRow.worker == worker)
-                .values(heartbeat_at=now())
+            result = cast(
+                CursorResult,
+                session.execute(
+                    update(RunRow)
+                    .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING, RunRow.worker == worker)
+                    .values(heartbeat_at=now())
+                ),
             )
             session.commit()
             return result.rowcount == 1

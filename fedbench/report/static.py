@@ -27,6 +27,7 @@ def _card(row, setting=None):
     from fedbench.data import dataset_meta
 
     model = row.model or (setting or {}).get("model")
+    assert model is not None, "an analytic row names its model or its setting does"
     dataset = row.dataset or (setting or {}).get("dataset")
     overrides = dict(row.model_params)
     if dataset:

@@ -108,6 +108,7 @@ def figure_of(
     if view.figure == "rounds_to_target":
         return reached()
     if view.figure == "value_at_round":
+        assert view.at_round is not None  # the recipe's checks require at_round with this figure
         return metrics.value_at_round(scaled, view.at_round)
     if view.figure == "gflops_to_target":
         rounds = reached()
@@ -244,7 +245,9 @@ def build_table(
         )
         cell.take_published(view)
         seed_curves = []
-        update = {key: members[0].extra[key] for key in ("at_round", "metric") if key in members[0].extra}
+        update: dict[str, Any] = {
+            key: members[0].extra[key] for key in ("at_round", "metric") if key in members[0].extra
+        }
         cell_view = view.model_copy(update=update) if update else view
         for p in members:
             run = found.get(p.spec_hash)
@@ -295,8 +298,8 @@ def build_table(
         unit = units.pop() if len(units) == 1 else ""
     notes = []
     if memory_measures:
-        found = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
-        notes.append(f"peak memory measured as: {found}.")
+        measured = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
+        notes.append(f"peak memory measured as: {measured}.")
     return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline)
 
 
@@ -334,6 +337,7 @@ def _with_published_only(
 
 def _ratios(view: TableView, rows: list[str], columns: list[str], cells: dict[tuple[str, str], Cell]) -> None:
     """Each cell ÷ the reference cell in the same column (ratio_to names a row) or row (a column)."""
+    assert view.ratio_to is not None  # called only for a view with ratio_to
     for (r, c), cell in cells.items():
         ref = cells.get((view.ratio_to, c)) if view.ratio_to in rows else cells.get((r, view.ratio_to))
         if ref is None:
