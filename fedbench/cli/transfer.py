@@ -62,11 +62,12 @@ def import_runs(
 
     Example: `fedbench import runs.jsonl` then `fedbench report --paper fedtrip`
     """
+    from fedbench.recipes.resolve import resolve_spec
     from fedbench.registry import Registry
     from fedbench.registry.transfer import import_runs as merge
     from fedbench.registry.transfer import read_runs_file
 
-    runs = read_runs_file(runs_file)  # the whole file is checked before the registry is opened
+    runs = read_runs_file(runs_file, resolve_spec)  # the whole file is checked before the registry is opened
     outcome = merge(Registry(registry), runs)
     console.print(
         f"imported {len(outcome.added)} new run(s), completed {len(outcome.completed)}, "

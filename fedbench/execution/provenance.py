@@ -94,16 +94,6 @@ def provenance(device: torch.device, **settings: Any) -> dict:
     }
 
 
-PEAK_MEMORY = "peak_memory"  # the provenance key of a run's peak memory (``PeakMemory.result``)
-
-
-def peak_memory(provenance: dict[str, Any] | None) -> tuple[int | None, str]:
-    """(bytes, measure) of a run's recorded peak memory; (None, "n/a") where the run has none (trained before
-    fedbench recorded it, or not measurable)."""
-    entry = (provenance or {}).get(PEAK_MEMORY) or {}
-    return entry.get("bytes"), entry.get("measure", "n/a")
-
-
 class PeakMemory:
     """The peak memory of one run, recorded in its provenance as ``peak_memory`` (LG-Mix Table 9).
 

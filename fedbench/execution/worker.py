@@ -27,13 +27,14 @@ from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
 from fedbench.execution.options import ExecutionOptions
-from fedbench.execution.provenance import PEAK_MEMORY, PeakMemory, provenance
+from fedbench.execution.provenance import PeakMemory, provenance
 from fedbench.metrics import summarize
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
 from fedbench.registry.claims import Heartbeat, worker_id
 from fedbench.spec import RunSpec
 from fedbench.vocab.metrics import SUMMARY_METRIC, metric_curve
+from fedbench.vocab.provenance import PEAK_MEMORY
 from fedbench.vocab.status import RunStatus
 
 

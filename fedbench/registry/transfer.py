@@ -15,7 +15,7 @@ handed around.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +29,7 @@ from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.registry.urls import mask_passwords
+from fedbench.spec import RunSpec
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
 FORMAT = "fedbench-runs"
@@ -133,10 +134,10 @@ class ImportOutcome:
     conflicts: list[Conflict] = field(default_factory=list)  # finished here with another result: left as they are
 
 
-def read_runs_file(path: Path) -> list[tuple[int, RunLine]]:
-    """Parse and check every line of a runs file (RunsFileError naming the line and key at the first bad one)."""
-    from fedbench.recipes.resolve import resolve_spec
-    from fedbench.spec import RunSpec
+def read_runs_file(path: Path, resolve_spec: Callable[[RunSpec], RunSpec]) -> list[tuple[int, RunLine]]:
+    """Parse and check every line of a runs file (RunsFileError naming the line and key at the first bad one).
+    ``resolve_spec`` (``fedbench.recipes.resolve.resolve_spec``, given by the caller: resolving needs the plug-ins,
+    a layer above the registry) fills in a spec's resolved fields, so its hash can be checked."""
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from fedbench import metrics
-from fedbench.execution.provenance import peak_memory
 from fedbench.recipes.expand import PlannedRun, expand
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
@@ -32,6 +31,7 @@ from fedbench.vocab.metrics import (
     metric_curve,
     metric_fields,
 )
+from fedbench.vocab.provenance import peak_memory
 from fedbench.vocab.status import FINISHED, RunStatus
 
 __all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]

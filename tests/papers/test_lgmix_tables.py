@@ -24,13 +24,14 @@ from fedbench.data.partition import make_partition
 from fedbench.data.synthetic import synthetic_dataset
 from fedbench.engine.personal import extra_metrics
 from fedbench.errors import ConfigError, RecipeError
-from fedbench.execution.provenance import PeakMemory, peak_memory
+from fedbench.execution.provenance import PeakMemory
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.report import build_table, render
 from fedbench.report.collect import EmptyRegistry
 from fedbench.spec import RunSpec
+from fedbench.vocab.provenance import peak_memory
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 runner = CliRunner()

@@ -190,7 +190,7 @@ def source(tmp_path) -> Registry:
 def test_export_then_import_into_a_fresh_registry_gives_the_same_finished_runs_and_curves(source, tmp_path):
     runs_file = export_file(source, tmp_path / "runs.jsonl")
     target = Registry(f"sqlite:///{tmp_path / 'target' / 'fedbench.db'}")
-    outcome = import_runs(target, read_runs_file(runs_file))
+    outcome = import_runs(target, read_runs_file(runs_file, resolve_spec))
     assert outcome.added == [spec(0).spec_hash, spec(1).spec_hash]
     assert outcome.completed == outcome.unchanged == outcome.conflicts == []
 
@@ -222,7 +222,7 @@ def test_export_then_import_into_a_fresh_registry_gives_the_same_finished_runs_a
     assert "hunter2" not in runs_file.read_text()
 
     # importing the same file again changes nothing
-    again = import_runs(target, read_runs_file(runs_file))
+    again = import_runs(target, read_runs_file(runs_file, resolve_spec))
     assert again.added == [] and again.unchanged == [spec(0).spec_hash, spec(1).spec_hash]
     assert state(target) == ours
 
@@ -278,7 +278,7 @@ def test_a_run_without_times_or_provenance_travels_with_null_times_and_empty_pro
     assert data["provenance"] == {} and data["created_at"] is None and data["finished_at"] is None
     assert data["rounds"] == [] and data["error"] is None
     target = Registry(f"sqlite:///{tmp_path / 'target.db'}")
-    assert import_runs(target, read_runs_file(runs_file)).added == [run_spec.spec_hash]
+    assert import_runs(target, read_runs_file(runs_file, resolve_spec)).added == [run_spec.spec_hash]
     imported = target.get_run(run_spec.spec_hash)
     assert imported.provenance == {} and imported.created_at is None and imported.status == "done"
 
@@ -338,7 +338,7 @@ def test_redact_masks_every_password_of_every_url_in_nested_values_and_nothing_e
 # ---------------------------------------------------------------------------------------------------- reading
 def refused(path: Path, message: str) -> str:
     with pytest.raises(RunsFileError) as raised:
-        read_runs_file(path)
+        read_runs_file(path, resolve_spec)
     text = str(raised.value)
     assert text.startswith(f"{path}") and message in text and "\n" not in text, text
     return text
@@ -348,7 +348,7 @@ def test_a_hand_written_runs_file_is_read_with_each_lines_number_and_its_full_sp
     path = write(
         tmp_path / "runs.jsonl", ["", {**HEADER, "written by": "hand"}, "", line(spec(0)), "   ", line(spec(1))]
     )
-    runs = read_runs_file(path)
+    runs = read_runs_file(path, resolve_spec)
     assert [number for number, _ in runs] == [4, 6]  # the file's line numbers, blank lines counted
     first = runs[0][1]
     assert first.spec_hash == spec(0).spec_hash and first.spec == spec(0).model_dump(mode="json")
