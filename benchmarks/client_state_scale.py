@@ -1,4 +1,4 @@
-"""Client state at scale (issue 16): peak RSS and checkpoint cost per round of stateful runs with many clients or a
+"""Client state at scale: peak RSS and checkpoint cost per round of stateful runs with many clients or a
 big model, where every client keeps a state (SCAFFOLD's control variate c_i, as large as the model).
 
 Two settings, each trained in its own process (so its peak RSS is its own) on synthetic stand-in data:
@@ -92,7 +92,7 @@ def child(name: str, memory_mib: int | None) -> dict:
     seconds: list[float] = []
     written: list[int] = []
     in_checkpoint = [False]
-    if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it since issue 16's store
+    if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it (the client-state store's files too)
         original_write_all = checkpoint.write_all_atomic
 
         def counting_write_all(files, *args, **kwargs):
@@ -124,7 +124,7 @@ def child(name: str, memory_mib: int | None) -> dict:
         return wrapper
 
     loop.save_checkpoint = timed(loop.save_checkpoint)
-    try:  # the store of client-state files (absent from fedbench before issue 16's store)
+    try:  # the store of client-state files (absent from older fedbench versions)
         from fedbench.algorithms.client_states import ClientStates
 
         ClientStates.write_changed = timed(ClientStates.write_changed)

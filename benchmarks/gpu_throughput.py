@@ -4,7 +4,7 @@
                                         [--out PATH]
     python benchmarks/gpu_throughput.py --device cuda --rounds 100 --seeds 5    # a GPU session: accuracies over seeds
 
-Workloads (issue 12):
+Workloads:
 
 - **Table IV column, sequential vs packed** (every device): FedTrip Table IV's set-up — 10 clients, 4 per round,
   600 samples per client drawn Dirichlet(0.5)-weighted from a 60,000-image pool of 1×28×28 stand-in data (MNIST's

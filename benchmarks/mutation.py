@@ -62,7 +62,7 @@ TARGETS = (
 MAP = ROOT / "tests" / "mutation_map.toml"
 EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.toml"
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
-TARGET_SCORE = 85.0  # % of non-equivalent mutants killed, per module (issue 19)
+TARGET_SCORE = 85.0  # % of non-equivalent mutants killed, per module
 # Imported before forking, so that every mutant's process starts with them loaded; never fedbench itself.
 PRELOAD = (
     "torch",

@@ -1,6 +1,6 @@
 """Time FedAvg rounds through fedbench and through a plain PyTorch loop on the same tensors.
 
-Workload (issue 2): 20 clients × 1,700 samples of random 1×28×28 data, 11 classes, LeNet-5,
+Workload: 20 clients × 1,700 samples of random 1×28×28 data, 11 classes, LeNet-5,
 1 local epoch, batch 64, SGD lr 0.01 momentum 0.9, evaluation of 2,000 samples every round.
 Both loops run in this process, alternately, and the script prints seconds per round and the ratio.
 

@@ -2,7 +2,7 @@
 personal models, MOON's previous model…), kept in memory up to a budget and spilled to one file per client.
 
 Why: a run holds a state for every client that ever trained, but touches only a round's participants. Keeping all
-of them in memory and writing all of them into every checkpoint does not scale (issue 16): 100 clients of SCAFFOLD
+of them in memory and writing all of them into every checkpoint does not scale: 100 clients of SCAFFOLD
 with VGG-11 hold 100 × 9.75 M float32 control variates, 3.9 GB written per round; 1,000 clients of a personalised
 method hold 1,000 models. So:
 

@@ -168,7 +168,7 @@ class LGMix(Algorithm):
         )
 
     def resume_states(self, server, client_states, round_index, last_clients):
-        """Checkpoints written before ``after_aggregation`` existed (fedbench ≤ 2106044) keep Eq. 2 pending in the
+        """Checkpoints written before ``after_aggregation`` existed (an earlier fedbench) keep Eq. 2 pending in the
         client state (``mix_params``, ``mix_global_share``, ``mix_buffers``) until the client's next use. A client
         of the checkpoint's round is completed with the checkpoint's u, its u(t+1), exactly as ``after_aggregation``
         does; a mix pending since an earlier round (partial participation, not evaluated since) was meant for a

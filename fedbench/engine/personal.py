@@ -1,4 +1,4 @@
-"""Personalised evaluation and fine-tune-then-evaluate (issue 6).
+"""Personalised evaluation and fine-tune-then-evaluate.
 
 Personalised (``eval_mode = personal | both``): every client's own model (``Algorithm.eval_model``) on that
 client's own test set (``spec.client_test``: a split of its partition, or drawn from the global test set to
