@@ -4,7 +4,6 @@ from it what ``engine.run`` takes (``worker.train``)."""
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -30,23 +29,20 @@ def test_the_options_events_and_checkpoint_location_import_no_torch():
 
 
 def test_what_the_engine_gets_is_what_engine_run_takes(monkeypatch, tmp_path):
-    from fedbench.engine import run
+    from fedbench.algorithms.context import EVAL_BATCH_SIZE
+    from fedbench.engine import EngineOptions
     from fedbench.execution import worker
 
-    calls: list[dict] = []
-    monkeypatch.setattr(worker, "run_engine", lambda spec, sink, **settings: calls.append(settings))
+    calls: list[EngineOptions] = []
+    monkeypatch.setattr(worker, "run_engine", lambda spec, sink, settings: calls.append(settings))
     options = ExecutionOptions(eval_batch_size=7, verify=False, packing="packed", data_root="d", fast=False)
-    for memory in (None, 9):
-        options = dataclasses.replace(options, client_state_memory=memory)
+    for memory, batch in ((None, 7), (9, None)):
+        options = dataclasses.replace(options, client_state_memory=memory, eval_batch_size=batch)
         spec = SimpleNamespace(spec_hash="abc")  # read only by the progress callbacks
         worker.train(spec, None, options, torch.device("cpu"), tmp_path / "c.pt", None, None, lambda e: None)
     given, with_memory = calls
-    assert set(given) | set(with_memory) <= set(inspect.signature(run).parameters)
-    assert (given["eval_batch_size"], given["verify"], given["packing"], given["data_root"]) == (
-        7,
-        False,
-        "packed",
-        "d",
-    )
-    assert given["checkpoint_path"] == tmp_path / "c.pt" and given["device"] == torch.device("cpu")
-    assert "client_state_memory" not in given and with_memory["client_state_memory"] == 9  # None: the engine's default
+    assert (given.eval_batch_size, given.verify, given.packing, given.data_root) == (7, False, "packed", "d")
+    assert given.checkpoint_path == tmp_path / "c.pt" and given.device == torch.device("cpu")
+    # None: the engine's defaults
+    assert given.client_state_memory == EngineOptions().client_state_memory and with_memory.client_state_memory == 9
+    assert with_memory.eval_batch_size == EVAL_BATCH_SIZE

@@ -55,8 +55,9 @@ def beats_seen(registry: Registry, times: int) -> tuple[threading.Event, list[da
     original = registry.heartbeat
 
     def counted(run_id: int, worker: str) -> bool:
+        at = claims.now()  # the time this beat writes (read before it writes)
         alive = original(run_id, worker)
-        seen.append(claims.now())
+        seen.append(at)
         if len(seen) >= times:
             done.set()
         return alive
@@ -74,9 +75,12 @@ def test_a_live_worker_in_a_long_round_keeps_its_claim(registered, clock, holder
     with claims.Heartbeat(registry, run_id, holder, every=0.001) as heartbeat:
         # a round that takes three hours: no round is logged, only the background thread beats
         clock.advance(hours=3)
-        done.clear()
-        seen.clear()
-        assert done.wait(timeout=60)  # a beat at the new time (the wait bounds a hang, it is not a timing assertion)
+        moment = claims.now()
+        # a beat written at the new time: one already under way when the clock moved wrote the old time
+        while not any(at >= moment for at in seen):
+            done.clear()
+            seen.clear()
+            assert done.wait(timeout=60)  # the wait bounds a hang, it is not a timing assertion
         assert registry.claim(spec_hash, worker="thief:1") is None
         assert registry.stale_runs() == []
         assert not heartbeat.lost
