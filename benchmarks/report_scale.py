@@ -98,8 +98,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from fedbench.report import render
     from fedbench.report.collect import build_tables, report_recipes
+    from fedbench.report.render import render
 
     path = Path(args.registry)
     url = f"sqlite:///{path}"

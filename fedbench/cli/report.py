@@ -95,8 +95,8 @@ def report(
     `fedbench report --paper fedtrip --format markdown --out reports/fedtrip.md --plots reports/fedtrip`
     """
     from fedbench.registry import Registry
-    from fedbench.report import FORMATS, render
     from fedbench.report.collect import build_tables, report_recipes, write_plots
+    from fedbench.report.render import FORMATS, render
     from fedbench.report.render.html import html_pages
 
     if fmt not in FORMATS:

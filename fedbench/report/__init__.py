@@ -1,6 +1,5 @@
-"""Table building, renderers and plots."""
+"""Table building (``table``), renderers (``render``), plots, and the run views of ``fedbench runs``/``show``.
 
-from fedbench.report.render import FORMATS, render
-from fedbench.report.table import Table, build_table
-
-__all__ = ["FORMATS", "Table", "build_table", "render"]
+Imports nothing itself: ``fedbench runs`` and ``show`` read ``run_view`` without loading the table builder (and
+torch with it) — start-up speed.
+"""

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 Task = Literal["classification", "segmentation"]
 BOTH: tuple[Task, ...] = ("classification", "segmentation")
 
@@ -284,7 +282,11 @@ def metric_value(row: Any, name: str, client: int | None = None) -> float | None
     if metric.column is not None:
         return getattr(row, metric.column)
     known = [v for v in _per_client(row, metric) or [] if v is not None]
-    return float(np.mean(known)) if known else None
+    if not known:
+        return None
+    import numpy as np  # here, not at the top: fedbench runs/show/export start without numpy (start-up speed)
+
+    return float(np.mean(known))
 
 
 def _per_client(row: Any, metric: Metric) -> Sequence[float | None] | None:

@@ -28,8 +28,9 @@ from fedbench.execution.provenance import PeakMemory
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
-from fedbench.report import build_table, render
 from fedbench.report.collect import EmptyRegistry
+from fedbench.report.render import render
+from fedbench.report.table import build_table
 from fedbench.spec import RunSpec
 from fedbench.vocab.provenance import peak_memory
 

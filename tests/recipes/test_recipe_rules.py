@@ -770,9 +770,10 @@ def test_every_documented_choice_of_a_view_is_accepted_and_others_are_not(field,
 
 @pytest.mark.parametrize("figure", ["wall_seconds", "wall_hours", "peak_memory_mb", "best"])
 def test_a_run_figures_caption_names_no_curve_metric_and_derived_values_carry_the_mark(write_recipe, figure):
-    from fedbench.report import build_table, render
     from fedbench.report.collect import EmptyRegistry
+    from fedbench.report.render import render
     from fedbench.report.render.notes import notes
+    from fedbench.report.table import build_table
 
     text = GRID.replace('columns = ["local_epochs"]', f'columns = []\nfigure = "{figure}"')
     text += 'published = { fedavg = 12.5 }\npublished_derived = ["fedavg"]\n'

@@ -16,12 +16,12 @@ import pytest
 from fedbench.errors import RecipeError
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
-from fedbench.report import build_table, render
 from fedbench.report.cells import Cell
 from fedbench.report.collect import EmptyRegistry
+from fedbench.report.render import render
 from fedbench.report.render.notes import figure_name, notes, ours_text
 from fedbench.report.stats import better_sign
-from fedbench.report.table import figure_of, round_fields
+from fedbench.report.table import build_table, figure_of, round_fields
 from fedbench.vocab.figures import FIGURE_NAMES, FIGURES, TARGET_FIGURES, figure_label
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, display_unit, metric_fields
 

@@ -25,10 +25,10 @@ from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.registry.tables import RoundRow
-from fedbench.report import build_table, render
 from fedbench.report.plots import curve_series, plot_table
+from fedbench.report.render import render
 from fedbench.report.run_view import CURVE_FIELDS, run_details, run_json
-from fedbench.report.table import figure_of
+from fedbench.report.table import build_table, figure_of
 from fedbench.vocab.metrics import (
     CLIENT_METRICS,
     CURVE_METRICS,

@@ -1,0 +1,110 @@
+"""Time the start of the commands that train nothing against importing fedbench's CLI libraries alone.
+
+Each command runs as its own process (``python -m fedbench.cli ...``) on a tiny registry this script makes (one
+finished run of ``recipes/quickstart.toml`` at its smoke scale, one round); the baseline is
+``python -c "import sqlalchemy, rich, typer"``, what any fedbench command imports before doing anything. The
+commands run in turn, ``--repeat`` times each (interleaved, so a change in the machine's load hits them alike),
+and the table gives the median wall-clock seconds, the median CPU seconds of the process (the figure to read on a
+shared, busy machine) and both as a multiple of the baseline's (the goal: at most 1.5×), and whether the command
+imported torch. ``import`` is there for comparison: it resolves every spec of the runs file, which loads the
+methods' parameter classes and torch with them.
+
+    python benchmarks/startup.py [--repeat 11]
+    PYTHONPATH=OLD_CHECKOUT python benchmarks/startup.py    # an older fedbench, measured the same way
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import fedbench
+from fedbench.engine.loop import RoundRecord
+from fedbench.recipes.expand import compile_recipes
+from fedbench.registry import Registry
+
+RECIPE = Path(__file__).resolve().parent.parent / "recipes" / "quickstart.toml"
+BASELINE = "import sqlalchemy, rich, typer"
+
+
+def make_registry(url: str) -> None:
+    """One finished run of the quickstart recipe (smoke scale) with one round, written through the Registry API."""
+    planned = compile_recipes([RECIPE], scale="smoke")[0]
+    registry = Registry(url)
+    registry.ensure_runs([planned.registry_entry()])
+    run_id = registry.claim(planned.spec_hash, worker="benchmark:1")
+    assert run_id is not None
+    record = RoundRecord(
+        round=1, train_loss=1.0, wall_seconds=0.5, bytes_up=1, bytes_down=2, test_acc=0.5, test_loss=1.2
+    )
+    registry.log_round(run_id, record, worker="benchmark:1")
+    registry.finish(run_id, "done", summary={"best": 0.5, "final": 0.5}, worker="benchmark:1")
+
+
+def timed(argv: list[str]) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds) of one run of ``argv``, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def imports_torch(argv: list[str]) -> bool:
+    """Whether the process imports torch (Python's import-time report names every module it loads)."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    done = subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    return any(line.split("|")[-1].strip() == "torch" for line in done.stderr.splitlines())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=11, help="runs of each command (the median is shown)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'fedbench.db'}"
+        make_registry(url)
+        runs_file = Path(folder) / "runs.jsonl"
+        cli = [sys.executable, "-m", "fedbench.cli"]
+        commands = {
+            "baseline: " + BASELINE: [sys.executable, "-c", BASELINE],
+            "fedbench --help": [*cli, "--help"],
+            "fedbench runs": [*cli, "runs", "--registry", url],
+            "fedbench show 1": [*cli, "show", "1", "--registry", url],
+            "fedbench export": [*cli, "export", "--registry", url, "--out", str(runs_file)],
+            "fedbench import": [*cli, "import", str(runs_file), "--registry", url],
+        }
+        subprocess.run(commands["fedbench export"], check=True, stderr=subprocess.DEVNULL)  # import reads it
+        torch = {name: imports_torch(argv) for name, argv in commands.items()}
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        cpus: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(args.repeat):
+            for name, argv in commands.items():
+                wall, cpu = timed(argv)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+
+    wall = {name: statistics.median(values) for name, values in walls.items()}
+    cpu = {name: statistics.median(values) for name, values in cpus.items()}
+    base = next(iter(commands))
+    width = max(map(len, commands))
+    print(f"median of {args.repeat} runs each; fedbench from {Path(fedbench.__file__).parent}")
+    print(f"{'command':<{width}}  {'wall s':>7}  {'× base':>6}  {'CPU s':>6}  {'× base':>6}  torch")
+    for name in commands:
+        print(
+            f"{name:<{width}}  {wall[name]:7.3f}  {wall[name] / wall[base]:6.2f}  {cpu[name]:6.3f}  "
+            f"{cpu[name] / cpu[base]:6.2f}  {'yes' if torch[name] else 'no'}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Commands that train nothing start without importing torch: ``--help``, ``runs``, ``show`` and ``export`` run in
+a fresh process (on a registry holding one finished run of recipes/quickstart.toml) that then says whether
+``torch`` is in ``sys.modules``. ``benchmarks/startup.py`` times them; this test checks no timing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedbench.engine.loop import RoundRecord
+from fedbench.recipes.expand import compile_recipes
+from fedbench.registry import Registry
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
+
+# Runs one fedbench command line (sys.argv[1:]) in this process, then prints on a last line of its own its exit code
+# and whether torch was imported.
+PROBE = """
+import json, sys
+from fedbench.cli import main
+sys.argv = ["fedbench", *sys.argv[1:]]
+try:
+    main()
+    code = 0
+except SystemExit as exit:
+    code = exit.code or 0
+print("\\n" + json.dumps({"exit": code, "torch": "torch" in sys.modules}))
+"""
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> tuple[str, str]:
+    """(registry URL, spec_hash): one finished quickstart run (smoke scale) with one round, as `fedbench run`
+    records it through the Registry API."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('startup') / 'fedbench.db'}"
+    planned = compile_recipes([RECIPE], scale="smoke")[0]
+    registry = Registry(url)
+    registry.ensure_runs([planned.registry_entry()])
+    run_id = registry.claim(planned.spec_hash, worker="test:1")
+    assert run_id is not None
+    record = RoundRecord(
+        round=1, train_loss=1.0, wall_seconds=0.5, bytes_up=1, bytes_down=2, test_acc=0.5, test_loss=1.2
+    )
+    registry.log_round(run_id, record, worker="test:1")
+    registry.finish(run_id, "done", summary={"best": 0.5, "final": 0.5}, worker="test:1")
+    return url, planned.spec_hash
+
+
+def probe(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    """The probe's verdict on ``fedbench ARGS`` and what the command printed before it."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # the default registry, were a command to reach for it, lands here, not in the repository
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    output, _, verdict = done.stdout.rstrip("\n").rpartition("\n")
+    return json.loads(verdict), output + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["--help", "runs", "show", "export"])
+def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path, command):
+    url, spec_hash = finished_run
+    out = tmp_path / "runs.jsonl"
+    args = {
+        "--help": ["--help"],
+        "runs": ["runs", "--registry", url],
+        "show": ["show", spec_hash[:8], "--registry", url],
+        "export": ["export", "--registry", url, "--out", str(out)],
+    }[command]
+    verdict, printed = probe(tmp_path, *args)
+    assert verdict["exit"] == 0, printed
+    # the command did its work (an early error would import nothing and prove nothing)
+    if command == "--help":
+        assert "runs" in printed and "export" in printed
+    elif command == "export":
+        assert len(out.read_text().splitlines()) == 2  # the header and the run
+    else:
+        assert spec_hash in printed
+    assert verdict["torch"] is False, f"fedbench {command} imported torch"
+
+
+@pytest.mark.slow
+def test_the_probe_sees_torch_where_a_command_needs_it(tmp_path):
+    verdict, printed = probe(tmp_path, "algorithms", "--json")  # the catalogue reads the methods' modules
+    assert verdict["exit"] == 0, printed
+    assert verdict["torch"] is True
