@@ -92,7 +92,9 @@ def child(name: str, memory_mib: int | None) -> dict:
     seconds: list[float] = []
     written: list[int] = []
     in_checkpoint = [False]
-    if hasattr(checkpoint, "write_all_atomic"):  # every checkpoint file goes through it (the client-state store's files too)
+    if hasattr(
+        checkpoint, "write_all_atomic"
+    ):  # every checkpoint file goes through it (the client-state store's files too)
         original_write_all = checkpoint.write_all_atomic
 
         def counting_write_all(files, *args, **kwargs):
