@@ -361,7 +361,7 @@ def test_a_hand_written_runs_file_is_read_with_each_lines_number_and_its_full_sp
 def test_a_spec_written_with_its_defaults_left_out_is_stored_in_full(tmp_path):
     run_spec = spec(2)
     short = line(run_spec, spec={"algorithm": "fedavg", "dataset": "digits", "model": "digits_mlp", "seed": 2})
-    (_, run), = read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, short]))  # fmt: skip
+    (_, run), = read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, short]), resolve_spec)  # fmt: skip
     assert run.spec == run_spec.model_dump(mode="json") and run.spec["rounds"] == 10
 
 
@@ -414,7 +414,7 @@ def test_the_whole_refusal_is_the_file_then_what_is_wrong(tmp_path, lines, messa
 
 def test_round_columns_holding_lists_and_dicts_are_taken_as_they_are(tmp_path):
     rounds = [{"round": 1, "personal_per_client": [0.5, None], "personal_metrics": {"dice": [0.25]}, "bytes_up": 7}]
-    (_, run), = read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, line(spec(0), rounds=rounds)]))  # fmt: skip
+    (_, run), = read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, line(spec(0), rounds=rounds)]), resolve_spec)  # fmt: skip
     assert run.rounds[0].personal_per_client == [0.5, None] and run.rounds[0].personal_metrics == {"dice": [0.25]}
     assert run.rounds[0].bytes_up == 7 and run.rounds[0].test_acc is None
 
@@ -437,7 +437,7 @@ def target(tmp_path) -> Registry:
 
 
 def merge(registry: Registry, tmp_path: Path, *lines: dict):
-    return import_runs(registry, read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, *lines])))
+    return import_runs(registry, read_runs_file(write(tmp_path / "runs.jsonl", [HEADER, *lines]), resolve_spec))
 
 
 def test_a_run_held_unfinished_is_completed_with_exactly_the_files_result(target, tmp_path):
