@@ -5,6 +5,7 @@ Accuracies are fractions in [0, 1] in the registry; tables print percentages.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -89,6 +90,7 @@ def value_at_best(curve: Curve, selector: Curve) -> float | None:
 def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
     """ROC AUC: binary on p(class 1) (LG-Mix [code] ``roc_auc_score``), one-vs-rest macro for more classes.
     None when the labels hold a single class (AUC is undefined)."""
+    # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import roc_auc_score
 
     present = np.unique(labels)
@@ -103,8 +105,7 @@ def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
 
 def balanced_accuracy(labels: np.ndarray, predictions: np.ndarray) -> float:
     """Mean per-class recall over the classes present in ``labels``."""
-    import warnings
-
+    # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import balanced_accuracy_score
 
     with warnings.catch_warnings():  # a client's model may predict classes its test split lacks
@@ -121,6 +122,7 @@ def _binary(labels: np.ndarray, num_classes: int, positive: int) -> bool:
 def sensitivity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float | None:
     """Sensitivity = recall of class 1, TP / (TP + FN) (LG-Mix [code]: ``recall_score``); binary tasks only. None
     for more classes or a test split without positives."""
+    # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import recall_score
 
     if not _binary(labels, num_classes, 1):
@@ -131,6 +133,7 @@ def sensitivity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -
 def specificity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float | None:
     """Specificity = TN / (TN + FP), the recall of class 0 (LG-Mix [code]: tn / (tn + fp)); binary tasks only.
     None for more classes or a test split without negatives."""
+    # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import recall_score
 
     if not _binary(labels, num_classes, 0):
@@ -142,6 +145,7 @@ def f1_macro(labels: np.ndarray, predictions: np.ndarray) -> float:
     """Macro F1: the unweighted mean over classes of 2·precision·recall / (precision + recall), over the classes
     present in the labels or the predictions (scikit-learn's ``f1_score(average="macro")``, LG-Mix [code]); a
     class without true or predicted samples scores 0."""
+    # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import f1_score
 
     return float(f1_score(labels, predictions, average="macro", zero_division=0))
@@ -168,6 +172,7 @@ def iou(pred: np.ndarray, truth: np.ndarray) -> float:
 
 def _surface_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Distances from the border pixels of mask ``a`` to the border of mask ``b`` (medpy's definition)."""
+    # local: keeps scipy out of run's start-up
     from scipy import ndimage
 
     structure = ndimage.generate_binary_structure(a.ndim, 1)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
 from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
-from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.functional import masked_cross_entropy, proximal
 from fedbench.algorithms.losses import task_loss
 from fedbench.spec import RunSpec
 
@@ -272,8 +272,6 @@ class Algorithm:
         """One client's ``objective`` for one batch, inside ``vmap``: ``params`` is its flat parameter vector,
         ``call(fn, params, x)`` runs ``fn(model, x)`` with them, ``mask`` marks the batch's real samples (a short
         last batch is padded). Default: FedAvg's mean cross-entropy."""
-        from fedbench.algorithms.functional import masked_cross_entropy
-
         return masked_cross_entropy(call(_logits, params, x), y, mask)
 
     def packed_adjust_gradients(

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from fedbench.errors import ConfigError
+from fedbench.models.heads import ETFProjectionHead
 
 # classifier kind -> the Gram matrix V·Vᵀ its C rows must have
 _KINDS = {
@@ -32,8 +33,6 @@ def require_classifier(model: nn.Module, kind: str, method: str) -> None:
     if head is None:
         raise ConfigError(hint)
     if kind == "fedetf":
-        from fedbench.models.heads import ETFProjectionHead
-
         if not isinstance(head, ETFProjectionHead) or head.etf.weight.requires_grad:
             raise ConfigError(hint)
         return

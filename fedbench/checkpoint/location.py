@@ -36,7 +36,8 @@ def resolve_checkpoints(text: str | None) -> str | None:
     if text is None:
         return None
     if is_url(text):
-        from fedbench.checkpoint.mirror import check_url  # imports fsspec: only for a URL
+        # local: fedbench.checkpoint.mirror imports this module (cycle); it also keeps torch out of runs' start-up
+        from fedbench.checkpoint.mirror import check_url
 
         return check_url(text)
     _scheme, sep, rest = text.partition("://")

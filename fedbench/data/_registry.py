@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.cache import load_prepared
 from fedbench.plugins import PluginRegistry, with_defaults
@@ -44,8 +46,6 @@ def data_root(explicit: str | os.PathLike | None = None) -> Path:
         return Path(explicit).expanduser()
     if os.environ.get("FEDBENCH_DATA"):
         return Path(os.environ["FEDBENCH_DATA"]).expanduser()
-    import platformdirs  # start-up speed: only when no folder is given
-
     return Path(platformdirs.user_cache_dir("fedbench")) / "data"
 
 

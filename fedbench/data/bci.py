@@ -39,6 +39,7 @@ import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,7 @@ def no_network() -> Iterator[list[str]]:
 
 def import_moabb() -> Any:
     try:
+        # local: optional dependency (pip install fedbench[bci])
         import moabb.datasets as moabb_datasets
     except ImportError:
         raise DataError(f"dataset 'bci' needs MOABB: {INSTALL}; {CACHE}; fetch once with {FETCH}") from None
@@ -139,6 +141,7 @@ def mne_config(key: str) -> str | None:
     if os.environ.get(key):
         return os.environ[key]
     try:
+        # local: optional dependency (pip install fedbench[bci])
         import mne
     except ImportError:
         return None
@@ -205,6 +208,7 @@ def recording_from_raw(raw: Any, event_id: dict[str, int], subject: int, session
     if stim:
         onsets, codes = stim_events(data[stim[0]])
     else:  # datasets that carry their events as annotations
+        # local: optional dependency (pip install fedbench[bci])
         import mne
 
         events, _ = mne.events_from_annotations(raw, event_id=event_id, verbose=False)
@@ -277,6 +281,7 @@ def bandpass_resample(
     signals: np.ndarray, sfreq: float, rate: float | None, fmin: float | None, fmax: float | None, order: int = 4
 ) -> tuple[np.ndarray, float]:
     """Zero-phase Butterworth band-pass (or high/low-pass when one edge is None), then polyphase resampling."""
+    # local: keeps scipy out of datasets' and run's start-up
     from scipy import signal as scipy_signal
 
     x = np.asarray(signals, dtype=np.float64)
@@ -360,10 +365,12 @@ def _pyriemann() -> tuple[Any, Any]:
     """pyriemann's ``mean_riemann`` and ``tangent_space`` (the ``bci`` extra); ``pyriemann.geometry`` since 0.10,
     ``pyriemann.utils`` before."""
     try:
+        # local: optional dependency (pip install fedbench[bci])
         from pyriemann.geometry.mean import mean_riemann
         from pyriemann.geometry.tangentspace import tangent_space
     except ImportError:
         try:
+            # local: optional dependency (pip install fedbench[bci])
             from pyriemann.utils.mean import mean_riemann
             from pyriemann.utils.tangentspace import tangent_space
         except ImportError:
@@ -527,8 +534,6 @@ def load_bci(
         loaded, features, channels, resample, fmin, fmax, tmin, window, shrinkage, length, test_fraction, split_seed
     )
     try:
-        from importlib.metadata import version
-
         arrays.info["moabb_version"] = version("moabb")
     except Exception:  # a vendored or fake module without distribution metadata
         arrays.info["moabb_version"] = None

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data._registry import DATASETS, data_root, dataset_meta, dataset_params, load_dataset
+from fedbench.data.cache import CACHE_DIR, save_prepared
 from fedbench.data.files import Download, Source, file_digest, unchecked_pickle_warning
 from fedbench.errors import DataError
 
@@ -290,8 +291,6 @@ def prepare_dataset(
     name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any
 ) -> dict[str, Any]:
     """Run the loader once and save its arrays as a memory-mappable cache used by later loads."""
-    from fedbench.data.cache import save_prepared
-
     start = time.perf_counter()
     params = dataset_params(name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)
@@ -309,8 +308,6 @@ def prepare_dataset(
 
 
 def remove_prepared(name: str, root: str | os.PathLike | None = None) -> bool:
-    from fedbench.data.cache import CACHE_DIR
-
     folder = data_root(root) / name / CACHE_DIR
     existed = folder.exists()
     shutil.rmtree(folder, ignore_errors=True)

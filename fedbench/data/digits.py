@@ -25,6 +25,7 @@ META = DatasetMeta(
 def load_digits(root: Path, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetArrays:
     """Stratified held-out test split with a fixed split seed (independent of the run seed, so every
     run of every method is evaluated on the same test images)."""
+    # local: keeps scikit-learn out of datasets' and run's start-up
     from sklearn.datasets import load_digits as sklearn_digits
     from sklearn.model_selection import train_test_split
 

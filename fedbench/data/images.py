@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from fedbench.errors import DataError
 
@@ -15,6 +16,7 @@ def resize_uint8(
 ) -> np.ndarray:
     """(N, C, H, W) uint8 → (N, C, size, size) uint8. Bilinear with antialiasing matches torchvision's
     ``Resize`` on tensors; ``mode='nearest'`` is for segmentation masks."""
+    # local: keeps torch out of datasets' start-up
     import torch
 
     height, width = (size, size) if isinstance(size, int) else size
@@ -57,8 +59,6 @@ def read_images(
     resample: str = "bilinear",
 ) -> np.ndarray:
     """Decode image files with Pillow into one (N, C, H, W) uint8 array, resizing each to ``size``."""
-    from PIL import Image
-
     channels = 1 if mode == "L" else 3
     if not paths:
         if size is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from numpy.typing import DTypeLike
 from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.files import Download, FileSpec, Source, verify_files
+from fedbench.data.images import resize_uint8
 from fedbench.errors import ConfigError, DataError
 
 _IDX_TYPES: dict[int, DTypeLike] = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
@@ -139,10 +141,6 @@ def load_fmnist(root: Path, verify: bool = True, image_size: int = 28, normalize
 
 def adjust_images(arrays: DatasetArrays, image_size: int | None = None, normalize: bool = True) -> DatasetArrays:
     """Apply a preset's resize (bilinear, antialiased as torchvision's Resize) and/or drop normalisation."""
-    from dataclasses import replace
-
-    from fedbench.data.images import resize_uint8
-
     meta = arrays.meta
     if image_size and image_size != meta.input_shape[-1]:
         if image_size < 8:
@@ -205,8 +203,6 @@ def load_emnist(root: Path, verify: bool = True, split: str = "balanced") -> Dat
     train_x, train_y = _images_labels(arrays[0].transpose(0, 2, 1), arrays[1], "emnist train")
     test_x, test_y = _images_labels(arrays[2].transpose(0, 2, 1), arrays[3], "emnist test")
     if split != "balanced":
-        from dataclasses import replace
-
         meta = replace(EMNIST_META, num_classes=int(max(train_y.max(), test_y.max())) + 1)
     else:
         meta = EMNIST_META

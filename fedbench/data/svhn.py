@@ -28,6 +28,7 @@ SVHN_META = DatasetMeta("svhn", 10, (3, 32, 32), (0.0, 0.0, 0.0), (1.0, 1.0, 1.0
 
 
 def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    # local: keeps scipy out of datasets' and run's start-up
     from scipy.io import loadmat
 
     try:

@@ -7,11 +7,14 @@ the registry records ``synthetic=true`` and reports never mix such runs with rea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from fedbench.data._registry import DATASETS, dataset_meta
 from fedbench.data.base import DatasetArrays, DatasetMeta
+from fedbench.data.common import pool_train_test
 
 
 def synthetic_like(
@@ -82,11 +85,6 @@ def synthetic_dataset(
     Of the loader's other ``params`` the stand-in follows those that shape the data as the loader would: the list
     of groups to load (the parameter registered as ``groups_param``, e.g. retinal's ``sites``) sets the group
     count, and ``pool_splits = true`` pools train and test into the training pool."""
-    from dataclasses import replace
-
-    from fedbench.data._registry import DATASETS, dataset_meta
-    from fedbench.data.common import pool_train_test
-
     params = params or {}
     image_size = params.get("image_size", image_size)
     meta = dataset_meta(name)

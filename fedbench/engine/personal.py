@@ -26,6 +26,8 @@ import torch
 from torch import nn
 
 from fedbench import metrics
+from fedbench.algorithms import build_algorithm, finetune_objective
+from fedbench.algorithms.base import only_trainable
 from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
@@ -159,9 +161,6 @@ def finetune_trainer(spec: RunSpec, algorithm):
     method that declares the loss as its objective (``fedbench.algorithms.finetune_objective``: plain CE is
     FedAvg's; FedDr+'s L_DR / L_Dr+ are Dot-Regression's with β = 1 / 0.9). A teacher (L_Dr+'s feature
     distillation) or prox target is the start model."""
-    # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms import build_algorithm, finetune_objective
-
     assert spec.finetune is not None  # called only for a run that fine-tunes
     if spec.finetune.loss == "method":
         return algorithm
@@ -181,9 +180,6 @@ def finetune_evaluation(run: RunState, algorithm, start: dict[str, Any] | None, 
     L_DR / L_Dr+ (``finetune_trainer``); a teacher/prox target is the start model), then is evaluated on its test
     split. Parameters fixed by the model (ETF classifiers, ``run.frozen``) stay fixed; a head frozen by the method
     during FL (FedBABU) is fine-tuned. Clients fine-tune a copy of their state: the run's is left as it was."""
-    # imported here: fedbench.algorithms imports the engine
-    from fedbench.algorithms.base import only_trainable
-
     spec, model, data, ft = run.spec, cast(FedModel, run.model), run.data, run.spec.finetune
     assert ft is not None  # called only for a run that fine-tunes
     params, buffers = (start["params"], start["buffers"]) if start else (run.server.params, run.server.buffers)

@@ -11,17 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
+from fedbench.data.files import unchecked_pickle_warning
+from fedbench.engine.packed import check_packing
 from fedbench.errors import FedbenchError
+from fedbench.execution.cluster import execute_on_cluster
+from fedbench.execution.devices import check_placement, resolve_device
 from fedbench.execution.events import Emit
+from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
 from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 from fedbench.vocab.status import FINISHED, RunStatus
-
-if TYPE_CHECKING:
-    from fedbench.data.federated import ArraysCache  # imports torch: only where runs are trained
 
 
 def plan_runs(
@@ -36,8 +39,6 @@ def plan_runs(
 ) -> list[PlannedRun]:
     """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
     keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
-    from fedbench.execution.devices import resolve_device
-
     planned = compile_recipes(
         list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
     )
@@ -99,12 +100,8 @@ class Batch:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
         ``cluster``: a ``fedbench.execution.cluster.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
         if cluster is not None:
-            from fedbench.execution.cluster import execute_on_cluster
-
             execute_on_cluster(self.todo, self.options, jobs, on_event, cluster)
             return
-        from fedbench.execution.local import execute
-
         execute(self.todo, self.options, jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
@@ -126,10 +123,6 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     """Check the options, and the data and partitions of the runs to train (bad input changes nothing in the
     registry), register every planned run, and decide what to train: finished runs are skipped, or with ``force``
     put back to pending."""
-    from fedbench.data.federated import ArraysCache
-    from fedbench.engine.packed import check_packing
-    from fedbench.execution.devices import check_placement
-
     check_packing(options.packing)
     check_placement(options.device, options.gpus)
     known = Registry.peek_statuses(options.registry_url, [p.spec_hash for p in planned])
@@ -168,9 +161,6 @@ def preflight(
     the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
     in-process runs will use, so that the last data set is not loaded twice). Returns the warnings for the
     user, one line each (pickled data files read without a matched checksum)."""
-    from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
-    from fedbench.data.files import unchecked_pickle_warning
-
     arrays = arrays if arrays is not None else ArraysCache()
     seen: set[str] = set()
     warnings: dict[str, None] = {}  # ordered, each once

@@ -25,13 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
 from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
+from fedbench.registry.claims import worker_id
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.vocab.status import ENDED, WAITING, RunStatus
 
@@ -85,9 +88,6 @@ def cluster_worker(planned: list[PlannedRun], options: ExecutionOptions, handle_
     (scancel, a node going down) and SIGUSR2 (Slurm's warning before the time limit) interrupt the run in progress,
     recorded as interrupted with its checkpoint, so that another worker resumes it at once instead of after the
     stale-claim delay. Ray delivers its cancellation as KeyboardInterrupt itself and keeps its signals."""
-    from fedbench.execution.worker import work_through
-    from fedbench.registry.claims import worker_id
-
     if handle_signals:
         signal.signal(signal.SIGTERM, _interrupt)
         signal.signal(signal.SIGUSR2, _interrupt)
@@ -176,6 +176,7 @@ def watch_until(watcher: RegistryWatcher, finished: Callable[[], bool], interval
 def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -> Any:
     """A submitit executor for an array of ``jobs`` worker jobs."""
     try:
+        # local: optional dependency (pip install fedbench[slurm])
         import submitit
     except ImportError:
         raise ConfigError(
@@ -251,6 +252,7 @@ def execute_on_ray(
     ray_options: RayOptions,
 ) -> None:
     try:
+        # local: optional dependency (pip install fedbench[ray])
         import ray
     except ImportError:
         raise ConfigError("--executor ray needs ray: pip install 'fedbench[ray]' (or pip install 'ray>=2.9')") from None
@@ -298,8 +300,6 @@ def _wait_for_cancelled(ray: Any, refs: list[Any], seconds: float = 60.0) -> Non
 def for_remote_workers(options: ExecutionOptions) -> ExecutionOptions:
     """``options`` with the registry named and the paths a worker elsewhere reads made absolute: a Ray or Slurm
     worker does not start in this working directory (a relative SQLite URL would open another registry there)."""
-    from sqlalchemy.engine import make_url
-
     registry_url = options.registry_url or default_registry_url()
     url = make_url(registry_url)
     changes: dict[str, Any] = {"registry_url": registry_url}

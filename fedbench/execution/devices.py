@@ -79,6 +79,7 @@ def _check_visible(indices: Sequence[int], visible: int, option: str) -> None:
 
 def resolve_device(name: str) -> torch.device:
     """The torch device of ``--device name`` (auto: CUDA when there is one); CUDA then computes deterministically."""
+    # local: keeps torch out of --help's start-up (the CLI imports this module for every command)
     import torch
 
     if name == "auto":
@@ -94,6 +95,7 @@ def resolve_device(name: str) -> torch.device:
 
 def check_placement(device: str, gpus: tuple[int, ...] | None) -> None:
     """A bad ``--gpus`` (an index not visible, with a CPU device) is a user error before anything is registered."""
+    # local: keeps torch out of --help's start-up (the CLI imports this module for every command)
     import torch
 
     place_workers(device, 1, gpus, torch.cuda.device_count())
@@ -103,6 +105,7 @@ def deterministic_cuda() -> None:
     """Same spec, same curve on a GPU too (a resumed run must finish with the numbers of an uninterrupted
     one): cuDNN and cuBLAS are asked for their deterministic algorithms and cuDNN's autotuner is off.
     An operation with no deterministic CUDA kernel warns instead of failing."""
+    # local: keeps torch out of --help's start-up (the CLI imports this module for every command)
     import torch
 
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS creates its handle

@@ -32,8 +32,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
+from fedbench.algorithms import build_algorithm
+from fedbench.cost import client_round_work, model_card
+from fedbench.data import DATASETS, dataset_meta, static_input_shape
+from fedbench.data.catalog import is_present
+from fedbench.data.federated import load_arrays
+from fedbench.data.synthetic import synthetic_sizes
 from fedbench.errors import ConfigError
+from fedbench.execution.batch import plan_runs
+from fedbench.execution.devices import resolve_device
+from fedbench.execution.provenance import device_name
+from fedbench.models import build_model
 from fedbench.recipes.expand import PlannedRun
+from fedbench.recipes.resolve import non_default
 from fedbench.spec import RunSpec
 
 
@@ -49,8 +62,6 @@ class Workload:
 
     @classmethod
     def of(cls, spec: RunSpec) -> Workload:
-        from fedbench.data import dataset_meta, static_input_shape
-
         return cls(
             model=spec.model,
             model_params=json.dumps(spec.model_params, sort_keys=True),
@@ -60,8 +71,6 @@ class Workload:
         )
 
     def card(self) -> dict[str, Any]:
-        from fedbench.cost import model_card
-
         return model_card(
             self.model,
             num_classes=self.num_classes,
@@ -169,10 +178,6 @@ class DataSizes:
         self.loaded: dict[str, tuple[int, int] | None] = {}
 
     def __call__(self, spec: RunSpec) -> tuple[tuple[int, int] | None, str]:
-        from fedbench.data import DATASETS, static_input_shape
-        from fedbench.data.synthetic import synthetic_sizes
-        from fedbench.recipes.resolve import non_default
-
         info = DATASETS.info(spec.dataset)
         if spec.synthetic:
             shape = static_input_shape(spec.dataset, spec.dataset_params)
@@ -186,9 +191,6 @@ class DataSizes:
         return self.loaded[key], "local data"
 
     def _load(self, spec: RunSpec) -> tuple[int, int] | None:
-        from fedbench.data.catalog import is_present
-        from fedbench.data.federated import load_arrays
-
         if not is_present(spec.dataset, self.data_root):
             return None
         arrays = load_arrays(spec, self.data_root, False)
@@ -201,9 +203,6 @@ def evaluations(spec: RunSpec) -> int:
 
 
 def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCost:
-    from fedbench.algorithms import build_algorithm
-    from fedbench.cost import client_round_work
-
     spec = planned.spec
     workload = Workload.of(spec)
     sizes, origin = (data_sizes or DataSizes())(spec)
@@ -282,10 +281,6 @@ def calibrate(
     steps at its batch size after ``warmup`` ones, until ``seconds`` have passed (at least 3, at most ``max_steps``
     steps), and evaluation batches of up to 256 samples under inference mode, likewise. Random inputs (the
     arithmetic does not depend on the values); the global RNG and the thread count are left as they were."""
-    import torch
-
-    from fedbench.execution.provenance import device_name
-
     device = torch.device(device)
     rates: dict[Workload, Rate] = {}
     previous_threads = torch.get_num_threads()
@@ -321,10 +316,6 @@ def calibrate(
 
 def _measure(item: Workload, device: Any, timed: Any) -> Rate:
     """FLOP/s of one workload: ``timed(fn)`` gives seconds per call of a training step and of an evaluation batch."""
-    import torch
-
-    from fedbench.models import build_model
-
     card = item.card()
     model = build_model(item.model, item.num_classes, item.input_shape, **json.loads(item.model_params))
     model = model.to(device).train()
@@ -366,8 +357,6 @@ def plan_recipes(
 ) -> Plan:
     """``fedbench plan``: compile ``recipes`` as ``fedbench run`` would, then calibrate on ``device`` (or assume
     ``throughput_tflops`` sustained TFLOP/s) and cost every run."""
-    from fedbench.execution.batch import plan_runs
-
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected a positive number of workers")
     planned = plan_runs(
@@ -377,7 +366,5 @@ def plan_recipes(
     if throughput_tflops is not None:
         calibration = assumed_calibration(items, throughput_tflops * 1e12, device)
     else:
-        from fedbench.execution.devices import resolve_device
-
         calibration = calibrate(items, resolve_device(device), threads=threads)
     return build_plan(planned, calibration, jobs, DataSizes(data_root))

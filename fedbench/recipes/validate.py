@@ -317,6 +317,7 @@ def _check_baseline(recipe: Recipe, view: TableView) -> None:
 def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
     """Checks that need the data set's registered shape (plug-in names and parameters were resolved when the
     spec was built), so a bad recipe fails before anything runs."""
+    # local: keeps torch and numpy out of export's start-up
     from fedbench.data import static_input_shape
     from fedbench.data.store import check_augmentation
 

@@ -25,6 +25,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 
+from fedbench import __version__
 from fedbench.errors import RegistryError
 from fedbench.registry.urls import display_url, sqlite_file
 
@@ -63,6 +64,7 @@ def _file_lock(database: str | None) -> Iterator[None]:
     if not database:
         yield
         return
+    # local: keeps filelock out of runs' start-up (only a migration takes the lock)
     from filelock import FileLock
 
     with FileLock(f"{database}.migrate.lock"):
@@ -101,8 +103,6 @@ def check_not_newer(engine: Engine, revision: str | None) -> None:
     """A revision missing from this fedbench's migrations was written by a newer fedbench: refuse to open it."""
     if revision is None or revision in known_revisions():
         return
-    from fedbench import __version__
-
     raise RegistryError(
         f"registry {display_url(engine.url)} has schema revision {revision!r}, written by a "
         f"newer fedbench; this fedbench {__version__} knows revisions up to {head_revision()!r}: upgrade fedbench "

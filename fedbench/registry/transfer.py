@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from sqlalchemy import Float, Integer, delete, select
 from sqlalchemy.orm import Session
 
+from fedbench import __version__
 from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
+from fedbench.registry.schema import head_revision
 from fedbench.registry.tables import RoundRow, RunRow
 from fedbench.registry.urls import mask_passwords
 from fedbench.spec import RunSpec
@@ -96,9 +98,6 @@ class RunLine(BaseModel):
 # ---------------------------------------------------------------------------------------------------- export
 def export_lines(registry: Registry, paper: str | None = None, recipe: str | None = None) -> Iterator[str]:
     """The runs file of ``registry``'s finished runs (of ``paper``, of the recipe named ``recipe``), line by line."""
-    from fedbench import __version__
-    from fedbench.registry.schema import head_revision
-
     yield json.dumps({"format": FORMAT, "version": VERSION, "fedbench": __version__, "schema": head_revision()})
     runs = [r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)]
     for start in range(0, len(runs), 200):

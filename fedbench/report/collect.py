@@ -89,6 +89,7 @@ def write_plots(
 ) -> Iterator[Path]:
     """Write accuracy-vs-round PNGs of every table view (or only ``table``) into ``folder``; yields each path
     as it is written. Without a registry only the views that need no runs draw (partitions)."""
+    # local: keeps matplotlib out of report's start-up (only --plots draws)
     from fedbench.report.plots import plot_table
 
     source: Any = store if store is not None else EmptyRegistry()

@@ -14,6 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from rich.table import Table as RichTable
+from rich.text import Text
+
 from fedbench.report.cells import Cell, Table
 from fedbench.report.render.notes import figure_name, ours_text
 from fedbench.report.stats import ALPHA, welch
@@ -149,9 +152,6 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
             lines += ["| " + " | ".join(x.replace("|", "\\|") for x in row) + " |" for row in rows_of(pair)]
             lines.append("")
         return "\n".join(lines + [summary_line(pairs), ""])
-    from rich.table import Table as RichTable
-    from rich.text import Text
-
     out: list[Any] = [Text(f"A = {label_a}\nB = {label_b}")]
     for pair in pairs:
         table = RichTable(title=f"{pair.a.title} ({figure_name(pair.a.view)})", show_lines=True)

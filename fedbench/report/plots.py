@@ -19,6 +19,7 @@ from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.render.notes import figure_name
+from fedbench.report.static import partition_panels
 from fedbench.report.table import build_table, planned_for_view
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve, metric_fields
@@ -179,8 +180,6 @@ def draw_partition(ax, counts: np.ndarray, max_area: float = 300.0):
 
 
 def _partition_plots(recipe, view, scale: str, synthetic: bool) -> list[tuple[str, Figure]]:
-    from fedbench.report.static import partition_panels
-
     written = []
     for row, panel in partition_panels(recipe, view, scale, synthetic).items():
         if panel.counts is None:  # the data set is not available (the table says so)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from fedbench.algorithms import ALGORITHMS
+from fedbench.cost import model_card, model_cards
+
 
 def algorithm_entries() -> list[dict[str, Any]]:
     """Every registered FL method: name, hyperparameters with their defaults, papers, one-line description."""
-    from fedbench.algorithms import ALGORITHMS
-
     entries = []
     for name in ALGORITHMS.names():
         cls: Any = ALGORITHMS.get(name)
@@ -32,8 +33,6 @@ def algorithm_entries() -> list[dict[str, Any]]:
 def model_entries(name: str | None = None, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Model cards (parameters, FLOPs per sample, input shape, classes, papers): of every registered model at its
     paper configuration, or of ``name`` alone with ``overrides`` (``num_classes``, ``input_shape``, model parameters)."""
-    from fedbench.cost import model_card, model_cards
-
     if not name:
         return model_cards()
     return [model_card(name, **(overrides or {}))]

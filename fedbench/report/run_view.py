@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fedbench.errors import RegistryError
+from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_value
 
 # A curve entry: every stored round field (storage order), then the metrics read from per-client values
@@ -62,8 +64,6 @@ def run_list(
 ) -> list[dict[str, Any]] | None:
     """What ``fedbench runs`` lists: the registry's runs (of one paper / in one status) as ``run_json`` objects;
     None when there is no registry at ``registry_url`` (it is not created)."""
-    from fedbench.registry import Registry
-
     store = Registry.open_existing(registry_url)
     if store is None:
         return None
@@ -72,9 +72,6 @@ def run_list(
 
 def show_run(registry_url: str | None, run: str) -> dict[str, Any]:
     """What ``fedbench show RUN`` prints: ``run_details`` of the registry at ``registry_url`` (not created)."""
-    from fedbench.errors import RegistryError
-    from fedbench.registry import Registry
-
     store = Registry.open_existing(registry_url)
     if store is None:
         raise RegistryError(f"no registry at {Registry.shown_url(registry_url)}; run a recipe first")

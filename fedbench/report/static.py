@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedbench.algorithms import build_algorithm
+from fedbench.cost import local_steps_per_round, model_card
+from fedbench.data import dataset_meta
+from fedbench.data.federated import ArraysCache, partition_clients
 from fedbench.errors import DataError, RecipeError
 from fedbench.recipes.expand import PlannedRun, expand
 from fedbench.recipes.schema import Recipe
@@ -23,9 +27,6 @@ PARTITION_FIELDS = ("dataset", "dataset_params", "synthetic", "partition", "part
 
 
 def _card(row, setting=None):
-    from fedbench.cost import model_card
-    from fedbench.data import dataset_meta
-
     model = row.model or (setting or {}).get("model")
     assert model is not None, "an analytic row names its model or its setting does"
     dataset = row.dataset or (setting or {}).get("dataset")
@@ -47,9 +48,6 @@ def _model_values(row) -> dict[str, float]:
 
 
 def _overhead_values(row, setting: dict) -> dict[str, float]:
-    from fedbench.algorithms import build_algorithm
-    from fedbench.cost import local_steps_per_round
-
     card = _card(row, setting)
     samples = int(setting.get("samples_per_client", 600))
     batch = int(setting.get("batch_size", 50))
@@ -84,8 +82,6 @@ def partition_panels(
     """{row label: panel} of a partition view: for each row, the partition its first seed's runs train on, drawn
     as the engine draws it (``partition_clients``: the data set or its synthetic stand-in, the run seed's
     ``partition`` stream), counted per client and class. Every run of a row (at that seed) must share it."""
-    from fedbench.data.federated import ArraysCache, partition_clients
-
     planned = [
         p
         for p in expand(recipe, scale=scale, synthetic=synthetic, check=False, untrained=True)

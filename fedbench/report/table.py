@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from fedbench import metrics
+from fedbench.algorithms import build_algorithm
+from fedbench.cost import client_round_work, model_card
+from fedbench.data import dataset_meta
 from fedbench.recipes.expand import PlannedRun, expand
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
@@ -49,10 +52,6 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one round plus the
     method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V), for the mean client size of the run
     (its recorded client sizes, else the partition's samples_per_client)."""
-    from fedbench.algorithms import build_algorithm
-    from fedbench.cost import client_round_work, model_card
-    from fedbench.data import dataset_meta
-
     meta = dataset_meta(spec.dataset)
     card = model_card(spec.model, num_classes=meta.num_classes, input_shape=list(meta.input_shape), **spec.model_params)
     samples = (

@@ -284,7 +284,7 @@ def metric_value(row: Any, name: str, client: int | None = None) -> float | None
     known = [v for v in _per_client(row, metric) or [] if v is not None]
     if not known:
         return None
-    import numpy as np  # here, not at the top: fedbench runs/show/export start without numpy (start-up speed)
+    import numpy as np  # local: keeps numpy out of runs', show's and export's start-up
 
     return float(np.mean(known))
 

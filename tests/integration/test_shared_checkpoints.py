@@ -87,7 +87,7 @@ def test_a_cluster_worker_takes_over_the_run_of_a_worker_that_died_while_it_wait
             original(*args, **kwargs)
             first_pass.set()  # it has tried (and failed) to claim the held run
 
-        monkeypatch.setattr(worker, "work_through", work_through)
+        monkeypatch.setattr(cluster, "work_through", work_through)  # the name cluster_worker calls
         options = ExecutionOptions(registry_url=url, checkpoints=str(shared))
         planned = expand(load_recipe(recipe))
         outcome: list[str] = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
+
 from fedbench.report.cells import Table
 from fedbench.report.render.csv_json import csv_document, to_json
 from fedbench.report.render.html import page
@@ -21,8 +23,6 @@ def render(tables: list[Table], fmt: str) -> Any:
     "papers") with each paper's reproduction summary."""
     summaries = paper_summaries(tables)
     if fmt == "rich":
-        from rich.text import Text
-
         return [to_rich(t) for t in tables] + [Text(s["line"]) for s in summaries]
     if fmt == "json":
         return to_json(tables, summaries)

@@ -13,6 +13,7 @@ from typing import Any
 
 from fedbench.recipes.schema import Recipe
 from fedbench.report.cells import Cell, Table
+from fedbench.report.collect import EmptyRegistry
 from fedbench.report.render.notes import (
     baseline_mark,
     column_names,
@@ -177,7 +178,7 @@ def html_pages(
 ) -> dict[str, str]:
     """{paper: page} of ``tables``: each paper's tables with their plots and run drill-down (one query for the
     curves of all runs shown, one per plotted view for the plot curves)."""
-    from fedbench.report.collect import EmptyRegistry
+    # local: keeps matplotlib out of report's start-up (only --format html draws)
     from fedbench.report.plots import figures, png_bytes
 
     source: Any = store if store is not None else EmptyRegistry()

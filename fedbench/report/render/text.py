@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rich.table import Table as RichTable
+
 from fedbench.report.cells import Table
 from fedbench.report.render.notes import (
     baseline_mark,
@@ -18,8 +20,6 @@ from fedbench.report.render.notes import (
 
 
 def to_rich(table: Table):
-    from rich.table import Table as RichTable
-
     rich_table = RichTable(title=header(table), caption="\n".join(notes(table)), show_lines=True)
     rich_table.add_column(row_header(table), style="bold")
     for column in column_names(table):
