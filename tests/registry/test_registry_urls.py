@@ -95,6 +95,7 @@ def test_hide_userinfo_masks_the_whole_user_part_of_storage_urls_in_a_text():
         ("sqlite:///file:shared?mode=memory&cache=shared&uri=true", None),  # SQLite's in-memory database
         ("sqlite:///file:shared?mode=MEMORY&uri=true", None),
         ("sqlite:///file:shared%3Fmode=memory?uri=true", None),
+        ("sqlite:///file:/data/runs.db%3Fcache=shared?uri=true", "/data/runs.db"),  # a query in the name part
         ("sqlite:///file:/data/runs.db?mode=rw&uri=true", "/data/runs.db"),
         ("sqlite:///file:/data/runs.db", "file:/data/runs.db"),  # without uri=true "file:" is part of the name
         ("sqlite:///file:/data/runs.db?uri=false", "file:/data/runs.db"),
