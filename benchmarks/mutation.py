@@ -50,6 +50,7 @@ TARGETS = (
     "fedbench/checkpoint/atomic.py",
     "fedbench/checkpoint/location.py",
     "fedbench/registry",
+    "fedbench/urls.py",
     "fedbench/spec.py",
     "fedbench/recipes/schema.py",
     "fedbench/recipes/views.py",

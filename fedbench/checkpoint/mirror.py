@@ -14,7 +14,7 @@ whose worker died on machine A resumes on machine B from A's last round:
 - ``retire`` (after the registry recorded it): the client-state files the new checkpoint superseded.
 - ``remove`` (when the run finishes): the run's checkpoint and client-state files.
 
-The URL is shown without credentials (``hide_userinfo`` of fedbench/registry/urls.py, where every URL masking lives).
+The URL is shown without credentials (``hide_userinfo`` of fedbench/urls.py, where every URL masking lives).
 Failures of the storage are ``CheckpointStorageError``s naming the URL and what to do.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from fedbench.checkpoint.format import CheckpointRejected, file_sha256, read_checkpoint
 from fedbench.checkpoint.location import checkpoint_name, client_state_folder
 from fedbench.errors import ConfigError, FedbenchError
-from fedbench.registry.urls import hide_userinfo
+from fedbench.urls import hide_userinfo
 
 # Object stores: an uploaded object becomes visible whole, so uploading straight to the final name is atomic.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl", "oss", "memory"}

@@ -120,7 +120,7 @@ def fail(error: FedbenchError, registry: str | None = None) -> NoReturn:
     """Print a user error on one line and exit with its code (2). The text is scrubbed of the password of the
     registry URL in use (``registry``, else $FEDBENCH_REGISTRY) and of any other ``user:password@``."""
     from fedbench.registry import default_registry_url
-    from fedbench.registry.urls import scrub
+    from fedbench.urls import scrub
 
     message = scrub(str(error), registry or default_registry_url())
     err_console.print(f"[red]error:[/red] {escape(one_line(message))}", highlight=False, soft_wrap=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ExecutionOptions:
     # SQLAlchemy URL of the registry the workers claim runs from and record them in; None: the default registry
-    # (``registry/urls.py``). ``prepare_batch`` resolves it, so every worker opens the same one.
+    # (``registry.default_registry_url``). ``prepare_batch`` resolves it, so every worker opens the same one.
     registry_url: str | None = None
     device: str = "auto"  # auto, cpu, cuda or cuda:N; each worker's own once placed (``devices.place_workers``)
     data_root: str | None = None  # None: $FEDBENCH_DATA or the user cache

@@ -22,7 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from fedbench.checkpoint.location import registry_checkpoints, run_checkpoint
 from fedbench.errors import RegistryError, write_failure
 from fedbench.registry import schema
-from fedbench.registry.urls import display_url, scrub, sqlite_file
+from fedbench.urls import display_url, scrub, sqlite_file
 
 
 def default_registry_url() -> str:

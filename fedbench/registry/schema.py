@@ -27,7 +27,7 @@ from sqlalchemy.engine import Engine
 
 from fedbench import __version__
 from fedbench.errors import RegistryError
-from fedbench.registry.urls import display_url, sqlite_file
+from fedbench.urls import display_url, sqlite_file
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _ADVISORY_LOCK_KEY = 0x66656462  # "fedb": one lock id for every fedbench registry migration on a PostgreSQL server

@@ -30,8 +30,8 @@ from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.schema import head_revision
 from fedbench.registry.tables import RoundRow, RunRow
-from fedbench.registry.urls import mask_passwords
 from fedbench.spec import RunSpec
+from fedbench.urls import mask_passwords
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
 FORMAT = "fedbench-runs"

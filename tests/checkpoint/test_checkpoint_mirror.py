@@ -23,7 +23,7 @@ from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
 from fedbench.registry import Registry
-from fedbench.registry.urls import hide_userinfo
+from fedbench.urls import hide_userinfo
 from tests.integration.test_kill_resume import RECIPE, HeldFedbench
 
 runner = CliRunner()

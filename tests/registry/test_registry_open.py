@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry, claims, connection
 from fedbench.registry.tables import RoundRow, RunRow
-from fedbench.registry.urls import sqlite_file
+from fedbench.urls import sqlite_file
 
 
 def entry(index: int, **fields) -> dict:

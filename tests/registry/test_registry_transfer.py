@@ -327,7 +327,7 @@ def test_redact_masks_every_password_of_every_url_in_nested_values_and_nothing_e
         redact("x9://a:b@c") == "x9://a:***@c" and redact("9://a:b@c") == "9://a:b@c"
     )  # a scheme starts with a letter
     # a stray character before the scheme hides no password: masked from the scheme's first letter on, as ``scrub``
-    # masks error texts (one masker, fedbench.registry.urls.mask_passwords)
+    # masks error texts (one masker, fedbench.urls.mask_passwords)
     assert redact("9x://a:b@c") == "9x://a:***@c" and redact("_pg://a:b@c") == "_pg://a:***@c"
     assert redact("http://a:p/w@h") == "http://a:***@h"  # a "/" typed unquoted in a password is masked with it
     assert redact("postgresql://a:b c@h") == "postgresql://a:b c@h"  # a space ends a URL before any @

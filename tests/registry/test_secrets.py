@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.registry import connection
-from fedbench.registry.urls import display_url, password_of, scrub
+from fedbench.urls import display_url, password_of, scrub
 
 PASSWORD = "Pa55-w0rd_9f3k"  # distinctive: found nowhere by chance
 URL = f"postgresql://alice:{PASSWORD}@127.0.0.1:1/fedbench"  # port 1: nothing listens there

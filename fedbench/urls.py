@@ -10,7 +10,7 @@ all: libpq reads ``PGPASSWORD``, ``~/.pgpass`` and service files (README, docs/s
 A checkpoint storage URL (``--checkpoints s3://…``) may carry its credential as the whole user part (a token, or
 key and secret): ``hide_userinfo`` masks all of it.
 
-It imports nothing else of fedbench: the checkpoint mirror, a layer below the registry, uses it too.
+It imports nothing else of fedbench, so every layer may use it: the registry and the checkpoint mirror do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""URLs as shown to people (fedbench.registry.urls, docs/security.md): ``display_url`` masks the password
+"""URLs as shown to people (fedbench.urls, docs/security.md): ``display_url`` masks the password
 with ``***`` and leaves the rest of the URL as typed, also for a URL SQLAlchemy cannot parse; ``password_of`` is the
 decoded password; ``scrub`` removes every spelling of it from a text, each spelling whole, and masks any other
 ``user:password@`` (``mask_passwords``); ``hide_userinfo`` masks the whole user part of a storage URL. And which
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.engine import make_url
 
-from fedbench.registry.urls import display_url, hide_userinfo, mask_passwords, password_of, scrub, sqlite_file
+from fedbench.urls import display_url, hide_userinfo, mask_passwords, password_of, scrub, sqlite_file
 
 
 def test_display_url_masks_the_password_and_nothing_else():
