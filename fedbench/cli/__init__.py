@@ -6,6 +6,11 @@
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
 
+Start-up: a command module imports the library it calls inside the command function, so building the app, and the
+commands that train nothing (``--help``, ``runs``, ``show``, ``export``), never import torch
+(tests/cli/test_startup.py, benchmarks/startup.py). That is the reason for every function-level import of this
+package.
+
 Exit codes: 0 success, 2 user error (one line on stderr, nothing written to the registry),
 1 a run failed unexpectedly (``import``: a run conflicted), 130 interrupted.
 """
