@@ -8,6 +8,7 @@ import hashlib
 
 import pytest
 
+from fedbench.checkpoint import atomic
 from fedbench.checkpoint.atomic import write_all_atomic, write_atomic
 from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
 from fedbench.errors import WriteFailed
@@ -26,6 +27,14 @@ def test_write_atomic_writes_data_or_chunks_and_records_the_hash_before_replacin
     assert seen == [(digest, b"old")]  # recorded while the old file was still in place
     assert write_atomic(path) == hashlib.sha256(b"").hexdigest() and path.read_bytes() == b""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+def test_a_large_write_is_hashed_beside_the_write_and_gives_the_same_hash(tmp_path, monkeypatch):
+    # above the threshold the hash runs in a second thread while the parts are written: same bytes, same digest
+    monkeypatch.setattr(atomic, "_HASH_THREAD_BYTES", 4)
+    path = tmp_path / "large.bin"
+    digest = write_atomic(path, chunks=[memoryview(b"abc"), memoryview(b"defg"), memoryview(b"h")])
+    assert digest == hashlib.sha256(b"abcdefgh").hexdigest() and path.read_bytes() == b"abcdefgh"
 
 
 def test_several_files_are_written_together_with_their_hashes_and_nothing_for_no_file(tmp_path):

@@ -65,8 +65,9 @@ def test_the_checkpoints_option_is_an_absolute_folder_or_a_storage_url(tmp_path,
     with pytest.raises(ConfigError, match="fsspec knows no storage 'nosuch'"):
         resolve_checkpoints("nosuch://bucket/checkpoints")
     (tmp_path / "file").write_text("")
-    with pytest.raises(ConfigError, match="is a file"):
+    with pytest.raises(ConfigError) as refused:
         resolve_checkpoints("file")
+    assert str(refused.value) == f"--checkpoints 'file': {tmp_path / 'file'} is a file; give a folder"
 
 
 def test_the_client_state_folder_sits_beside_the_checkpoint():
