@@ -26,8 +26,7 @@ from sqlalchemy import event, insert
 
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
-from fedbench.registry import Registry
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry import Registry, tables
 
 RECIPES = Path(__file__).resolve().parent.parent / "recipes"
 
@@ -84,9 +83,9 @@ def build(url: str, total: int) -> int:
         row.update(created_at=now, finished_at=now, summary={}, provenance={})
     with registry.engine.begin() as connection:
         for start in range(0, len(runs), 5000):
-            connection.execute(insert(RunRow), runs[start : start + 5000])
+            connection.execute(insert(tables.runs), runs[start : start + 5000])
         for start in range(0, len(rounds), 50000):
-            connection.execute(insert(RoundRow), rounds[start : start + 50000])
+            connection.execute(insert(tables.rounds), rounds[start : start + 50000])
     return len(rounds)
 
 

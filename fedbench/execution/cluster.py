@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session
 
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
@@ -35,7 +34,7 @@ from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
 from fedbench.registry.claims import worker_id
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import ENDED, WAITING, RunStatus
 
 EXECUTORS = ("local", "ray", "slurm")  # --executor: where the --jobs workers run
@@ -122,19 +121,19 @@ class RegistryWatcher:
     def _state(self) -> dict[str, tuple[int, str, int, str | None]]:
         hashes = list(self.rounds_of)
         state = {}
-        with Session(self.registry.engine) as session:
+        with self.registry.engine.connect() as connection:
             for start in range(0, len(hashes), 500):
-                rows = session.execute(
-                    select(RunRow.spec_hash, RunRow.id, RunRow.status, RunRow.rounds_done, RunRow.error).where(
-                        RunRow.spec_hash.in_(hashes[start : start + 500])
+                rows = connection.execute(
+                    select(runs.c.spec_hash, runs.c.id, runs.c.status, runs.c.rounds_done, runs.c.error).where(
+                        runs.c.spec_hash.in_(hashes[start : start + 500])
                     )
                 )
                 state.update({h: (i, s, n, e) for h, i, s, n, e in rows})
         return state
 
-    def _last_round(self, run_id: int, number: int) -> RoundRow | None:
-        with Session(self.registry.engine) as session:
-            return session.scalar(select(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round == number))
+    def _last_round(self, run_id: int, number: int) -> Row[Any] | None:
+        with self.registry.engine.connect() as connection:
+            return connection.execute(select(rounds).where(rounds.c.run_id == run_id, rounds.c.round == number)).first()
 
     def poll(self) -> None:
         state = self._state()

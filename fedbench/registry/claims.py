@@ -10,15 +10,15 @@ import socket
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import ColumnElement, CursorResult, delete, select, update
+from sqlalchemy import ColumnElement, Row, delete, select, update
+from sqlalchemy import Connection as SqlConnection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
 from fedbench.errors import ClaimLost
 from fedbench.registry.connection import Connection
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
 # Claims: a worker beats its run's heartbeat from a background thread every HEARTBEAT_EVERY, however long a round
@@ -48,7 +48,7 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def stale_reason(run: RunRow) -> str | None:
+def stale_reason(run: Row[Any]) -> str | None:
     """Why a running claim is free to take over, or None while its worker is alive and beating."""
     host, _, pid = (run.worker or ":").rpartition(":")
     local = host == socket.gethostname() and pid.isdigit()
@@ -68,18 +68,17 @@ def stale_reason(run: RunRow) -> str | None:
 # ``ClaimLost`` is raised and nothing is written: a worker that woke up after its run was taken over never overwrites
 # the new owner's rounds, checkpoint hash or status.
 def _owned(run_id: int, worker: str | None) -> Any:
-    condition = RunRow.id == run_id
+    condition = runs.c.id == run_id
     if worker is not None:
-        condition = condition & (RunRow.status == RunStatus.RUNNING) & (RunRow.worker == worker)
+        condition = condition & (runs.c.status == RunStatus.RUNNING) & (runs.c.worker == worker)
     return condition
 
 
-def update_owned(session: Session, run_id: int, worker: str | None, **values: Any) -> None:
-    """Set ``values`` on the run in ``session``'s transaction, only while ``worker`` (if given) holds its claim."""
-    # an UPDATE's result is a CursorResult (SQLAlchemy types execute() as the general Result): it has a rowcount
-    result = cast(CursorResult, session.execute(update(RunRow).where(_owned(run_id, worker)).values(**values)))
+def update_owned(transaction: SqlConnection, run_id: int, worker: str | None, **values: Any) -> None:
+    """Set ``values`` on the run in ``transaction``, only while ``worker`` (if given) holds its claim. A lost claim
+    raises ClaimLost, which rolls the whole transaction back (``engine.begin()`` does on any exception)."""
+    result = transaction.execute(update(runs).where(_owned(run_id, worker)).values(**values))
     if worker is not None and result.rowcount != 1:
-        session.rollback()
         raise ClaimLost(run_id, worker)
 
 
@@ -90,67 +89,61 @@ class Claims(Connection):
         """Atomically mark the run as ``running`` by this worker. Returns the run id, or None when
         another live worker holds it or it is finished."""
         worker = worker or worker_id()
-        with self._writing(), Session(self.engine) as session:
-            run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
+        with self._writing(), self.engine.begin() as transaction:
+            run = transaction.execute(select(runs).where(runs.c.spec_hash == spec_hash)).first()
             if run is None or run.status in FINISHED:
                 return None
-            condition: ColumnElement[bool] = RunRow.status.in_(CLAIMABLE)
+            condition: ColumnElement[bool] = runs.c.status.in_(CLAIMABLE)
             if run.status == RunStatus.RUNNING:
                 if stale_reason(run) is None:
                     return None
                 # Take over only the exact claim we saw (optimistic concurrency).
-                condition = (RunRow.status == RunStatus.RUNNING) & (RunRow.worker == run.worker)
-            result = cast(
-                CursorResult,
-                session.execute(
-                    update(RunRow)
-                    .where(RunRow.id == run.id, condition)
-                    .values(status=RunStatus.RUNNING, worker=worker, heartbeat_at=now(), started_at=now(), error=None)
-                ),
+                condition = (runs.c.status == RunStatus.RUNNING) & (runs.c.worker == run.worker)
+            result = transaction.execute(
+                update(runs)
+                .where(runs.c.id == run.id, condition)
+                .values(status=RunStatus.RUNNING, worker=worker, heartbeat_at=now(), started_at=now(), error=None)
             )
-            session.commit()
             return run.id if result.rowcount == 1 else None
 
     def heartbeat(self, run_id: int, worker: str) -> bool:
         """Mark ``worker``'s claim on the run alive now; False when the claim is no longer its own (taken over)."""
-        with Session(self.engine) as session:
-            result = cast(
-                CursorResult,
-                session.execute(
-                    update(RunRow)
-                    .where(RunRow.id == run_id, RunRow.status == RunStatus.RUNNING, RunRow.worker == worker)
-                    .values(heartbeat_at=now())
-                ),
+        with self.engine.begin() as transaction:
+            result = transaction.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status == RunStatus.RUNNING, runs.c.worker == worker)
+                .values(heartbeat_at=now())
             )
-            session.commit()
             return result.rowcount == 1
 
-    def stale_runs(self) -> list[tuple[RunRow, str]]:
+    def stale_runs(self) -> list[tuple[Row[Any], str]]:
         """Running claims a new worker would take over, with why (worker gone, or no heartbeat: hung)."""
-        with Session(self.engine) as session:
-            running = session.scalars(
-                select(RunRow).where(RunRow.status == RunStatus.RUNNING).order_by(RunRow.id)
+        with self.engine.connect() as connection:
+            running = connection.execute(
+                select(runs).where(runs.c.status == RunStatus.RUNNING).order_by(runs.c.id)
             ).all()
-            session.expunge_all()
         return [(run, reason) for run in running if (reason := stale_reason(run)) is not None]
 
     def reset_for_rerun(self, spec_hashes: Iterable[str]) -> None:
         """``--force``: finished runs go back to pending, their curves are dropped."""
-        with self._writing(), Session(self.engine) as session:
+        with self._writing(), self.engine.begin() as transaction:
             for spec_hash in spec_hashes:
-                run = session.scalar(select(RunRow).where(RunRow.spec_hash == spec_hash))
+                run = transaction.execute(select(runs.c.id, runs.c.status).where(runs.c.spec_hash == spec_hash)).first()
                 if run is None or run.status not in FINISHED:
                     continue
-                session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
-                run.status, run.summary, run.error, run.rounds_done, run.diverged_round = (
-                    RunStatus.PENDING,
-                    {},
-                    None,
-                    0,
-                    None,
+                transaction.execute(delete(rounds).where(rounds.c.run_id == run.id))
+                transaction.execute(
+                    update(runs)
+                    .where(runs.c.id == run.id)
+                    .values(
+                        status=RunStatus.PENDING,
+                        summary={},
+                        error=None,
+                        rounds_done=0,
+                        diverged_round=None,
+                        checkpoint_sha256=None,
+                    )
                 )
-                run.checkpoint_sha256 = None
-            session.commit()
 
     def finish(
         self,
@@ -163,9 +156,9 @@ class Claims(Connection):
         wall_seconds: float | None = None,
         worker: str | None = None,
     ) -> None:
-        with self._writing(), Session(self.engine) as session:
+        with self._writing(), self.engine.begin() as transaction:
             update_owned(
-                session,
+                transaction,
                 run_id,
                 worker,
                 status=status,
@@ -178,7 +171,6 @@ class Claims(Connection):
                 # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
                 **({"checkpoint_sha256": None} if status in FINISHED else {}),
             )
-            session.commit()
 
 
 class Heartbeat:

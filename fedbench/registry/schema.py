@@ -8,22 +8,27 @@ same moment migrate it once. Registries only move forward: back up the file befo
 you may need to go back. A registry already migrated by a newer fedbench (a revision this one does not know) is
 refused with a one-line error naming both revisions, never opened half-understood; upgrading an older one is
 announced on the ``fedbench.registry`` logger (the CLI shows it on stderr), before it happens.
+
+Checking that a registry is current reads the ``alembic_version`` table with plain SQL and the head revision from
+the migration files' ``revision =`` lines; Alembic itself is imported only to migrate (it costs a command that
+only reads the registry a third of its start-up).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 from fedbench import __version__
 from fedbench.errors import RegistryError
@@ -35,27 +40,51 @@ log = logging.getLogger("fedbench.registry")
 
 
 def _config(checkpoint_dir: Path | None = None) -> Config:
+    # local: Alembic is needed only to migrate; reading a registry's revision does not import it
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["checkpoint_dir"] = checkpoint_dir
     return config
 
 
+# A migration file's own declaration of its revision and the one it revises (Alembic's script template writes them
+# as module-level assignments, with or without a type annotation).
+_DECLARATION = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(?:[\"']([^\"']+)[\"']|None)", re.MULTILINE)
+
+
 @lru_cache(maxsize=1)
+def _revisions() -> dict[str, str | None]:
+    """{revision: the revision it revises} of every migration file, read from the files' declarations."""
+    graph: dict[str, str | None] = {}
+    for script in sorted((MIGRATIONS / "versions").glob("*.py")):
+        declared = {name: value or None for name, value in _DECLARATION.findall(script.read_text(encoding="utf-8"))}
+        graph[str(declared["revision"])] = declared.get("down_revision")
+    return graph
+
+
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(_config()).get_current_head()
-    assert head is not None
+    """The newest revision: the one no other migration revises (the history is a single line)."""
+    revised = set(_revisions().values())
+    (head,) = (revision for revision in _revisions() if revision not in revised)
     return head
 
 
-@lru_cache(maxsize=1)
 def known_revisions() -> frozenset[str]:
-    return frozenset(script.revision for script in ScriptDirectory.from_config(_config()).walk_revisions())
+    return frozenset(_revisions())
+
+
+def _stored_revision(connection: Connection) -> str | None:
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def current_revision(engine: Engine) -> str | None:
+    """The revision the registry behind ``engine`` is at (None: created before fedbench versioned its schema)."""
     with engine.connect() as connection:
-        return MigrationContext.configure(connection).get_current_revision()
+        return _stored_revision(connection)
 
 
 @contextlib.contextmanager
@@ -82,7 +111,7 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
     with _file_lock(sqlite_file(engine.url) if is_sqlite else None), engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ADVISORY_LOCK_KEY})
-        revision = MigrationContext.configure(connection).get_current_revision()
+        revision = _stored_revision(connection)
         if revision == head_revision():
             return  # another worker migrated it while we waited for the lock
         check_not_newer(engine, revision)
@@ -94,6 +123,9 @@ def upgrade(engine: Engine, checkpoint_dir: Path | None = None) -> None:
                 revision or "0.1.0 (no version table)",
                 head_revision(),
             )
+        # local: Alembic is needed only to migrate; reading a registry's revision does not import it
+        from alembic import command
+
         config = _config(checkpoint_dir)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

@@ -9,14 +9,13 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import bindparam, delete, select
+from sqlalchemy import Row, bindparam, delete, insert, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
 from fedbench.registry import claims  # claims.now: the registry's one clock (tests replace it)
 from fedbench.registry.connection import Connection
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import RunStatus
 
 
@@ -27,53 +26,50 @@ class Store(Connection):
     def ensure_runs(self, entries: Iterable[dict[str, Any]]) -> None:
         """Insert a ``pending`` row for every spec not yet in the registry (idempotent, race-safe)."""
         for entry in entries:
-            with self._writing(), Session(self.engine) as session:
-                if session.scalar(select(RunRow.id).where(RunRow.spec_hash == entry["spec_hash"])) is not None:
-                    continue
-                session.add(RunRow(status=RunStatus.PENDING, created_at=claims.now(), **entry))
-                try:
-                    session.commit()
-                except IntegrityError:  # another worker inserted it first
-                    session.rollback()
+            try:
+                with self._writing(), self.engine.begin() as transaction:
+                    if transaction.execute(select(runs.c.id).where(runs.c.spec_hash == entry["spec_hash"])).first():
+                        continue
+                    transaction.execute(insert(runs).values(status=RunStatus.PENDING, created_at=claims.now(), **entry))
+            except IntegrityError:  # another worker inserted it first
+                pass
 
     def set_provenance(self, run_id: int, provenance: dict[str, Any], worker: str | None = None) -> None:
-        with self._writing(), Session(self.engine) as session:
-            claims.update_owned(session, run_id, worker, provenance=provenance)
-            session.commit()
+        with self._writing(), self.engine.begin() as transaction:
+            claims.update_owned(transaction, run_id, worker, provenance=provenance)
 
     def log_round(self, run_id: int, record, worker: str | None = None) -> None:
         values = asdict(record)
-        with self._writing(), Session(self.engine) as session:
+        with self._writing(), self.engine.begin() as transaction:
             # the claim is checked (and on SQLite the write lock taken) before the round is written
-            claims.update_owned(session, run_id, worker, heartbeat_at=claims.now(), rounds_done=record.round)
-            session.merge(RoundRow(run_id=run_id, **values))
-            session.commit()
+            claims.update_owned(transaction, run_id, worker, heartbeat_at=claims.now(), rounds_done=record.round)
+            # a round written again (a resumed run repeating it) replaces the earlier one
+            transaction.execute(delete(rounds).where(rounds.c.run_id == run_id, rounds.c.round == record.round))
+            transaction.execute(insert(rounds).values(run_id=run_id, **values))
 
     def truncate_rounds(self, run_id: int, after_round: int, worker: str | None = None) -> None:
-        with self._writing(), Session(self.engine) as session:
+        with self._writing(), self.engine.begin() as transaction:
             if worker is not None:  # takes the write lock and checks the claim in the same transaction
-                claims.update_owned(session, run_id, worker, heartbeat_at=claims.now())
-            session.execute(delete(RoundRow).where(RoundRow.run_id == run_id, RoundRow.round > after_round))
-            session.commit()
+                claims.update_owned(transaction, run_id, worker, heartbeat_at=claims.now())
+            transaction.execute(delete(rounds).where(rounds.c.run_id == run_id, rounds.c.round > after_round))
 
     def record_checkpoint(self, run_id: int, sha256: str | None, worker: str | None = None) -> None:
-        with self._writing(), Session(self.engine) as session:
-            claims.update_owned(session, run_id, worker, checkpoint_sha256=sha256)
-            session.commit()
+        with self._writing(), self.engine.begin() as transaction:
+            claims.update_owned(transaction, run_id, worker, checkpoint_sha256=sha256)
 
     def checkpoint_sha256(self, run_id: int) -> str | None:
         """The sha256 of the checkpoint this run last wrote (None if it wrote none since it was last reset)."""
-        with Session(self.engine) as session:
-            return session.scalar(select(RunRow.checkpoint_sha256).where(RunRow.id == run_id))
+        with self.engine.connect() as connection:
+            return connection.scalar(select(runs.c.checkpoint_sha256).where(runs.c.id == run_id))
 
     # ------------------------------------------------------------------ queries
     def statuses(self, spec_hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(spec_hashes)
         out: dict[str, str] = {}
-        with Session(self.engine) as session:
+        with self.engine.connect() as connection:
             for start in range(0, len(hashes), 500):
-                rows = session.execute(
-                    select(RunRow.spec_hash, RunRow.status).where(RunRow.spec_hash.in_(hashes[start : start + 500]))
+                rows = connection.execute(
+                    select(runs.c.spec_hash, runs.c.status).where(runs.c.spec_hash.in_(hashes[start : start + 500]))
                 )
                 out.update({h: s for h, s in rows})
         return out
@@ -83,42 +79,37 @@ class Store(Connection):
         registry = cls.open_existing(url)
         return registry.statuses(spec_hashes) if registry else {}
 
-    def get_run(self, run_id_or_hash: str | int) -> RunRow:
+    def get_run(self, run_id_or_hash: str | int) -> Row[Any]:
+        """The run with this id, or the one whose spec_hash starts with it, as a read-only row."""
         key = str(run_id_or_hash)
-        with Session(self.engine) as session:
-            if key.isdigit():
-                run = session.get(RunRow, int(key))
-            else:
-                run = session.scalar(select(RunRow).where(RunRow.spec_hash.startswith(key)))
-            if run is None:
-                raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
-            session.expunge(run)
-            return run
+        condition = runs.c.id == int(key) if key.isdigit() else runs.c.spec_hash.startswith(key)
+        with self.engine.connect() as connection:
+            run = connection.execute(select(runs).where(condition)).first()
+        if run is None:
+            raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
+        return run
 
     def runs(
         self, paper: str | None = None, status: str | None = None, spec_hashes: Iterable[str] | None = None
-    ) -> list[RunRow]:
-        query = select(RunRow).order_by(RunRow.id)
+    ) -> list[Row[Any]]:
+        """The runs (of ``paper``, with ``status``, among ``spec_hashes``) as read-only rows, in id order."""
+        query = select(runs).order_by(runs.c.id)
         if paper:
-            query = query.where(RunRow.paper == paper)
+            query = query.where(runs.c.paper == paper)
         if status:
-            query = query.where(RunRow.status == status)
-        with Session(self.engine) as session:
-            rows: list[RunRow] = []
-            if spec_hashes is not None:
-                hashes = list(dict.fromkeys(spec_hashes))  # a hash in two chunks would be expunged twice
-                for start in range(0, len(hashes), 500):
-                    rows += session.scalars(query.where(RunRow.spec_hash.in_(hashes[start : start + 500]))).all()
-            else:
-                rows += session.scalars(query).all()
-            for row in rows:
-                session.expunge(row)
-            return rows
+            query = query.where(runs.c.status == status)
+        rows: list[Row[Any]] = []
+        with self.engine.connect() as connection:
+            if spec_hashes is None:
+                return list(connection.execute(query).all())
+            hashes = list(dict.fromkeys(spec_hashes))  # a hash in two chunks would be read twice
+            for start in range(0, len(hashes), 500):
+                rows += connection.execute(query.where(runs.c.spec_hash.in_(hashes[start : start + 500]))).all()
+        return sorted(rows, key=lambda row: row.id)
 
     def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
         """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed`` and
-        ``provenance`` (what a report table reads; no ORM objects, no spec JSON to decode): one statement."""
-        runs = RunRow.__table__
+        ``provenance`` (what a report table reads; no spec JSON to decode): one statement."""
         query = select(runs.c.id, runs.c.spec_hash, runs.c.status, runs.c.seed, runs.c.provenance).where(
             runs.c.spec_hash.in_(bindparam("hashes", expanding=True))
         )
@@ -131,11 +122,10 @@ class Store(Connection):
 
     def curves(self, run_ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
         """{run id: its stored rounds in order}. Each round is a read-only row with the ``rounds`` columns as
-        attributes (as a ``RoundRow``; only ``run_id``, ``round`` and ``fields`` when given), read without the
-        ORM: a paper's report reads hundreds of thousands."""
+        attributes (only ``run_id``, ``round`` and ``fields`` when given): a paper's report reads hundreds of
+        thousands."""
         ids = list(run_ids)
         out: dict[int, list[Any]] = {i: [] for i in ids}
-        rounds = RoundRow.__table__
         wanted = dict.fromkeys(["run_id", "round", *fields]) if fields is not None else None
         columns = [rounds.c[name] for name in wanted] if wanted is not None else list(rounds.c)
         # one statement, compiled once, for every chunk of ids (an expanding parameter)

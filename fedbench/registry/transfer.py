@@ -22,14 +22,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
-from sqlalchemy import Float, Integer, delete, select
-from sqlalchemy.orm import Session
+from sqlalchemy import Float, Integer, Row, delete, insert, select, update
 
 from fedbench import __version__
 from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.schema import head_revision
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.spec import RunSpec
 from fedbench.urls import mask_passwords
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
@@ -37,7 +36,7 @@ from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 FORMAT = "fedbench-runs"
 VERSION = 1
 # The per-round columns a runs file carries: every column of the rounds table but its key to the run.
-ROUND_COLUMNS = [column for column in RoundRow.__table__.columns if column.name != "run_id"]
+ROUND_COLUMNS = [column for column in rounds.columns if column.name != "run_id"]
 # wall_seconds depends on the machine, not the run: two trainings of one spec agree on everything else.
 MACHINE_DEPENDENT = ("wall_seconds",)
 
@@ -99,15 +98,17 @@ class RunLine(BaseModel):
 def export_lines(registry: Registry, paper: str | None = None, recipe: str | None = None) -> Iterator[str]:
     """The runs file of ``registry``'s finished runs (of ``paper``, of the recipe named ``recipe``), line by line."""
     yield json.dumps({"format": FORMAT, "version": VERSION, "fedbench": __version__, "schema": head_revision()})
-    runs = [r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)]
-    for start in range(0, len(runs), 200):
-        chunk = runs[start : start + 200]
+    finished = [
+        r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)
+    ]
+    for start in range(0, len(finished), 200):
+        chunk = finished[start : start + 200]
         curves = registry.curves([r.id for r in chunk])
         for run in chunk:
             yield json.dumps(_run_record(run, curves[run.id]), sort_keys=True)
 
 
-def _run_record(run: RunRow, curve: list[RoundRow]) -> dict[str, Any]:
+def _run_record(run: Row[Any], curve: list[Row[Any]]) -> dict[str, Any]:
     record = {name: getattr(run, name) for name in RunLine.model_fields if name != "rounds"}
     for name in ("created_at", "started_at", "finished_at"):
         record[name] = record[name].isoformat() if record[name] is not None else None
@@ -189,20 +190,22 @@ def _result(status: str, summary: dict[str, Any], rounds: Iterable[dict[str, Any
     return status, summary, [{k: v for k, v in r.items() if k not in MACHINE_DEPENDENT} for r in rounds]
 
 
-def import_runs(registry: Registry, runs: list[tuple[int, RunLine]]) -> ImportOutcome:
+def import_runs(registry: Registry, lines: list[tuple[int, RunLine]]) -> ImportOutcome:
     """Merge checked runs (``read_runs_file``) into ``registry`` in one transaction."""
     outcome = ImportOutcome()
-    with Session(registry.engine) as session, session.begin():
-        for number, line in runs:
-            rounds = [r.model_dump() for r in line.rounds]
-            existing = session.scalar(select(RunRow).where(RunRow.spec_hash == line.spec_hash))
+    with registry.engine.begin() as transaction:
+        for number, line in lines:
+            curve = [r.model_dump() for r in line.rounds]
+            existing = transaction.execute(select(runs).where(runs.c.spec_hash == line.spec_hash)).first()
             if existing is not None and existing.status in FINISHED:
-                here = session.scalars(select(RoundRow).where(RoundRow.run_id == existing.id).order_by(RoundRow.round))
-                ours = [{c.name: getattr(row, c.name) for c in ROUND_COLUMNS} for row in here]
-                if _result(existing.status, existing.summary, ours) == _result(line.status, line.summary, rounds):
+                here = transaction.execute(
+                    select(*ROUND_COLUMNS).where(rounds.c.run_id == existing.id).order_by(rounds.c.round)
+                )
+                ours = [row._asdict() for row in here]
+                if _result(existing.status, existing.summary, ours) == _result(line.status, line.summary, curve):
                     outcome.unchanged.append(line.spec_hash)
                 else:
-                    reason = _difference(existing, ours, line, rounds)
+                    reason = _difference(existing, ours, line, curve)
                     outcome.conflicts.append(Conflict(number, line.spec_hash, reason))
                 continue
             if existing is not None and existing.status not in CLAIMABLE:
@@ -222,21 +225,20 @@ def import_runs(registry: Registry, runs: list[tuple[int, RunLine]]) -> ImportOu
                 heartbeat_at=None,
             )
             if existing is None:
-                run = RunRow(**values)
-                session.add(run)
-                session.flush()
+                inserted = transaction.execute(insert(runs).values(**values))
+                run_id = inserted.inserted_primary_key[0]  # type: ignore[index]  # an INSERT of one row has its key
                 outcome.added.append(line.spec_hash)
             else:  # pending, failed or interrupted here: the file's finished result completes it
-                run = existing
-                for key, value in values.items():
-                    setattr(run, key, value)
-                session.execute(delete(RoundRow).where(RoundRow.run_id == run.id))
+                run_id = existing.id
+                transaction.execute(update(runs).where(runs.c.id == run_id).values(**values))
+                transaction.execute(delete(rounds).where(rounds.c.run_id == run_id))
                 outcome.completed.append(line.spec_hash)
-            session.add_all(RoundRow(run_id=run.id, **r) for r in rounds)
+            if curve:
+                transaction.execute(insert(rounds), [{"run_id": run_id, **r} for r in curve])
     return outcome
 
 
-def _difference(existing: RunRow, ours: list[dict[str, Any]], line: RunLine, theirs: list[dict[str, Any]]) -> str:
+def _difference(existing: Row[Any], ours: list[dict[str, Any]], line: RunLine, theirs: list[dict[str, Any]]) -> str:
     if existing.status != line.status:
         return f"status {existing.status} here, {line.status} in the file"
     if len(ours) != len(theirs):

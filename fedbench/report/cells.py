@@ -95,7 +95,7 @@ class Cell:
     static: bool = False  # an analytic value, not a summary of runs
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
     run_ids: list[int] = field(default_factory=list)  # registry ids of the runs, aligned with ``seeds``
-    runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their RunRows (HTML drill-down)
+    runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their registry rows (HTML drill-down)
     comparison: Comparison | None = None  # against the table's baseline cell (fedbench.report.stats)
     verdict: Verdict | None = None  # against the paper's value
 

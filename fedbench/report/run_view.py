@@ -18,14 +18,14 @@ CURVE_FIELDS: tuple[str, ...] = (*ROUND_FIELDS, *DERIVED_METRICS)
 
 
 def round_json(row: Any) -> dict[str, Any]:
-    """One stored round (``RoundRow``) as a JSON object with the keys ``CURVE_FIELDS``."""
+    """One stored round (a ``rounds`` row) as a JSON object with the keys ``CURVE_FIELDS``."""
     data = {name: getattr(row, name) for name in ROUND_FIELDS}
     data.update({name: metric_value(row, name) for name in DERIVED_METRICS})
     return data
 
 
 def run_json(row: Any, curve: Sequence[Any] | None = None) -> dict[str, Any]:
-    """A run (``RunRow``) as ``fedbench runs --json`` prints it; with ``curve`` (its ``RoundRow``s) as
+    """A run (a ``runs`` row) as ``fedbench runs --json`` prints it; with ``curve`` (its ``rounds`` rows) as
     ``fedbench show --json`` prints it."""
     data = {
         "id": row.id,

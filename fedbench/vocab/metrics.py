@@ -270,7 +270,7 @@ CURVE_METRICS: tuple[str, ...] = tuple(METRICS)  # the values a table view's `me
 
 
 def metric_value(row: Any, name: str, client: int | None = None) -> float | None:
-    """The value of metric ``name`` in one stored round (a ``RoundRow`` or ``RoundRecord``); of client
+    """The value of metric ``name`` in one stored round (a ``rounds`` row or a ``RoundRecord``); of client
     ``client`` when given. None when the round has no value (not evaluated, not recorded for this run).
 
     A metric without a per-client source (``test_acc``, the losses) has one value for every client.

@@ -13,13 +13,13 @@ import threading
 from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy import insert, update
 from sqlalchemy.exc import OperationalError, ProgrammingError
-from sqlalchemy.orm import Session
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry, claims, connection
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 
 
 # ------------------------------------------------------------------------------------------- opening: retries
@@ -194,18 +194,16 @@ def test_queries_over_more_runs_than_one_chunk_return_each_run_once(registry_url
     """statuses, runs and curves split long IN lists into chunks: every run comes back exactly once."""
     registry = Registry(registry_url)
     count = 1203  # two full chunks of 500 and a partial one
-    with Session(registry.engine) as session:
-        session.add_all([RunRow(status="done" if i % 2 else "pending", **entry(i)) for i in range(count)])
-        session.commit()
+    with registry.engine.begin() as connection:
+        connection.execute(insert(runs), [{"status": "done" if i % 2 else "pending", **entry(i)} for i in range(count)])
     hashes = [entry(i)["spec_hash"] for i in range(count)]
     statuses = registry.statuses(hashes + ["missing"])
     assert len(statuses) == count and statuses[hashes[7]] == "done" and statuses[hashes[8]] == "pending"
     rows = registry.runs(spec_hashes=hashes)
     assert sorted(r.spec_hash for r in rows) == sorted(hashes)  # no run missing, none twice
     ids = [r.id for r in rows]
-    with Session(registry.engine) as session:
-        session.add_all([RoundRow(run_id=run_id, round=1, train_loss=0.5) for run_id in ids])
-        session.commit()
+    with registry.engine.begin() as connection:
+        connection.execute(insert(rounds), [{"run_id": run_id, "round": 1, "train_loss": 0.5} for run_id in ids])
     curves = registry.curves(ids)
     assert sorted(curves) == sorted(ids) and all(len(c) == 1 and c[0].run_id == i for i, c in curves.items())
     assert [r.spec_hash for r in registry.runs(status="done")] == hashes[1::2]
@@ -268,10 +266,8 @@ def test_stale_runs_say_why_each_claim_is_free(registry_url, clock):
     registry.claim(entry(1)["spec_hash"], worker=f"{host}:999999999")  # above any pid_max: no such process
     registry.claim(entry(2)["spec_hash"], worker="otherhost:7")
     never = registry.claim(entry(3)["spec_hash"], worker="otherhost:8")
-    with Session(registry.engine) as session:  # a claim made before heartbeats were recorded
-        row = session.get(RunRow, never)
-        row.heartbeat_at = None
-        session.commit()
+    with registry.engine.begin() as connection:  # a claim made before heartbeats were recorded
+        connection.execute(update(runs).where(runs.c.id == never).values(heartbeat_at=None))
     clock.advance(timedelta(minutes=7))
     reasons = {run.spec_hash: reason for run, reason in registry.stale_runs()}
     assert reasons == {

@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import pytest
 from sqlalchemy import update
-from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from fedbench.cli import app
@@ -23,7 +22,7 @@ from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, claims
 from fedbench.registry.schema import current_revision, head_revision
-from fedbench.registry.tables import RunRow
+from fedbench.registry.tables import runs
 
 
 def registered(url: str, recipe) -> tuple[Registry, list]:
@@ -53,13 +52,12 @@ def test_a_stale_claim_from_another_host_and_a_dead_local_worker_are_taken_over(
     registry, planned = registered(any_registry_url, write_recipe())
     remote, local = planned[0].spec_hash, planned[1].spec_hash
     remote_id = registry.claim(remote, worker="otherhost:1")
-    with Session(registry.engine) as session:  # its worker stopped beating longer ago than STALE_AFTER
-        session.execute(
-            update(RunRow)
-            .where(RunRow.id == remote_id)
+    with registry.engine.begin() as connection:  # its worker stopped beating longer ago than STALE_AFTER
+        connection.execute(
+            update(runs)
+            .where(runs.c.id == remote_id)
             .values(heartbeat_at=claims.now() - claims.STALE_AFTER - timedelta(minutes=1))
         )
-        session.commit()
     assert registry.claim(remote, worker="newhost:7") == remote_id
     assert registry.get_run(remote_id).worker == "newhost:7"
 

@@ -12,13 +12,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import insert, select, text
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry, claims, connection
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.urls import sqlite_file
 
 
@@ -125,12 +124,11 @@ def test_a_writable_registry_makes_its_folder_and_uses_wal_a_busy_timeout_and_fo
     # foreign keys are enforced: a round of no run is refused, deleting a run deletes its curve
     registry.ensure_runs([entry(1)])
     run_id = registry.get_run(entry(1)["spec_hash"]).id
-    with Session(registry.engine) as session:
-        session.add(RoundRow(run_id=run_id, round=1, test_acc=0.5))
-        session.commit()
-        session.execute(text("DELETE FROM runs"))
-        session.commit()
-        assert session.execute(text("SELECT count(*) FROM rounds")).scalar() == 0
+    with registry.engine.begin() as connection:
+        connection.execute(insert(rounds).values(run_id=run_id, round=1, test_acc=0.5))
+    with registry.engine.begin() as connection:
+        connection.execute(text("DELETE FROM runs"))
+        assert connection.execute(text("SELECT count(*) FROM rounds")).scalar() == 0
 
 
 def test_a_registry_url_declaring_read_only_is_refused_for_writing_and_read_as_it_says(tmp_path):
@@ -217,12 +215,12 @@ def test_a_file_this_process_may_not_write_is_refused_for_writing(tmp_path, monk
 def filled(registry_url) -> Registry:
     registry = Registry(registry_url)
     registry.ensure_runs([entry(1, paper="a"), entry(2, paper="b"), entry(0xABC, paper="a")])
-    with Session(registry.engine) as session:
-        session.execute(text("UPDATE runs SET status = 'done' WHERE seed = 2"))
-        for run in session.query(RunRow):
+    with registry.engine.begin() as connection:
+        connection.execute(text("UPDATE runs SET status = 'done' WHERE seed = 2"))
+        for run in connection.execute(select(runs.c.id, runs.c.seed)).all():
             for round_ in (2, 1):
-                session.add(RoundRow(run_id=run.id, round=round_, test_acc=run.seed + round_ / 10, train_loss=1.0))
-        session.commit()
+                values = {"run_id": run.id, "round": round_, "test_acc": run.seed + round_ / 10, "train_loss": 1.0}
+                connection.execute(insert(rounds).values(**values))
     return registry
 
 
@@ -406,9 +404,8 @@ def test_postgresql_worker_and_select_only_roles(postgres_admin_url):
         assert not worker.is_sqlite and worker.database_file is None and worker.home == Path("registry")
         worker.ensure_runs([entry(1)])
         run_id = worker.get_run(entry(1)["spec_hash"]).id
-        with Session(worker.engine) as session:  # NaN has no PostgreSQL JSON spelling: stored as null
-            session.add(RoundRow(run_id=run_id, round=1, personal_metrics={"auc": [math.nan, 0.5]}))
-            session.commit()
+        with worker.engine.begin() as connection:  # NaN has no PostgreSQL JSON spelling: stored as null
+            connection.execute(insert(rounds).values(run_id=run_id, round=1, personal_metrics={"auc": [math.nan, 0.5]}))
         assert worker.curve(run_id)[0].personal_metrics == {"auc": [None, 0.5]}
         with worker.engine.begin() as connection:
             connection.execute(text(f"GRANT CONNECT ON DATABASE {database} TO {reader}"))
@@ -456,9 +453,8 @@ def test_ensure_runs_adds_only_the_new_entries_and_never_changes_a_registered_ru
 def test_run_states_over_more_hashes_than_one_chunk_return_each_run_once(registry_url):
     registry = Registry(registry_url)
     count = 501  # one full chunk of 500 and one more run
-    with Session(registry.engine) as session:
-        session.add_all([RunRow(status="done" if i % 3 else "pending", **entry(i)) for i in range(count)])
-        session.commit()
+    with registry.engine.begin() as connection:
+        connection.execute(insert(runs), [{"status": "done" if i % 3 else "pending", **entry(i)} for i in range(count)])
     hashes = [entry(i)["spec_hash"] for i in range(count)]
     rows = registry.run_states([*hashes, "f" * 16])
     assert sorted(row.spec_hash for row in rows) == hashes

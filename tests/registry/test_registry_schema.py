@@ -123,3 +123,40 @@ def test_a_postgresql_migration_waits_for_the_advisory_lock_of_fedb(postgres_ser
     finally:
         holder.dispose()
         impatient.dispose()
+
+
+def test_the_revisions_read_from_the_migration_files_are_alembics():
+    """The head and known revisions come from the files' declarations (no Alembic import to open a registry): they
+    must be what Alembic itself reads from the same files, or a registry would be judged current when it is not."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory.from_config(schema._config())
+    assert head_revision() == scripts.get_current_head()
+    assert known_revisions() == {script.revision for script in scripts.walk_revisions()}
+
+
+def test_an_annotated_declaration_is_read_like_a_plain_one():
+    """Alembic's newer script template annotates the declarations (``revision: str = "…"``)."""
+    text = 'revision: str = "0004_x"\ndown_revision: str | None = "0003_checkpoint_hash"\n'
+    assert dict(schema._DECLARATION.findall(text)) == {"revision": "0004_x", "down_revision": "0003_checkpoint_hash"}
+    assert dict(schema._DECLARATION.findall('revision = "0001"\ndown_revision = None\n')) == {
+        "revision": "0001",
+        "down_revision": "",
+    }
+
+
+def test_reading_a_current_registry_does_not_import_alembic(registry_url):
+    """Opening a current registry (for reading, or for writing) reads its revision with plain SQL: a command that
+    only reads the registry does not pay Alembic's import."""
+    import subprocess
+    import sys
+
+    Registry(registry_url)
+    probe = (
+        "import sys; from fedbench.registry import Registry; "
+        f"Registry.open_existing({registry_url!r}).runs(); Registry({registry_url!r}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('alembic', 'torch')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

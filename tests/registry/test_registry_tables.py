@@ -14,7 +14,7 @@ from sqlalchemy import String, create_engine, inspect
 
 from fedbench.registry import Registry
 from fedbench.registry.schema import upgrade
-from fedbench.registry.tables import Base
+from fedbench.registry.tables import metadata
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
 
@@ -24,7 +24,7 @@ def differences(url: str) -> list:
     try:
         with engine.connect() as connection:
             context = MigrationContext.configure(connection, opts={"compare_type": True})
-            return [d for d in compare_metadata(context, Base.metadata) if not _version_table(d)]
+            return [d for d in compare_metadata(context, metadata) if not _version_table(d)]
     finally:
         engine.dispose()
 
@@ -40,7 +40,7 @@ def declared_and_built(url: str) -> tuple[dict, dict]:
     try:
         inspector = inspect(engine)
         declared, built = {}, {}
-        for name, table in Base.metadata.tables.items():
+        for name, table in metadata.tables.items():
             declared[name] = (
                 sorted(c.name for c in table.primary_key.columns),
                 {c.name: c.type.length for c in table.columns if isinstance(c.type, String)},

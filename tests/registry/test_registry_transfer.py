@@ -12,17 +12,17 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy.orm import Session
+from sqlalchemy import insert, select
 
 from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RunsFileError
 from fedbench.recipes.resolve import resolve_spec
 from fedbench.registry import Registry
-from fedbench.registry.tables import RoundRow, RunRow
+from fedbench.registry.tables import rounds, runs
 from fedbench.registry.transfer import Conflict, export_lines, import_runs, read_runs_file, redact
 from fedbench.spec import RunSpec
 
-ROUND_KEYS = [c.name for c in RoundRow.__table__.columns if c.name != "run_id"]
+ROUND_KEYS = [c.name for c in rounds.columns if c.name != "run_id"]
 RUN_KEYS = [
     "spec_hash",
     "spec",
@@ -267,12 +267,11 @@ def test_export_selects_by_paper_and_recipe(tmp_path):
 def test_a_run_without_times_or_provenance_travels_with_null_times_and_empty_provenance(tmp_path):
     registry = Registry(f"sqlite:///{tmp_path / 'source.db'}")
     run_spec = spec(5)
-    with Session(registry.engine) as session:  # a run imported by an older fedbench: no times, provenance NULL
-        session.add(
-            RunRow(spec_hash=run_spec.spec_hash, spec=run_spec.model_dump(mode="json"), labels={}, algorithm="fedavg",
-                   dataset="digits", seed=5, scale="full", status="done", summary={}, provenance=None)
-        )  # fmt: skip
-        session.commit()
+    with registry.engine.begin() as connection:  # a run imported by an older fedbench: no times, provenance NULL
+        connection.execute(insert(runs).values(
+            spec_hash=run_spec.spec_hash, spec=run_spec.model_dump(mode="json"), labels={}, algorithm="fedavg",
+            dataset="digits", seed=5, scale="full", status="done", summary={}, provenance=None
+        ))  # fmt: skip
     runs_file = export_file(registry, tmp_path / "runs.jsonl")
     data = json.loads(runs_file.read_text().splitlines()[1])
     assert data["provenance"] == {} and data["created_at"] is None and data["finished_at"] is None
@@ -286,20 +285,19 @@ def test_a_run_without_times_or_provenance_travels_with_null_times_and_empty_pro
 def test_more_runs_than_one_query_chunk_are_each_exported_once_with_their_own_curve(tmp_path):
     registry = Registry(f"sqlite:///{tmp_path / 'fedbench.db'}")
     count = 401  # two full chunks of 200 and one more run
-    with Session(registry.engine) as session:
-        for index in range(count):
-            session.add(
-                RunRow(spec_hash=f"{index:016x}", spec={}, labels={}, algorithm="fedavg", dataset="digits", seed=index,
-                       scale="full", status="diverged" if index % 7 == 0 else "done", summary={}, provenance={})
-            )  # fmt: skip
-        session.flush()
-        ids = {run.spec_hash: run.id for run in session.query(RunRow)}
-        for index in range(count):
-            session.add(RoundRow(run_id=ids[f"{index:016x}"], round=1, test_acc=float(index)))
-            session.add(RoundRow(run_id=ids[f"{index:016x}"], round=2, test_acc=float(index) + 0.5))
-        session.add(RunRow(spec_hash="f" * 16, spec={}, labels={}, algorithm="fedavg", dataset="digits", seed=0,
-                           scale="full", status="pending"))  # fmt: skip
-        session.commit()
+    with registry.engine.begin() as connection:
+        connection.execute(insert(runs), [
+            dict(spec_hash=f"{index:016x}", spec={}, labels={}, algorithm="fedavg", dataset="digits", seed=index,
+                 scale="full", status="diverged" if index % 7 == 0 else "done", summary={}, provenance={})
+            for index in range(count)
+        ])  # fmt: skip
+        ids = dict(connection.execute(select(runs.c.spec_hash, runs.c.id)).all())
+        connection.execute(insert(rounds), [
+            dict(run_id=ids[f"{index:016x}"], round=round_, test_acc=float(index) + (round_ - 1) / 2)
+            for index in range(count) for round_ in (1, 2)
+        ])  # fmt: skip
+        connection.execute(insert(runs).values(spec_hash="f" * 16, spec={}, labels={}, algorithm="fedavg",
+                                               dataset="digits", seed=0, scale="full", status="pending"))  # fmt: skip
     records = [json.loads(text) for text in list(export_lines(registry))[1:]]
     assert [r["spec_hash"] for r in records] == [f"{index:016x}" for index in range(count)]
     assert [[row["test_acc"] for row in r["rounds"]] for r in records] == [[i, i + 0.5] for i in range(count)]

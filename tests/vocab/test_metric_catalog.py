@@ -24,7 +24,7 @@ from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.registry.tables import RoundRow
+from fedbench.registry.tables import rounds
 from fedbench.report.plots import curve_series, plot_table
 from fedbench.report.render import render
 from fedbench.report.run_view import CURVE_FIELDS, run_details, run_json
@@ -178,7 +178,7 @@ def task_of(name: str) -> str:
 # ------------------------------------------------------------------------------------------ one list of fields
 def test_round_fields_are_the_engine_record_and_the_registry_columns():
     record = [f.name for f in dataclasses.fields(RoundRecord)]
-    columns = [c.name for c in RoundRow.__table__.columns if c.name != "run_id"]
+    columns = [c.name for c in rounds.columns if c.name != "run_id"]
     assert sorted(record) == sorted(ROUND_FIELDS), "a RoundRecord field without a catalogue entry (or the reverse)"
     assert columns == list(ROUND_FIELDS), "the rounds table and the catalogue list the fields in the same order"
 
