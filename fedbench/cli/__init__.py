@@ -1,13 +1,13 @@
 """fedbench command line: one thin module per command group over library calls.
 
-``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``algorithms`` and
+``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and
 ``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``), ``export`` and ``import``
 (``cli/transfer.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
 
 Start-up: a command module imports the library it calls inside the command function, so building the app, and the
-commands that train nothing (``--help``, ``runs``, ``show``, ``export``), never import torch
+commands that train nothing (``--help``, ``runs``, ``show``, ``status``, ``export``), never import torch
 (tests/cli/test_startup.py, benchmarks/startup.py). That is the reason for every function-level import of this
 package.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from fedbench.cli import catalog, datasets, plan, report, run, runs, transfer
+from fedbench.cli import catalog, datasets, plan, report, run, runs, status, transfer
 
 app = typer.Typer(
     add_completion=False,
@@ -36,6 +36,7 @@ app.command()(report.report)
 app.command()(report.compare)
 app.command()(runs.runs)
 app.command()(runs.show)
+app.command()(status.status)
 app.command()(transfer.export)
 app.command("import")(transfer.import_runs)
 app.command()(catalog.algorithms)

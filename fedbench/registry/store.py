@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from typing import Any
 
-from sqlalchemy import Row, bindparam, delete, insert, select
+from sqlalchemy import Row, bindparam, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from fedbench.errors import RegistryError
@@ -142,6 +142,44 @@ class Store(Connection):
 
     def curve(self, run_id: int) -> list[Any]:
         return self.curves([run_id])[run_id]
+
+    # ------------------------------------------------------------------ progress (aggregated by the database)
+    def status_counts(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
+        """Per paper, recipe, scale and status: ``runs`` (how many), ``rounds_done`` and ``rounds`` (their sums:
+        rounds trained and planned, the planned number read from each stored spec) and ``workers`` (distinct)."""
+        planned = runs.c.spec["rounds"].as_integer()
+        groups = (runs.c.paper, runs.c.recipe, runs.c.scale, runs.c.status)
+        query = select(
+            *groups,
+            func.count().label("runs"),
+            func.coalesce(func.sum(runs.c.rounds_done), 0).label("rounds_done"),
+            func.coalesce(func.sum(planned), 0).label("rounds"),
+            func.count(runs.c.worker.distinct()).label("workers"),
+        ).group_by(*groups)
+        with self.engine.connect() as connection:
+            return list(connection.execute(_only(query, paper, recipe)).all())
+
+    def round_seconds(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
+        """Per paper, recipe and scale: ``seconds`` (the wall time of every recorded round) and ``rounds`` (how
+        many rounds that is), the basis of a time-left estimate."""
+        groups = (runs.c.paper, runs.c.recipe, runs.c.scale)
+        query = (
+            select(*groups, func.sum(rounds.c.wall_seconds).label("seconds"), func.count().label("rounds"))
+            .select_from(rounds.join(runs, rounds.c.run_id == runs.c.id))
+            .where(rounds.c.wall_seconds.is_not(None))
+            .group_by(*groups)
+        )
+        with self.engine.connect() as connection:
+            return list(connection.execute(_only(query, paper, recipe)).all())
+
+
+def _only(query: Any, paper: str | None, recipe: str | None) -> Any:
+    """``query`` restricted to the runs of ``paper`` and of the recipe named ``recipe`` (when given)."""
+    if paper:
+        query = query.where(runs.c.paper == paper)
+    if recipe:
+        query = query.where(runs.c.recipe == recipe)
+    return query
 
 
 __all__ = ["Store"]
