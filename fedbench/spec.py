@@ -89,7 +89,7 @@ class AugmentationSpec(_Strict):
     """Training augmentation, applied batched on the device in this order: random crop (``crop_padding``),
     horizontal flip, random affine, Cutout (``cutout``: side in pixels of one zeroed square per image,
     DeVries & Taylor 2017; 0 = off). The image-size bound of ``cutout`` is checked against the data set when
-    a recipe is compiled (``fedbench.data.store.check_augmentation``)."""
+    a recipe is compiled (``fedbench.recipes.validate.check_augmentation``)."""
 
     crop_padding: int = Field(0, ge=0)
     horizontal_flip: bool = False

@@ -16,7 +16,6 @@ lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
 
 import torch
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 
@@ -30,8 +29,6 @@ def dot_regression_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return 0.5 * ((cosine - 1) ** 2).mean()
 
 
-# finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
-@register_algorithm("dot_regression", papers=("feddrplus",), finetune_losses={"dr": {}, "dr_plus": FEDDR_PLUS_PARAMS})
 class DotRegression(Algorithm):
     """Pull the normalised feature onto its class's ETF vector; the classifier never trains."""
 
