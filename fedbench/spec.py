@@ -169,7 +169,7 @@ class RunSpec(_Strict):
     scale: str = "full"
     synthetic: bool = False
     # Derived from the plug-ins when the spec is resolved (RESOLVED_KEYS; a recipe never sets them):
-    # which revision of the method's results this spec gets (``Algorithm.result_revision``): 1 = unchanged since
+    # which revision of the method's results this spec gets (``NoParams.result_revision``): 1 = unchanged since
     # 0.1.0; a fix that changes what the spec trains to raises it, so the hash moves and old runs are not reused
     algorithm_revision: Annotated[int, HashNeutral(1)] = Field(1, ge=1)
     # {kind: {parameter: value}}: the plug-in's parameters marked ``HashNeutral`` and the value at which each is

@@ -5,7 +5,7 @@
 on the L2-normalised feature (the logits of the ``etf`` head are exactly these cosines: unit-norm rows,
 normalised features, no bias). This is FedDr+ with β = 1 (FedDr+ Table 1 "Dot-Regression", Fig. 6c);
 FedDr+ itself is this method plus the ``fd`` regularizer with weight 1 − β = 0.1 (convex), i.e.
-0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4; ``FEDDR_PLUS_PARAMS``).
+0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4; ``params.FEDDR_PLUS_PARAMS``).
 
 The loss itself (``dot_regression_loss``) is shared with the ``local`` method's ``loss = "dr"`` (FedDr+ Table 3
 "Local only (L_DR)") and with fine-tuning's ``finetune.loss = "dr" | "dr_plus"`` (FedDr+ Table 8).

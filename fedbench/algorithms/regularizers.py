@@ -1,6 +1,6 @@
 """Composable local regularizers (FedDr+ Sec. 3.4, Table 1): ``prox``, ``kd``, ``ntd``, ``ld``, ``fd``.
 
-Any method takes them through its ``algorithm_params``::
+Any method takes them through its ``algorithm_params`` (``params.RegularizerSpec``)::
 
     regularizers = [{ name = "kd", weight = 0.1, tau = 3 }, { name = "prox", weight = 1.0 }]
 

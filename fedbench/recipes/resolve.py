@@ -7,7 +7,8 @@ recipe that spells a default out compiles to the same run as one that leaves it 
 
 Algorithms declare parameters as pydantic models (``fedbench/algorithms/params.py``); datasets, models and
 partitioners as keyword arguments with defaults (a model's: its builder in ``fedbench/models/zoo.py``). None of
-them imports torch, nor does resolving a spec. A parameter added later, whose default keeps the old
+them imports torch, so neither does resolving a spec (but for FedFomo's result revision, which builds the model to
+see whether it has BatchNorm). A parameter added later, whose default keeps the old
 behaviour, is marked ``Annotated[..., HashNeutral(old_value)]`` on the field itself: while it holds that
 value it is left out of the canonical JSON, so existing spec hashes stay valid (``fedbench.spec``).
 
