@@ -6,8 +6,8 @@ finished run of ``recipes/quickstart.toml`` at its smoke scale, one round); the 
 commands run in turn, ``--repeat`` times each (interleaved, so a change in the machine's load hits them alike),
 and the table gives the median wall-clock seconds, the median CPU seconds of the process (the figure to read on a
 shared, busy machine) and both as a multiple of the baseline's (the goal: at most 1.5×), and whether the command
-imported torch. ``import`` is there for comparison: it resolves every spec of the runs file, which loads the
-methods' parameter classes and torch with them.
+imported torch. ``import`` resolves every spec of the runs file and ``report`` compiles the quickstart recipe (its
+tables need no model statistics): both read the methods' parameter classes and the models' builders, not torch.
 
     python benchmarks/startup.py [--repeat 11]
     PYTHONPATH=OLD_CHECKOUT python benchmarks/startup.py    # an older fedbench, measured the same way
@@ -82,6 +82,7 @@ def main() -> None:
             "fedbench show 1": [*cli, "show", "1", "--registry", url],
             "fedbench export": [*cli, "export", "--registry", url, "--out", str(runs_file)],
             "fedbench import": [*cli, "import", str(runs_file), "--registry", url],
+            "fedbench report": [*cli, "report", "--recipe", str(RECIPE), "--scale", "smoke", "--registry", url],
         }
         subprocess.run(commands["fedbench export"], check=True, stderr=subprocess.DEVNULL)  # import reads it
         torch = {name: imports_torch(argv) for name, argv in commands.items()}

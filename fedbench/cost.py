@@ -212,7 +212,7 @@ def _build_on_meta(name: str, num_classes: int, input_shape: tuple[int, ...], pa
 @functools.lru_cache(maxsize=256)
 def has_batchnorm(name: str, dataset: str, params_json: str) -> bool:
     """Whether model ``name`` (built on the meta device for ``dataset``'s classes and input, with the JSON ``params``)
-    has BatchNorm layers; cached, for decisions made from a spec alone (``Algorithm.result_revision``)."""
+    has BatchNorm layers; cached, for decisions made from a spec alone (FedFomo's ``result_revision``)."""
     meta = dataset_meta(dataset)
     model = _build_on_meta(name, meta.num_classes, tuple(meta.input_shape), json.loads(params_json))
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())

@@ -89,7 +89,7 @@ class AugmentationSpec(_Strict):
     """Training augmentation, applied batched on the device in this order: random crop (``crop_padding``),
     horizontal flip, random affine, Cutout (``cutout``: side in pixels of one zeroed square per image,
     DeVries & Taylor 2017; 0 = off). The image-size bound of ``cutout`` is checked against the data set when
-    a recipe is compiled (``fedbench.data.store.check_augmentation``)."""
+    a recipe is compiled (``fedbench.recipes.validate.check_augmentation``)."""
 
     crop_padding: int = Field(0, ge=0)
     horizontal_flip: bool = False
@@ -169,7 +169,7 @@ class RunSpec(_Strict):
     scale: str = "full"
     synthetic: bool = False
     # Derived from the plug-ins when the spec is resolved (RESOLVED_KEYS; a recipe never sets them):
-    # which revision of the method's results this spec gets (``Algorithm.result_revision``): 1 = unchanged since
+    # which revision of the method's results this spec gets (``NoParams.result_revision``): 1 = unchanged since
     # 0.1.0; a fix that changes what the spec trains to raises it, so the hash moves and old runs are not reused
     algorithm_revision: Annotated[int, HashNeutral(1)] = Field(1, ge=1)
     # {kind: {parameter: value}}: the plug-in's parameters marked ``HashNeutral`` and the value at which each is

@@ -206,7 +206,7 @@ def fresh_server(model: nn.Module) -> ServerState:
 
 # ------------------------------------------------------------------------------------------- stored reference runs
 # A method whose code is rewritten (moved onto a new hook, split, simplified) must keep the results stored under
-# its spec hashes; a change of result needs a new ``Algorithm.result_revision``. ``check_reference_run`` pins that:
+# its spec hashes; a change of result needs a new ``result_revision`` of the method's ``Params``. ``check_reference_run`` pins that:
 # a short float64 run's whole curve and a digest of every final tensor (server weights, buffers and state, every
 # client's state) against the values stored in fixtures/reference_runs.json. float64, because two float64 runs
 # on different CPU kernels agree to ~1e-12 (conftest.F64_ATOL), while any change of what a method computes moves

@@ -1,43 +1,79 @@
-"""FL methods, one per file, registered by name. The base class is FedAvg.
+"""FL methods, one per file, declared by name below: the catalogue of built-in methods.
 
-The registry lives in ``_registry.py``; importing this package imports every method, so each registers itself."""
+Each entry names the method, its class in ``fedbench/algorithms/<name>.py``, its hyperparameters (a class of
+``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it) and
+``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
+it). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
+class; compiling a recipe, hashing its specs and listing the methods read only this catalogue and ``params.py``,
+which import no torch. A plug-in written outside the repository registers its class in one step instead:
+``@register_algorithm(name, papers=...)`` (``_registry.py``).
+"""
 
-from fedbench.algorithms import (  # noqa: F401  (imported to register)
-    apfl,
-    ditto,
-    dot_regression,
-    fedalt,
-    fedavg,
-    fedbabu,
-    fedbn,
-    feddyn,
-    fedetf,
-    fedexp,
-    fedfomo,
-    fedhkd,
-    fedimpro,
-    fednova,
-    fedntd,
-    fedper,
-    fedprox,
-    fedrep,
-    fedtr,
-    fedtrip,
-    l2sgd,
-    lgmix,
-    local,
-    moon,
-    perfedavg,
-    scaffold,
-    slowmo,
-    spherefed,
-)
+from typing import Any
+
+from fedbench.algorithms import params as p
 from fedbench.algorithms._registry import (
     ALGORITHMS,
     build_algorithm,
     finetune_objective,
+    params_class,
     register_algorithm,
     validate_algorithm_params,
 )
 
-__all__ = ["ALGORITHMS", "build_algorithm", "finetune_objective", "register_algorithm", "validate_algorithm_params"]
+
+def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
+    ALGORITHMS.declare(name, f"fedbench.algorithms.{name}:{cls}", params=params, **info)
+
+
+_method("apfl", "APFL", p.APFLParams, papers=("lgmix",))
+_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",))
+# finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
+_method(
+    "dot_regression",
+    "DotRegression",
+    p.NoParams,
+    papers=("feddrplus",),
+    finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
+)
+_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
+# finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
+_method(
+    "fedavg",
+    "FedAvg",
+    p.NoParams,
+    papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix"),
+    finetune_losses={"ce": {}},
+)
+_method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))
+_method("fedbn", "FedBN", p.NoParams, papers=("lgmix",))
+_method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
+_method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
+_method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
+_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix",))
+_method("fedhkd", "FedHKD", p.FedHKDParams, papers=("lgmix",))
+_method("fedimpro", "FedImpro", p.FedImproParams, papers=("fedimpro",))
+_method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",))
+_method("fedntd", "FedNTD", p.FedNTDParams, papers=("fedtr", "feddrplus"))
+_method("fedper", "FedPer", p.NoParams, papers=("feddrplus",))
+_method("fedprox", "FedProx", p.FedProxParams, papers=("fedtr", "fedtrip", "fedimpro"))
+_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
+_method("fedtr", "FedTR", p.FedTRParams, papers=("fedtr",))
+_method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",))
+_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",))
+_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
+_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
+_method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"))
+_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
+_method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
+_method("slowmo", "SlowMo", p.SlowMoParams, papers=("fedtrip",))
+_method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))
+
+__all__ = [
+    "ALGORITHMS",
+    "build_algorithm",
+    "finetune_objective",
+    "params_class",
+    "register_algorithm",
+    "validate_algorithm_params",
+]

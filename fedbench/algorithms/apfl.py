@@ -12,24 +12,16 @@ persist in ``ctx.state``. Evaluation uses v̄_k with the current global model w^
 """
 
 import torch
-from pydantic import Field
 from torch.func import functional_call
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import load_weights, param_views
 from fedbench.algorithms.functional import flat_parameters
 from fedbench.algorithms.losses import task_loss
+from fedbench.algorithms.params import APFLParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
 
 
-class APFLParams(NoParams):
-    alpha: float = Field(0.5, ge=0, le=1)
-    adaptive_alpha: bool = True
-    alpha_lr: float | None = Field(None, gt=0)
-
-
-@register_algorithm("apfl", papers=("lgmix",))
 class APFL(Algorithm):
     Params = APFLParams
     params: APFLParams

@@ -27,29 +27,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict, field_validator
 
 from fedbench.algorithms import regularizers as reg
 from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState  # noqa: F401  (ClientUpdate: re-exported)
 from fedbench.algorithms.functional import masked_cross_entropy, proximal
 from fedbench.algorithms.losses import task_loss
+from fedbench.algorithms.params import NoParams, RegularizerSpec
 from fedbench.spec import RunSpec
-
-
-class NoParams(BaseModel):
-    """Base of every method's hyperparameters: the composable regularizers every method accepts."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    regularizers: tuple[reg.RegularizerSpec, ...] = ()
-
-    @field_validator("regularizers")
-    @classmethod
-    def _convex_weights_at_most_one(cls, value):
-        if sum(r.weight for r in value if r.mode == "convex") > 1:
-            raise ValueError("the weights of the convex regularizers sum to more than 1")
-        return value
-
 
 Batches = Iterable[tuple[torch.Tensor, torch.Tensor]]
 
@@ -93,14 +77,6 @@ class Algorithm:
         # The run's spec, bound once by ``bind_model``: server hooks read N, the optimizer and the lr schedule
         # from it. Client hooks read ``ctx.spec`` (fine-tuning trains under a spec of its own).
         self.spec: RunSpec | None = None
-
-    @classmethod
-    def result_revision(cls, spec: RunSpec) -> int:
-        """Which revision of the method's results ``spec`` gets: 1 unless a fix changed what this spec trains to.
-        A revision above 1 goes into the spec hash (``RunSpec.canonical_json``), so runs trained before the fix
-        are not taken for the spec's result: ``run`` trains it again and ``report`` no longer shows the old
-        numbers. Return the new revision only for the specs the fix changes."""
-        return 1
 
     # ---------------------------------------------------------------- server side
     def bind_model(self, spec: RunSpec, model: torch.nn.Module, input_shape: tuple[int, ...], num_classes: int) -> None:
@@ -183,7 +159,7 @@ class Algorithm:
             total = total + r.weight * self.regularizer(ctx, r, x, y, logits)
         return total
 
-    def regularizer(self, ctx: ClientContext, r: reg.RegularizerSpec, x, y, logits) -> torch.Tensor | float:
+    def regularizer(self, ctx: ClientContext, r: RegularizerSpec, x, y, logits) -> torch.Tensor | float:
         if r.name == "prox":
             return 0.5 * proximal(ctx.model.parameters(), ctx.global_tensors)  # ½‖Θ − Θ_g‖² (FedProx Eq. 2 without μ)
         teacher_logits, teacher_features = self.teacher_outputs(ctx, x)

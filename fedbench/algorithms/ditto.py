@@ -10,11 +10,9 @@ v_k starts from w^0 (Ditto and FedBABU [code] copy the initial model per client)
 λ: FedDr+ spec §3.2 uses the FedBABU repo default 0.75 [proposal]; LG-Mix does not compare Ditto.
 """
 
-from pydantic import Field
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.params import DittoParams
 from fedbench.algorithms.partial import (
     initial_model_payload,
     remember_initial_model,
@@ -24,12 +22,6 @@ from fedbench.algorithms.partial import (
 )
 
 
-class DittoParams(NoParams):
-    lam: float = Field(0.75, ge=0)
-    personal_epochs: int | None = Field(None, ge=0)  # None: as many steps as the global update
-
-
-@register_algorithm("ditto", papers=("feddrplus",))
 class Ditto(Algorithm):
     Params = DittoParams
     params: DittoParams

@@ -5,7 +5,7 @@
 on the L2-normalised feature (the logits of the ``etf`` head are exactly these cosines: unit-norm rows,
 normalised features, no bias). This is FedDr+ with β = 1 (FedDr+ Table 1 "Dot-Regression", Fig. 6c);
 FedDr+ itself is this method plus the ``fd`` regularizer with weight 1 − β = 0.1 (convex), i.e.
-0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4; ``FEDDR_PLUS_PARAMS``).
+0.9·L_DR + 0.1·(1/d)‖f(x;θ) − f(x;θ_g)‖² (FedDr+ Eq. 4; ``params.FEDDR_PLUS_PARAMS``).
 
 The loss itself (``dot_regression_loss``) is shared with the ``local`` method's ``loss = "dr"`` (FedDr+ Table 3
 "Local only (L_DR)") and with fine-tuning's ``finetune.loss = "dr" | "dr_plus"`` (FedDr+ Table 8).
@@ -16,7 +16,6 @@ lr: not given; FedDr+'s 0.35 / 5.0 [proposal, ambiguity 12].
 
 import torch
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 
@@ -30,8 +29,6 @@ def dot_regression_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return 0.5 * ((cosine - 1) ** 2).mean()
 
 
-# finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
-@register_algorithm("dot_regression", papers=("feddrplus",), finetune_losses={"dr": {}, "dr_plus": FEDDR_PLUS_PARAMS})
 class DotRegression(Algorithm):
     """Pull the normalised feature onto its class's ETF vector; the classifier never trains."""
 

@@ -7,18 +7,11 @@ u. Each round a client first updates v_k with u^t fixed, then u with its new v_k
 the rest for u. (FedRep is the same split with whole epochs for each part.)
 """
 
-from pydantic import Field
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import LocalPhase, NoParams
+from fedbench.algorithms.base import LocalPhase
+from fedbench.algorithms.params import FedAltParams
 from fedbench.algorithms.partial import PartialPersonalization
 
 
-class FedAltParams(NoParams):
-    personal_fraction: float = Field(0.5, ge=0, le=1)
-
-
-@register_algorithm("fedalt", papers=("lgmix",))
 class FedAlt(PartialPersonalization):
     Params = FedAltParams
     params: FedAltParams

@@ -11,11 +11,9 @@ The flags are restored after local training (the working model is shared), so Fe
 fine-tuning step (``spec.finetune``), not part of this method — can train the whole model.
 """
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 
 
-@register_algorithm("fedbabu", papers=("feddrplus", "lgmix"))
 class FedBABU(Algorithm):
     """Body-only training and aggregation; the randomly initialised head stays fixed."""
 

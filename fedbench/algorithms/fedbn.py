@@ -6,11 +6,9 @@ Each client keeps its BN affine parameters (``model.batchnorm_parameter_names()`
 without BatchNorm makes this FedAvg.
 """
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.partial import PartialPersonalization
 
 
-@register_algorithm("fedbn", papers=("lgmix",))
 class FedBN(PartialPersonalization):
     def local_parameter_names(self, model):
         return model.batchnorm_parameter_names()

@@ -19,19 +19,13 @@ round-1 quirk without the |P|/N factor). α: FedTR [proposal] 0.01, FedTrip 1 (M
 """
 
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
+from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
 from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.params import FedDynParams
 
 
-class FedDynParams(NoParams):
-    alpha: float = Field(0.01, gt=0)
-
-
-@register_algorithm("feddyn", papers=("fedtr", "fedtrip", "fedimpro"))
 class FedDyn(Algorithm):
     Params = FedDynParams
     params: FedDynParams

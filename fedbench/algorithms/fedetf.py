@@ -16,18 +16,12 @@ FedETF's local personalisation stage is not part of the global-FL method.
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
+from fedbench.algorithms.params import FedETFParams
 
 
-class FedETFParams(NoParams):
-    beta: float = Field(1.0, ge=0)  # exponent on the local class counts
-
-
-@register_algorithm("fedetf", papers=("feddrplus",))
 class FedETF(Algorithm):
     Params = FedETFParams
     params: FedETFParams

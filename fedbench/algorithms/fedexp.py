@@ -13,21 +13,12 @@ kept in ``server.state["server_lr"]``. ε = 0.001 (FedDr+ spec).
 probably why FedExP ≈ FedAvg in FedDr+ Table 2. The default is the original rule [paper].
 """
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
-
-
-class FedExPParams(NoParams):
-    epsilon: float = Field(0.001, ge=0)
-    variant: Literal["original", "feddrplus_code"] = "original"
+from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
+from fedbench.algorithms.params import FedExPParams
 
 
-@register_algorithm("fedexp", papers=("feddrplus",))
 class FedExP(Algorithm):
     Params = FedExPParams
     params: FedExPParams

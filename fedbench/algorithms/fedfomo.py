@@ -13,34 +13,19 @@ its BatchNorm running statistics score it and are mixed with the weights w_ij ([
 averages every state_dict entry); the distance ‖θ_j − θ_i‖ is over the parameters.
 """
 
-import json
-
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.losses import task_loss
+from fedbench.algorithms.params import FedFomoParams
 from fedbench.algorithms.partial import restore_model
-from fedbench.cost import has_batchnorm
 from fedbench.seeding import torch_generator
 
 
-class FedFomoParams(NoParams):
-    m: int = Field(5, ge=1)  # M, models downloaded per round
-    val_fraction: float = Field(0.2, gt=0, lt=1)  # of the client's training data
-
-
-@register_algorithm("fedfomo", papers=("lgmix",))
 class FedFomo(Algorithm):
     Params = FedFomoParams
     params: FedFomoParams
-
-    @classmethod
-    def result_revision(cls, spec):
-        # 2: peers are scored and mixed with their own BatchNorm statistics (0.1.0 used the client's own)
-        return 2 if has_batchnorm(spec.model, spec.dataset, json.dumps(spec.model_params, sort_keys=True)) else 1
 
     def init_server(self, server):
         server.state["client_models"] = {}  # j -> (θ_j, buffers_j)

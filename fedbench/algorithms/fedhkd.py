@@ -14,21 +14,12 @@ the [code] keeps the last client's entry per class instead.
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, model_outputs
+from fedbench.algorithms.base import Algorithm, model_outputs
+from fedbench.algorithms.params import FedHKDParams
 from fedbench.algorithms.partial import restore_model, store_model
 
 
-class FedHKDParams(NoParams):
-    lam: float = Field(0.05, ge=0)
-    gamma: float = Field(0.05, ge=0)
-    temperature: float = Field(0.5, gt=0)
-    noise_std: float = Field(2.0, ge=0)
-
-
-@register_algorithm("fedhkd", papers=("lgmix",))
 class FedHKD(Algorithm):
     Params = FedHKDParams
     params: FedHKDParams

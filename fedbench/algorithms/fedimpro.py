@@ -20,34 +20,16 @@ averaged uniformly over the sampled clients, no privacy noise.  Paper-literal va
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.params import FedImproParams
 from fedbench.errors import ConfigError
 from fedbench.seeding import torch_generator
 
 
-class FedImproParams(NoParams):
-    split: str | None = None  # split point; None = the model's default (ResNet: layer2)
-    sigma0: float = Field(0.1, ge=0)  # σ⁰ and the per-element upper clip of σ ([code] fed_split_noise_std)
-    clip_sigma: bool = True  # spec §8 #4: the clip is [code], not [paper]
-    stat_weight: Literal["code", "count", "beta"] = "code"  # Eq. 6 weight w = 1 − β_m (spec §1.4, §8 #1)
-    beta_m: float = Field(0.9, ge=0, le=1)  # only for stat_weight = "beta" ([paper] value unspecified)
-    count_ref: int = Field(5000, ge=1)  # "code": w = min(1, D/count_ref); "count": w = min(1, n_c/count_ref)
-    beta_g: float = Field(0.0, ge=0, lt=1)  # Eq. 7 server momentum; [code] 0
-    noise_std: float = Field(0.0, ge=0)  # σ_ε (Table 7): N(0, σ_ε²) on every uploaded μ and σ element
-    sample_from: Literal["local", "global"] = "local"  # [code] evolving local copy | [paper] Alg. 1 H^r
-    feature_weight: float = Field(1.0, ge=0)  # 0 = no synthetic features at all (FedAvg + estimation)
-    feature_weight_sched: Literal["gradual", "capped", "constant"] = "gradual"  # [code] gradual2half
-    feature_weight_epochs: int = Field(500, ge=1)  # T in λ(e) = feature_weight·e/T
-
-
-@register_algorithm("fedimpro", papers=("fedimpro",))
 class FedImpro(Algorithm):
     Params = FedImproParams
     params: FedImproParams

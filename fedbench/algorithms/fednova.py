@@ -14,12 +14,8 @@ With equal τ_i and no momentum every a_i = τ, so FedNova reduces to FedAvg.
 
 import torch
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
-
-
-class FedNovaParams(NoParams):
-    normalize_buffers: bool = True
+from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
+from fedbench.algorithms.params import FedNovaParams
 
 
 def normalizing_factor(steps: int, momentum: float) -> float:
@@ -30,7 +26,6 @@ def normalizing_factor(steps: int, momentum: float) -> float:
     return (steps - momentum * (1 - momentum**steps) / (1 - momentum)) / (1 - momentum)
 
 
-@register_algorithm("fednova", papers=("fedimpro",))
 class FedNova(Algorithm):
     Params = FedNovaParams
     params: FedNovaParams

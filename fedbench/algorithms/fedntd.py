@@ -12,19 +12,11 @@ Hyperparameters: FedDr+ Tables 6/7 (β, τ) = (1, 3) [paper], the default; the F
 FedTR [proposal]) use τ = 1, β = 1 — recipes set ``tau = 1`` there.
 """
 
-from pydantic import Field
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.params import FedNTDParams
 from fedbench.algorithms.regularizers import not_true_distillation
 
 
-class FedNTDParams(NoParams):
-    beta: float = Field(1.0, ge=0)
-    tau: float = Field(3.0, gt=0)
-
-
-@register_algorithm("fedntd", papers=("fedtr", "feddrplus"))
 class FedNTD(Algorithm):
     Params = FedNTDParams
     params: FedNTDParams

@@ -5,11 +5,9 @@ Every round a client loads the global body with its own head, trains the whole m
 body (``aggr_part=body``). The head never leaves the client; it starts as the common w^0 head.
 """
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.partial import PartialPersonalization
 
 
-@register_algorithm("fedper", papers=("feddrplus",))
 class FedPer(PartialPersonalization):
     def local_parameter_names(self, model):
         return model.head_parameter_names()

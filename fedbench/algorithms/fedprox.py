@@ -1,17 +1,10 @@
 """FedProx (Li et al., 2020): local objective F_k(w) + (mu/2)·||w − w_global||² (FedProx Eq. 2)."""
 
-from pydantic import Field
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.params import FedProxParams
 
 
-class FedProxParams(NoParams):
-    mu: float = Field(0.01, ge=0)
-
-
-@register_algorithm("fedprox", papers=("fedtr", "fedtrip", "fedimpro"))
 class FedProx(Algorithm):
     Params = FedProxParams
     params: FedProxParams

@@ -9,19 +9,11 @@ Epochs: FedDr+ spec §3.2 / FedBABU [code]: head for E epochs (the run's ``local
 LG-Mix gives none ("body epochs 1; head epochs unspecified") [proposal: the same].
 """
 
-from pydantic import Field
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import LocalPhase, NoParams
+from fedbench.algorithms.base import LocalPhase
+from fedbench.algorithms.params import FedRepParams
 from fedbench.algorithms.partial import PartialPersonalization
 
 
-class FedRepParams(NoParams):
-    head_epochs: int | None = Field(None, ge=0)  # None: the run's local_epochs
-    body_epochs: int = Field(1, ge=0)
-
-
-@register_algorithm("fedrep", papers=("lgmix", "feddrplus"))
 class FedRep(PartialPersonalization):
     Params = FedRepParams
     params: FedRepParams

@@ -27,27 +27,13 @@ disjoint partitions such as ``dirichlet``). Eq. 11 is a theory remark and is not
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, model_outputs
+from fedbench.algorithms.base import Algorithm, model_outputs
 from fedbench.algorithms.context import param_views
+from fedbench.algorithms.params import FedTRParams
 
 
-class FedTRParams(NoParams):
-    lambda_r: float = Field(1.0, ge=0)  # λ_R, weight of the centroid term R (spec A2 [proposal])
-    r_reduction: Literal["mse", "sum_dim_mean_batch"] = "mse"  # FedPAC/FedProto MSE, or Eq. 4's sum over dims
-    alpha_g: float = Field(0.01, ge=0)  # α_G of G (FedDC alpha_coef); literal Eq. 3 would be 2
-    adaptive_alpha: bool = False  # FedDC: α_i = α_G·mean(n)/n_i
-    drift_update: Literal["feddc", "grad"] = "feddc"  # spec §1.4 variant B (default) or A
-    drift_lr: float | None = Field(None, gt=0)  # η_g of variant A; None = the client learning rate η_f
-    centroid_batch_size: int = Field(1000, gt=0)
-
-
-@register_algorithm("fedtr", papers=("fedtr",))
 class FedTR(Algorithm):
     Params = FedTRParams
     params: FedTRParams

@@ -13,24 +13,13 @@ at round 1 the regulariser vanishes. Only the most recent local model is kept; n
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import param_views
+from fedbench.algorithms.params import FedTripParams
 
 
-class FedTripParams(NoParams):
-    mu: float = Field(0.4, ge=0)  # 1.0 for the MLP experiments, 0.4 otherwise (spec §1.5)
-    xi_rule: Literal["inverse_gap", "gap", "const"] = "inverse_gap"
-    # fedtripemd / fedcrac divide both coefficients by the local epochs E (spec §1.5); same for E = 1.
-    epoch_scaled: bool = False
-
-
-@register_algorithm("fedtrip", papers=("fedtrip",))
 class FedTrip(Algorithm):
     Params = FedTripParams
     params: FedTripParams

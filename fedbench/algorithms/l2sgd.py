@@ -13,11 +13,10 @@ x_k starts from w^0 and persists in ``ctx.state``; evaluation uses x_k.
 """
 
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import load_weights
+from fedbench.algorithms.params import L2SGDParams
 from fedbench.algorithms.partial import (
     initial_model_payload,
     remember_initial_model,
@@ -28,12 +27,6 @@ from fedbench.algorithms.partial import (
 from fedbench.seeding import torch_generator
 
 
-class L2SGDParams(NoParams):
-    lam: float = Field(0.1, ge=0)  # λ, the pull toward the average
-    p: float = Field(0.5, gt=0, le=1)  # probability of an averaging step (per round)
-
-
-@register_algorithm("l2sgd", papers=("lgmix",))
 class L2SGD(Algorithm):
     Params = L2SGDParams
     params: L2SGDParams

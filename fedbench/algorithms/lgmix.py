@@ -31,19 +31,11 @@ applies Eq. 2 in the rounds it trains, with that round's Δu(t), and keeps w_c i
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.params import LGMixParams
 from fedbench.algorithms.partial import restore_model
 from fedbench.errors import ConfigError, FedbenchError
-
-
-class LGMixParams(NoParams):
-    history: bool = True  # λ̄ = running mean of λ (LG-Mix §3.3); false: Table 4 "w/o history"
-    center: bool = True  # [code] centred covariance; false: the paper's Σ h hᵀ
-    drop_smallest: bool = True  # [code] sum of all singular values but the smallest (ada_dim = −1)
-    fixed_lambda: float | None = Field(None, ge=0, le=1)  # constant λ instead of Eq. 6
 
 
 def feature_moments(h: torch.Tensor, moments: list | None) -> list:
@@ -92,16 +84,9 @@ def mixing_ratio(local_trace: float, global_trace: float) -> float:
     return min(1.0, max(0.0, local_trace / denominator)) if denominator > 0 else 0.5
 
 
-@register_algorithm("lgmix", papers=("lgmix",))
 class LGMix(Algorithm):
     Params = LGMixParams
     params: LGMixParams
-
-    @classmethod
-    def result_revision(cls, spec):
-        # 2: personal evaluation no longer completes Eq. 2 (0.1.0 let it change training under partial
-        # participation); with every client in every round the results are unchanged
-        return 2 if spec.clients_per_round < spec.num_clients else 1
 
     # ---------------------------------------------------------------- the personal model w_c
     def begin_local(self, ctx):

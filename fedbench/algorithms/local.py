@@ -12,20 +12,13 @@ Dot-Regression's L_DR through a frozen simplex ETF (``dot_regression_loss``; bui
 lr 5.0 for L_DR [proposal].
 """
 
-from typing import Literal
-
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.dot_regression import dot_regression_loss
 from fedbench.algorithms.fixed_classifier import require_classifier
+from fedbench.algorithms.params import LocalParams
 from fedbench.algorithms.partial import restore_model, store_model
 
 
-class LocalParams(NoParams):
-    loss: Literal["ce", "dr"] = "ce"  # the local objective: the task loss, or L_DR through a frozen ETF
-
-
-@register_algorithm("local", papers=("lgmix", "feddrplus"))
 class Local(Algorithm):
     """Each client minimises only its own empirical risk F_k(w_k)."""
 

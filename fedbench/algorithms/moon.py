@@ -17,23 +17,14 @@ Spec choices:
   does (spec §3: the output of Linear(120→84) for the CNN, Linear(784→100) for the MLP).
 """
 
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.functional import masked_cross_entropy, masked_mean
+from fedbench.algorithms.params import MoonParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
 from fedbench.errors import ConfigError
-
-
-class MoonParams(NoParams):
-    mu: float = Field(1.0, ge=0)
-    tau: float = Field(0.5, gt=0)
-    representation: Literal["features", "pre_activation"] = "features"
 
 
 def activation_cut(model) -> int:
@@ -56,7 +47,6 @@ def pre_activation(model, x):
     return model.encoder[: activation_cut(model)](x)
 
 
-@register_algorithm("moon", papers=("fedtr", "fedtrip"))
 class Moon(Algorithm):
     Params = MoonParams
     params: MoonParams

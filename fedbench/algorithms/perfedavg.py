@@ -10,18 +10,11 @@ training data (one step: LG-Mix and FedDr+ specs), then evaluates it.
 """
 
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, LocalPhase, NoParams
-
-
-class PerFedAvgParams(NoParams):
-    beta: float = Field(1e-3, gt=0)
-    adapt_steps: int = Field(1, ge=0)
+from fedbench.algorithms.base import Algorithm, LocalPhase
+from fedbench.algorithms.params import PerFedAvgParams
 
 
-@register_algorithm("perfedavg", papers=("lgmix", "feddrplus"))
 class PerFedAvg(Algorithm):
     Params = PerFedAvgParams
     params: PerFedAvgParams

@@ -1,6 +1,6 @@
 """Composable local regularizers (FedDr+ Sec. 3.4, Table 1): ``prox``, ``kd``, ``ntd``, ``ld``, ``fd``.
 
-Any method takes them through its ``algorithm_params``::
+Any method takes them through its ``algorithm_params`` (``params.RegularizerSpec``)::
 
     regularizers = [{ name = "kd", weight = 0.1, tau = 3 }, { name = "prox", weight = 1.0 }]
 
@@ -18,24 +18,8 @@ With weight 0 a regularizer leaves its base method unchanged.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class RegularizerSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    name: Literal["prox", "kd", "ntd", "ld", "fd"]
-    weight: float = Field(ge=0)  # 1 − β (convex; FedDr+ β = 0.9 → 0.1) or λ / μ (add)
-    tau: float = Field(3.0, gt=0)  # kd/ntd temperature; FedDr+ [proposal] τ = 3 (FedNTD's)
-    combine: Literal["convex", "add"] | None = None  # None: "add" for prox, "convex" for the others
-
-    @property
-    def mode(self) -> str:
-        return self.combine or ("add" if self.name == "prox" else "convex")
 
 
 def distillation(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:

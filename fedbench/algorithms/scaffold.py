@@ -17,24 +17,14 @@ Spec choices:
 - The correction is added to the gradient before the optimizer step, so it passes through momentum.
 """
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
+from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
 from fedbench.algorithms.fednova import normalizing_factor as effective_steps
+from fedbench.algorithms.params import ScaffoldParams
 
 
-class ScaffoldParams(NoParams):
-    server_lr: float = Field(1.0, gt=0)  # η_g
-    control_update: Literal["paper", "mean"] = "paper"
-    momentum_corrected_steps: bool = True
-
-
-@register_algorithm("scaffold", papers=("fedtr", "feddrplus", "fedimpro"))
 class Scaffold(Algorithm):
     Params = ScaffoldParams
     params: ScaffoldParams

@@ -11,18 +11,11 @@ average — which this rule gives for α = 1 since u^0 = 0. β = 0 and α = 1 is
 """
 
 import torch
-from pydantic import Field
 
-from fedbench.algorithms._registry import register_algorithm
-from fedbench.algorithms.base import Algorithm, NoParams, average_buffers, weighted_average
-
-
-class SlowMoParams(NoParams):
-    beta: float = Field(0.9, ge=0, lt=1)  # slow momentum β
-    slow_lr: float = Field(1.0, gt=0)  # slow learning rate α
+from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
+from fedbench.algorithms.params import SlowMoParams
 
 
-@register_algorithm("slowmo", papers=("fedtrip",))
 class SlowMo(Algorithm):
     Params = SlowMoParams
     params: SlowMoParams

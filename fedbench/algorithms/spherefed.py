@@ -14,12 +14,10 @@ The original's post-training closed-form classifier calibration is used neither 
 
 import torch.nn.functional as F
 
-from fedbench.algorithms._registry import register_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 
 
-@register_algorithm("spherefed", papers=("feddrplus",))
 class SphereFed(Algorithm):
     """Fixed orthonormal classifier on normalised features, MSE on the cosine logits."""
 

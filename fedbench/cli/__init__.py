@@ -7,7 +7,8 @@ the library, prints. The package is the only code that prints for humans or exit
 handler in ``cli/common.py``.
 
 Start-up: a command module imports the library it calls inside the command function, so building the app, and the
-commands that train nothing (``--help``, ``runs``, ``show``, ``status``, ``export``), never import torch
+commands that train nothing and build no model (``--help``, ``runs``, ``show``, ``status``, ``export``, ``import``,
+``algorithms``, ``report`` of tables without model statistics), never import torch
 (tests/cli/test_startup.py, benchmarks/startup.py). That is the reason for every function-level import of this
 package.
 

@@ -120,22 +120,3 @@ def cutout(x: torch.Tensor, size: int, generator: torch.Generator, channels: int
     if channels is not None and channels < num_channels:
         hole = hole & (torch.arange(num_channels, device=device) < channels)[None, :, None, None]
     return x.masked_fill(hole, 0.0)
-
-
-def check_augmentation(augmentation, input_shape: tuple[int, ...], dataset: str) -> None:
-    """Bounds that depend on the data: the Cutout square must fit in the image (side ≤ height and width).
-    ``augmentation`` is a ``fedbench.spec.AugmentationSpec``; ``input_shape`` is (C, H, W)."""
-    size = augmentation.cutout
-    if not size:
-        return
-    if len(input_shape) != 3:
-        raise ConfigError(
-            f"augmentation.cutout = {size}: dataset {dataset!r} has inputs of shape {tuple(input_shape)}, "
-            "not (C, H, W) images"
-        )
-    height, width = int(input_shape[1]), int(input_shape[2])
-    if size > min(height, width):
-        raise ConfigError(
-            f"augmentation.cutout = {size} is larger than the {height}×{width} images of dataset "
-            f"{dataset!r}; use at most {min(height, width)} (0 = off)"
-        )

@@ -4,12 +4,11 @@ checks a model's ``model_params`` and builds it."""
 from __future__ import annotations
 
 import inspect
-import typing
 from collections.abc import Callable
 from typing import Any
 
 from fedbench.errors import ConfigError
-from fedbench.plugins import PluginRegistry
+from fedbench.plugins import PluginRegistry, parameter_hints
 
 MODELS: PluginRegistry[Callable[..., Any]] = PluginRegistry("model")
 register_model = MODELS.register
@@ -30,7 +29,7 @@ def build_model(name: str, num_classes: int, input_shape: tuple[int, ...], **par
 
 def _check_switches(name: str, builder: Callable[..., Any], params: dict[str, Any]) -> None:
     """A boolean model parameter must get a boolean: the string "false" would silently mean True."""
-    hints = typing.get_type_hints(builder)
+    hints = parameter_hints(builder, include_extras=False)
     for key, value in params.items():
         hint = hints.get(key)
         is_switch = hint is bool or hint == bool | None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 
@@ -89,28 +88,3 @@ class AlexNetBN(FedModel):
         )
         self.classifier = nn.Linear(4096, num_classes)
         self.feature_dim = 4096
-
-
-@register_model(
-    "alexnet_cifar",
-    papers=("fedtrip",),
-    input_shape=(3, 32, 32),
-    num_classes=10,
-    description="FedTrip's CIFAR-10 AlexNet (5 conv, avg-pool to 256, FC 1024, dropout 0.5, no BN)",
-    feature="1024-d, FC 256→1024 after ReLU (and dropout in train mode)",
-)
-def alexnet_cifar(num_classes: int, input_shape: tuple[int, ...], dropout: float = 0.5) -> FedModel:
-    return AlexNetCifar(num_classes, input_shape, dropout)
-
-
-@register_model(
-    "alexnet_bn",
-    papers=("fedtr",),
-    input_shape=(3, 224, 224),
-    num_classes=4,
-    description="NOT FAITHFUL: stand-in for FedTR's COVID-Net; PersonalizedFL/FedBN AlexNet with BatchNorm (~57M params)",
-    feature="4096-d, FC 4096→4096 after BN and ReLU",
-    faithful=False,
-)
-def alexnet_bn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return AlexNetBN(num_classes, input_shape)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 
@@ -96,39 +95,3 @@ class FedBNDigitCNN(FedModel):
         )
         self.classifier = nn.Linear(512, num_classes)
         self.feature_dim = 512
-
-
-@register_model(
-    "fedtr_cifar_cnn",
-    papers=("fedtr",),
-    input_shape=(3, 32, 32),
-    num_classes=10,
-    description="FedTR's unnamed CIFAR-10 CNN; proposal: FedDyn/FedDC cifar10_LeNet (2 conv + 3 FC)",
-    feature="192-d, FC 384→192 after ReLU",
-)
-def fedtr_cifar_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return FedDCCifarCNN(num_classes, input_shape)
-
-
-@register_model(
-    "pamap2_net",
-    papers=("fedtr",),
-    input_shape=(27, 1, 200),
-    num_classes=10,
-    description="FedTR's PAMAP2-Net; proposal: PersonalizedFL PamapModel on 27-channel 200-step IMU windows",
-    feature="64-d, FC 1408→64 after ReLU",
-)
-def pamap2_net(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return PamapNet(num_classes, input_shape)
-
-
-@register_model(
-    "fedbn_digit_cnn",
-    papers=("lgmix",),
-    input_shape=(3, 28, 28),
-    num_classes=10,
-    description="FedBN DigitModel for Digits5: 3 conv + 3 FC, BN after the first five layers",
-    feature="512-d, FC 2048→512 after BN and ReLU",
-)
-def fedbn_digit_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return FedBNDigitCNN(num_classes, input_shape)

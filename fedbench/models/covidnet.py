@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 
@@ -66,16 +65,3 @@ class SmallCovidNet(FedModel):
         self.encoder = nn.Sequential(*layers)
         self.classifier = nn.Linear(256, num_classes)
         self.feature_dim = 256
-
-
-@register_model(
-    "covidnet_small",
-    papers=("fedtr",),
-    input_shape=(3, 224, 224),
-    num_classes=4,
-    description="NOT FAITHFUL: small COVID-Net-like CNN (4 PEPX stages) standing in for FedTR's COVID-Net",
-    feature="256-d, FC after global pooling, after ReLU",
-    faithful=False,
-)
-def covidnet_small(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return SmallCovidNet(num_classes, input_shape)

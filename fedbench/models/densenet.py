@@ -9,7 +9,6 @@ from torchvision.models import DenseNet121_Weights
 from torchvision.models import densenet121 as torchvision_densenet121
 
 from fedbench.models._pretrained import torchvision_imagenet
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 
 
@@ -43,15 +42,3 @@ class DenseNet121(FedModel):
         )
         self.classifier = net.classifier
         self.feature_dim = net.classifier.in_features
-
-
-@register_model(
-    "densenet121",
-    papers=("lgmix",),
-    input_shape=(3, 96, 96),
-    num_classes=2,
-    description="torchvision DenseNet-121, from scratch, for Camelyon17 96×96 tumour patches",
-    feature="1024-d, global average pool after the final BN and ReLU",
-)
-def densenet121(num_classes: int, input_shape: tuple[int, ...], pretrained: bool = False) -> FedModel:
-    return DenseNet121(num_classes, input_shape, pretrained)

@@ -7,7 +7,6 @@ from typing import ClassVar
 
 from torch import nn
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 
@@ -44,27 +43,3 @@ class DigitsCNN(FedModel):
         )
         self.classifier = nn.Linear(hidden, num_classes)
         self.feature_dim = hidden
-
-
-@register_model(
-    "digits_mlp",
-    papers=("quickstart",),
-    input_shape=(1, 8, 8),
-    num_classes=10,
-    description="quickstart MLP for scikit-learn's 8×8 digits: 64→128→ReLU→10",
-    feature="128-d hidden layer after ReLU",
-)
-def digits_mlp(num_classes: int, input_shape: tuple[int, ...], hidden: int = 128) -> FedModel:
-    return DigitsMLP(num_classes, input_shape, hidden)
-
-
-@register_model(
-    "digits_cnn",
-    papers=("quickstart",),
-    input_shape=(1, 8, 8),
-    num_classes=10,
-    description="quickstart CNN for scikit-learn's 8×8 digits: 2 conv (32, 64), pool, FC 128, FC 10",
-    feature="128-d hidden layer after ReLU",
-)
-def digits_cnn(num_classes: int, input_shape: tuple[int, ...], width: int = 32, hidden: int = 128) -> FedModel:
-    return DigitsCNN(num_classes, input_shape, width, hidden)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import Conv2d, MaxPool2d
 
@@ -71,27 +70,3 @@ class LeNet5Conv3(FedModel):
         )
         self.classifier = nn.Linear(84, num_classes)
         self.feature_dim = 84
-
-
-@register_model(
-    "lenet5",
-    papers=("fedtr",),
-    input_shape=(1, 28, 28),
-    num_classes=11,
-    description="LeNet-5 with BatchNorm (PersonalizedFL lenet5v) for OrganA/C/SMNIST; FedTR spec §2.5",
-    feature="84-d, FC 120→84 after ReLU",
-)
-def lenet5(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return LeNet5(num_classes, input_shape)
-
-
-@register_model(
-    "fedtrip_cnn",
-    papers=("fedtrip",),
-    input_shape=(1, 28, 28),
-    num_classes=10,
-    description="FedTrip's modified LeNet-5 (3 conv + FC 84 + FC C, no BN) for MNIST/FMNIST/EMNIST-47",
-    feature="84-d, FC 120→84 after ReLU",
-)
-def fedtrip_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return LeNet5Conv3(num_classes, input_shape)

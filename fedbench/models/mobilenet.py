@@ -12,7 +12,6 @@ from functools import partial
 from torch import nn
 from torchvision.ops.misc import Conv2dNormActivation
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 
@@ -65,25 +64,3 @@ class MobileNetCifar(FedModel):
         )
         self.classifier = build_classifier(classifier, in_channels, num_classes, classifier_bias, normalize_features)
         self.feature_dim = in_channels
-
-
-@register_model(
-    "mobilenet",
-    papers=("feddrplus",),
-    input_shape=(3, 32, 32),
-    num_classes=100,
-    description="MobileNet v1, CIFAR variant (FedBABU MobileNetCifar), BN without running stats; "
-    "classifier linear/etf/orthonormal/fedetf",
-    feature="1024-d, average-pooled last block",
-)
-def mobilenet(
-    num_classes: int,
-    input_shape: tuple[int, ...],
-    classifier: str = "linear",
-    classifier_bias: bool | None = None,
-    normalize_features: bool | None = None,
-    track_running_stats: bool = False,
-) -> FedModel:
-    return MobileNetCifar(
-        num_classes, input_shape, classifier, classifier_bias, normalize_features, track_running_stats
-    )

@@ -17,7 +17,6 @@ from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet
 
 from fedbench.errors import ConfigError
 from fedbench.models._pretrained import torchvision_imagenet
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 
 RESNET_INITS = ("pytorch", "torchvision")
@@ -81,51 +80,14 @@ class TorchvisionResNet(FedModel):
         self.feature_dim = net.fc.in_features
 
 
-@register_model(
-    "resnet18",
-    papers=("fedimpro",),
-    input_shape=(3, 32, 32),
-    num_classes=10,
-    description="CIFAR-style ResNet-18 (3×3 stem, no max-pool) for CIFAR-10/FMNIST/SVHN; splits layer1-4",
-    feature="512-d, global average pool",
-)
-def resnet18(num_classes: int, input_shape: tuple[int, ...], init: str = "pytorch") -> FedModel:
-    return TorchvisionResNet(BasicBlock, [2, 2, 2, 2], num_classes, input_shape, cifar_stem=True, init=init)
+def cifar_resnet(depth: int, num_classes: int, input_shape: tuple[int, ...], init: str) -> TorchvisionResNet:
+    """CIFAR-style ResNet-18 (BasicBlock [2,2,2,2]) or ResNet-50 (Bottleneck [3,4,6,3]): 3×3 stem, no max-pool."""
+    block, layers = {18: (BasicBlock, [2, 2, 2, 2]), 50: (Bottleneck, [3, 4, 6, 3])}[depth]
+    return TorchvisionResNet(block, layers, num_classes, input_shape, cifar_stem=True, init=init)
 
 
-@register_model(
-    "resnet18_femnist",
-    papers=("fedimpro",),
-    input_shape=(1, 28, 28),
-    num_classes=62,
-    description="FedImpro's FEMNIST model: the CIFAR-style resnet18 with 1 input channel and 62 classes",
-    feature="512-d, global average pool",
-)
-def resnet18_femnist(num_classes: int, input_shape: tuple[int, ...], init: str = "pytorch") -> FedModel:
-    return TorchvisionResNet(BasicBlock, [2, 2, 2, 2], num_classes, input_shape, cifar_stem=True, init=init)
-
-
-@register_model(
-    "resnet50",
-    papers=("fedimpro",),
-    input_shape=(3, 32, 32),
-    num_classes=100,
-    description="CIFAR-style ResNet-50 (Bottleneck [3,4,6,3], 3×3 stem, no max-pool) for CIFAR-100",
-    feature="2048-d, global average pool",
-)
-def resnet50(num_classes: int, input_shape: tuple[int, ...], init: str = "pytorch") -> FedModel:
-    return TorchvisionResNet(Bottleneck, [3, 4, 6, 3], num_classes, input_shape, cifar_stem=True, init=init)
-
-
-@register_model(
-    "resnet18_imagenet",
-    papers=("lgmix",),
-    input_shape=(3, 256, 256),
-    num_classes=10,
-    description="torchvision ResNet-18 (7×7/2 stem + max-pool), from scratch, for Office-Caltech10/DomainNet",
-    feature="512-d, global average pool",
-)
-def resnet18_imagenet(num_classes: int, input_shape: tuple[int, ...], pretrained: bool = False) -> FedModel:
+def imagenet_resnet18(num_classes: int, input_shape: tuple[int, ...], pretrained: bool) -> TorchvisionResNet:
+    """torchvision's ResNet-18 (7×7/2 stem + max-pool), with its ImageNet weights if ``pretrained``."""
     # LG-Mix spec A11: from scratch by default (the low accuracies rule out ImageNet pretraining); weights optional.
     net = None
     if pretrained:

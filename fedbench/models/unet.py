@@ -13,7 +13,6 @@ import torch
 from torch import nn
 
 from fedbench.errors import ConfigError
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.layers import MaxPool2d
 
@@ -74,16 +73,3 @@ class UNet(FedModel):
         self.encoder = UNetBody(channels, init_features)
         self.classifier = nn.Conv2d(init_features, num_classes, kernel_size=1)
         self.feature_dim = init_features
-
-
-@register_model(
-    "unet",
-    papers=("lgmix",),
-    input_shape=(3, 256, 256),
-    num_classes=2,
-    task="segmentation",
-    description="U-Net (med-air, 32 base features) for fundus optic disc/cup segmentation; 2 logit maps",
-    feature="32 channels per pixel, decoder-1 output (input of the final 1×1 conv)",
-)
-def unet(num_classes: int, input_shape: tuple[int, ...], init_features: int = 32) -> FedModel:
-    return UNet(num_classes, input_shape, init_features)

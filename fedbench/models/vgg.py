@@ -9,7 +9,6 @@ from typing import ClassVar
 from torch import nn
 from torchvision.models.vgg import cfgs, make_layers
 
-from fedbench.models._registry import register_model
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
 from fedbench.models.layers import MaxPool2d
@@ -99,34 +98,3 @@ class VGG9(FedModel):
         self.encoder = nn.Sequential(OrderedDict(conv=conv, flatten=nn.Flatten(), fc=fc))
         self.classifier = nn.Linear(512, num_classes)
         self.feature_dim = 512
-
-
-@register_model(
-    "vgg11",
-    papers=("feddrplus", "fedimpro"),
-    input_shape=(3, 32, 32),
-    num_classes=10,
-    description="VGG-11 without BN (FedNTD repo) for CIFAR-10; classifier linear/etf/orthonormal/fedetf",
-    feature="512-d, second FC 512→512 after ReLU",
-)
-def vgg11(
-    num_classes: int,
-    input_shape: tuple[int, ...],
-    classifier: str = "linear",
-    classifier_bias: bool | None = None,
-    normalize_features: bool | None = None,
-    dropout: float = 0.0,
-) -> FedModel:
-    return VGG11(num_classes, input_shape, classifier, classifier_bias, normalize_features, dropout)
-
-
-@register_model(
-    "vgg9",
-    papers=("fedimpro",),
-    input_shape=(3, 32, 32),
-    num_classes=10,
-    description="VGG-9 = FedMA ModerateCNN (6 conv + 3 FC) for FedImpro's CIFAR-10 Table 9",
-    feature="512-d, FC 512→512 after ReLU (and dropout in train mode)",
-)
-def vgg9(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
-    return VGG9(num_classes, input_shape)

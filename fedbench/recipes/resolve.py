@@ -5,8 +5,10 @@ resolved, so the spec (and its hash) says everything that determines the curve: 
 (FedTrip's ``mu``, Dirichlet's ``min_size``) changes the hash of every run that relied on it, and a
 recipe that spells a default out compiles to the same run as one that leaves it implicit.
 
-Algorithms declare parameters as pydantic models (``Algorithm.Params``); datasets, models and
-partitioners as keyword arguments with defaults. A parameter added later, whose default keeps the old
+Algorithms declare parameters as pydantic models (``fedbench/algorithms/params.py``); datasets, models and
+partitioners as keyword arguments with defaults (a model's: its builder in ``fedbench/models/zoo.py``). None of
+them imports torch, so neither does resolving a spec (but for FedFomo's result revision, which builds the model to
+see whether it has BatchNorm). A parameter added later, whose default keeps the old
 behaviour, is marked ``Annotated[..., HashNeutral(old_value)]`` on the field itself: while it holds that
 value it is left out of the canonical JSON, so existing spec hashes stay valid (``fedbench.spec``).
 
@@ -17,16 +19,15 @@ itself stays plain data.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
+from fedbench.algorithms import ALGORITHMS, params_class, validate_algorithm_params
 from fedbench.data import DATASETS, LOADER_ARGUMENTS
 from fedbench.data.partition import PARTITIONERS
 from fedbench.models import MODELS
-from fedbench.plugins import PluginRegistry, json_value, parameter_defaults, with_defaults
+from fedbench.plugins import PluginRegistry, json_value, parameter_defaults, parameter_hints, with_defaults
 from fedbench.spec import PLUGIN_KINDS, HashNeutral, RunSpec, neutral_fields
 
 # Arguments the engine supplies itself: not parameters a recipe may set.
@@ -52,10 +53,7 @@ def _registry(kind: str) -> PluginRegistry[Any]:
 def _signature(kind: str, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(defaults, hash-neutral values) of a function plug-in's recipe parameters."""
     fn = _registry(kind).get(name)
-    try:
-        hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception:  # an annotation that cannot be evaluated: no HashNeutral markers on it
-        hints = {}
+    hints = parameter_hints(fn)
     defaults = parameter_defaults(fn, ENGINE_ARGUMENTS[kind])
     neutral = {
         key: marker.value
@@ -86,7 +84,7 @@ def non_default(kind: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
 def neutral_params(kind: str, name: str) -> dict[str, Any]:
     """The plug-in's parameters marked ``HashNeutral`` and the value at which each is left out of the hash."""
     if kind == "algorithm":
-        return neutral_fields(_registry(kind).get(name).Params)
+        return neutral_fields(params_class(name))
     return _signature(kind, name)[1]
 
 
@@ -112,7 +110,7 @@ def resolve_spec(data: Mapping[str, Any] | RunSpec) -> RunSpec:
     spec = RunSpec(**fields)
     if "algorithm_revision" in fields:
         return spec
-    revision = _registry("algorithm").get(spec.algorithm).result_revision(spec)
+    revision = params_class(spec.algorithm).result_revision(spec)
     return spec.model_copy(update={"algorithm_revision": revision})
 
 

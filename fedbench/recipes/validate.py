@@ -314,12 +314,29 @@ def _check_baseline(recipe: Recipe, view: TableView) -> None:
 
 
 # ---------------------------------------------------------------------------------------- a compiled run
+def check_augmentation(augmentation, input_shape: tuple[int, ...], dataset: str) -> None:
+    """Bounds that depend on the data: the Cutout square must fit in the image (side ≤ height and width).
+    ``augmentation`` is a ``fedbench.spec.AugmentationSpec``; ``input_shape`` is (C, H, W)."""
+    size = augmentation.cutout
+    if not size:
+        return
+    if len(input_shape) != 3:
+        raise ConfigError(
+            f"augmentation.cutout = {size}: dataset {dataset!r} has inputs of shape {tuple(input_shape)}, "
+            "not (C, H, W) images"
+        )
+    height, width = int(input_shape[1]), int(input_shape[2])
+    if size > min(height, width):
+        raise ConfigError(
+            f"augmentation.cutout = {size} is larger than the {height}×{width} images of dataset "
+            f"{dataset!r}; use at most {min(height, width)} (0 = off)"
+        )
+
+
 def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
     """Checks that need the data set's registered shape (plug-in names and parameters were resolved when the
     spec was built), so a bad recipe fails before anything runs."""
-    # local: keeps torch and numpy out of export's start-up
-    from fedbench.data import static_input_shape
-    from fedbench.data.store import check_augmentation
+    from fedbench.data import static_input_shape  # local: keeps numpy out of export's start-up
 
     try:
         check_augmentation(spec.augmentation, static_input_shape(spec.dataset, spec.dataset_params), spec.dataset)

@@ -5,20 +5,17 @@ Data sets have their own listing in ``fedbench.data.catalog``.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-from fedbench.algorithms import ALGORITHMS
-from fedbench.cost import model_card, model_cards
+from fedbench.algorithms import ALGORITHMS, params_class
 
 
 def algorithm_entries() -> list[dict[str, Any]]:
     """Every registered FL method: name, hyperparameters with their defaults, papers, one-line description."""
     entries = []
-    for name in ALGORITHMS.names():
-        cls: Any = ALGORITHMS.get(name)
-        params = {k: f.default for k, f in cls.Params.model_fields.items()}
-        doc = (cls.__doc__ or sys.modules[cls.__module__].__doc__ or "").strip().splitlines()
+    for name in ALGORITHMS.names():  # read from the catalogue and the methods' sources: no method is imported
+        params = {k: f.default for k, f in params_class(name).model_fields.items()}
+        doc = ALGORITHMS.doc(name).strip().splitlines()
         entries.append(
             {
                 "name": name,
@@ -33,6 +30,9 @@ def algorithm_entries() -> list[dict[str, Any]]:
 def model_entries(name: str | None = None, overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Model cards (parameters, FLOPs per sample, input shape, classes, papers): of every registered model at its
     paper configuration, or of ``name`` alone with ``overrides`` (``num_classes``, ``input_shape``, model parameters)."""
+    # local: a card counts the parameters and FLOPs of the built model (torch); keeps torch out of `algorithms`
+    from fedbench.cost import model_card, model_cards
+
     if not name:
         return model_cards()
     return [model_card(name, **(overrides or {}))]

@@ -14,15 +14,11 @@ from typing import Any
 import numpy as np
 
 from fedbench import metrics
-from fedbench.algorithms import build_algorithm
-from fedbench.cost import client_round_work, model_card
-from fedbench.data import dataset_meta
 from fedbench.recipes.expand import PlannedRun, expand
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
-from fedbench.report.static import build_static_table
 from fedbench.report.stats import compare_with_baseline, verdict
 from fedbench.spec import RunSpec
 from fedbench.vocab.figures import FIGURES
@@ -52,6 +48,11 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     """Forward FLOPs (MACs, thop-style, as FedTrip counts them) of one participating client in one round plus the
     method's attaching operations: n_k·E·FP + A_method (FedTrip §4, Table V), for the mean client size of the run
     (its recorded client sizes, else the partition's samples_per_client)."""
+    # local: a cost figure builds the model and the method (torch); keeps torch out of the other tables' report
+    from fedbench.algorithms import build_algorithm
+    from fedbench.cost import client_round_work, model_card
+    from fedbench.data import dataset_meta
+
     meta = dataset_meta(spec.dataset)
     card = model_card(spec.model, num_classes=meta.num_classes, input_shape=list(meta.input_shape), **spec.model_params)
     samples = (
@@ -217,6 +218,9 @@ def build_table(
     """The view's table: one query for the runs of its cells, one for their curves (``cache``: see
     ``planned_for_view``)."""
     if view.kind != "runs":
+        # local: analytic tables build models and partitions (torch); keeps torch out of the run tables' report
+        from fedbench.report.static import build_static_table
+
         return build_static_table(recipe, view, scale, synthetic)
     planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
     other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []

@@ -1,4 +1,4 @@
-"""Every method's hyperparameters (``fedbench.algorithms.base.NoParams``): immutable once validated, no unknown keys,
+"""Every method's hyperparameters (``fedbench.algorithms.params``): immutable once validated, no unknown keys,
 no regularizer unless one is configured."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ import pytest
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective, validate_algorithm_params
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
+from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.errors import ConfigError, UnknownNameError
 
 

@@ -14,6 +14,7 @@ from algorithm_fixtures import head_mlp, make_spec  # noqa: F401  (head_mlp: a f
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import ClientUpdate
+from fedbench.algorithms.params import FedFomoParams
 from fedbench.errors import ConfigError
 from fedbench.seeding import torch_generator
 from tests.algorithms.test_formulas_pfl import N, flat, gd, loss_and_grad, setup
@@ -45,9 +46,9 @@ def test_validation_split_is_a_fixed_fraction_of_the_clients_data(size, fraction
 
 
 def test_result_revision_is_two_for_batchnorm_models_only():
-    assert build_algorithm("fedfomo", {}).result_revision(make_spec("fedfomo")) == 1
+    assert FedFomoParams.result_revision(make_spec("fedfomo")) == 1
     bn = make_spec("fedfomo", model="fedbn_digit_cnn")
-    assert build_algorithm("fedfomo", {}).result_revision(bn) == 2
+    assert FedFomoParams.result_revision(bn) == 2
 
 
 def fomo_client(params, own, peers, affinity, client_id=0):

@@ -20,7 +20,8 @@ from algorithm_fixtures import (  # noqa: F401  (head_mlp: a fixture, used throu
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
+from fedbench.algorithms.dot_regression import dot_regression_loss
+from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.data.store import TensorData
 
 CLASSES, DIM = 4, 6

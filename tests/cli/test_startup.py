@@ -1,6 +1,7 @@
-"""Commands that train nothing start without importing torch: ``--help``, ``runs``, ``show`` and ``export`` run in
-a fresh process (on a registry holding one finished run of recipes/quickstart.toml) that then says whether
-``torch`` is in ``sys.modules``. ``benchmarks/startup.py`` times them; this test checks no timing."""
+"""Commands that train nothing and build no model start without importing torch: ``--help``, ``runs``, ``show``,
+``export``, ``import``, ``report`` (of tables that need no model statistics) and ``algorithms`` run in a fresh
+process (on a registry holding one finished run of recipes/quickstart.toml) that then says whether ``torch`` is in
+``sys.modules``. ``benchmarks/startup.py`` times them; this test checks no timing."""
 
 from __future__ import annotations
 
@@ -67,15 +68,21 @@ def probe(tmp_path: Path, *args: str) -> tuple[dict, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["--help", "runs", "show", "export"])
+@pytest.mark.parametrize("command", ["--help", "runs", "show", "export", "import", "report", "algorithms"])
 def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path, command):
     url, spec_hash = finished_run
     out = tmp_path / "runs.jsonl"
+    if command == "import":  # the finished run, exported, into an empty registry: its spec is resolved again
+        assert probe(tmp_path, "export", "--registry", url, "--out", str(out))[0]["exit"] == 0
     args = {
         "--help": ["--help"],
         "runs": ["runs", "--registry", url],
         "show": ["show", spec_hash[:8], "--registry", url],
         "export": ["export", "--registry", url, "--out", str(out)],
+        "import": ["import", str(out), "--registry", f"sqlite:///{tmp_path / 'imported.db'}"],
+        # the quickstart's tables (best, last-5 mean, rounds to a target) need no model statistics
+        "report": ["report", "--recipe", str(RECIPE), "--scale", "smoke", "--registry", url, "--format", "csv"],
+        "algorithms": ["algorithms", "--json"],
     }[command]
     verdict, printed = probe(tmp_path, *args)
     assert verdict["exit"] == 0, printed
@@ -84,6 +91,12 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         assert "runs" in printed and "export" in printed
     elif command == "export":
         assert len(out.read_text().splitlines()) == 2  # the header and the run
+    elif command == "import":
+        assert "imported 1 new run(s)" in printed
+    elif command == "report":
+        assert "quickstart,quickstart,accuracy,fedavg,,1,1,50.0," in printed  # the finished run's best, 50 %
+    elif command == "algorithms":
+        assert {"fedavg", "fedprox", "lgmix"} <= {entry["name"] for entry in json.loads(printed)}
     else:
         assert spec_hash in printed
     assert verdict["torch"] is False, f"fedbench {command} imported torch"
@@ -91,6 +104,7 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
 
 @pytest.mark.slow
 def test_the_probe_sees_torch_where_a_command_needs_it(tmp_path):
-    verdict, printed = probe(tmp_path, "algorithms", "--json")  # the catalogue reads the methods' modules
+    verdict, printed = probe(tmp_path, "models", "digits_cnn", "--json")  # a model card builds the model
     assert verdict["exit"] == 0, printed
+    assert json.loads(printed)["params"] > 0
     assert verdict["torch"] is True

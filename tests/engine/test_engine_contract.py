@@ -13,7 +13,7 @@ import torch
 from algorithm_fixtures import MLP, check_reference_run, head_mlp  # noqa: F401  (head_mlp: a fixture)
 from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
-from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS
+from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.engine import EngineOptions, personal, run
 from fedbench.spec import FinetuneSpec, RunSpec
@@ -40,7 +40,7 @@ BN = {"model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2, "batch_s
 def register(monkeypatch, name: str, cls: type) -> str:
     """A test-only algorithm, registered for one test."""
     monkeypatch.setitem(ALGORITHMS._entries, name, cls)
-    monkeypatch.setitem(ALGORITHMS._info, name, {"papers": ("tests",)})
+    monkeypatch.setitem(ALGORITHMS._info, name, {"papers": ("tests",), "params": cls.Params})
     return name
 
 

@@ -27,9 +27,10 @@ from algorithm_fixtures import (  # noqa: F401  (head_mlp is a fixture)
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
-from fedbench.algorithms.base import Algorithm, NoParams
+from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import RunState, SpareModels
-from fedbench.algorithms.dot_regression import FEDDR_PLUS_PARAMS, dot_regression_loss
+from fedbench.algorithms.dot_regression import dot_regression_loss
+from fedbench.algorithms.params import FEDDR_PLUS_PARAMS, NoParams
 from fedbench.cli import app
 from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData

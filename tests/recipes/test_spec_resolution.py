@@ -10,7 +10,7 @@ from typing import Annotated
 import pytest
 from pydantic import create_model
 
-from fedbench.algorithms import ALGORITHMS
+from fedbench.algorithms import ALGORITHMS, params_class
 from fedbench.data import DATASETS
 from fedbench.data.partition import PARTITIONERS
 from fedbench.errors import ConfigError, UnknownNameError
@@ -79,20 +79,20 @@ def test_changing_any_dataset_model_or_partition_default_changes_the_hash(monkey
 
 @pytest.mark.parametrize("name", ALGORITHMS.names())
 def test_changing_any_algorithm_default_changes_the_hash(monkeypatch, name):
-    cls = ALGORITHMS.get(name)
+    cls = params_class(name)
     before = resolve_spec({**BASE, "algorithm": name, "algorithm_params": {}})
-    for field in cls.Params.model_fields:
+    for field in cls.model_fields:
         if field == "regularizers":
             continue
         value = before.algorithm_params[field]
         other = (not value) if isinstance(value, bool) else (value + 1 if isinstance(value, (int, float)) else value)
         if other == value:  # a choice or an optional value: any other accepted value will do
             continue
-        params = create_model(f"Changed{name}", __base__=cls.Params, **{field: (type(other), other)})
-        monkeypatch.setitem(ALGORITHMS._entries, name, type(cls.__name__, (cls,), {"Params": params}))
+        params = create_model(f"Changed{name}", __base__=cls, **{field: (type(other), other)})
+        monkeypatch.setitem(ALGORITHMS._info, name, {**ALGORITHMS.info(name), "params": params})
         after = resolve_spec({**BASE, "algorithm": name, "algorithm_params": {}})
         assert after.algorithm_params[field] == other and after.spec_hash != before.spec_hash, f"{name}.{field}"
-        monkeypatch.setitem(ALGORITHMS._entries, name, cls)
+        monkeypatch.setitem(ALGORITHMS._info, name, {**ALGORITHMS.info(name), "params": cls})
 
 
 def test_hash_neutral_parameters_are_left_out_while_they_hold_their_value(monkeypatch):
@@ -159,7 +159,7 @@ def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
 )
 def test_a_fix_that_changes_a_specs_result_changes_its_hash(setup, revision):
     spec = resolve_spec({**BASE, "algorithm_params": {}, **setup})
-    assert ALGORITHMS.get(spec.algorithm).result_revision(spec) == revision == spec.algorithm_revision
+    assert params_class(spec.algorithm).result_revision(spec) == revision == spec.algorithm_revision
     first = spec.model_copy(update={"algorithm_revision": 1})
     assert (spec.spec_hash != first.spec_hash) == (revision != 1)
     assert ('"algorithm_revision"' in spec.canonical_json()) == (revision != 1)
