@@ -80,7 +80,9 @@ def status(
 
     store = Registry.open_existing(registry)
     if store is None:
-        err_console.print(f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True)
+        err_console.print(
+            f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
+        )
         if as_json:
             print_json([])
         return

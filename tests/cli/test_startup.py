@@ -68,7 +68,7 @@ def probe(tmp_path: Path, *args: str) -> tuple[dict, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["--help", "runs", "show", "export", "import", "report", "algorithms"])
+@pytest.mark.parametrize("command", ["--help", "runs", "show", "status", "export", "import", "report", "algorithms"])
 def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path, command):
     url, spec_hash = finished_run
     out = tmp_path / "runs.jsonl"
@@ -83,6 +83,7 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         # the quickstart's tables (best, last-5 mean, rounds to a target) need no model statistics
         "report": ["report", "--recipe", str(RECIPE), "--scale", "smoke", "--registry", url, "--format", "csv"],
         "algorithms": ["algorithms", "--json"],
+        "status": ["status", "--registry", url],
     }[command]
     verdict, printed = probe(tmp_path, *args)
     assert verdict["exit"] == 0, printed

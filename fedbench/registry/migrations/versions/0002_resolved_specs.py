@@ -37,7 +37,7 @@ FINISHED = ("done", "diverged")
 
 def resolve_v0_1_0(spec: dict[str, Any], defaults: dict[str, dict[str, dict[str, Any]]]):
     """The RunSpec a 0.1.0 registry row meant: its parameters over 0.1.0's defaults, then resolved. 0.1.0 trained
-    every method at its first result revision: a spec a later fix changes (``Algorithm.result_revision`` > 1) must
+    every method at its first result revision: a spec a later fix changes (the method's ``Params.result_revision`` > 1) must
     not be taken for the fixed result, so it keeps revision 1."""
     from fedbench.recipes.resolve import resolve_spec
     from fedbench.spec import PLUGIN_KINDS
