@@ -2,7 +2,8 @@
 per-client metrics of a binary task counted by hand (sensitivity, specificity, balanced accuracy, macro F1, AUC by
 pair counting), the segmentation metrics at the 0.5 thresholds, the primary figure of a client, the validation
 accuracy of each client, the best-round rule of ``finetune.start``, the fine-tuning spec, which objective fine-tunes,
-and which parameters fine-tuning moves."""
+and which parameters fine-tuning moves; and on short runs, when fine-tuning is evaluated and that the validation split
+is disjoint from the others."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import pytest
 import torch
 from torch import nn
 
-from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures)
+from algorithm_fixtures import head_mlp, linear_model, run_until  # noqa: F401  (fixtures)
 from conftest import ListSink
 from fedbench import metrics
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ServerState, load_weights
 from fedbench.checkpoint.format import load_checkpoint
+from fedbench.data.federated import prepare_data
 from fedbench.engine import EngineOptions, personal, run
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
@@ -314,3 +316,65 @@ def test_fine_tuning_keeps_what_the_model_fixes_and_trains_a_head_the_method_fro
     start = ckpt["server"]["params"]
     for params in seen[-spec.num_clients :]:
         assert not torch.equal(params[head], start[head]) and torch.equal(params[~head], start[~head])
+
+
+# the fine-tuning and validation tests: four clients of a wider MLP, two rounds
+FOUR_CLIENTS = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 32},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 4,
+    "rounds": 2,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
+
+
+def train_four_clients(tmp_path, sink=None, **overrides):
+    spec = RunSpec(**{**FOUR_CLIENTS, **overrides})
+    path = tmp_path / f"{spec.spec_hash}.pt"
+    sink = sink if sink is not None else ListSink()
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
+    assert result.status == "done", result.message
+    return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+
+
+# ------------------------------------------------------------------------------------ evaluation
+def test_finetune_with_zero_epochs_equals_global_evaluation(tmp_path):
+    _, records, _ = train_four_clients(tmp_path, algorithm="fedavg", finetune={"epochs": 0, "start": "final"})
+    last = records[-1]
+    assert last.finetune_per_client == last.personal_per_client
+    assert last.finetune_mean == pytest.approx(last.personal_mean)
+    assert all(r.finetune_mean is None for r in records[:-1])
+
+
+def test_finetune_head_only_and_best_start(tmp_path):
+    _, records, ckpt = train_four_clients(
+        tmp_path, algorithm="fedbabu", rounds=3, finetune={"epochs": 2, "lr": 0.05, "part": "head", "start": "best"}
+    )
+    last = records[-1]
+    assert len(last.finetune_per_client) == 4 and 0 <= last.finetune_mean <= 1
+    assert ckpt["finetune_start"]["round"] == max(records, key=lambda r: (r.test_acc, -r.round)).round
+    # fine-tuning the head (frozen during FedBABU's FL) changes the personalised accuracy
+    assert last.finetune_per_client != last.personal_per_client
+
+
+def test_validation_split_is_recorded_and_disjoint(tmp_path):
+    spec, records, _ = train_four_clients(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
+    data = prepare_data(spec, torch.device("cpu"))
+    for k in range(4):
+        parts = [
+            set(data.client_train[k].tolist()),
+            set(data.client_val[k].tolist()),
+            set(data.client_test[k].tolist()),
+        ]
+        assert all(parts) and not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+    # adding a validation split keeps the test split
+    plain = prepare_data(RunSpec(**{**FOUR_CLIENTS, "algorithm": "fedavg"}), torch.device("cpu"))
+    assert all(torch.equal(a, b) for a, b in zip(plain.client_test, data.client_test))
+    assert all(r.personal_val_mean == pytest.approx(np.mean(r.personal_val_per_client)) for r in records)

@@ -1,18 +1,15 @@
-"""Personalised FL: each method's defining property, personalised evaluation, fine-tuning,
-validation-selected figures, extra metrics, and one CLI run per method."""
+"""Personalised FL: each method's defining property, its personal state across a resume, and one CLI run per
+method."""
 
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
 from algorithm_fixtures import run_until
 from conftest import F64_ATOL, ListSink
-from fedbench import metrics
 from fedbench.algorithms.context import load_weights
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
@@ -242,83 +239,6 @@ def test_l2sgd_full_pull_each_round_restarts_from_the_average(tmp_path):
     _, _, local = train(tmp_path, algorithm="local", rounds=3)
     _, _, apart = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 0.0})
     assert torch.equal(local["client_states"][2]["personal_params"], apart["client_states"][2]["personal_params"])
-
-
-# ------------------------------------------------------------------------------------ evaluation
-def test_finetune_with_zero_epochs_equals_global_evaluation(tmp_path):
-    _, records, _ = train(tmp_path, algorithm="fedavg", finetune={"epochs": 0, "start": "final"})
-    last = records[-1]
-    assert last.finetune_per_client == last.personal_per_client
-    assert last.finetune_mean == pytest.approx(last.personal_mean)
-    assert all(r.finetune_mean is None for r in records[:-1])
-
-
-def test_finetune_head_only_and_best_start(tmp_path):
-    _, records, ckpt = train(
-        tmp_path, algorithm="fedbabu", rounds=3, finetune={"epochs": 2, "lr": 0.05, "part": "head", "start": "best"}
-    )
-    last = records[-1]
-    assert len(last.finetune_per_client) == 4 and 0 <= last.finetune_mean <= 1
-    assert ckpt["finetune_start"]["round"] == max(records, key=lambda r: (r.test_acc, -r.round)).round
-    # fine-tuning the head (frozen during FedBABU's FL) changes the personalised accuracy
-    assert last.finetune_per_client != last.personal_per_client
-
-
-def test_validation_split_is_recorded_and_disjoint(tmp_path):
-    spec, records, _ = train(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
-    data = prepare_data(spec, DEVICE)
-    for k in range(4):
-        parts = [
-            set(data.client_train[k].tolist()),
-            set(data.client_val[k].tolist()),
-            set(data.client_test[k].tolist()),
-        ]
-        assert all(parts) and not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
-    # adding a validation split keeps the test split
-    plain = prepare_data(RunSpec(**{**BASE, "algorithm": "fedavg"}), DEVICE)
-    assert all(torch.equal(a, b) for a, b in zip(plain.client_test, data.client_test))
-    assert all(r.personal_val_mean == pytest.approx(np.mean(r.personal_val_per_client)) for r in records)
-
-
-def test_validation_selected_figure_picks_the_best_validation_round():
-    from fedbench.recipes.views import TableView
-    from fedbench.report.table import figure_of
-
-    rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]
-    curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
-    view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
-    assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
-    assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
-
-
-def test_extra_metrics_match_scikit_learn(tmp_path):
-    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
-
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 50)
-    probs = rng.random((50, 2))
-    probs /= probs.sum(1, keepdims=True)
-    assert metrics.auc(labels, probs) == pytest.approx(roc_auc_score(labels, probs[:, 1]))
-    assert metrics.balanced_accuracy(labels, probs.argmax(1)) == pytest.approx(
-        balanced_accuracy_score(labels, probs.argmax(1))
-    )
-    assert metrics.auc(np.zeros(5, int), probs[:5]) is None
-    _, records, _ = train(tmp_path, algorithm="fedavg", rounds=1, eval_metrics=["auc", "balanced_accuracy"])
-    extra = records[-1].personal_metrics
-    assert len(extra["auc"]) == 4 and all(0 <= v <= 1 for v in extra["balanced_accuracy"])
-
-
-def test_segmentation_metrics_on_known_masks():
-    truth = np.zeros((1, 1, 8, 8), bool)
-    truth[0, 0, 2:6, 2:6] = True  # 16 pixels
-    pred = np.zeros_like(truth)
-    pred[0, 0, 2:6, 2:4] = True  # 8 of them
-    assert metrics.dice(pred, truth) == pytest.approx(2 * 8 / 24)
-    assert metrics.iou(pred, truth) == pytest.approx(8 / 16)
-    assert metrics.dice(truth, truth) == metrics.iou(truth, truth) == 1.0
-    assert metrics.hausdorff(truth, truth) == 0.0
-    assert metrics.hausdorff(pred, truth, percentile=100) == pytest.approx(2.0)  # the far column is 2 px away
-    assert metrics.hausdorff(np.zeros_like(truth), truth) == 1000.0
 
 
 def test_personal_state_survives_resume(tmp_path):
