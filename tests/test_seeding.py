@@ -1,4 +1,5 @@
-"""Seeding (fedbench/seeding.py): the keyed seed streams are independent of each other and of the order of their keys."""
+"""Seeding (fedbench/seeding.py): the keyed seed streams are independent of each other and of the order of their
+keys."""
 
 from __future__ import annotations
 
