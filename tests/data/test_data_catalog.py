@@ -15,12 +15,6 @@ from fedbench.data import DATASETS, dataset_meta, load_dataset
 from fedbench.data.catalog import check_dataset, dataset_info, download_dataset, fetch, list_datasets
 from fedbench.errors import DataError, UnknownNameError
 
-# ---- checksum stamps -----------------------------------------------------------------------------------
-
-
-# ---- prepared cache ------------------------------------------------------------------------------------
-
-
 # ---- catalog --------------------------------------------------------------------------------------------
 
 
@@ -52,9 +46,6 @@ def test_every_dataset_is_described(name):
     assert meta.num_classes >= 2 and len(meta.input_shape) == 3 and meta.used_by
     assert info["how_to_get"] and info["layout"]
     assert len(meta.mean) == len(meta.std)
-
-
-# ---- CLI -------------------------------------------------------------------------------------------------
 
 
 # ---- download ---------------------------------------------------------------------------------------------
@@ -166,6 +157,3 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
     assert again["fetched"] == [] and len(again["already_present"]) == 1
     with pytest.raises(DataError, match="no direct download"):
         download_dataset("digits5", data_root)
-
-
-# ---- synthetic stand-ins -------------------------------------------------------------------------------------

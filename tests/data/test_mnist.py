@@ -92,12 +92,3 @@ def test_emnist_balanced_from_zip_or_unpacked(tmp_path, monkeypatch, as_zip):
     # EMNIST IDX images are stored transposed.
     np.testing.assert_array_equal(arrays.train_x[3, 0], written["train_x"][3].T)
     assert arrays.info["verified"] is as_zip
-
-
-# ---- CIFAR ----------------------------------------------------------------------------------------------
-
-
-# ---- SVHN -----------------------------------------------------------------------------------------------
-
-
-# ---- MedMNIST -------------------------------------------------------------------------------------------
