@@ -57,7 +57,8 @@ benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py
 
 # Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
-# report/table.py and cost.py, each against the tests tests/mutation_map.toml names; a killed/total table per module
+# report/table.py and cost.py, each against its own test file (tests/<package>/test_<module>.py) and the tests
+# tests/mutation_map.toml adds; a killed/total table per module
 # and benchmarks/results/mutation.json. Equivalent mutants: tests/mutation_equivalents.toml. The full run takes hours
 # (MODULES="fedbench/spec.py fedbench/cost.py" runs some); `mutation-changed` mutates only the functions changed
 # since $(BASE) and fails if one of their mutants survives; a mutant runs only the mapped tests that call its function

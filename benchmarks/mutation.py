@@ -1,11 +1,14 @@
 """Mutation testing of fedbench's methods and plumbing: `make mutation`, `make mutation-changed`.
 
 Every mutant is one of mutmut's single-point changes (its operators: a comparison, an arithmetic operator, a number,
-a string, a keyword, an argument…), applied to one module of ``TARGETS``; the mutant then runs the tests that
-``tests/mutation_map.toml`` names for that module (``-m "not slow" -x``) — of those, only the tests that call the
-mutated function in the unmutated run (``call_recorder``; every mapped test for a mutant outside functions). A
-mutant the tests fail on is *killed*; one they pass is a *survivor*, unless ``tests/mutation_equivalents.toml`` lists
-it as equivalent (it cannot change any behaviour) with a reason. Score per module = (killed + timed out) / (mutants − equivalents).
+a string, a keyword, an argument…), applied to one module of ``TARGETS``; the mutant then runs the module's tests
+(``-m "not slow" -x``): its own test file, where the tests mirror the package (``fedbench/<package>/<module>.py`` →
+``tests/<package>/test_<module>.py``, or ``test_<package>_<module>.py`` where two packages share a module name), then
+the tests ``tests/mutation_map.toml`` adds for it (tests elsewhere that kill its mutants too) — of those, only the
+tests that call the mutated function in the unmutated run (``call_recorder``; every mapped test for a mutant outside
+functions). A mutant the tests fail on is *killed*; one they pass is a *survivor*, unless
+``tests/mutation_equivalents.toml`` lists it as equivalent (it cannot change any behaviour) with a reason. Score per
+module = (killed + timed out) / (mutants − equivalents).
 
 The mutants run in a private copy of the worktree (the worktree itself is never modified), in processes forked from
 this one after it imported the heavy dependencies (torch, pydantic, SQLAlchemy…) but not fedbench, so a mutant costs
@@ -98,15 +101,45 @@ def target_files() -> list[str]:
 
 
 def load_map() -> list[tuple[list[str], list[str]]]:
+    """The map's entries (module patterns, tests); a test file an entry names that does not exist is an error."""
     entries = tomllib.loads(MAP.read_text())["module"]
+    for entry in entries:
+        missing = [test for test in entry["tests"] if not (ROOT / test.split("::")[0]).is_file()]
+        if missing:
+            modules = ", ".join(entry["modules"])
+            raise MutationError(f"{MAP.name}: the entry for {modules} names {missing[0]}: no such file")
     return [(entry["modules"], entry["tests"]) for entry in entries]
 
 
+def own_tests(module: str) -> str | None:
+    """The test file of ``module`` by the layout: ``fedbench/<package>/<module>.py`` →
+    ``tests/<package>/test_<module>.py`` (``fedbench/<module>.py`` → ``tests/test_<module>.py``), or
+    ``tests/<package>/test_<package>_<module>.py`` where two packages share a module name; None if it has neither."""
+    path = Path(module).relative_to("fedbench")
+    folder = Path("tests", *path.parent.parts)
+    names = [f"test_{path.stem}.py"] + ([f"test_{path.parent.name}_{path.stem}.py"] if path.parent.parts else [])
+    return next((str(folder / name) for name in names if (ROOT / folder / name).is_file()), None)
+
+
 def tests_for(module: str, mapping: list[tuple[list[str], list[str]]]) -> list[str]:
-    for patterns, tests in mapping:
-        if any(fnmatch.fnmatchcase(module, pattern) for pattern in patterns):
-            return tests
-    raise MutationError(f"{MAP.relative_to(ROOT)}: no entry for {module}; add one naming the tests that exercise it")
+    """The module's own test file, then the tests of the first map entry that covers it: one that names it, or one
+    whose glob matches it (a package's catch-all) if it has no file of its own. A node id of the own file already runs
+    with it. An error if the module has no tests either way."""
+    own = own_tests(module)
+    covering = (
+        tests
+        for patterns, tests in mapping
+        if module in patterns or (own is None and any(fnmatch.fnmatchcase(module, p) for p in patterns))
+    )
+    extra = next(covering, [])
+    tests = [own] if own else []
+    tests += [test for test in extra if test.split("::")[0] != own and test not in tests]
+    if not tests:
+        raise MutationError(
+            f"{module}: no test file of its own (tests/<package>/test_<module>.py) and no entry in"
+            f" {MAP.name}; add the file, or an entry naming the tests that exercise it"
+        )
+    return tests
 
 
 def load_equivalents() -> list[dict[str, str]]:

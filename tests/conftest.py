@@ -148,3 +148,15 @@ class ListSink:
 @pytest.fixture
 def sink() -> ListSink:
     return ListSink()
+
+
+@pytest.fixture
+def mnist_root(tmp_path, monkeypatch):
+    """A data root holding tiny MNIST files in the official layout, their checksums taken as the published ones."""
+    import data_fixtures as fx
+    from fedbench.data import files, mnist
+
+    fx.write_mnist_like(tmp_path)
+    raw = tmp_path / "mnist" / "MNIST" / "raw"
+    monkeypatch.setattr(mnist, "MNIST_MD5", tuple(files.file_digest(raw / n) for n in mnist._MNIST_NAMES))
+    return tmp_path

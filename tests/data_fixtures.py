@@ -355,3 +355,28 @@ def write_covidx(data_root: Path, n_train: int = 6, n_test: int = 4, seed: int =
             write_png(root / split / name, rng.integers(0, 256, (50, 48), dtype=np.uint8))
             lines.append(f"P{k:03d} {name} {'positive' if k % 2 else 'negative'} rsna")
         (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+
+
+# ---- checks shared by the loader tests ------------------------------------------------------------------
+
+
+def check_arrays(arrays, n_train, n_test, shape):
+    """A loader's arrays: uint8 images and int64 labels of the given counts and shape, labels in range."""
+    assert arrays.train_x.dtype == np.uint8 and arrays.test_x.dtype == np.uint8
+    assert arrays.train_y.dtype == np.int64 and arrays.test_y.dtype == np.int64
+    assert arrays.train_x.shape == (n_train, *shape)
+    assert arrays.test_x.shape == (n_test, *shape)
+    assert arrays.train_y.shape == (n_train,) and arrays.test_y.shape == (n_test,)
+    assert arrays.meta.input_shape == shape
+    assert arrays.train_y.min() >= 0 and arrays.train_y.max() < arrays.meta.num_classes
+
+
+def natural_clients(arrays):
+    """The natural partition of ``arrays``: one group per client (checked)."""
+    from fedbench.data.partition import make_partition
+
+    groups = np.unique(arrays.train_groups)
+    parts = make_partition("natural", arrays.train_y, arrays.train_groups, len(groups), np.random.default_rng(0), {})
+    for group, part in zip(groups, parts):
+        assert np.all(arrays.train_groups[part] == group)
+    return parts

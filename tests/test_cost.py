@@ -1,4 +1,7 @@
-"""Cost accounting: FLOPs per sample, bytes per update, parameter counts, model cards."""
+"""Cost accounting (fedbench/cost.py): FLOPs per sample, bytes per update, parameter counts, model cards; and the
+cost formulas against hand counts: local steps per round, parameter and byte counts of a small model with BatchNorm,
+every figure of a model card for FedTrip's MLP (784→100→10) worked out from its layer sizes, and each method's
+FLOPs and bytes per round."""
 
 from __future__ import annotations
 
@@ -9,15 +12,20 @@ import torch
 from torch import nn
 
 from fedbench.cost import (
+    buffer_count,
+    client_round_work,
     flops_per_sample,
+    local_steps_per_round,
     model_card,
     model_cards,
     parameter_counts,
+    steps_per_epoch,
     update_bytes,
 )
 from fedbench.errors import ConfigError, UnknownNameError
 from fedbench.models import MODELS, build_model
 from fedbench.models.base import FedModel
+from fedbench.spec import RunSpec
 
 
 class OneLinear(FedModel):
@@ -194,3 +202,393 @@ def test_the_mini_batch_loop_takes_exactly_the_steps_of_the_one_formula(samples,
         assert sum(sizes) == (samples if not drop_last or samples < 16 else samples - samples % 16)
     else:
         assert expected == 0
+
+
+@pytest.mark.parametrize(
+    "samples, batch, drop_last, steps",
+    [
+        (0, 16, False, 0),
+        (0, 16, True, 0),
+        (5, 16, False, 1),  # a client smaller than a batch trains on its one partial batch
+        (5, 16, True, 1),
+        (16, 16, False, 1),
+        (16, 16, True, 1),
+        (17, 16, False, 2),  # ⌈17/16⌉
+        (17, 16, True, 1),  # ⌊17/16⌋
+        (32, 16, True, 2),
+        (70, 16, False, 5),
+        (70, 16, True, 4),
+    ],
+)
+def test_steps_per_epoch_by_hand(samples, batch, drop_last, steps):
+    assert steps_per_epoch(samples, batch, drop_last) == steps
+
+
+@pytest.mark.parametrize(
+    "samples, epochs, budget, drop_last, steps",
+    [
+        (70, 3, None, False, 3 * 5),
+        (70, 3, None, True, 3 * 4),
+        (70, 1, 7, False, 7),  # a step budget replaces the epochs
+        (70, 3, 7, True, 7),
+        (0, 3, 7, False, 0),  # no samples: no steps, whatever the budget
+        (5, 2, None, True, 2),
+    ],
+)
+def test_local_steps_per_round_by_hand(samples, epochs, budget, drop_last, steps):
+    assert local_steps_per_round(samples, 16, local_epochs=epochs, local_steps=budget, drop_last=drop_last) == steps
+
+
+class SmallBN(FedModel):
+    """Linear(6→4) → BatchNorm1d(4) → ReLU, then the classifier Linear(4→3)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(6, 4), nn.BatchNorm1d(4), nn.ReLU())
+        self.classifier = nn.Linear(4, 3)
+        self.feature_dim = 4
+
+
+def test_parameter_buffer_and_byte_counts_by_hand():
+    model = SmallBN()
+    body, bn, head = 6 * 4 + 4, 4 + 4, 4 * 3 + 3
+    counts = parameter_counts(model)
+    assert counts == {
+        "params": body + bn + head,
+        "trainable_params": body + bn + head,
+        "head_params": head,
+        "body_params": body + bn,
+        "batchnorm_params": bn,
+    }
+    assert buffer_count(model) == 4 + 4  # running mean and variance; num_batches_tracked is an integer
+    assert update_bytes(model) == 4 * (body + bn + head)
+    assert update_bytes(model, include_buffers=True) == 4 * (body + bn + head + 8)
+    model.classifier.weight.requires_grad_(False)  # a fixed classifier is never sent
+    assert parameter_counts(model)["trainable_params"] == body + bn + 3
+    assert update_bytes(model, trainable_only=True) == 4 * (body + bn + 3)
+    assert update_bytes(model) == 4 * (body + bn + head)  # unless every parameter is asked for
+    assert parameter_counts(nn.Linear(2, 2)) == {"params": 6, "trainable_params": 6}  # not a FedModel: no parts
+
+
+def test_every_figure_of_the_mlp_card_by_hand():
+    """FedTrip's MLP 784→100→ReLU→10: |w| = 784·100 + 100 + 100·10 + 10; forward FLOPs 2 per multiply-accumulate;
+    the backward pass computes both weight gradients and the hidden layer's input gradient, not the input's."""
+    card = model_card("mlp")
+    hidden, out = 784 * 100 + 100, 100 * 10 + 10
+    forward = 2 * (784 * 100 + 100 * 10)
+    backward = 2 * (100 * 10) + 2 * (100 * 10) + 2 * (784 * 100)  # ∂W₂, ∂h, ∂W₁
+    info = MODELS.info("mlp")
+    assert card == {
+        "name": "mlp",
+        "papers": list(info["papers"]),
+        "description": info["description"],
+        "faithful": info.get("faithful", True),
+        "task": "classification",
+        "input_shape": [1, 28, 28],
+        "num_classes": 10,
+        "model_params": {},
+        "feature_dim": 100,
+        "feature": info["feature"],
+        "split_points": card["split_points"],
+        "params": hidden + out,
+        "trainable_params": hidden + out,
+        "head_params": out,
+        "body_params": hidden,
+        "batchnorm_params": 0,
+        "buffers": 0,
+        "update_bytes": 4 * (hidden + out),
+        "update_bytes_with_buffers": 4 * (hidden + out),
+        "flops_forward": forward,
+        "flops_train": forward + backward,
+        "macs_forward": forward // 2,
+    }
+    assert card["papers"] == ["fedtrip"] and card["description"] and card["feature"]
+    counts = ("params", "update_bytes", "flops_forward", "flops_train", "macs_forward")
+    assert all(type(card[key]) is int for key in counts)  # whole numbers in `fedbench models --json`
+
+
+def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers():
+    card = model_card("lenet5")
+    assert card["buffers"] == 2 * (6 + 16)  # BN(6) and BN(16): running mean and variance
+    assert card["update_bytes_with_buffers"] == card["update_bytes"] + 4 * card["buffers"]
+    assert card["batchnorm_params"] == 2 * (6 + 16)
+
+
+@pytest.mark.parametrize("shape", ["1x28x28", "1×28×28", "1,28,28", [1, 28, 28], (1, 28, 28)])
+def test_input_shapes_in_every_spelling(shape):
+    assert model_card("mlp", input_shape=shape)["input_shape"] == [1, 28, 28]
+
+
+def test_bad_card_overrides_are_config_errors():
+    with pytest.raises(ConfigError) as raised:
+        model_card("mlp", input_shape="big")
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got 'big'"
+    with pytest.raises(ConfigError) as raised:
+        model_card("mlp", input_shape=[1, "a"])
+    assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got [1, 'a']"
+    with pytest.raises(ConfigError, match="num_classes must be an integer, got 'ten'"):
+        model_card("mlp", num_classes="ten")
+    assert model_card("mlp", num_classes="12")["num_classes"] == 12
+
+
+def test_flop_measurement_restores_the_mode_and_gradients():
+    from fedbench.cost import measure_flops
+
+    model = SmallBN()
+    model.eval()
+    grad = torch.ones_like(model.classifier.weight)
+    model.classifier.weight.grad = grad
+    forward, train = measure_flops(model, (6,), batch_size=4)
+    assert not model.training and model.classifier.weight.grad is grad
+    assert forward == 2 * (6 * 4 + 4 * 3)  # per sample, whatever the batch
+    assert train == forward + 2 * (4 * 3) + 2 * (4 * 3) + 2 * (6 * 4)
+    model.train()
+    measure_flops(model, (6,))
+    assert model.training
+
+
+def test_defaults_of_the_step_formulas_and_a_one_sample_client():
+    assert steps_per_epoch(17, 16) == 2  # without drop_last: ⌈17/16⌉
+    assert local_steps_per_round(70, 16) == 5  # one epoch, no step budget, no drop_last
+    assert local_steps_per_round(17, 16, drop_last=True) == 1
+    assert local_steps_per_round(70, 16, local_steps=3) == 3
+    assert steps_per_epoch(1, 16) == steps_per_epoch(1, 16, True) == 1  # one sample: one step
+    assert local_steps_per_round(1, 16, local_epochs=2) == 2
+
+
+def test_conv_backward_counts_the_input_gradient_of_a_later_layer():
+    """Two stacked convolutions: the weight gradient of each costs its forward, and the second one's input gradient
+    (needed by the first) costs its forward again; the first one's input gradient is not computed."""
+    from fedbench.cost import flops_per_sample
+
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.Conv2d(3, 4, 3, padding=1))
+    first, second = 2 * 3 * 2 * 9 * 5 * 5, 2 * 4 * 3 * 9 * 5 * 5
+    assert flops_per_sample(model, (2, 5, 5)) == first + second
+    assert flops_per_sample(model, (2, 5, 5), backward=True) == (first + second) + first + 2 * second
+
+
+def test_a_model_without_parameters_costs_nothing():
+    from fedbench.cost import measure_flops
+
+    assert measure_flops(nn.Flatten(), (2, 3)) == (0, 0)
+
+
+# ------------------------------------------------------------------------------------------- cards of a tiny model
+class TinyNet(FedModel):
+    """Linear(6→hidden) → ReLU, then the classifier Linear(hidden→classes)."""
+
+    def __init__(self, num_classes: int, input_shape: tuple[int, ...], hidden: int = 4):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Flatten(), nn.Linear(input_shape[-1], hidden), nn.ReLU())
+        self.classifier = nn.Linear(hidden, num_classes)
+        self.feature_dim = hidden
+
+
+@pytest.fixture
+def tiny_models(monkeypatch):
+    """Two registrations of TinyNet: ``tiny_bare`` with only the required info (input shape, classes), ``tiny_full``
+    with every optional one; an empty card cache, so that the test's cards are its own."""
+    import fedbench.cost as cost
+
+    def tiny(num_classes: int, input_shape: tuple[int, ...], hidden: int = 4) -> FedModel:
+        return TinyNet(num_classes, input_shape, hidden)
+
+    infos = {
+        "tiny_bare": {"input_shape": (6,), "num_classes": 3},
+        "tiny_full": {
+            "input_shape": (6,),
+            "num_classes": 3,
+            "papers": ("fedtr",),
+            "description": "a stand-in",
+            "feature": "hidden ReLU",
+            "faithful": False,
+            "task": "segmentation",
+        },
+    }
+    for name, info in infos.items():
+        monkeypatch.setitem(MODELS._entries, name, tiny)
+        monkeypatch.setitem(MODELS._info, name, info)
+    monkeypatch.setattr(cost, "_CARDS", {})
+    return cost
+
+
+def test_the_card_of_a_model_registered_with_only_its_shape_by_hand(tiny_models):
+    """6 → 4 → ReLU → 3: |w| = 6·4 + 4 + 4·3 + 3 = 43; 6·4 + 4·3 = 36 multiply-adds forward (72 FLOPs); backward
+    ∂W₂ (12 MACs), ∂h (12) and ∂W₁ (24), not the input's gradient; what the registration leaves out takes the
+    documented defaults (no papers, no description or feature text, faithful, classification)."""
+    card = model_card("tiny_bare")
+    assert card == {
+        "name": "tiny_bare",
+        "papers": [],
+        "description": "",
+        "faithful": True,
+        "task": "classification",
+        "input_shape": [6],
+        "num_classes": 3,
+        "model_params": {},
+        "feature_dim": 4,
+        "feature": "",
+        "split_points": [],
+        "params": 43,
+        "trainable_params": 43,
+        "head_params": 4 * 3 + 3,
+        "body_params": 6 * 4 + 4,
+        "batchnorm_params": 0,
+        "buffers": 0,
+        "update_bytes": 4 * 43,
+        "update_bytes_with_buffers": 4 * 43,
+        "flops_forward": 2 * 36,
+        "flops_train": 2 * 36 + 2 * (12 + 12 + 24),
+        "macs_forward": 36,
+    }
+
+
+def test_a_card_carries_what_the_model_was_registered_with(tiny_models):
+    card = model_card("tiny_full", hidden=5, num_classes=2)
+    assert {key: card[key] for key in ("papers", "description", "feature", "faithful", "task")} == {
+        "papers": ["fedtr"],
+        "description": "a stand-in",
+        "feature": "hidden ReLU",
+        "faithful": False,
+        "task": "segmentation",
+    }
+    # 6 → 5 → 2: 6·5 + 5·2 = 40 multiply-adds, |w| = 30 + 5 + 10 + 2
+    assert (card["macs_forward"], card["params"], card["model_params"], card["num_classes"]) == (
+        40,
+        47,
+        {"hidden": 5},
+        2,
+    )
+
+
+def test_cards_are_cached_per_configuration_whatever_the_order_of_the_overrides(tiny_models, monkeypatch):
+    """One build per configuration (overrides in any order); each caller gets its own deep copy, so changing a
+    card's lists or dicts never reaches the cache."""
+    builds = []
+    real_card = tiny_models._card
+    monkeypatch.setattr(
+        tiny_models,
+        "_card",
+        lambda name, overrides: builds.append((name, dict(overrides))) or real_card(name, overrides),
+    )
+    first = model_card("tiny_full", hidden=5, num_classes=2)
+    second = model_card("tiny_full", num_classes=2, hidden=5)
+    assert first == second and builds == [("tiny_full", {"hidden": 5, "num_classes": 2})]
+    model_card("tiny_full", hidden=6, num_classes=2)
+    assert len(builds) == 2
+    first["papers"].append("lgmix")
+    first["model_params"]["hidden"] = 99
+    first["input_shape"][0] = 7
+    again = model_card("tiny_full", hidden=5, num_classes=2)
+    assert (again["papers"], again["model_params"], again["input_shape"]) == (["fedtr"], {"hidden": 5}, [6])
+
+
+def test_a_bad_number_of_classes_is_named_as_written(tiny_models):
+    for value in ("ten", None, [3]):
+        with pytest.raises(ConfigError) as raised:
+            model_card("tiny_bare", num_classes=value)
+        assert str(raised.value) == f"num_classes must be an integer, got {value!r}"
+
+
+# ------------------------------------------------------------------------------------------- per-method cost
+# digits_mlp with hidden = 8 on 8×8 digits: 64 → 8 → ReLU → 10.
+TINY_FP = 64 * 8 + 8 * 10  # forward multiply-adds of one sample: 592
+TINY_W = (64 * 8 + 8) + (8 * 10 + 10)  # parameters: 610
+# two clients of 100 and 140 samples (n = 120), E = 2, B = 50: K = E·⌈n/B⌉ = 2·3 = 6 local iterations
+N, E, B, K = 120, 2, 50, 6
+TABLE_VIII = {  # the attaching FLOPs of one client's round (FedTrip Table VIII, p = 1 history model for MOON)
+    "fedavg": 0,
+    "slowmo": 0,  # server-side momentum only
+    "fedprox": 2 * K * TINY_W,  # 2K|w| = 7,320
+    "feddyn": 4 * K * TINY_W,  # 4K|w| = 14,640
+    "fedtrip": 4 * K * TINY_W,  # 4K|w| = 14,640
+    "moon": K * B * (1 + 1) * TINY_FP,  # K·M·(1+p)·FP = 355,200
+    "scaffold": 2 * (K + 1) * TINY_W,  # 2(K+1)|w| = 8,540 (option II: no full-batch gradient n(FP+BP))
+}
+
+
+@pytest.mark.parametrize("name", list(TABLE_VIII))
+def test_each_methods_flops_per_round_on_a_tiny_mlp_by_hand(name):
+    """FedTrip §4 / Table V: one participating client's round costs n·E·FP + A_method FLOPs (forward multiply-adds,
+    thop-style); n·E·FP = 120·2·592 = 142,080."""
+    from fedbench.report.table import cost_per_round_flops
+
+    spec = RunSpec(
+        algorithm=name,
+        dataset="digits",
+        model="digits_mlp",
+        model_params={"hidden": 8},
+        local_epochs=E,
+        batch_size=B,
+    )
+    assert cost_per_round_flops(spec, [100, 140]) == N * E * TINY_FP + TABLE_VIII[name]
+
+
+@pytest.mark.parametrize("name", list(TABLE_VIII))
+def test_each_methods_bytes_per_round_on_a_tiny_mlp_by_hand(tmp_path, name):
+    """Table VIII's communication: one model down and one up per selected client, 4 bytes per float32 parameter,
+    SCAFFOLD 2|w| more (the server's c down, the client's Δc up): 3 clients × 4 × 610 = 7,320 bytes each way."""
+    from algorithm_fixtures import Sink
+    from fedbench.engine import EngineOptions, run
+
+    spec = RunSpec(
+        algorithm=name,
+        dataset="digits",
+        model="digits_mlp",
+        model_params={"hidden": 8},
+        num_clients=4,
+        clients_per_round=3,
+        rounds=1,
+        batch_size=B,
+    )
+    sink = Sink()
+    run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "run.pt"))
+    (record,) = sink.records
+    per_client = 4 * (TINY_W + (TINY_W if name == "scaffold" else 0))
+    assert (record.bytes_up, record.bytes_down) == (3 * per_client, 3 * per_client)
+
+
+# ------------------------------------------------------------------------------------------- work of a client round
+class _Attach:
+    """An algorithm whose attaching operations are a fixed 1000, recording what it was given."""
+
+    def __init__(self):
+        self.given = {}
+
+    def attach_flops_per_round(self, **given):
+        self.given = given
+        return 1000.0
+
+
+CARD = {"params": 7, "flops_forward": 40, "flops_train": 120, "macs_forward": 20}  # backward: 80 FLOPs = 40 MACs
+
+
+@pytest.mark.parametrize(
+    "setup, samples, steps, processed",
+    [
+        ({"local_epochs": 2}, 130, 2 * 3, 260),  # E·⌈130/50⌉ steps, E·n samples
+        ({"local_epochs": 1, "drop_last": True}, 130, 2, 130),  # ⌊130/50⌋
+        ({"local_epochs": 3}, 130.5, 3 * 3, 391.5),  # a mean client size: the steps count whole samples
+        ({"local_steps": 4}, 130, 4, 200),  # a step budget: 4 full batches of 50
+    ],
+)
+def test_client_round_work_is_samples_times_one_samples_work_plus_the_attaching_operations(
+    setup, samples, steps, processed
+):
+    """FedTrip §4: n_k·E·W + A_method, W a sample's training FLOPs (fedbench plan) or forward MACs (FedTrip's
+    accounting); the method is told the steps, the whole samples and one sample's forward and backward work."""
+    spec = RunSpec(algorithm="fedavg", dataset="mnist", model="mlp", partition="iid", batch_size=50, **setup)
+    algorithm = _Attach()
+    assert client_round_work(spec, samples, CARD, algorithm) == processed * 120 + 1000.0
+    assert algorithm.given == {
+        "steps": steps,
+        "samples": 130,
+        "batch_size": 50,
+        "num_params": 7,
+        "forward_flops": 40,
+        "backward_flops": 80,
+    }
+    assert client_round_work(spec, samples, CARD, algorithm, unit="macs") == processed * 20 + 1000.0
+    assert algorithm.given["forward_flops"] == 20 and algorithm.given["backward_flops"] == 40
+    with pytest.raises(ValueError, match="^unit 'joules': expected 'flops' or 'macs'$"):
+        client_round_work(spec, samples, CARD, algorithm, unit="joules")

@@ -130,7 +130,7 @@ def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
 # and read here, streaming, rather than through the safetensors package, which builds the whole file in memory
 # (copying every tensor twice) before it is written: for a ResNet-18 checkpoint its save took 1.9x torch.save's
 # time, this streaming writer (hashing in a second thread) 1.2-1.6x on the same machine
-# (benchmarks/checkpoint_format.py). tests/checkpoint/test_checkpoint_safety.py checks that the package reads our files and
+# (benchmarks/checkpoint_format.py). tests/integration/test_checkpoint_safety.py checks that the package reads our files and
 # that we read its files.
 _DTYPE_NAMES = {
     torch.float64: "F64",

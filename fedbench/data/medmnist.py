@@ -29,7 +29,7 @@ FLAGS = ("organamnist", "organcmnist", "organsmnist")
 SIZES = (28, 64, 128, 224)
 
 # Hand copy of the medmnist package's INFO (v3.0.2) for these three flags, used only where the package is not
-# installed (the ``medmnist`` extra: it pulls pandas and scikit-image). tests/data/test_medmnist_metadata.py checks
+# installed (the ``medmnist`` extra: it pulls pandas and scikit-image). tests/data/test_medmnist.py checks
 # it equals the package's. flag → ({size: md5}, (train, val, test) counts)
 _FALLBACK_INFO = {
     "organamnist": (

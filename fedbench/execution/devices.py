@@ -1,5 +1,5 @@
 """Which device each worker of ``fedbench run --jobs N`` trains on: pure functions of the options and the number of
-visible GPUs, so that they are tested without a GPU (``tests/execution/test_placement.py``); and the torch device a
+visible GPUs, so that they are tested without a GPU (``tests/execution/test_devices.py``); and the torch device a
 worker opens (``resolve_device``, which imports torch when called: this module is read by commands that train
 nothing).
 

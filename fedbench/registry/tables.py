@@ -44,7 +44,7 @@ runs = Table(
 )
 
 # One round of a run's curve. Its columns (run_id aside) are the catalogue's ROUND_FIELDS (fedbench/vocab/metrics.py:
-# meaning and unit of each); tests/vocab/test_metric_catalog.py keeps them equal.
+# meaning and unit of each); tests/vocab/test_vocab_metrics.py keeps them equal.
 rounds = Table(
     "rounds",
     metadata,

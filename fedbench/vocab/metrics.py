@@ -3,7 +3,7 @@
 Two tables:
 
 * ``ROUND_FIELDS`` — every field a round stores, in storage order: the engine's ``RoundRecord`` fields and the
-  registry's ``rounds`` columns (``run_id`` aside) are exactly these names (tests/vocab/test_metric_catalog.py keeps
+  registry's ``rounds`` columns (``run_id`` aside) are exactly these names (tests/vocab/test_vocab_metrics.py keeps
   the three equal). A field is a ``metric`` (the column of one curve metric below) or explicitly not one:
   the round ``key``, a ``spread`` (std over clients), a ``per_client`` list or dict, a ``cost``.
 * ``METRICS`` — every curve metric a table view may name (``metric = ...``), with its unit, whether it is a
@@ -336,7 +336,7 @@ SUMMARY_METRIC = "test_acc"
 
 
 def markdown_table() -> str:
-    """The catalogue as the Markdown table of docs/recipes.md (checked by tests/vocab/test_metric_catalog.py)."""
+    """The catalogue as the Markdown table of docs/recipes.md (checked by tests/vocab/test_vocab_metrics.py)."""
     lines = [
         "| metric | unit | shown as % | better | classification | segmentation | per client (`client` axis) |",
         "|---|---|---|---|---|---|---|",

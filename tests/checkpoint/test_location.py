@@ -59,9 +59,7 @@ def test_the_checkpoints_option_is_an_absolute_folder_or_a_storage_url(tmp_path,
     assert resolve_checkpoints(f"file://{tmp_path}/x") == str(tmp_path / "x")
     monkeypatch.setenv("FEDBENCH_CHECKPOINTS", str(tmp_path / "env"))
     assert resolve_checkpoints(None) == str(tmp_path / "env")
-    assert (
-        resolve_checkpoints("memory://bucket/checkpoints/") == "memory://bucket/checkpoints"
-    )  # test_checkpoint_mirror.py
+    assert resolve_checkpoints("memory://bucket/checkpoints/") == "memory://bucket/checkpoints"  # test_mirror.py
     with pytest.raises(ConfigError, match="fsspec knows no storage 'nosuch'"):
         resolve_checkpoints("nosuch://bucket/checkpoints")
     (tmp_path / "file").write_text("")

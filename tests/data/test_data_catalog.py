@@ -1,92 +1,19 @@
-"""Checksum stamps, prepared caches, the datasets catalog/CLI, downloads and synthetic stand-ins."""
+"""The datasets catalogue (fedbench/data/catalog.py): list, info and check of every data set, fetching with progress,
+checksum and resume, and downloads that unpack archives."""
 
 from __future__ import annotations
 
 import hashlib
 import http.server
-import json
 import os
 import threading
 
-import numpy as np
 import pytest
 
 import data_fixtures as fx
-from fedbench.data import DATASETS, dataset_meta, files, load_dataset, mnist
-from fedbench.data.catalog import check_dataset, dataset_info, download_dataset, fetch, list_datasets, prepare_dataset
-from fedbench.data.files import FileSpec, verify_files
-from fedbench.data.synthetic import synthetic_dataset
+from fedbench.data import DATASETS, dataset_meta, load_dataset
+from fedbench.data.catalog import check_dataset, dataset_info, download_dataset, fetch, list_datasets
 from fedbench.errors import DataError, UnknownNameError
-
-
-@pytest.fixture
-def mnist_root(tmp_path, monkeypatch):
-    fx.write_mnist_like(tmp_path)
-    raw = tmp_path / "mnist" / "MNIST" / "raw"
-    monkeypatch.setattr(mnist, "MNIST_MD5", tuple(files.file_digest(raw / n) for n in mnist._MNIST_NAMES))
-    return tmp_path
-
-
-# ---- checksum stamps -----------------------------------------------------------------------------------
-
-
-def test_stamp_makes_the_second_check_free_and_notices_changes(tmp_path, monkeypatch):
-    (tmp_path / "a.bin").write_bytes(b"hello")
-    spec = FileSpec("a.bin", md5=hashlib.md5(b"hello").hexdigest())
-    assert verify_files("demo", tmp_path, [spec], "get it")["verified"]
-    calls = []
-    real_digest = files.file_digest
-    monkeypatch.setattr(files, "file_digest", lambda *a: calls.append(a) or real_digest(*a))
-    assert verify_files("demo", tmp_path, [spec], "get it")["verified"]
-    assert calls == [], "a matching stamp skips hashing"
-    (tmp_path / "a.bin").write_bytes(b"HELLO")
-    os.utime(tmp_path / "a.bin", ns=(1, 1))
-    with pytest.raises(DataError, match="corrupt"):
-        verify_files("demo", tmp_path, [spec], "get it")
-    assert calls, "a changed file is hashed again"
-
-
-def test_sha256_and_unpublished_checksums(tmp_path):
-    (tmp_path / "b.bin").write_bytes(b"data")
-    specs = [FileSpec("b.bin", sha256=hashlib.sha256(b"data").hexdigest()), FileSpec("b.bin")]
-    result = verify_files("demo", tmp_path, specs, "get it")
-    assert result["verified"] is False and "partially" in result["verification"]
-
-
-# ---- prepared cache ------------------------------------------------------------------------------------
-
-
-def test_prepare_then_memory_mapped_load(mnist_root):
-    raw = load_dataset("mnist", mnist_root, use_prepared=False)
-    summary = prepare_dataset("mnist", mnist_root)
-    assert summary["train"] == 30 and summary["verified"]
-    prepared = load_dataset("mnist", mnist_root)
-    assert "prepared" in prepared.info and prepared.info["verified"]
-    assert isinstance(prepared.train_x, np.memmap)
-    np.testing.assert_array_equal(prepared.train_x, raw.train_x)
-    np.testing.assert_array_equal(prepared.test_y, raw.test_y)
-    assert prepared.meta == raw.meta
-    # a different parameter set has no cache; a changed source file invalidates the cache
-    source = mnist_root / "mnist" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte.gz"
-    os.utime(source, ns=(5, 5))
-    assert "prepared" not in load_dataset("mnist", mnist_root, verify=False).info
-
-
-def test_cache_prepared_without_verification_is_not_trusted(tmp_path):
-    fx.write_mnist_like(tmp_path)
-    prepare_dataset("mnist", tmp_path, verify=False)
-    assert "prepared" in load_dataset("mnist", tmp_path, verify=False).info
-    with pytest.raises(DataError, match="corrupt"):
-        load_dataset("mnist", tmp_path)  # verification requested: goes to the files, which do not match
-
-
-def test_prepared_cache_keeps_groups(tmp_path):
-    fx.write_digits5(tmp_path)
-    prepare_dataset("digits5", tmp_path, image_size=16)
-    arrays = load_dataset("digits5", tmp_path, image_size=16)
-    assert "prepared" in arrays.info and arrays.train_groups is not None
-    assert arrays.meta.input_shape == (3, 16, 16) and arrays.meta.group_kind == "domain"
-
 
 # ---- catalog --------------------------------------------------------------------------------------------
 
@@ -119,44 +46,6 @@ def test_every_dataset_is_described(name):
     assert meta.num_classes >= 2 and len(meta.input_shape) == 3 and meta.used_by
     assert info["how_to_get"] and info["layout"]
     assert len(meta.mean) == len(meta.std)
-
-
-# ---- CLI -------------------------------------------------------------------------------------------------
-
-
-def cli():
-    import typer
-
-    from fedbench.cli.datasets import register_cli
-
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """fedbench"""
-
-    register_cli(app)
-    return app
-
-
-def test_cli_list_check_and_missing_data(mnist_root):
-    from typer.testing import CliRunner
-
-    runner = CliRunner()
-    listed = runner.invoke(cli(), ["datasets", "list", "--data-dir", str(mnist_root), "--json"])
-    assert listed.exit_code == 0
-    assert {row["name"] for row in json.loads(listed.output)} == set(DATASETS.names())
-    checked = runner.invoke(cli(), ["datasets", "check", "mnist", "--data-dir", str(mnist_root)])
-    assert checked.exit_code == 0 and "30 train / 12 test" in checked.output
-    missing = runner.invoke(cli(), ["datasets", "check", "cifar10", "--data-dir", str(mnist_root)])
-    assert missing.exit_code == 2
-    assert "data_batch_1" in missing.output and "Traceback" not in missing.output
-    bad = runner.invoke(cli(), ["datasets", "check", "mnist", "--data-dir", str(mnist_root), "-p", "bogus=1"])
-    assert bad.exit_code == 2 and "bogus" in bad.output
-    info = runner.invoke(cli(), ["datasets", "info", "svhn", "--json"])
-    assert info.exit_code == 0 and json.loads(info.output)["name"] == "svhn"
-    prepared = runner.invoke(cli(), ["datasets", "prepare", "mnist", "--data-dir", str(mnist_root), "--no-verify"])
-    assert prepared.exit_code == 0 and ".fedbench-cache" in prepared.output.replace("\n", "")
 
 
 # ---- download ---------------------------------------------------------------------------------------------
@@ -268,23 +157,3 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
     assert again["fetched"] == [] and len(again["already_present"]) == 1
     with pytest.raises(DataError, match="no direct download"):
         download_dataset("digits5", data_root)
-
-
-# ---- synthetic stand-ins -------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("name", DATASETS.names())
-def test_synthetic_stand_in_matches_the_dataset(name):
-    meta = dataset_meta(name)
-    num_groups = DATASETS.info(name).get("num_groups")
-    size = max(24, 2 * (num_groups or 0))
-    arrays = synthetic_dataset(name, seed=1, train_size=size, test_size=size // 2)
-    assert arrays.train_x.shape == (size, *meta.input_shape)
-    assert arrays.info["synthetic"] is True and arrays.info["verified"] is False
-    if meta.task == "segmentation":
-        assert arrays.train_y.shape == (size, meta.num_classes, *meta.input_shape[1:])
-    else:
-        assert arrays.train_y.max() < meta.num_classes and arrays.train_y.dtype == np.int64
-    if num_groups:
-        assert len(np.unique(arrays.train_groups)) == num_groups == len(np.unique(arrays.test_groups))
-    assert meta.group_kind is None or num_groups, "grouped datasets declare their group count"

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 
+from conftest import F64_ATOL
+from fedbench import metrics
+from fedbench.algorithms.losses import soft_dice_loss
 from fedbench.engine.evaluation import SEGMENTATION_EVAL_PIXELS, dice_scores, eval_batch_size, evaluate
+from fedbench.models import build_model
 
 
 def linear_model(weight: list[list[float]]) -> nn.Module:
@@ -175,3 +180,26 @@ def test_segmentation_batches_are_capped_by_pixels_and_classification_ones_are_n
     assert eval_batch_size(2 * SEGMENTATION_EVAL_PIXELS, flat, "segmentation") == 2 * SEGMENTATION_EVAL_PIXELS
     signals = torch.zeros(1, 1, 1 << 21)  # 1-D segmentation (N, C, L): L pixels per channel
     assert eval_batch_size(1000, signals, "segmentation") == 2
+
+
+def random_masks(shape, seed=0) -> torch.Tensor:
+    masks = torch.from_numpy(np.random.default_rng(seed).random(shape) < 0.3).float()
+    masks[0, 1] = 0.0  # an empty channel (an image without cup)
+    return masks
+
+
+def test_evaluate_reports_dice_equal_to_the_metric_on_the_same_predictions():
+    torch.manual_seed(0)
+    # float64: evaluate's batches of 3 and the one batch of 7 below sum in other orders (conftest.F64_ATOL)
+    model = build_model("unet", 2, (3, 16, 16), init_features=2).double().eval()
+    x, y = torch.randn(7, 3, 16, 16).double(), random_masks((7, 2, 16, 16), seed=1).double()
+    dice, loss = evaluate(model, x, y, batch_size=3, task="segmentation")  # three batches
+    with torch.no_grad():
+        logits = model(x)
+    pred = (torch.sigmoid(logits) > 0.5).numpy()
+    assert 0 < pred.mean() < 1, "a non-trivial prediction"
+    assert dice == pytest.approx(metrics.dice(pred, y.numpy() > 0), rel=1e-12)
+    assert loss == pytest.approx(float(soft_dice_loss(logits, y).mean()), rel=0, abs=F64_ATOL)
+    # a per-pixel output caps the evaluation batch (64 images of 256×256)
+    assert eval_batch_size(1000, torch.empty(1, 3, 256, 256), "segmentation") == 64
+    assert eval_batch_size(1000, torch.empty(1, 3, 256, 256)) == 1000

@@ -1,27 +1,325 @@
-"""Personalised FL: each method's defining property, personalised evaluation, fine-tuning,
-validation-selected figures, extra metrics, and one CLI run per method."""
+"""Personalised evaluation and fine-tuning (fedbench/engine/personal.py) against hand computations: the extra
+per-client metrics of a binary task counted by hand (sensitivity, specificity, balanced accuracy, macro F1, AUC by
+pair counting), the segmentation metrics at the 0.5 thresholds, the primary figure of a client, the validation
+accuracy of each client, the best-round rule of ``finetune.start``, the fine-tuning spec, which objective fine-tunes,
+and which parameters fine-tuning moves; and on short runs, when fine-tuning is evaluated and that the validation split
+is disjoint from the others."""
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
-from algorithm_fixtures import run_until
-from conftest import F64_ATOL, ListSink
+from algorithm_fixtures import head_mlp, linear_model, run_until  # noqa: F401  (fixtures)
+from conftest import ListSink
 from fedbench import metrics
-from fedbench.algorithms.context import load_weights
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.context import ServerState, load_weights
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
-from fedbench.engine import EngineOptions, run
+from fedbench.engine import EngineOptions, personal, run
 from fedbench.engine.loop import init_model
-from fedbench.spec import RunSpec
+from fedbench.errors import ConfigError
+from fedbench.spec import OptimizerSpec, RunSpec, ScheduleSpec
 
-DEVICE = torch.device("cpu")
+# A binary task: logits (0, s), so p(class 1) = sigmoid(s) and the prediction is 1 iff s > 0.
+NEGATIVE_SCORES = [-2.0, -1.0, 0.5, 0.7]  # label 0: two right (TN = 2), two wrong (FP = 2)
+POSITIVE_SCORES = [1.0, 2.0, -0.5]  # label 1: two right (TP = 2), one wrong (FN = 1)
+SCORES = torch.tensor(NEGATIVE_SCORES + POSITIVE_SCORES, dtype=torch.float64)
+LOGITS = torch.stack([torch.zeros_like(SCORES), SCORES], 1)
+LABELS = torch.tensor([0] * 4 + [1] * 3)
+
+
+def test_binary_metrics_by_hand():
+    extra = personal.extra_metrics(
+        ["auc", "balanced_accuracy", "sensitivity", "specificity", "f1", "dice"], LOGITS, LABELS
+    )
+    sensitivity, specificity = 2 / 3, 2 / 4  # TP/(TP+FN), TN/(TN+FP)
+    assert extra["sensitivity"] == pytest.approx(sensitivity)
+    assert extra["specificity"] == pytest.approx(specificity)
+    assert extra["balanced_accuracy"] == pytest.approx((sensitivity + specificity) / 2)
+    # F1 of class 1: precision 2/4, recall 2/3; of class 0: precision 2/3, recall 2/4 — both 4/7
+    assert extra["f1"] == pytest.approx(4 / 7)
+    # AUC = share of (positive, negative) pairs ranked right: 4 + 4 + 2 of 12
+    pairs = sum(p > n for p in POSITIVE_SCORES for n in NEGATIVE_SCORES)
+    assert pairs == 10 and extra["auc"] == pytest.approx(10 / 12)
+    assert extra["dice"] is None  # a segmentation metric of a classification task
+
+
+def test_metrics_of_an_empty_test_split_are_none_and_its_primary_figure_zero():
+    empty = personal.extra_metrics(["auc", "f1", "sensitivity"], LOGITS[:0], LABELS[:0])
+    assert empty == {"auc": None, "f1": None, "sensitivity": None}
+    model = nn.Linear(2, 2).double()
+    primary, extra = personal.client_scores(model, LOGITS[:0], LABELS[:0], ["f1"], batch_size=10)
+    assert primary == 0.0 and extra == {"f1": None}
+    masks = torch.zeros(0, 1, 2, 2)
+    primary, extra = personal.client_scores(Identity(), masks, masks, ["dice"], batch_size=10, task="segmentation")
+    assert primary == 0.0 and extra == {"dice": None}
+
+
+class Identity(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def test_a_clients_primary_figure_is_its_accuracy_with_or_without_extra_metrics():
+    for names in ([], ["f1"]):
+        primary, extra = personal.client_scores(Identity(), LOGITS, LABELS, names, batch_size=3)
+        assert primary == pytest.approx(4 / 7)  # TP + TN of 7
+        assert set(extra) == set(names)
+
+
+# One image, one channel of 4×4 pixels. The mask is the top-left 2×2 square; the model predicts (sigmoid > 0.5)
+# two of its pixels. One more of them has logit exactly 0: sigmoid 0.5, not predicted.
+MASK = torch.zeros(1, 1, 4, 4)
+MASK[0, 0, :2, :2] = 1.0
+SEG_LOGITS = torch.full((1, 1, 4, 4), -5.0)
+SEG_LOGITS[0, 0, 0, :2] = 5.0
+SEG_LOGITS[0, 0, 1, 0] = 0.0
+
+
+def test_segmentation_metrics_threshold_the_prediction_and_the_mask_at_one_half():
+    extra = personal.extra_metrics(["dice", "iou", "hausdorff", "auc"], SEG_LOGITS, MASK)
+    assert extra["dice"] == pytest.approx(2 * 2 / (2 + 4))  # |P ∩ T| = 2, |P| = 2, |T| = 4
+    assert extra["iou"] == pytest.approx(2 / 4)
+    predicted = np.zeros((1, 1, 4, 4), bool)
+    predicted[0, 0, 0, :2] = True
+    assert extra["hausdorff"] == metrics.hausdorff(predicted, MASK.numpy() > 0)
+    assert extra["hausdorff"] > 0  # the unpredicted row of the mask is a pixel away
+    assert extra["auc"] is None  # a classification metric of a segmentation task
+
+
+def test_a_segmentation_clients_primary_figure_is_its_mean_dice():
+    primary, extra = personal.client_scores(Identity(), SEG_LOGITS, MASK, ["iou"], batch_size=4, task="segmentation")
+    assert primary == pytest.approx(2 / 3) and extra["iou"] == pytest.approx(1 / 2)
+
+
+def test_predict_batches_and_an_empty_input():
+    seen: list[int] = []
+    model = nn.Linear(2, 2)
+    model.register_forward_hook(lambda module, inputs, output: seen.append(len(inputs[0])))
+    x = torch.zeros(1500, 2)
+    assert personal.predict(model, x).shape == (1500, 2)
+    assert seen == [1000, 500]
+    model.train()
+    assert personal.predict(model, x[:0]).shape == (0, 2) and model.training
+
+
+# ------------------------------------------------------------------------------------ finetune.start
+def start_rule(start: str | None):
+    return SimpleNamespace(finetune=None if start is None else SimpleNamespace(start=start))
+
+
+def record(round_index: int, test_acc: float | None, val: float | None = None):
+    return SimpleNamespace(round=round_index, test_acc=test_acc, personal_val_mean=val)
+
+
+def test_the_fine_tuning_start_is_the_first_round_reaching_the_best_value():
+    server = ServerState(params=torch.zeros(3), buffers={"b": torch.ones(1)})
+    spec = start_rule("best")
+    kept = None
+    for r, acc in [(1, 0.5), (2, 0.7), (3, 0.7), (4, 0.6), (5, None)]:
+        server.params.fill_(r)
+        kept = personal.track_finetune_start(spec, record(r, acc), server, kept)
+    assert kept["round"] == 2 and kept["value"] == 0.7  # round 3 only ties it; round 5 has no figure
+    assert torch.equal(kept["params"], torch.full((3,), 2.0))  # a copy taken then, not the live tensor
+    assert torch.equal(kept["buffers"]["b"], torch.ones(1))
+    by_validation = None
+    for r, acc, val in [(1, 0.9, 0.2), (2, 0.1, 0.4)]:
+        by_validation = personal.track_finetune_start(
+            start_rule("best_val"), record(r, acc, val), server, by_validation
+        )
+    assert by_validation["round"] == 2  # the best validation figure, not the best test one
+    for rule in (start_rule("final"), start_rule(None)):
+        assert personal.track_finetune_start(rule, record(1, 0.9, 0.9), server, None) is None
+
+
+def test_the_fine_tuning_spec():
+    spec = RunSpec(
+        algorithm="fedavg",
+        dataset="digits",
+        model="digits_mlp",
+        client_test_fraction=0.2,
+        local_steps=7,
+        batch_size=32,
+        lr_schedule={"name": "exponential", "gamma": 0.5},
+        finetune={"epochs": 3, "lr": 0.02, "momentum": 0.5, "batch_size": 8},
+    )
+    tuned = personal.finetune_spec(spec)
+    assert (tuned.local_epochs, tuned.local_steps, tuned.batch_size) == (3, None, 8)
+    assert tuned.optimizer == OptimizerSpec(name="sgd", lr=0.02, momentum=0.5, weight_decay=spec.finetune.weight_decay)
+    assert tuned.lr_schedule == ScheduleSpec()  # a constant lr
+    no_batch = spec.model_copy(update={"finetune": spec.finetune.model_copy(update={"batch_size": None})})
+    assert personal.finetune_spec(no_batch).batch_size == 32  # the run's own
+
+
+def test_which_objective_fine_tunes_and_what_is_checked_when_the_run_starts(linear_model):  # noqa: F811
+    spec = RunSpec(
+        algorithm="dot_regression",
+        dataset="digits",
+        model=linear_model,
+        client_test_fraction=0.2,
+        finetune={"loss": "method"},
+    )
+    method = build_algorithm("dot_regression", {})
+    assert personal.finetune_trainer(spec, method) is method
+    plain = personal.finetune_trainer(
+        spec.model_copy(update={"finetune": spec.finetune.model_copy(update={"loss": "ce"})}), method
+    )
+    assert type(plain).__name__ == "FedAvg"  # plain CE is FedAvg's objective
+    model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))  # a linear classifier, not a fixed ETF one
+    personal.check_finetune(spec, method, model)  # the method's own objective: checked when the run binds it
+    dr = spec.model_copy(update={"finetune": spec.finetune.model_copy(update={"loss": "dr"})})
+    with pytest.raises(ConfigError, match=r"^finetune\.loss = 'dr' needs a fixed etf classifier"):
+        personal.check_finetune(dr, build_algorithm("fedavg", {}), model)
+
+
+# ------------------------------------------------------------------------------------ engine runs
 BASE = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 16},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 3,
+    "clients_per_round": 3,
+    "rounds": 1,
+    "local_steps": 2,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.1},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+}
+
+
+def train(tmp_path, **overrides):
+    spec = RunSpec(**{**BASE, **overrides})
+    path = tmp_path / f"{spec.spec_hash}.pt"
+    sink = ListSink()
+    result = run(spec, sink, EngineOptions(checkpoint_path=path))
+    assert result.status == "done", result.message
+    return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+
+
+def accuracy_by_hand(spec: RunSpec, params: torch.Tensor, buffers, indices_of) -> list[float]:
+    from fedbench.data.federated import prepare_data
+
+    data = prepare_data(spec, torch.device("cpu"))
+    model = init_model(spec, data.num_classes, data.input_shape, torch.device("cpu"))
+    load_weights(model, params, buffers)
+    model.eval()
+    out = []
+    for k in range(spec.num_clients):
+        idx = indices_of(data, k)
+        with torch.no_grad():
+            right = (model(data.tensors.train_x[idx]).argmax(1) == data.tensors.train_y[idx]).sum()
+        out.append(int(right) / len(idx))
+    return out
+
+
+def test_each_clients_validation_figure_is_its_accuracy_on_its_validation_split(tmp_path):
+    spec, records, ckpt = train(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
+    server = ckpt["server"]
+    expected = accuracy_by_hand(spec, server["params"], server["buffers"], lambda data, k: data.client_val[k])
+    assert records[-1].personal_val_per_client == pytest.approx(expected)
+    assert records[-1].personal_val_mean == pytest.approx(np.mean(expected))
+    _, without, _ = train(tmp_path, algorithm="fedavg")
+    assert without[-1].personal_val_mean is None and without[-1].personal_val_per_client is None
+
+
+def spy_on_finetuned_models(monkeypatch) -> list[torch.Tensor]:
+    """The parameters of the model each client is evaluated with after fine-tuning."""
+    seen: list[torch.Tensor] = []
+    evaluate = personal.evaluate
+
+    def spy(model, x, y, *args, **kwargs):
+        seen.append(nn.utils.parameters_to_vector(model.parameters()).detach().clone())
+        return evaluate(model, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(personal, "evaluate", spy)
+    return seen
+
+
+@pytest.mark.parametrize("part", ["head", "body", "full"])
+def test_fine_tuning_moves_only_its_part_from_the_start_model(tmp_path, monkeypatch, part):
+    seen = spy_on_finetuned_models(monkeypatch)
+    spec, records, ckpt = train(
+        tmp_path, algorithm="fedavg", rounds=2, finetune={"epochs": 1, "lr": 0.5, "part": part, "start": "final"}
+    )
+    start = ckpt["server"]["params"]
+    model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    head = torch.cat([torch.full((p.numel(),), n in model.head_parameter_names()) for n, p in model.named_parameters()])
+    tuned = seen[-spec.num_clients :]  # the fine-tuned models (the evaluations before are the rounds')
+    for params in tuned:
+        moved = params != start
+        assert moved[head].any() == (part in ("head", "full"))
+        assert moved[~head].any() == (part in ("body", "full"))
+    expected = [
+        acc
+        for k, params in enumerate(tuned)
+        for acc in [accuracy_by_hand(spec, params, ckpt["server"]["buffers"], lambda data, j: data.client_test[j])[k]]
+    ]
+    assert records[-1].finetune_per_client == pytest.approx(expected)
+
+
+def test_fine_tuning_starts_from_the_best_rounds_model(tmp_path, monkeypatch):
+    seen = spy_on_finetuned_models(monkeypatch)
+    spec, records, ckpt = train(
+        tmp_path,
+        algorithm="fedavg",
+        rounds=4,
+        optimizer={"lr": 1.5},
+        finetune={"epochs": 1, "lr": 0.5, "part": "head", "start": "best"},
+    )
+    best = ckpt["finetune_start"]
+    assert best["round"] < spec.rounds  # this run's last round is not its best (a large lr)
+    model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    body = torch.cat([torch.full((p.numel(),), n in model.body_parameter_names()) for n, p in model.named_parameters()])
+    for params in seen[-spec.num_clients :]:
+        assert torch.equal(params[body], best["params"][body])  # the body is the best round's, untouched
+
+
+def test_a_method_fine_tunes_with_its_own_round_payload(tmp_path):
+    """``finetune.loss = "method"`` with SCAFFOLD: the fine-tuning steps use the server's control variate, which the
+    method's payload carries."""
+    _, records, _ = train(tmp_path, algorithm="scaffold", finetune={"epochs": 1, "loss": "method", "start": "final"})
+    assert len(records[-1].finetune_per_client) == 3
+
+
+def test_fine_tuning_keeps_what_the_model_fixes_and_trains_a_head_the_method_froze(tmp_path, monkeypatch, head_mlp):  # noqa: F811
+    """A fixed ETF classifier stays as it is under whole-model fine-tuning; FedBABU's head, frozen by the method
+    during FL, is what head fine-tuning trains."""
+    seen = spy_on_finetuned_models(monkeypatch)
+    spec, _, ckpt = train(
+        tmp_path,
+        algorithm="fedavg",
+        model=head_mlp,
+        model_params={"classifier": "etf"},
+        finetune={"epochs": 1, "lr": 0.5, "part": "full", "start": "final"},
+    )
+    model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    fixed = torch.cat([torch.full((p.numel(),), not p.requires_grad) for p in model.parameters()])
+    assert fixed.any() and not fixed.all()
+    start = ckpt["server"]["params"]
+    for params in seen[-spec.num_clients :]:
+        assert torch.equal(params[fixed], start[fixed]) and not torch.equal(params[~fixed], start[~fixed])
+    seen.clear()
+    spec, _, ckpt = train(
+        tmp_path, algorithm="fedbabu", finetune={"epochs": 1, "lr": 0.5, "part": "head", "start": "final"}
+    )
+    model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
+    head = torch.cat([torch.full((p.numel(),), n in model.head_parameter_names()) for n, p in model.named_parameters()])
+    start = ckpt["server"]["params"]
+    for params in seen[-spec.num_clients :]:
+        assert not torch.equal(params[head], start[head]) and torch.equal(params[~head], start[~head])
+
+
+# the fine-tuning and validation tests: four clients of a wider MLP, two rounds
+FOUR_CLIENTS = {
     "dataset": "digits",
     "model": "digits_mlp",
     "model_params": {"hidden": 32},
@@ -35,218 +333,20 @@ BASE = {
     "eval_mode": "both",
     "client_test_fraction": 0.2,
 }
-# FedBN needs BatchNorm: LG-Mix's Digits model (fine on 1×8×8 input), a few steps only.
-BN = {
-    **BASE,
-    "model": "fedbn_digit_cnn",
-    "model_params": {},
-    "num_clients": 3,
-    "clients_per_round": 3,
-    "local_steps": 2,
-    "batch_size": 16,
-}
 
 
-def train(tmp_path, sink=None, **overrides):
-    spec = RunSpec(**{**BASE, **overrides})
+def train_four_clients(tmp_path, sink=None, **overrides):
+    spec = RunSpec(**{**FOUR_CLIENTS, **overrides})
     path = tmp_path / f"{spec.spec_hash}.pt"
     sink = sink if sink is not None else ListSink()
     result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
-    return spec, sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
-
-
-def initial_weights(spec):
-    data = prepare_data(spec, DEVICE)
-    model = init_model(spec, data.num_classes, data.input_shape, DEVICE)
-    return data, model, torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
-
-
-def flat_mask(model, names):
-    names = set(names)
-    return torch.cat([torch.full((p.numel(),), n in names) for n, p in model.named_parameters()])
-
-
-# ------------------------------------------------------------------------------------ methods
-def test_fedbn_keeps_batchnorm_local_and_never_averages_it(tmp_path):
-    spec, _, ckpt = train(tmp_path, **{**BN, "algorithm": "fedbn"})
-    _, model, w0 = initial_weights(spec)
-    bn = flat_mask(model, model.batchnorm_parameter_names())
-    assert bn.any()
-    server, states = ckpt["server"], ckpt["client_states"]
-    # The server's BN part is w^0 (never averaged) while the rest moved.
-    assert torch.equal(server["params"][bn], w0[bn])
-    assert not torch.equal(server["params"][~bn], w0[~bn])
-    initial_buffers = dict(model.named_buffers())
-    for name, value in server["buffers"].items():
-        assert torch.equal(value, initial_buffers[name]), name
-    # Every client holds its own BN parameters and running statistics, all different.
-    local = [states[k]["local_params"] for k in range(3)]
-    assert all(x.numel() == int(bn.sum()) for x in local)
-    assert not torch.equal(local[0], local[1]) and not torch.equal(local[1], local[2])
-    means = [states[k]["local_buffers"]["encoder.1.running_mean"] for k in range(3)]
-    assert not torch.equal(means[0], means[1])
-    assert set(states[0]["local_buffers"]) == {n for n, _ in model.named_buffers()}
-
-
-def test_ditto_with_huge_lambda_pins_personal_models_to_the_global_one(tmp_path):
-    common = {"algorithm": "ditto", "rounds": 2, "local_epochs": 3, "optimizer": {"lr": 0.05}}
-    _, _, one_round = train(tmp_path, **{**common, "rounds": 1})
-    received = one_round["server"]["params"]  # w^1, the global model clients receive in round 2
-
-    def drift(lam):
-        _, _, ckpt = train(tmp_path, **common, algorithm_params={"lam": lam})
-        return max(float((ckpt["client_states"][k]["personal_params"] - received).norm()) for k in range(4))
-
-    free, pinned = drift(0.0), drift(1 / 0.05)  # η·λ = 1: each step resets v to w^t − η∇F
-    assert pinned < 0.1 * free
-    # λ = 0 is local training of the personal model: it moves far from w^t
-    assert free > 1.0
-
-
-def test_fedrep_shares_the_body_and_keeps_heads_distinct(tmp_path):
-    spec, records, ckpt = train(tmp_path, algorithm="fedrep", algorithm_params={"head_epochs": 1, "body_epochs": 1})
-    data, model, w0 = initial_weights(spec)
-    head = flat_mask(model, model.head_parameter_names())
-    server, states = ckpt["server"], ckpt["client_states"]
-    assert torch.equal(server["params"][head], w0[head])  # heads are never averaged
-    assert not torch.equal(server["params"][~head], w0[~head])  # the body is trained and shared
-    heads = [states[k]["local_params"] for k in range(4)]
-    assert all(not torch.equal(heads[0], h) for h in heads[1:])
-    # Personalised accuracy of each client = (shared body, own head) on its test split, computed here.
-    for k in range(4):
-        params = server["params"].clone()
-        params[head] = heads[k]
-        load_weights(model, params, server["buffers"])
-        idx = data.client_test[k]
-        predictions = model(data.tensors.train_x[idx]).argmax(1)
-        expected = int((predictions == data.tensors.train_y[idx]).sum()) / len(idx)
-        assert records[-1].personal_per_client[k] == expected
-
-
-def test_fedrep_phases_train_only_their_part(tmp_path):
-    spec, _, ckpt = train(tmp_path, algorithm="fedrep", rounds=1, algorithm_params={"head_epochs": 2, "body_epochs": 0})
-    _, model, w0 = initial_weights(spec)
-    head = flat_mask(model, model.head_parameter_names())
-    assert torch.equal(ckpt["server"]["params"], w0)  # body frozen in the head phase, head kept local
-    assert not torch.equal(ckpt["client_states"][0]["local_params"], w0[head])
-
-
-def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
-    """FedFomo Eq. 6–7 on a BatchNorm model: each peer θ_j is scored on client i's validation split with its own
-    running statistics, and they are mixed with the same weights as the parameters (FL-bench [code] loads and
-    mixes every state_dict entry); num_batches_tracked stays the client's own. (Result revision 1 scored peers
-    with client i's statistics and mixed only the weights.)"""
-    import copy
-
-    from fedbench.algorithms import build_algorithm
-    from fedbench.algorithms.context import RunState, ServerState, SpareModels
-    from fedbench.algorithms.losses import task_loss
-
-    spec = RunSpec(**{**BASE, **BN, "algorithm": "fedfomo", "rounds": 1})
-    data = prepare_data(spec, DEVICE)
-    model = init_model(spec, data.num_classes, data.input_shape, DEVICE)
-    algorithm = build_algorithm("fedfomo", {})
-    algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
-    base = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
-    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
-    generator = torch.Generator().manual_seed(0)
-
-    def variant(scale, mean_shift, var):
-        params = base + scale * torch.randn(base.shape, generator=generator)
-        state = {
-            n: (
-                b + mean_shift
-                if n.endswith("running_mean")
-                else torch.full_like(b, var)
-                if n.endswith("running_var")
-                else b + 3
-            )
-            for n, b in buffers.items()
-        }
-        return params, state
-
-    own = variant(0.02, 0.0, 1e-4)  # running variances far too small: a poor model on its own data
-    peers = {1: variant(0.02, 0.0, 1.0), 2: variant(0.02, 0.3, 2.0)}
-    server = ServerState(params=base.clone(), buffers=copy.deepcopy(buffers))
-    algorithm.init_server(server)
-    server.state["client_models"].update(peers)
-    run = RunState(
-        spec=spec,
-        data=data,
-        model=model,
-        server=server,
-        device=DEVICE,
-        spare_models=SpareModels(model),
-        client_states={0: {"personal_params": own[0].clone(), "personal_buffers": copy.deepcopy(own[1])}},
-    )
-    ctx = run.client_context(algorithm, 0, 1, lr=0.1, payload=algorithm.payload(server, 1))
-    algorithm.begin_local(ctx)
-
-    scorer = copy.deepcopy(model).eval()
-    x, y = data.tensors.train_x[ctx.holdout], data.tensors.train_y[ctx.holdout]
-
-    def loss(params, state):
-        load_weights(scorer, params, state)
-        with torch.no_grad():
-            return task_loss("classification", scorer(x), y).item()
-
-    own_loss = loss(*own)
-    raw = {j: max(0.0, (own_loss - loss(*peer)) / float((peer[0] - own[0]).norm())) for j, peer in peers.items()}
-    assert all(w > 0 for w in raw.values()) and len(ctx.holdout) > 0
-    weights = {j: w / sum(raw.values()) for j, w in raw.items()}  # Eq. 7, normalised
-    expected = own[0] + sum(w * (peers[j][0] - own[0]) for j, w in weights.items())
-    assert torch.allclose(ctx.current_params(), expected, atol=1e-6)
-    assert ctx.scratch["fomo_weights"] == pytest.approx(weights)
-    mixed = ctx.current_buffers()
-    for name, b in own[1].items():
-        if b.is_floating_point():
-            expected_b = b + sum(w * (peers[j][1][name] - b) for j, w in weights.items())
-            assert torch.allclose(mixed[name], expected_b, atol=1e-6), name
-        else:
-            assert torch.equal(mixed[name], b), name
-
-
-def test_fedper_and_fedalt_keep_heads_local(tmp_path):
-    for name in ("fedper", "fedalt"):
-        spec, _, ckpt = train(tmp_path, algorithm=name)
-        _, model, w0 = initial_weights(spec)
-        head = flat_mask(model, model.head_parameter_names())
-        assert torch.equal(ckpt["server"]["params"][head], w0[head])
-        assert not torch.equal(ckpt["client_states"][0]["local_params"], ckpt["client_states"][1]["local_params"])
-
-
-def test_apfl_alpha_stays_in_unit_interval(tmp_path):
-    _, _, ckpt = train(tmp_path, algorithm="apfl", rounds=3, algorithm_params={"alpha_lr": 50.0})
-    alphas = [float(ckpt["client_states"][k]["alpha"]) for k in range(4)]
-    assert all(0.0 <= a <= 1.0 for a in alphas)
-    assert any(a in (0.0, 1.0) for a in alphas)  # the step is large enough to hit the clip
-    _, _, fixed = train(tmp_path, algorithm="apfl", algorithm_params={"adaptive_alpha": False, "alpha": 0.3})
-    assert all(float(fixed["client_states"][k]["alpha"]) == pytest.approx(0.3) for k in range(4))
-
-
-def test_local_training_never_shares(tmp_path):
-    spec, _, ckpt = train(tmp_path, algorithm="local")
-    _, _, w0 = initial_weights(spec)
-    assert torch.equal(ckpt["server"]["params"], w0)
-    assert not torch.equal(ckpt["client_states"][0]["personal_params"], ckpt["client_states"][1]["personal_params"])
-
-
-@pytest.mark.usefixtures("float64")
-def test_l2sgd_full_pull_each_round_restarts_from_the_average(tmp_path):
-    # θ = ηλ/p = 1 on every round (p = 1): each round starts from x − (x − x̄) = x̄ (in exact arithmetic), so the
-    # uploads are FedAvg's.
-    _, _, fedavg = train(tmp_path, algorithm="fedavg", rounds=3)
-    _, _, l2sgd = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 10.0, "p": 1.0})
-    assert torch.allclose(fedavg["server"]["params"], l2sgd["server"]["params"], rtol=0, atol=F64_ATOL)
-    _, _, local = train(tmp_path, algorithm="local", rounds=3)
-    _, _, apart = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 0.0})
-    assert torch.equal(local["client_states"][2]["personal_params"], apart["client_states"][2]["personal_params"])
+    return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 
 # ------------------------------------------------------------------------------------ evaluation
 def test_finetune_with_zero_epochs_equals_global_evaluation(tmp_path):
-    _, records, _ = train(tmp_path, algorithm="fedavg", finetune={"epochs": 0, "start": "final"})
+    _, records, _ = train_four_clients(tmp_path, algorithm="fedavg", finetune={"epochs": 0, "start": "final"})
     last = records[-1]
     assert last.finetune_per_client == last.personal_per_client
     assert last.finetune_mean == pytest.approx(last.personal_mean)
@@ -254,7 +354,7 @@ def test_finetune_with_zero_epochs_equals_global_evaluation(tmp_path):
 
 
 def test_finetune_head_only_and_best_start(tmp_path):
-    _, records, ckpt = train(
+    _, records, ckpt = train_four_clients(
         tmp_path, algorithm="fedbabu", rounds=3, finetune={"epochs": 2, "lr": 0.05, "part": "head", "start": "best"}
     )
     last = records[-1]
@@ -265,8 +365,8 @@ def test_finetune_head_only_and_best_start(tmp_path):
 
 
 def test_validation_split_is_recorded_and_disjoint(tmp_path):
-    spec, records, _ = train(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
-    data = prepare_data(spec, DEVICE)
+    spec, records, _ = train_four_clients(tmp_path, algorithm="fedavg", client_val_fraction=0.2)
+    data = prepare_data(spec, torch.device("cpu"))
     for k in range(4):
         parts = [
             set(data.client_train[k].tolist()),
@@ -275,142 +375,6 @@ def test_validation_split_is_recorded_and_disjoint(tmp_path):
         ]
         assert all(parts) and not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
     # adding a validation split keeps the test split
-    plain = prepare_data(RunSpec(**{**BASE, "algorithm": "fedavg"}), DEVICE)
+    plain = prepare_data(RunSpec(**{**FOUR_CLIENTS, "algorithm": "fedavg"}), torch.device("cpu"))
     assert all(torch.equal(a, b) for a, b in zip(plain.client_test, data.client_test))
     assert all(r.personal_val_mean == pytest.approx(np.mean(r.personal_val_per_client)) for r in records)
-
-
-def test_validation_selected_figure_picks_the_best_validation_round():
-    from fedbench.recipes.views import TableView
-    from fedbench.report.table import figure_of
-
-    rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]
-    curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
-    view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
-    assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
-    assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
-
-
-def test_extra_metrics_match_scikit_learn(tmp_path):
-    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
-
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 50)
-    probs = rng.random((50, 2))
-    probs /= probs.sum(1, keepdims=True)
-    assert metrics.auc(labels, probs) == pytest.approx(roc_auc_score(labels, probs[:, 1]))
-    assert metrics.balanced_accuracy(labels, probs.argmax(1)) == pytest.approx(
-        balanced_accuracy_score(labels, probs.argmax(1))
-    )
-    assert metrics.auc(np.zeros(5, int), probs[:5]) is None
-    _, records, _ = train(tmp_path, algorithm="fedavg", rounds=1, eval_metrics=["auc", "balanced_accuracy"])
-    extra = records[-1].personal_metrics
-    assert len(extra["auc"]) == 4 and all(0 <= v <= 1 for v in extra["balanced_accuracy"])
-
-
-def test_segmentation_metrics_on_known_masks():
-    truth = np.zeros((1, 1, 8, 8), bool)
-    truth[0, 0, 2:6, 2:6] = True  # 16 pixels
-    pred = np.zeros_like(truth)
-    pred[0, 0, 2:6, 2:4] = True  # 8 of them
-    assert metrics.dice(pred, truth) == pytest.approx(2 * 8 / 24)
-    assert metrics.iou(pred, truth) == pytest.approx(8 / 16)
-    assert metrics.dice(truth, truth) == metrics.iou(truth, truth) == 1.0
-    assert metrics.hausdorff(truth, truth) == 0.0
-    assert metrics.hausdorff(pred, truth, percentile=100) == pytest.approx(2.0)  # the far column is 2 px away
-    assert metrics.hausdorff(np.zeros_like(truth), truth) == 1000.0
-
-
-def test_personal_state_survives_resume(tmp_path):
-    spec = RunSpec(**{**BASE, "algorithm": "ditto", "rounds": 3})
-    straight = ListSink()
-    run(spec, straight, EngineOptions(checkpoint_path=tmp_path / "a.pt"))
-    resumed = ListSink()
-    path = tmp_path / "b.pt"
-    run_until(spec, resumed, 2, EngineOptions(checkpoint_path=path))
-    run(spec, resumed, EngineOptions(checkpoint_path=path))
-    assert [r.personal_per_client for r in resumed.records] == [r.personal_per_client for r in straight.records]
-
-
-# ------------------------------------------------------------------------------------ CLI
-METHODS = ["local", "fedper", "fedrep", "ditto", "apfl", "perfedavg", "fedbn", "l2sgd", "fedalt", "fedfomo", "fedhkd"]
-
-CLI_RECIPE = """
-paper = "testpaper"
-name = "personal"
-seeds = [0]
-
-[setup]
-dataset = "digits"
-model = "digits_mlp"
-model_params = {{ hidden = 32 }}
-partition = "dirichlet"
-partition_params = {{ alpha = 0.5, min_size = 20 }}
-num_clients = 3
-clients_per_round = 3
-rounds = 2
-batch_size = 32
-optimizer = {{ lr = 0.1 }}
-eval_mode = "both"
-client_test_fraction = 0.2
-client_val_fraction = 0.2
-
-[matrix]
-algorithm = {methods}
-
-[overrides.algorithm.fedbn]
-model = "fedbn_digit_cnn"
-local_steps = 2
-
-[[combination]]
-match = {{ algorithm = "fedavg" }}
-set = {{ finetune = {{ epochs = 1, lr = 0.01, start = "best_val" }} }}
-
-[[tables]]
-name = "clients"
-rows = ["algorithm"]
-columns = ["client"]
-clients = ["A", "B", "C"]
-figure = "val_selected"
-metric = "personal_mean"
-
-[[tables]]
-name = "ft"
-rows = ["algorithm"]
-columns = []
-figure = "final"
-metric = "finetune_mean"
-"""
-
-
-def test_cli_runs_every_personal_method_and_reports_per_client(tmp_path, write_recipe):
-    from typer.testing import CliRunner
-
-    from fedbench.cli import app
-    from fedbench.registry import Registry
-
-    recipe = write_recipe(CLI_RECIPE.format(methods=json.dumps(METHODS + ["fedavg"])), "personal.toml")
-    url = f"sqlite:///{tmp_path / 'r.db'}"
-    runner = CliRunner()
-    result = runner.invoke(app, ["run", str(recipe), "--registry", url, "--device", "cpu"])
-    assert result.exit_code == 0, result.output
-    registry = Registry(url)
-    runs = registry.runs(paper="testpaper")
-    assert sorted(r.labels["algorithm"] for r in runs) == sorted(METHODS + ["fedavg"])
-    assert all(r.status == "done" for r in runs), [(r.labels, r.error) for r in runs]
-
-    result = runner.invoke(
-        app, ["report", "--recipe", str(recipe), "--registry", url, "--format", "json", "--table", "clients"]
-    )
-    assert result.exit_code == 0, result.output
-    table = json.loads(result.output)["tables"][0]
-    assert table["columns"] == ["A", "B", "C", "Avg."]
-    cells = {(c["row"], c["column"]): c["mean"] for c in table["cells"]}
-    fedavg = next(r for r in runs if r.labels["algorithm"] == "fedavg")
-    curve = registry.curve(fedavg.id)
-    chosen = max(curve, key=lambda x: (x.personal_val_mean, -x.round))  # first round with the best validation
-    assert cells[("fedavg", "Avg.")] == pytest.approx(100 * chosen.personal_mean)
-    assert cells[("fedavg", "B")] == pytest.approx(100 * chosen.personal_per_client[1])
-    assert curve[-1].finetune_mean is not None
-    result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", url, "--format", "markdown"])
-    assert result.exit_code == 0 and "Avg." in result.output, result.output

@@ -10,13 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import F64_ATOL
-from fedbench import metrics
 from fedbench.algorithms.context import ClientContext, ServerState
 from fedbench.algorithms.losses import soft_dice_loss, task_loss
 from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData
-from fedbench.engine.evaluation import eval_batch_size, evaluate
 from fedbench.errors import ConfigError
 from fedbench.models import build_model
 from fedbench.spec import RunSpec
@@ -49,23 +46,6 @@ def test_dice_loss_is_zero_for_a_perfect_prediction_and_near_one_for_the_opposit
     opposite = soft_dice_loss(-perfect, masks)
     assert float(opposite[1:].min()) > 0.95  # no overlap: 1 − 1/(|T| + 1)
     assert float(opposite[0, 1]) > 0.98  # an empty mask predicted full costs ~1
-
-
-def test_evaluate_reports_dice_equal_to_the_metric_on_the_same_predictions():
-    torch.manual_seed(0)
-    # float64: evaluate's batches of 3 and the one batch of 7 below sum in other orders (conftest.F64_ATOL)
-    model = build_model("unet", 2, (3, 16, 16), init_features=2).double().eval()
-    x, y = torch.randn(7, 3, 16, 16).double(), random_masks((7, 2, 16, 16), seed=1).double()
-    dice, loss = evaluate(model, x, y, batch_size=3, task="segmentation")  # three batches
-    with torch.no_grad():
-        logits = model(x)
-    pred = (torch.sigmoid(logits) > 0.5).numpy()
-    assert 0 < pred.mean() < 1, "a non-trivial prediction"
-    assert dice == pytest.approx(metrics.dice(pred, y.numpy() > 0), rel=1e-12)
-    assert loss == pytest.approx(float(soft_dice_loss(logits, y).mean()), rel=0, abs=F64_ATOL)
-    # a per-pixel output caps the evaluation batch (64 images of 256×256)
-    assert eval_batch_size(1000, torch.empty(1, 3, 256, 256), "segmentation") == 64
-    assert eval_batch_size(1000, torch.empty(1, 3, 256, 256)) == 1000
 
 
 def test_masks_become_float_targets_and_the_context_knows_the_task():

@@ -1,6 +1,6 @@
-"""The mutation-testing driver (benchmarks/mutation.py): every target module has tests mapped, the equivalents file is
-well formed, mutants are attributed to the function they change, and a change since a base commit selects whole
-functions."""
+"""The mutation-testing driver (benchmarks/mutation.py): every target module has tests (its own file by the layout, or
+the map's), the map lists only exceptions to the layout and existing files, the equivalents file is well formed,
+mutants are attributed to the function they change, and a change since a base commit selects whole functions."""
 
 from __future__ import annotations
 
@@ -44,8 +44,56 @@ def test_every_target_module_has_existing_tests_mapped():
         assert tests, module
         for test in tests:
             assert (ROOT / test.split("::")[0]).is_file(), (module, test)
-    with pytest.raises(mutation.MutationError, match="no entry for fedbench/nothing.py"):
+    with pytest.raises(mutation.MutationError, match="fedbench/nothing.py: no test file of its own"):
         mutation.tests_for("fedbench/nothing.py", mapping)
+
+
+def test_a_modules_own_test_file_follows_from_the_layout_and_needs_no_entry(tmp_path, monkeypatch):
+    """fedbench/<package>/<module>.py → tests/<package>/test_<module>.py (or test_<package>_<module>.py), top-level
+    modules → tests/test_<module>.py; an entry adds tests to the own file, a package's glob covers only the modules
+    without one."""
+    for name in ("tests/pkg/test_a.py", "tests/pkg/test_pkg_b.py", "tests/test_top.py", "tests/other/test_x.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    assert mutation.own_tests("fedbench/pkg/a.py") == "tests/pkg/test_a.py"
+    assert mutation.own_tests("fedbench/pkg/b.py") == "tests/pkg/test_pkg_b.py"
+    assert mutation.own_tests("fedbench/top.py") == "tests/test_top.py"
+    assert mutation.own_tests("fedbench/pkg/c.py") is None
+    assert mutation.tests_for("fedbench/pkg/a.py", []) == ["tests/pkg/test_a.py"]
+    catch_all = (["fedbench/pkg/*.py"], ["tests/other/test_x.py"])
+    assert mutation.tests_for("fedbench/pkg/a.py", [catch_all]) == ["tests/pkg/test_a.py"]
+    assert mutation.tests_for("fedbench/pkg/c.py", [catch_all]) == ["tests/other/test_x.py"]
+    extra = (["fedbench/pkg/a.py"], ["tests/pkg/test_a.py::test_one", "tests/other/test_x.py::test_two"])
+    assert mutation.tests_for("fedbench/pkg/a.py", [extra, catch_all]) == [
+        "tests/pkg/test_a.py",
+        "tests/other/test_x.py::test_two",
+    ]
+    with pytest.raises(mutation.MutationError, match="fedbench/pkg/d.py: no test file of its own"):
+        mutation.tests_for("fedbench/pkg/d.py", [extra])
+
+
+def test_an_entry_naming_a_test_file_that_does_not_exist_is_an_error(tmp_path, monkeypatch):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    mapping = tmp_path / "tests" / "mutation_map.toml"
+    mapping.write_text('[[module]]\nmodules = ["fedbench/a.py"]\ntests = ["tests/test_a.py::test_x"]\n')
+    monkeypatch.setattr(mutation, "ROOT", tmp_path)
+    monkeypatch.setattr(mutation, "MAP", mapping)
+    assert mutation.load_map() == [(["fedbench/a.py"], ["tests/test_a.py::test_x"])]
+    mapping.write_text('[[module]]\nmodules = ["fedbench/a.py"]\ntests = ["tests/test_gone.py"]\n')
+    with pytest.raises(mutation.MutationError, match="names tests/test_gone.py: no such file"):
+        mutation.load_map()
+
+
+def test_the_map_lists_only_exceptions_to_the_layout():
+    """No entry names a module's own test file (or a node id in it): the layout already runs it."""
+    for patterns, tests in mutation.load_map():
+        owns = {mutation.own_tests(module) for module in patterns if "*" not in module}
+        if len(owns) == 1 and None not in owns:
+            (own,) = owns
+            assert all(test.split("::")[0] != own for test in tests), (patterns, own)
+            assert tests, patterns
 
 
 def test_equivalents_name_a_target_module_and_give_a_reason():

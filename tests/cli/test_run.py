@@ -1,4 +1,5 @@
-"""CLI behaviour through the CLI: run, re-run, force, bad input, report, runs, show, catalogues."""
+"""`fedbench run` (fedbench/cli/run.py) through the command line: run, re-run, force and the report of what ran, bad
+input (one line, exit 2, no registry), a dry run, workers sharing the work, and a claim held by another worker."""
 
 from __future__ import annotations
 
@@ -70,51 +71,6 @@ def test_run_rerun_force_and_report(write_recipe, registry_url):
     assert "paper 50.00" in markdown.output and "scale 'smoke'" in markdown.output
 
 
-def test_partial_cells_are_marked(write_recipe, registry_url):
-    recipe = write_recipe()
-    assert (
-        invoke(
-            "run", recipe, "--seeds", "0", "--set", "rounds=1", "--only", "algorithm=fedavg", "--registry", registry_url
-        ).exit_code
-        == 0
-    )
-    # --set changed the specs, so the recipe's own runs are still missing
-    out = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json")
-    assert all(c["n"] == 0 for c in json.loads(out.stdout)["tables"][0]["cells"])
-    assert (
-        invoke("run", recipe, "--seeds", "0", "--only", "algorithm=fedavg", "--registry", registry_url).exit_code == 0
-    )
-    cells = json.loads(invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json").stdout)
-    fedavg = [c for c in cells["tables"][0]["cells"] if c["row"] == "fedavg"][0]
-    assert fedavg["n"] == 1 and fedavg["expected"] == 2 and fedavg["partial"]
-    md = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "markdown").output
-    assert "(n=1)*" in md and "partial" in md
-
-
-def test_synthetic_runs_are_labelled_and_kept_apart(write_recipe, registry_url):
-    recipe = write_recipe()
-    assert invoke("run", recipe, "--scale", "smoke", "--synthetic", "--registry", registry_url).exit_code == 0
-    runs = json.loads(invoke("runs", "--registry", registry_url, "--json").stdout)
-    assert all(r["synthetic"] for r in runs)
-    real = json.loads(
-        invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json").stdout
-    )
-    assert all(c["n"] == 0 for c in real["tables"][0]["cells"])
-    synthetic = invoke(
-        "report",
-        "--recipe",
-        recipe,
-        "--scale",
-        "smoke",
-        "--synthetic",
-        "--registry",
-        registry_url,
-        "--format",
-        "markdown",
-    )
-    assert "SYNTHETIC" in synthetic.output and "(n=1)" in synthetic.output
-
-
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -151,16 +107,6 @@ def test_dry_run_lists_runs_without_training(write_recipe, registry_url):
     result = invoke("run", write_recipe(), "--dry-run", "--registry", registry_url)
     assert result.exit_code == 0 and result.output.count("new") == 4
     assert not db_path(registry_url).exists()
-
-
-def test_catalogues(registry_url):
-    algorithms = json.loads(invoke("algorithms", "--json").stdout)
-    assert {"fedavg", "fedprox"} <= {a["name"] for a in algorithms}
-    datasets = invoke("datasets", "list")
-    assert datasets.exit_code == 0 and "digits" in datasets.output
-    for command in ("run", "report", "runs", "show", "algorithms", "models"):
-        help_text = invoke(command, "--help").output
-        assert "Example" in help_text, command
 
 
 @pytest.mark.slow
@@ -239,29 +185,8 @@ def test_curves_do_not_depend_on_the_number_of_workers(write_recipe, tmp_path):
     assert curves[0] == curves[1] and len(curves[0]) == 2
 
 
-def test_a_registry_that_does_not_exist_is_said_and_not_created(tmp_path):
-    """A typo in --registry must not look like an empty registry, nor create a file."""
-    url = f"sqlite:///{tmp_path / 'typo' / 'fedbench.db'}"
-    result = runner.invoke(app, ["runs", "--registry", url])
-    assert result.exit_code == 0
-    assert f"no registry at {url} yet" in result.output and "0 runs" in result.output
-    assert json.loads(runner.invoke(app, ["runs", "--registry", url, "--json"]).stdout) == []
-    assert not (tmp_path / "typo").exists()
-
-
 def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
     recipe = Path(__file__).resolve().parents[2] / "recipes" / "fedtrip_costs.toml"
     result = runner.invoke(app, ["run", str(recipe), "--registry", registry_url])
     assert result.exit_code == 0, result.output
     assert "nothing to train" in result.output and "fedbench report --recipe" in result.output
-
-
-def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
-    recipe = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    for args in (["--plots", str(blocker / "plots")], ["--out", str(tmp_path), "--format", "markdown"]):
-        result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry_url, *args])
-        assert result.exit_code == 2, result.output
-        assert "cannot" in result.stderr or "is a folder" in result.stderr
-        assert len(result.stderr.strip().splitlines()) == 1

@@ -1,7 +1,6 @@
-"""Value conventions of two official formats, checked on tiny files written in those formats:
-FEMNIST pixel polarity (LEAF json and TFF h5 both store background 1.0 / ink 0.0; fedbench keeps it) and the
-DoFE "Fundus" gray masks (0 = cup, 128 = rim, 255 = background, thresholded at 50 / 200 as the DoFE authors' loaders
-do, so interpolated border values land in a class)."""
+"""Retinal optic disc/cup segmentation (fedbench/data/retinal.py) from tiny files in its official layout, and the DoFE
+"Fundus" gray masks (0 = cup, 128 = rim, 255 = background, thresholded at 50 / 200 as the DoFE authors' loaders do,
+so interpolated border values land in a class)."""
 
 from __future__ import annotations
 
@@ -12,54 +11,21 @@ from PIL import Image
 import data_fixtures as fx
 from fedbench.data import load_dataset
 from fedbench.data.retinal import masks_from_gray
-
-# ---- FEMNIST ---------------------------------------------------------------------------------------------
-
-
-def glyph() -> np.ndarray:
-    """A 28×28 'character' as both formats store it: background 1.0, ink 0.0, one anti-aliased edge at 0.5."""
-    image = np.ones((28, 28), np.float32)
-    image[6:22, 12:15] = 0.0  # vertical stroke
-    image[6:22, 15] = 0.5  # anti-aliased edge
-    return image
+from fedbench.errors import DataError
 
 
-def write_leaf(root, image: np.ndarray, writer: str = "f0000_00") -> None:
-    for split in ("train", "test"):
-        blob = {
-            "users": [writer],
-            "num_samples": [2],
-            "user_data": {writer: {"x": [image.ravel().tolist(), np.ones(784).tolist()], "y": [1, 10]}},
-        }
-        fx.write_json(root / "femnist" / "data" / split / f"all_data_0_niid_0_keep_0_{split}_9.json", blob)
-
-
-def write_tff(root, image: np.ndarray, writer: str = "f0000_00") -> None:
-    h5py = pytest.importorskip("h5py")
-    (root / "femnist").mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
-        with h5py.File(root / "femnist" / f"fed_emnist_{split}.h5", "w") as handle:
-            group = handle.create_group(f"examples/{writer}")
-            group["pixels"] = np.stack([image, np.ones((28, 28), np.float32)])  # float32 (N, 28, 28) in [0, 1]
-            group["label"] = np.array([1, 10], np.int32)
-
-
-def test_femnist_polarity_kept_and_equal_across_formats(tmp_path):
-    image = glyph()
-    write_leaf(tmp_path / "leaf", image)
-    write_tff(tmp_path / "tff", image)
-    leaf = load_dataset("femnist", tmp_path / "leaf", use_prepared=False)
-    tff = load_dataset("femnist", tmp_path / "tff", use_prepared=False)
-    assert leaf.info["format"] == "leaf" and tff.info["format"] == "tff"
-    np.testing.assert_array_equal(leaf.train_x, tff.train_x)
-    np.testing.assert_array_equal(leaf.test_x, tff.test_x)
-    x = leaf.train_x[0, 0]
-    assert x[0, 0] == 255 and x[10, 13] == 0 and x[10, 15] == 128  # background high, ink low: not inverted
-    assert x.mean() > 200  # mostly background (FL-bench mean 0.9637)
-    assert (leaf.train_x[1] == 255).all()  # a blank page stays white
-
-
-# ---- Retinal fundus masks ----------------------------------------------------------------------------------
+def test_retinal_segmentation(tmp_path):
+    fx.write_retinal(tmp_path)
+    arrays = load_dataset("retinal", tmp_path, image_size=40)
+    assert arrays.meta.task == "segmentation"
+    assert arrays.train_x.shape == (4, 3, 40, 40) and arrays.train_y.shape == (4, 2, 40, 40)
+    disc, cup = arrays.train_y[0]
+    assert disc.sum() == 400 and cup.sum() == 100  # disc = rim + cup (20×20), cup 10×10
+    assert arrays.info["group_names"] == ["Domain1", "Domain2"]
+    only_two = load_dataset("retinal", tmp_path, sites=["Domain2"], image_size=20)
+    assert len(only_two.train_x) == 2 and only_two.train_y.shape[-1] == 20
+    with pytest.raises(DataError, match="Domain7"):
+        load_dataset("retinal", tmp_path, sites=["Domain7"])
 
 
 def test_masks_from_gray_thresholds():

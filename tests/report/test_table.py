@@ -6,15 +6,18 @@ population std, the count of diverged runs, the ``%`` unit rule, per-client cell
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
+from fedbench import metrics
 from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.table import build_table, figure_of
+from fedbench.spec import RunSpec
 
 # Per (algorithm, seed): test accuracy, test loss, bytes up/down and wall seconds per round, the run's status.
 CURVES = {
@@ -322,7 +325,6 @@ def test_a_round_costs_the_partitions_fixed_client_size_without_recorded_sizes()
     MNIST, n = 600, B = 50, E = 1: K = 12 steps, cost n·FP + 2K|w| for FedProx; with no size at all n = 0."""
     from fedbench.cost import model_card
     from fedbench.report.table import cost_per_round_flops
-    from fedbench.spec import RunSpec
 
     card = model_card("mlp", num_classes=10, input_shape=[1, 28, 28])
     common = dict(algorithm="fedprox", dataset="mnist", model="mlp", batch_size=50)
@@ -539,3 +541,14 @@ def test_the_peak_memory_note_lists_each_measure_with_its_runs(stored):
     built = table(stored, figure="peak_memory_mb")
     assert built.notes == ["peak memory measured as: cpu_rss (2 runs), cuda_max_allocated (2 runs)."]
     assert cell(built, "fedavg").values == [3.0, 3.0]
+
+
+def test_validation_selected_figure_picks_the_best_validation_round():
+    from fedbench.recipes.views import TableView
+    from fedbench.report.table import figure_of
+
+    rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]
+    curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
+    view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
+    assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
+    assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80

@@ -1,5 +1,6 @@
-"""COVID-19 (curated CXR, FedAP/PersonalizedFL) loader details checked against the code that used the data:
-FedAP's xdata.npy/ydata.npy layout and the Mendeley folder layout, in tiny fixture files."""
+"""The COVID-19 loaders (fedbench/data/covid.py) checked against the code that used the data: FedAP's
+xdata.npy/ydata.npy layout and the Mendeley folder layout (curated CXR, FedAP/PersonalizedFL), and COVIDx's lists,
+in tiny fixture files."""
 
 from __future__ import annotations
 
@@ -72,3 +73,32 @@ def test_fedap_npy_rejects_labels_outside_four_classes(tmp_path):
     write_fedap_npy(tmp_path, np.zeros((3, 4, 4, 3), np.uint8), np.array([0, 1, 4]))
     with pytest.raises(DataError, match="0..3"):
         load_dataset("covid19", tmp_path, image_size=4, test_fraction=0.0, verify=False)
+
+
+def test_covid19_mendeley_folders(tmp_path):
+    fx.write_covid19_folders(tmp_path)
+    arrays = load_dataset("covid19", tmp_path, image_size=32)
+    assert arrays.train_x.shape[1:] == (3, 32, 32)
+    assert len(arrays.train_y) == 16 and len(arrays.test_y) == 4
+    assert np.bincount(arrays.test_y).tolist() == [1, 1, 1, 1]
+    assert arrays.meta.num_classes == 4
+
+
+def test_covid19_fedap_npy(tmp_path):
+    root = tmp_path / "covid19"
+    root.mkdir()
+    np.save(root / "xdata.npy", np.random.default_rng(0).integers(0, 256, (10, 24, 20, 3), dtype=np.uint8))
+    np.save(root / "ydata.npy", np.arange(10) % 4)
+    arrays = load_dataset("covid19", tmp_path, image_size=16, test_fraction=0.0)
+    assert arrays.train_x.shape == (10, 3, 16, 16) and arrays.info["format"] == "fedap-npy"
+
+
+def test_covidx(tmp_path):
+    fx.write_covidx(tmp_path)
+    arrays = load_dataset("covidx", tmp_path, image_size=32)
+    assert arrays.train_x.shape == (6, 3, 32, 32) and arrays.test_x.shape == (4, 3, 32, 32)
+    assert arrays.train_y.tolist() == [0, 1, 0, 1, 0, 1]
+    assert arrays.meta.num_classes == 2
+    (tmp_path / "covidx" / "test" / "test_1.png").unlink()
+    with pytest.raises(DataError, match="test_1.png"):
+        load_dataset("covidx", tmp_path)

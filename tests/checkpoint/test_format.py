@@ -1,12 +1,16 @@
 """The checkpoint file format and its writer, checked against the documented layout (docs/security.md: safetensors'
 layout, the payload as JSON in the header metadata) and by hand-built files: which files are read, and the reason
 each rejected one gets (the one warning line a user sees): properties the run-level tests leave unchecked
-(mutation testing of ``fedbench/checkpoint/format.py`` showed it)."""
+(mutation testing of ``fedbench/checkpoint/format.py`` showed it). Every value a state may hold round-trips exactly,
+any damage is a rejection and never another error, and the largest header is safetensors' own limit, 100,000,000
+bytes (safetensors' Rust reader: ``MAX_HEADER_SIZE``): a header of exactly that size is read, one byte more is
+refused."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 import threading
 from pathlib import Path
@@ -418,3 +422,169 @@ def test_load_checkpoint_reads_filed_client_states_and_checks_them(tmp_path):
 def test_hash_of_a_file_is_its_sha256(tmp_path):
     (tmp_path / "f").write_bytes(b"x" * 100)
     assert file_sha256(tmp_path / "f") == hashlib.sha256(b"x" * 100).hexdigest()
+
+
+def test_the_format_round_trips_every_value_a_state_may_hold_exactly(tmp_path):
+    shared = torch.arange(6, dtype=torch.float32)
+    payload = {
+        "spec_hash": "abc",
+        "round": 3,
+        "server": {"params": shared, "buffers": {"bn.num_batches_tracked": torch.tensor(5)}, "state": {}},
+        "client_states": {
+            0: {"c": torch.randn(4, dtype=torch.float64), "same": shared, "view": shared[2:4]},
+            2: {"affinity": {(0, 2): 0.1 + 0.2, (2, 0): math.inf}, "pair": (torch.ones(2), [1, "a", None, True])},
+        },
+        "finetune_start": None,
+        "empty": torch.zeros(0, 3),
+        "grad": torch.nn.Parameter(torch.ones(2)),
+        "nan": math.nan,
+        "half": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        "mask": torch.tensor([[True, False]]),
+        "strided": torch.arange(12.0).reshape(3, 4).t(),  # not contiguous
+    }
+    save_checkpoint(tmp_path / "c.pt", payload)
+    back = read_checkpoint(tmp_path / "c.pt", "abc")
+    assert back["round"] == 3 and back["client_states"][2]["affinity"] == {(0, 2): 0.1 + 0.2, (2, 0): math.inf}
+    assert isinstance(back["client_states"][2]["pair"], tuple) and back["client_states"][2]["pair"][1] == [
+        1,
+        "a",
+        None,
+        True,
+    ]
+    assert torch.equal(back["client_states"][0]["c"], payload["client_states"][0]["c"])
+    assert back["client_states"][0]["same"] is back["server"]["params"]  # one tensor stays one tensor
+    assert torch.equal(back["client_states"][0]["view"], shared[2:4])
+    assert back["server"]["buffers"]["bn.num_batches_tracked"].dtype == torch.int64
+    assert back["empty"].shape == (0, 3) and isinstance(back["grad"], torch.nn.Parameter) and back["grad"].requires_grad
+    assert math.isnan(back["nan"])
+    for key in ("half", "mask", "strided"):
+        assert back[key].dtype == payload[key].dtype and torch.equal(back[key], payload[key])
+    with pytest.raises(TypeError, match="found object"):
+        encode_checkpoint({"spec_hash": "abc", "round": 1, "x": object()})
+
+
+def test_the_file_is_in_safetensors_layout_both_ways(tmp_path):
+    """Our files are safetensors files (the reference reader agrees on every tensor), and a tensor table written
+    by the reference writer is read by ours: the layout is the documented one, not a private variant."""
+    safetensors = pytest.importorskip("safetensors.torch")
+    payload = {"spec_hash": "abc", "round": 2, "w": torch.randn(5, 3), "n": torch.tensor(7), "b": torch.ones(4).bool()}
+    save_checkpoint(tmp_path / "ours.pt", payload)
+    theirs = safetensors.load_file(tmp_path / "ours.pt")
+    mine = read_checkpoint(tmp_path / "ours.pt", "abc")
+    assert len(theirs) == 3 and {k: v for k, v in mine.items() if isinstance(v, torch.Tensor)}.keys() == {"w", "n", "b"}
+    assert sorted(tuple(t.shape) for t in theirs.values()) == sorted(tuple(mine[k].shape) for k in ("w", "n", "b"))
+    assert all(any(torch.equal(t, mine[k]) for t in theirs.values()) for k in ("w", "n", "b"))
+    # the reference writer with our metadata: read back by ours
+    from fedbench.checkpoint.format import FORMAT, VERSION
+
+    metadata = {
+        "format": FORMAT,
+        "version": str(VERSION),
+        "spec_hash": "abc",
+        "round": "1",
+        "structure": '{"d":[["w",{"t":"x"}]]}',
+    }
+    (tmp_path / "theirs.pt").write_bytes(safetensors.save({"x": torch.arange(6.0).reshape(2, 3)}, metadata=metadata))
+    assert torch.equal(read_checkpoint(tmp_path / "theirs.pt", "abc")["w"], torch.arange(6.0).reshape(2, 3))
+
+
+def test_a_checkpoint_with_a_wrong_recorded_hash_is_refused_and_a_right_one_read(tmp_path):
+    path = tmp_path / "c.pt"
+    digest = save_checkpoint(path, {"spec_hash": "abc", "round": 1, "x": torch.ones(2)})
+    assert digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert read_checkpoint(path, "abc", expected_sha256=digest, bound=True)["round"] == 1
+    with pytest.raises(CheckpointRejected, match="differs"):
+        read_checkpoint(path, "abc", expected_sha256="0" * 64, bound=True)
+    assert not list(tmp_path.glob("*.tmp"))  # the atomic write left no temporary file
+
+
+def test_a_checkpoint_whose_header_length_starts_like_a_pickle_is_read(tmp_path):
+    """The header length is the file's first 8 bytes (little-endian): one length in 32 (low byte 0x80) starts the
+    file with a pickle's magic byte. Such a checkpoint is ours (a JSON header follows) and is read back."""
+    for pad in range(512):
+        payload = {"spec_hash": "abc", "round": 2, "note": "x" * pad, "w": torch.arange(4.0)}
+        if encode_checkpoint(payload)[0][:1] == b"\x80":
+            break
+    else:
+        pytest.fail("no padding gave a header length with low byte 0x80")
+    path = tmp_path / "c.pt"
+    digest = save_checkpoint(path, payload)
+    assert path.read_bytes()[:1] == b"\x80"
+    loaded = read_checkpoint(path, "abc", expected_sha256=digest, bound=True)
+    assert loaded["note"] == payload["note"] and torch.equal(loaded["w"], payload["w"])
+
+
+def test_any_damage_to_a_checkpoint_is_a_rejection_never_another_error(tmp_path):
+    """Random byte changes (header, structure, tensor bytes), cuts and nesting beyond the stack: reading either
+    gives a payload (a changed tensor value; the registry's hash catches that) or raises CheckpointRejected."""
+    import random
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"spec_hash": "abc", "round": 1, "s": {(0, 1): [1.5, None]}, "w": torch.arange(8.0)})
+    good = path.read_bytes()
+    rng = random.Random(0)
+    outcomes = {"read": 0, "rejected": 0}
+    for trial in range(300):
+        data = bytearray(good)
+        if trial % 3 == 2:
+            data = data[: rng.randrange(len(data))]
+        else:
+            for _ in range(rng.randint(1, 4)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        path.write_bytes(bytes(data))
+        try:
+            read_checkpoint(path, "abc")
+            outcomes["read"] += 1
+        except CheckpointRejected:
+            outcomes["rejected"] += 1
+    assert outcomes["rejected"] > 100 and sum(outcomes.values()) == 300
+    from fedbench.checkpoint.format import FORMAT, VERSION
+
+    deep = "[" * 100_000 + "]" * 100_000
+    for structure in (deep, '{"l": ' * 50_000 + "1" + "}" * 50_000):
+        metadata = {"format": FORMAT, "version": str(VERSION), "spec_hash": "abc", "round": "1", "structure": structure}
+        header = json.dumps({"__metadata__": metadata}).encode()
+        header += b" " * (-len(header) % 8)
+        path.write_bytes(struct.pack("<Q", len(header)) + header)
+        with pytest.raises(CheckpointRejected):
+            read_checkpoint(path, "abc")
+
+
+def test_a_header_whose_length_looks_like_a_pickle_is_still_read(tmp_path):
+    """The header length is little-endian: a header of 0x480 bytes makes a file begin with \\x80\\x04, a protocol-4
+    pickle's first two bytes. Such a checkpoint (1 in 32 of them, headers being padded to 8 bytes) is ours and is
+    read, not refused as a pickle — which made the run start again from round 0."""
+    for size in range(256):
+        payload = {"spec_hash": "abc", "round": 1, "x": torch.ones(2), "note": "n" * size}
+        header, _ = encode_checkpoint(payload)
+        if header[0] == 0x80:
+            break
+    assert header[0] == 0x80
+    save_checkpoint(tmp_path / "c.pt", payload)
+    assert read_checkpoint(tmp_path / "c.pt", "abc")["note"] == payload["note"]
+
+
+# the largest header: about 200 MB written and read, so the file's last test
+LIMIT = 100_000_000
+
+
+def file_with_header_of(size: int) -> bytes:
+    metadata = {
+        "format": "fedbench-checkpoint",
+        "version": "2",
+        "spec_hash": "abc",
+        "round": "1",
+        "structure": '{"d":[]}',
+    }
+    header = json.dumps({"__metadata__": metadata}).encode()
+    return struct.pack("<Q", size) + header + b" " * (size - len(header))
+
+
+def test_a_header_of_the_limit_is_read_and_one_byte_more_is_refused(tmp_path):
+    path = tmp_path / "c.pt"
+    path.write_bytes(file_with_header_of(LIMIT))
+    assert read_checkpoint(path, "abc")["round"] == 1
+    path.write_bytes(file_with_header_of(LIMIT + 1))
+    with pytest.raises(CheckpointRejected) as caught:
+        read_checkpoint(path, "abc")
+    assert caught.value.reason == "it is truncated or not a fedbench checkpoint (no complete header)"

@@ -4,7 +4,6 @@ fake number of visible GPUs: no GPU is needed."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -77,23 +76,6 @@ def test_execute_hands_each_worker_its_gpu(monkeypatch):
     started.clear()
     local.execute([], ExecutionOptions(registry_url="sqlite://", device="cuda", gpus=(2, 0)), 3, print)
     assert started == ["cuda:2", "cuda:0", "cuda:2"]
-
-
-def test_gpu_model_and_index_go_into_provenance(monkeypatch):
-    from fedbench.execution.provenance import provenance
-
-    properties = SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=85 * 2**30, uuid="GPU-1")
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: properties)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: properties.name)
-    info = provenance(torch.device("cuda:2"))
-    assert info["gpu"] == {
-        "index": 2,
-        "name": "NVIDIA H100 80GB HBM3",
-        "capability": "9.0",
-        "memory_bytes": 85 * 2**30,
-        "uuid": "GPU-1",
-    }
-    assert "gpu" not in provenance(torch.device("cpu"))
 
 
 @pytest.mark.parametrize(("args", "message"), [(["--gpus", "0,x"], "--gpus '0,x'"), (["--gpus", "0"], "--gpus needs")])

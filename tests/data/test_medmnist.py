@@ -1,15 +1,19 @@
-"""MedMNIST metadata comes from the medmnist package (the ``medmnist`` extra), with a hand copy that must equal it."""
+"""MedMNIST (fedbench/data/medmnist.py): the metadata comes from the medmnist package (the ``medmnist`` extra), with a
+hand copy that must equal it; the loader reads tiny .npz files in the official format."""
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import data_fixtures as fx
-from fedbench.data import load_dataset, medmnist
-from fedbench.errors import DataError
+from data_fixtures import check_arrays
+from fedbench.data import dataset_meta, load_dataset, medmnist
+from fedbench.data.files import file_digest
+from fedbench.errors import ConfigError, DataError
 
 
 def test_package_info_is_read_without_importing_medmnist(monkeypatch, tmp_path):
@@ -78,3 +82,42 @@ def test_the_loader_table_and_the_download_come_from_the_metadata():
         download = DATASETS.info(flag)["source"].downloads[0]
         assert download.url == meta["url"][28] and download.md5 == meta["md5"][28]
         assert DATASETS.info(flag)["classes"] == meta["classes"]
+
+
+@pytest.mark.parametrize("flag", ["organamnist", "organcmnist", "organsmnist"])
+def test_medmnist_npz(tmp_path, monkeypatch, flag):
+    written = fx.write_medmnist(tmp_path, flag)
+    md5s, v2, counts, stats = medmnist._MEDMNIST[flag]
+    digest = file_digest(tmp_path / flag / f"{flag}.npz")
+    monkeypatch.setitem(medmnist._MEDMNIST, flag, ({**md5s, 28: digest}, v2, counts, stats))
+    arrays = load_dataset(flag, tmp_path)
+    check_arrays(arrays, 22, 9, (1, 28, 28))
+    assert arrays.meta.num_classes == 11
+    np.testing.assert_array_equal(arrays.train_y, written["train_labels"].reshape(-1))
+    assert arrays.info["verified"] and arrays.info["version"] == "v3"
+    pooled = load_dataset(flag, tmp_path, pool="train+val")
+    assert len(pooled.train_y) == 27
+    everything = load_dataset(flag, tmp_path, pool="all")
+    assert len(everything.train_y) == 36 and len(everything.test_y) == 0
+    assert dataset_meta(flag).used_by == ("fedtr",)
+
+
+def test_medmnist_v2_file_is_accepted(tmp_path, monkeypatch):
+    fx.write_medmnist(tmp_path, "organsmnist")
+    md5s, _, counts, stats = medmnist._MEDMNIST["organsmnist"]
+    digest = file_digest(tmp_path / "organsmnist" / "organsmnist.npz")
+    monkeypatch.setitem(medmnist._MEDMNIST, "organsmnist", (md5s, digest, counts, stats))
+    arrays = load_dataset("organsmnist", tmp_path)
+    assert arrays.info["verified"] and arrays.info["version"] == "v2"
+
+
+def test_medmnist_other_size_and_bad_params(tmp_path):
+    fx.write_medmnist(tmp_path, "organcmnist", size=64)
+    arrays = load_dataset("organcmnist", tmp_path, size=64, verify=False)
+    check_arrays(arrays, 22, 9, (1, 64, 64))
+    with pytest.raises(DataError, match="organcmnist.npz"):
+        load_dataset("organcmnist", tmp_path)
+    with pytest.raises(ConfigError, match="size"):
+        load_dataset("organcmnist", tmp_path, size=30)
+    with pytest.raises(ConfigError, match="no parameter"):
+        load_dataset("organcmnist", tmp_path, bogus=1)

@@ -1,5 +1,6 @@
-"""Per-client test sets drawn from the global test set (``RunSpec.client_test``; FedDr+ §2.3 class-matched sets,
-natural per-group sets): what the engine builds, what personal evaluation measures on them, and the spec contract."""
+"""The federated data of a run (fedbench/data/federated.py). Per-client test sets drawn from the global test set
+(``RunSpec.client_test``; FedDr+ §2.3 class-matched sets, natural per-group sets): what the engine builds, what
+personal evaluation measures on them, and the spec contract; and the cache that keeps the last data set's arrays."""
 
 from __future__ import annotations
 
@@ -189,3 +190,33 @@ figure = "final"
     )
     assert result.exit_code == 2
     assert "client_test = 'natural' needs a dataset with natural groups" in result.output
+
+
+DIRICHLET = dict(
+    dataset="digits",
+    model="digits_mlp",
+    model_params={"hidden": 32},
+    partition="dirichlet",
+    partition_params={"alpha": 0.5, "min_size": 5},
+    num_clients=5,
+    clients_per_round=3,
+    rounds=3,
+    batch_size=32,
+    optimizer={"lr": 0.1, "momentum": 0.5},
+)
+
+
+def test_arrays_cache_is_an_object_that_keeps_the_last_data_set(monkeypatch):
+    from fedbench.data import federated
+
+    loads = []
+    real = federated.load_arrays
+    monkeypatch.setattr(federated, "load_arrays", lambda spec, *a: loads.append(spec.dataset) or real(spec, *a))
+    cache = federated.ArraysCache()
+    spec = RunSpec(algorithm="fedavg", **DIRICHLET)
+    first = cache.load(spec)
+    assert cache.load(RunSpec(algorithm="fedprox", **{**DIRICHLET, "seed": 3})) is first  # same data set: no reload
+    assert cache.load(RunSpec(algorithm="fedavg", **{**DIRICHLET, "synthetic": True})) is not first
+    assert loads == ["digits", "digits"]
+    prepare_data(spec, torch.device("cpu"))  # no cache given: loads, and leaves the cache alone
+    assert loads == ["digits", "digits", "digits"] and federated.ArraysCache().load(spec) is not first

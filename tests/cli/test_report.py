@@ -1,0 +1,73 @@
+"""`fedbench report` (fedbench/cli/report.py) through the command line: partial cells are marked, synthetic runs are
+labelled and kept apart from real ones, and an unwritable output place is a user error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fedbench.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_partial_cells_are_marked(write_recipe, registry_url):
+    recipe = write_recipe()
+    assert (
+        invoke(
+            "run", recipe, "--seeds", "0", "--set", "rounds=1", "--only", "algorithm=fedavg", "--registry", registry_url
+        ).exit_code
+        == 0
+    )
+    # --set changed the specs, so the recipe's own runs are still missing
+    out = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json")
+    assert all(c["n"] == 0 for c in json.loads(out.stdout)["tables"][0]["cells"])
+    assert (
+        invoke("run", recipe, "--seeds", "0", "--only", "algorithm=fedavg", "--registry", registry_url).exit_code == 0
+    )
+    cells = json.loads(invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json").stdout)
+    fedavg = [c for c in cells["tables"][0]["cells"] if c["row"] == "fedavg"][0]
+    assert fedavg["n"] == 1 and fedavg["expected"] == 2 and fedavg["partial"]
+    md = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "markdown").output
+    assert "(n=1)*" in md and "partial" in md
+
+
+def test_synthetic_runs_are_labelled_and_kept_apart(write_recipe, registry_url):
+    recipe = write_recipe()
+    assert invoke("run", recipe, "--scale", "smoke", "--synthetic", "--registry", registry_url).exit_code == 0
+    runs = json.loads(invoke("runs", "--registry", registry_url, "--json").stdout)
+    assert all(r["synthetic"] for r in runs)
+    real = json.loads(
+        invoke("report", "--recipe", recipe, "--scale", "smoke", "--registry", registry_url, "--format", "json").stdout
+    )
+    assert all(c["n"] == 0 for c in real["tables"][0]["cells"])
+    synthetic = invoke(
+        "report",
+        "--recipe",
+        recipe,
+        "--scale",
+        "smoke",
+        "--synthetic",
+        "--registry",
+        registry_url,
+        "--format",
+        "markdown",
+    )
+    assert "SYNTHETIC" in synthetic.output and "(n=1)" in synthetic.output
+
+
+def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
+    recipe = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for args in (["--plots", str(blocker / "plots")], ["--out", str(tmp_path), "--format", "markdown"]):
+        result = runner.invoke(app, ["report", "--recipe", str(recipe), "--registry", registry_url, *args])
+        assert result.exit_code == 2, result.output
+        assert "cannot" in result.stderr or "is a folder" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
