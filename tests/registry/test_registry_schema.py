@@ -19,7 +19,7 @@ from fedbench import __version__
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry, schema
 from fedbench.registry.schema import current_revision, head_revision, known_revisions
-from tests.registry.test_registry_migration import old_registry
+from tests.registry.test_migrations import old_registry
 from tests.registry.test_registry_versions import FUTURE, migrate_to, set_revision
 
 PASSWORD = "Pa55-w0rd_9f3k"

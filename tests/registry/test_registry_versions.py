@@ -89,7 +89,7 @@ def test_a_new_registry_is_created_without_an_upgrade_notice(any_registry_url, c
 
 
 def test_the_cli_shows_the_upgrade_notice_on_stderr_and_reports(tmp_path):
-    from tests.registry.test_registry_migration import old_registry
+    from tests.registry.test_migrations import old_registry
 
     url, _ = old_registry(tmp_path)  # a registry written by fedbench 0.1.0 (no version table)
     result = runner.invoke(app, ["runs", "--registry", url, "--paper", "quickstart", "--json"])
