@@ -1,6 +1,7 @@
-"""The Registry API on both backends: SQLite and a real PostgreSQL server (``any_registry_url``; the PostgreSQL
-half skips, saying why, where no server can be started). Claims are exclusive under real concurrency, stale
-claims are taken over, curves and outcomes round-trip, and several workers share a batch without duplicating or
+"""Workers racing on one registry, on SQLite and on a real PostgreSQL server (``any_registry_url``; the PostgreSQL
+half skips, saying why, where no server can be started): concurrent claims of one run have exactly one winner,
+concurrent first opens migrate once and register each run once, workers opening a 0.1.0 registry at once migrate it
+once, and several workers (of one `fedbench run --jobs 2`, or two CLI processes) share a batch without duplicating or
 losing a run."""
 
 from __future__ import annotations
@@ -10,66 +11,20 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
-from fedbench.registry import Registry, claims
-from fedbench.registry.schema import current_revision, head_revision
-from fedbench.registry.tables import runs
-
-
-def registered(url: str, recipe) -> tuple[Registry, list]:
-    planned = expand(load_recipe(recipe))
-    registry = Registry(url)
-    registry.ensure_runs([p.registry_entry() for p in planned])
-    return registry, planned
-
-
-def test_a_new_registry_is_at_the_head_revision(any_registry_url):
-    registry = Registry(any_registry_url)
-    assert current_revision(registry.engine) == head_revision()
-    assert registry.runs() == []
-
-
-def test_ensure_runs_is_idempotent_and_claims_are_exclusive(any_registry_url, write_recipe):
-    registry, planned = registered(any_registry_url, write_recipe())
-    registry.ensure_runs([p.registry_entry() for p in planned])
-    assert len(registry.runs()) == len(planned) == 4
-    spec_hash = planned[0].spec_hash
-    assert registry.claim(spec_hash, worker="otherhost:1") is not None
-    assert registry.claim(spec_hash, worker="thirdhost:2") is None  # its holder beats recently
-    assert registry.statuses([spec_hash]) == {spec_hash: "running"}
-
-
-def test_a_stale_claim_from_another_host_and_a_dead_local_worker_are_taken_over(any_registry_url, write_recipe):
-    registry, planned = registered(any_registry_url, write_recipe())
-    remote, local = planned[0].spec_hash, planned[1].spec_hash
-    remote_id = registry.claim(remote, worker="otherhost:1")
-    with registry.engine.begin() as connection:  # its worker stopped beating longer ago than STALE_AFTER
-        connection.execute(
-            update(runs)
-            .where(runs.c.id == remote_id)
-            .values(heartbeat_at=claims.now() - claims.STALE_AFTER - timedelta(minutes=1))
-        )
-    assert registry.claim(remote, worker="newhost:7") == remote_id
-    assert registry.get_run(remote_id).worker == "newhost:7"
-
-    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    dead_pid = int(finished.stdout)  # a process of this host that has exited
-    local_id = registry.claim(local, worker=f"{claims.socket.gethostname()}:{dead_pid}")
-    assert local_id is not None
-    assert registry.claim(local, worker="newhost:8") == local_id
+from fedbench.registry import Registry
+from fedbench.registry.schema import head_revision
+from registry_fixtures import compiled_hashes, old_registry, raw_rows, register_recipe
 
 
 def test_concurrent_claims_of_one_run_have_exactly_one_winner(any_registry_url, write_recipe):
-    registry, planned = registered(any_registry_url, write_recipe())
+    registry, planned = register_recipe(any_registry_url, write_recipe())
     barrier, results = threading.Barrier(8), []
 
     def contend(n: int) -> None:
@@ -105,27 +60,19 @@ def test_concurrent_first_opens_migrate_once_and_register_each_run_once(any_regi
     assert sorted(r.spec_hash for r in Registry(any_registry_url).runs()) == sorted(p.spec_hash for p in planned)
 
 
-def test_curves_outcomes_and_force_round_trip(any_registry_url, write_recipe):
-    registry, planned = registered(any_registry_url, write_recipe())
-    run_id = registry.claim(planned[0].spec_hash)
-    for n in (1, 2, 3):
-        registry.log_round(
-            run_id, RoundRecord(round=n, train_loss=1.0 / n, wall_seconds=0.5, bytes_up=10, bytes_down=20)
-        )
-    registry.log_round(run_id, RoundRecord(round=3, train_loss=0.25, wall_seconds=0.5, bytes_up=10, bytes_down=20))
-    registry.truncate_rounds(run_id, 2)
-    registry.set_provenance(run_id, {"host": "h", "nested": {"a": [1, 2]}})
-    registry.finish(run_id, "done", summary={"best": 0.5, "rounds_to": {"50": 2}}, wall_seconds=1.5)
-    run = registry.get_run(planned[0].spec_hash[:10])
-    assert (run.status, run.summary, run.provenance["nested"]) == (
-        "done",
-        {"best": 0.5, "rounds_to": {"50": 2}},
-        {"a": [1, 2]},
-    )
-    assert [(r.round, r.train_loss) for r in registry.curve(run_id)] == [(1, 1.0), (2, 0.5)]
-    assert registry.claim(planned[0].spec_hash) is None  # finished
-    registry.reset_for_rerun([planned[0].spec_hash])
-    assert registry.curve(run_id) == [] and registry.statuses([planned[0].spec_hash])[planned[0].spec_hash] == "pending"
+@pytest.mark.slow
+def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
+    url, database = old_registry(tmp_path)
+    code = "import sys; from fedbench.registry import Registry; print(len(Registry(sys.argv[1]).runs()))"
+    processes = [
+        subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=300) for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs
+    assert [out.strip() for out, _ in outputs] == ["13"] * 3
+    assert {h for (h,) in raw_rows(database, "SELECT spec_hash FROM runs")} == compiled_hashes()
+    assert raw_rows(database, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
 
 @pytest.mark.slow
@@ -164,23 +111,3 @@ def test_two_concurrent_cli_processes_never_duplicate_nor_lose_a_run(any_registr
         assert [r.round for r in registry.curve(row.id)] == [1, 2]
     listed = json.loads(CliRunner().invoke(app, ["runs", "--registry", any_registry_url, "--json"]).stdout)
     assert len(listed) == 4
-
-
-def test_non_finite_values_in_json_columns_are_stored_on_every_backend(any_registry_url, write_recipe):
-    """PostgreSQL's json type rejects NaN (it crashed recording a diverged run's summary there): a non-finite
-    value in a JSON column reads back as NaN (SQLite) or None (PostgreSQL), i.e. no value; finite ones intact."""
-    import math
-
-    registry, planned = registered(any_registry_url, write_recipe())
-    run_id = registry.claim(planned[0].spec_hash)
-    record = RoundRecord(
-        round=1, train_loss=0.5, wall_seconds=0.1, bytes_up=1, bytes_down=1, personal_per_client=[math.nan, 0.25]
-    )
-    registry.log_round(run_id, record)
-    registry.finish(run_id, "diverged", summary={"final": math.inf, "best": 0.25, "rounds": [math.nan]})
-    (stored,) = registry.curve(run_id)
-    first, second = stored.personal_per_client
-    assert (first is None or math.isnan(first)) and second == 0.25
-    summary = registry.get_run(run_id).summary
-    assert summary["best"] == 0.25 and summary["final"] in (None, math.inf)
-    assert summary["rounds"][0] is None or math.isnan(summary["rounds"][0])
