@@ -104,3 +104,17 @@ def test_hide_userinfo_masks_the_whole_user_part_of_storage_urls_in_a_text():
 )
 def test_the_database_file_a_sqlite_url_names(url, database):
     assert sqlite_file(make_url(url)) == database
+
+
+def test_display_url_masks_the_password_and_scrub_removes_every_spelling():
+    assert (
+        display_url("postgresql://alice:Pa55-w0rd_9f3k@127.0.0.1:1/fedbench")
+        == "postgresql://alice:***@127.0.0.1:1/fedbench"
+    )
+    assert display_url("sqlite:///registry/fedbench.db") == "sqlite:///registry/fedbench.db"
+    encoded = "postgresql://bob:p%40ss%2Fw@db/x"  # the password "p@ss/w", URL-quoted as a URL must spell it
+    assert password_of(encoded) == "p@ss/w"
+    text = scrub(f"could not connect with {encoded}: password 'p@ss/w' rejected (p%40ss%2Fw)", encoded)
+    assert "p@ss/w" not in text and "p%40ss%2Fw" not in text and "bob:***@db" in text
+    # unparseable by SQLAlchemy (a typo in the scheme) still masked
+    assert "Pa55-w0rd_9f3k" not in display_url("postgres ql://alice:Pa55-w0rd_9f3k@h/db")

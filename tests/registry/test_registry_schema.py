@@ -1,31 +1,79 @@
-"""Opening a registry brings it to the newest schema revision under a lock (fedbench.registry.schema): a file lock
-``<database>.migrate.lock`` beside a SQLite file, none for an in-memory database, PostgreSQL's advisory transaction
-lock on the key spelling "fedb"; a current registry takes no lock at all. The upgrade notice and the refusal of a
-registry from a newer fedbench are one line each, with the password masked."""
+"""Registry schema revisions across fedbench versions (fedbench.registry.schema), on SQLite and PostgreSQL.
+
+Opening a registry brings it to the newest revision under a lock: a file lock ``<database>.migrate.lock`` beside a
+SQLite file, none for an in-memory database, PostgreSQL's advisory transaction lock on the key spelling "fedb"; a
+current registry takes no lock and is not migrated again. An older registry is upgraded with a notice (on the
+``fedbench.registry`` logger, shown by the CLI on stderr) and then reports; a registry from a newer fedbench (a
+revision this one does not know) is refused with one line naming both revisions, exit 2, and is left untouched. Both
+messages mask the password."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from pathlib import Path
 
 import pytest
+from alembic import command
 from filelock import FileLock
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
+from typer.testing import CliRunner
 
 from fedbench import __version__
+from fedbench.cli import app
 from fedbench.errors import RegistryError
 from fedbench.registry import Registry, schema
-from fedbench.registry.schema import current_revision, head_revision, known_revisions
-from tests.registry.test_registry_migration import old_registry
-from tests.registry.test_registry_versions import FUTURE, migrate_to, set_revision
+from fedbench.registry.schema import _config, current_revision, head_revision, known_revisions
+from registry_fixtures import old_registry
 
 PASSWORD = "Pa55-w0rd_9f3k"
 FEDB = int.from_bytes(b"fedb", "big")  # the advisory lock id every fedbench version takes to migrate
+runner = CliRunner()
+FUTURE = "9999_from_the_future"
 
 
+def set_revision(url: str, revision: str) -> None:
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+    engine.dispose()
+
+
+def migrate_to(url: str, revision: str) -> None:
+    """A registry as an older fedbench left it: the migrations up to ``revision`` only."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        config = _config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    engine.dispose()
+
+
+# ------------------------------------------------------------------------------------------- a new or current registry
+def test_a_new_registry_is_at_the_head_revision(any_registry_url):
+    registry = Registry(any_registry_url)
+    assert current_revision(registry.engine) == head_revision()
+    assert registry.runs() == []
+
+
+def test_a_new_registry_is_created_without_an_upgrade_notice(any_registry_url, caplog):
+    with caplog.at_level(logging.INFO, logger="fedbench.registry"):
+        Registry(any_registry_url)
+    assert [r for r in caplog.records if r.name == "fedbench.registry"] == []
+
+
+def test_a_current_registry_is_not_migrated_again(tmp_path, registry_url, monkeypatch):
+    Registry(registry_url)
+    monkeypatch.setattr("alembic.command.upgrade", lambda *a, **k: pytest.fail("migrated a current registry"))
+    Registry(registry_url)
+
+
+# ------------------------------------------------------------------------------------------- the lock
 def test_a_new_file_registry_is_created_under_the_lock_beside_it_and_a_current_one_takes_none(registry_url):
     database = Path(make_url(registry_url).database)
     lock = Path(f"{database}.migrate.lock")
@@ -72,37 +120,6 @@ def test_an_in_memory_registry_leaves_no_lock_file(url, tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.rglob("*.lock")] == []
 
 
-def test_the_refusal_of_a_newer_registry_is_this_one_line(registry_url):
-    Registry(registry_url)
-    set_revision(registry_url, FUTURE)
-    with pytest.raises(RegistryError) as refused:
-        Registry(registry_url)
-    assert str(refused.value) == (
-        f"registry {registry_url} has schema revision '{FUTURE}', written by a newer fedbench; this fedbench "
-        f"{__version__} knows revisions up to '{head_revision()}': upgrade fedbench (pip install -U fedbench) to use "
-        "this registry"
-    )
-
-
-def test_postgresql_notices_and_refusals_mask_the_password(postgres_server, caplog):
-    """The throwaway server trusts its user, so a password in the URL is accepted and never checked."""
-    url = make_url(postgres_server.create_database()).set(password=PASSWORD).render_as_string(hide_password=False)
-    masked = url.replace(PASSWORD, "***")
-    first = min(known_revisions())
-    migrate_to(url, first)
-    with caplog.at_level(logging.INFO, logger="fedbench.registry"):
-        Registry(url)
-    notices = [r.getMessage() for r in caplog.records if r.name == "fedbench.registry"]
-    assert notices == [
-        f"upgrading registry {masked} from schema revision {first} to {head_revision()} (written by an older "
-        "fedbench; older versions cannot open it afterwards)"
-    ]
-    set_revision(url, FUTURE)
-    with pytest.raises(RegistryError) as refused:
-        Registry(url)
-    assert PASSWORD not in str(refused.value) and str(refused.value).startswith(f"registry {masked} has schema")
-
-
 def test_a_postgresql_migration_waits_for_the_advisory_lock_of_fedb(postgres_server):
     """Another worker (of any fedbench version) migrating the same server holds the lock "fedb": an upgrade waits
     for it, here until the 300 ms lock_timeout given to its connections, and leaves the registry as it was."""
@@ -125,6 +142,90 @@ def test_a_postgresql_migration_waits_for_the_advisory_lock_of_fedb(postgres_ser
         impatient.dispose()
 
 
+# ------------------------------------------------------------------------------------------- an older registry
+def test_an_older_registry_is_upgraded_with_a_notice_and_a_current_one_silently(any_registry_url, caplog):
+    first = min(known_revisions())
+    assert first != head_revision()  # the test needs at least one migration after the first revision
+    migrate_to(any_registry_url, first)
+    with caplog.at_level(logging.INFO, logger="fedbench.registry"):
+        registry = Registry(any_registry_url)
+    assert current_revision(registry.engine) == head_revision()
+    notices = [r.getMessage() for r in caplog.records if r.name == "fedbench.registry"]
+    assert len(notices) == 1 and f"from schema revision {first} to {head_revision()}" in notices[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="fedbench.registry"):
+        Registry(any_registry_url)  # current: nothing to say
+    assert [r for r in caplog.records if r.name == "fedbench.registry"] == []
+
+
+def test_the_cli_shows_the_upgrade_notice_on_stderr_and_reports(tmp_path):
+    url, _ = old_registry(tmp_path)  # a registry written by fedbench 0.1.0 (no version table)
+    result = runner.invoke(app, ["runs", "--registry", url, "--paper", "quickstart", "--json"])
+    assert result.exit_code == 0, result.output
+    assert f"upgrading registry sqlite:///{tmp_path}" in result.stderr
+    assert f"from schema revision 0.1.0 (no version table) to {head_revision()}" in result.stderr
+    runs = json.loads(result.stdout)  # the notice stays off stdout, and the runs are listed
+    assert len(runs) == 3 and {r["status"] for r in runs} == {"done"}
+
+
+def test_postgresql_notices_and_refusals_mask_the_password(postgres_server, caplog):
+    """The throwaway server trusts its user, so a password in the URL is accepted and never checked."""
+    url = make_url(postgres_server.create_database()).set(password=PASSWORD).render_as_string(hide_password=False)
+    masked = url.replace(PASSWORD, "***")
+    first = min(known_revisions())
+    migrate_to(url, first)
+    with caplog.at_level(logging.INFO, logger="fedbench.registry"):
+        Registry(url)
+    notices = [r.getMessage() for r in caplog.records if r.name == "fedbench.registry"]
+    assert notices == [
+        f"upgrading registry {masked} from schema revision {first} to {head_revision()} (written by an older "
+        "fedbench; older versions cannot open it afterwards)"
+    ]
+    set_revision(url, FUTURE)
+    with pytest.raises(RegistryError) as refused:
+        Registry(url)
+    assert PASSWORD not in str(refused.value) and str(refused.value).startswith(f"registry {masked} has schema")
+
+
+# ------------------------------------------------------------------------------------------- a newer registry
+def test_a_registry_from_a_newer_fedbench_is_refused_naming_both_revisions(any_registry_url, write_recipe):
+    Registry(any_registry_url)
+    set_revision(any_registry_url, FUTURE)
+    assert FUTURE not in known_revisions()
+    try:
+        Registry(any_registry_url)
+    except RegistryError as exc:
+        message = str(exc)
+    else:
+        raise AssertionError("a registry at an unknown revision was opened")
+    assert FUTURE in message and repr(head_revision()) in message and __version__ in message
+    assert "\n" not in message
+
+    for args in (["runs"], ["run", str(write_recipe()), "--scale", "smoke"]):
+        result = runner.invoke(app, [*args, "--registry", any_registry_url])
+        assert result.exit_code == 2, result.output
+        assert FUTURE in result.output and "newer fedbench" in result.output
+        assert "Traceback" not in result.output
+    engine = create_engine(any_registry_url)
+    with engine.connect() as connection:  # untouched: its revision and no run registered
+        assert connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == FUTURE
+        assert connection.execute(text("SELECT count(*) FROM runs")).scalar() == 0
+    engine.dispose()
+
+
+def test_the_refusal_of_a_newer_registry_is_this_one_line(registry_url):
+    Registry(registry_url)
+    set_revision(registry_url, FUTURE)
+    with pytest.raises(RegistryError) as refused:
+        Registry(registry_url)
+    assert str(refused.value) == (
+        f"registry {registry_url} has schema revision '{FUTURE}', written by a newer fedbench; this fedbench "
+        f"{__version__} knows revisions up to '{head_revision()}': upgrade fedbench (pip install -U fedbench) to use "
+        "this registry"
+    )
+
+
+# ------------------------------------------------------------------------------------------- the revisions
 def test_the_revisions_read_from_the_migration_files_are_alembics():
     """The head and known revisions come from the files' declarations (no Alembic import to open a registry): they
     must be what Alembic itself reads from the same files, or a registry would be judged current when it is not."""

@@ -333,6 +333,12 @@ def test_redact_masks_every_password_of_every_url_in_nested_values_and_nothing_e
     assert redact("db=http://a:b@c") == "db=http://a:***@c"
 
 
+def test_redact_leaves_urls_without_passwords_alone():
+    assert redact({"a": ["s3://bucket/x", "https://u@host/p", "http://u:p@h/x y"]}) == {
+        "a": ["s3://bucket/x", "https://u@host/p", "http://u:***@h/x y"]
+    }
+
+
 # ---------------------------------------------------------------------------------------------------- reading
 def refused(path: Path, message: str) -> str:
     with pytest.raises(RunsFileError) as raised:

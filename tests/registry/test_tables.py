@@ -6,7 +6,6 @@ entered with only its identity gets the documented defaults."""
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -15,8 +14,7 @@ from sqlalchemy import String, create_engine, inspect
 from fedbench.registry import Registry
 from fedbench.registry.schema import upgrade
 from fedbench.registry.tables import metadata
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
+from registry_fixtures import FIXTURE
 
 
 def differences(url: str) -> list:

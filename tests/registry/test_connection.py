@@ -1,43 +1,38 @@
-"""The registry beyond claims (fedbench.registry.connection and .store): which URL names which database file, how a registry is opened (read-only
-or for writing, with the connection settings SQLite needs), the one-line errors of a bad URL, the queries a report
-reads (by id, by hash prefix, by paper and status, curves with chosen columns) and JSON without NaN for PostgreSQL.
-Everything on SQLite files in the test's folder, no training."""
+"""How a registry is opened (fedbench.registry.connection): which URL names which database file, read-only or for
+writing (with the connection settings SQLite needs, and a migration first where one is due), the retries of a migration
+that lost a race to another worker (with a fake ``time.sleep``, so no verdict depends on load), the one-line errors of
+a bad URL or a failed open, and JSON without NaN for PostgreSQL. Mostly on SQLite files in the test's folder, no
+training; the PostgreSQL tests use the suite's throwaway server and skip without one.
+
+A registry URL's password is never shown or stored (docs/security.md, "Registry credentials"): every command (run, dry
+run, runs, show, report) is run with a password-bearing URL: one whose server cannot be reached (no driver installed,
+or nothing listening), one whose driver's error text quotes the whole URL, and one that works (a PostgreSQL URL whose
+engine is redirected to a SQLite file, since SQLite URLs carry no password). The password must appear in no byte of
+stdout or stderr, nor anywhere in the registry file."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from sqlalchemy import insert, select, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import create_engine as real_create_engine
+from sqlalchemy import insert, text
+from sqlalchemy.exc import OperationalError, ProgrammingError
+from typer.testing import CliRunner
 
+from fedbench.cli import app
+from fedbench.engine.loop import RoundRecord
 from fedbench.errors import RegistryError
-from fedbench.registry import Registry, claims, connection
-from fedbench.registry.tables import rounds, runs
+from fedbench.registry import Registry, connection
+from fedbench.registry.tables import rounds
 from fedbench.urls import sqlite_file
-
-
-def entry(index: int, **fields) -> dict:
-    return (
-        dict(
-            spec_hash=f"{index:016x}",
-            spec={"seed": index},
-            labels={},
-            paper="p",
-            recipe="r",
-            algorithm="fedavg",
-            dataset="digits",
-            seed=index,
-            scale="full",
-            synthetic=False,
-            targets=[],
-        )
-        | fields
-    )
+from registry_fixtures import entry, register_recipe
 
 
 def pragma(registry: Registry, name: str):
@@ -58,6 +53,13 @@ def test_the_default_registry_is_the_environments_or_the_local_file(monkeypatch)
     assert Registry.resolve_url("sqlite:///x.db") == "sqlite:///x.db"
     assert Registry.shown_url(None) == "postgresql://alice:***@db/fedbench"
     assert Registry.shown_url("postgresql://bob:s3cret@h:5433/d") == "postgresql://bob:***@h:5433/d"
+
+
+def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, monkeypatch):
+    monkeypatch.delenv("FEDBENCH_REGISTRY", raising=False)
+    registry = Registry(registry_url)
+    assert registry.resolve_url(None) == Registry.resolve_url(None) == "sqlite:///registry/fedbench.db"
+    assert registry.resolve_url("sqlite:///other.db") == "sqlite:///other.db"
 
 
 @pytest.mark.parametrize(
@@ -200,86 +202,15 @@ def test_a_file_this_process_may_not_write_is_refused_for_writing(tmp_path, monk
     monkeypatch.setattr(connection.schema, "upgrade", lambda engine, folder=None: pytest.fail("migrated"))
     with pytest.raises(RegistryError) as raised:
         Registry(f"sqlite:///{database}", read_only=True)
-    assert str(raised.value) == (
+    message = str(raised.value)  # the registry, both revisions and the remedy (the whole line: the test above)
+    assert message.startswith(
         f"registry 'sqlite:///{database}' is at schema revision 0002 and this fedbench needs "
-        f"{connection.schema.head_revision()}; it is read-only here: open it once with write access (e.g. `fedbench runs` "
-        "as a user or worker role that may write it)"
+        f"{connection.schema.head_revision()}; it is read-only here: "
     )
+    assert "open it once with write access" in message and "\n" not in message
     monkeypatch.setattr(connection.os, "access", lambda path, mode: Path(path) != database and real_access(path, mode))
     assert connection._sqlite_writable(str(tmp_path / "new.db"))  # a file to be made: only its folder counts
     assert connection._sqlite_writable(None)
-
-
-# ------------------------------------------------------------------------------------------- queries
-@pytest.fixture
-def filled(registry_url) -> Registry:
-    registry = Registry(registry_url)
-    registry.ensure_runs([entry(1, paper="a"), entry(2, paper="b"), entry(0xABC, paper="a")])
-    with registry.engine.begin() as connection:
-        connection.execute(text("UPDATE runs SET status = 'done' WHERE seed = 2"))
-        for run in connection.execute(select(runs.c.id, runs.c.seed)).all():
-            for round_ in (2, 1):
-                values = {"run_id": run.id, "round": round_, "test_acc": run.seed + round_ / 10, "train_loss": 1.0}
-                connection.execute(insert(rounds).values(**values))
-    return registry
-
-
-def test_get_run_by_id_or_by_hash_prefix_and_a_missing_run_names_the_registry(filled):
-    first = filled.get_run(entry(1)["spec_hash"])
-    assert first.seed == 1 and first.spec == {"seed": 1}  # read after the session closed
-    assert filled.get_run(first.id).spec_hash == entry(1)["spec_hash"]
-    assert filled.get_run(str(first.id)).seed == 1
-    assert filled.get_run("0000000000000ab").seed == 0xABC  # a prefix of its hash
-    with pytest.raises(RegistryError) as raised:
-        filled.get_run("ffff")
-    assert str(raised.value) == f"no run 'ffff' in registry {filled.url}; list runs with `fedbench runs`"
-    with pytest.raises(RegistryError, match="no run '999'"):
-        filled.get_run(999)
-
-
-def test_runs_by_paper_status_and_hashes_in_the_order_they_were_registered(filled):
-    assert [r.seed for r in filled.runs()] == [1, 2, 0xABC]
-    assert [r.seed for r in filled.runs(paper="a")] == [1, 0xABC]
-    assert [r.seed for r in filled.runs(status="done")] == [2]
-    assert [r.seed for r in filled.runs(status="pending", paper="a")] == [1, 0xABC]
-    assert [r.seed for r in filled.runs(paper="c")] == []
-    hashes = [entry(0xABC)["spec_hash"], entry(1)["spec_hash"], entry(1)["spec_hash"], "f" * 16]
-    assert [r.seed for r in filled.runs(spec_hashes=hashes)] == [1, 0xABC]  # each once
-    assert filled.runs(spec_hashes=[]) == []
-    assert filled.statuses([entry(2)["spec_hash"], entry(1)["spec_hash"], "f" * 16]) == {
-        entry(2)["spec_hash"]: "done",
-        entry(1)["spec_hash"]: "pending",
-    }
-    states = {row.spec_hash: row for row in filled.run_states([entry(2)["spec_hash"], entry(1)["spec_hash"]])}
-    assert sorted(states) == sorted([entry(2)["spec_hash"], entry(1)["spec_hash"]])
-    assert states[entry(2)["spec_hash"]].status == "done" and states[entry(2)["spec_hash"]].seed == 2
-    assert filled.run_states([]) == []
-
-
-def test_curves_come_in_round_order_with_all_or_the_chosen_columns(filled):
-    ids = {run.seed: run.id for run in filled.runs()}
-    curves = filled.curves([ids[2], ids[1]])
-    assert sorted(curves) == sorted([ids[1], ids[2]])
-    assert [(row.round, row.test_acc, row.train_loss) for row in curves[ids[2]]] == [(1, 2.1, 1.0), (2, 2.2, 1.0)]
-    assert [row.test_acc for row in filled.curve(ids[1])] == [1.1, 1.2]
-    chosen = filled.curves([ids[1]], fields=["test_acc"])[ids[1]]
-    assert [tuple(row._fields) for row in chosen] == [("run_id", "round", "test_acc")] * 2
-    assert [row.test_acc for row in chosen] == [1.1, 1.2]
-    assert [tuple(row._fields) for row in filled.curves([ids[1]], fields=[])[ids[1]]] == [("run_id", "round")] * 2
-    assert filled.curves([]) == {} and filled.curves([999]) == {999: []}
-
-
-# ------------------------------------------------------------------------------------------- JSON for PostgreSQL
-def test_json_for_a_server_database_has_null_for_every_non_finite_number():
-    value = {"a": math.nan, "b": [1.5, math.inf, (-math.inf, 2)], "c": {"d": math.nan, "e": "nan"}, "f": None}
-    assert json.loads(connection.json_without_nan(value)) == {
-        "a": None,
-        "b": [1.5, None, [None, 2]],
-        "c": {"d": None, "e": "nan"},
-        "f": None,
-    }
-    assert connection.json_without_nan(3) == "3" and connection.json_without_nan(math.nan) == "null"
-    assert connection.json_without_nan([True, 0, 1e308]) == "[true, 0, 1e+308]"
 
 
 @pytest.mark.filterwarnings("ignore:Selection of the SingletonThreadPool:sqlalchemy.exc.SADeprecationWarning")
@@ -372,14 +303,143 @@ def test_a_read_only_open_whose_migration_is_refused_says_to_open_it_with_write_
         with pytest.raises(RegistryError) as raised:
             Registry(f"sqlite:///{database}", read_only=True)
         opened = f"cannot open registry 'sqlite:///{database}': {refusal}"
-        if refused:
-            assert str(raised.value) == (
+        if refused:  # the registry, both revisions, the refusal and the remedy
+            message = str(raised.value)
+            assert message.startswith(
                 f"registry 'sqlite:///{database}' is at schema revision 0002 and this fedbench needs {head}; it is "
-                f"read-only here ({opened}): open it once with write access (e.g. `fedbench runs` as a user or "
-                "worker role that may write it)"
+                f"read-only here ({opened}): "
             )
+            assert "open it once with write access" in message and "\n" not in message
         else:
             assert str(raised.value) == opened
+
+
+# ------------------------------------------------------------------------------------------- migration retries
+class FlakyUpgrade:
+    """``schema.upgrade`` that fails ``failures`` times with ``error`` (as a racing worker makes it), then works."""
+
+    def __init__(self, failures: int, error: Exception):
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self, engine, checkpoint_dir=None) -> None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+
+
+def operational(message: str) -> OperationalError:
+    return OperationalError("UPDATE alembic_version", {}, Exception(message))
+
+
+@pytest.fixture
+def slept(monkeypatch) -> list[float]:
+    """A fake time.sleep: records how long the registry would have waited, returns at once."""
+    waits: list[float] = []
+    monkeypatch.setattr(connection.time, "sleep", waits.append)
+    return waits
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        operational("database is locked"),
+        ProgrammingError("CREATE TABLE runs", {}, Exception('relation "runs" already exists')),
+        ProgrammingError("INSERT", {}, Exception("duplicate key value violates unique constraint")),
+    ],
+    ids=["sqlite-locked", "postgres-exists", "postgres-duplicate"],
+)
+def test_a_migration_that_lost_a_race_is_retried_with_growing_waits(monkeypatch, slept, registry_url, error):
+    upgrade = FlakyUpgrade(4, error)
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
+    Registry(registry_url)  # opens: the fifth attempt works
+    assert upgrade.calls == 5
+    assert slept == pytest.approx([0.1, 0.2, 0.3, 0.4])  # a growing back-off, 1 s in all
+
+
+def test_the_retries_end_with_a_one_line_registry_error(monkeypatch, slept, registry_url):
+    upgrade = FlakyUpgrade(5, operational("database is\nlocked"))
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
+    with pytest.raises(RegistryError) as raised:
+        Registry(registry_url)
+    assert upgrade.calls == 5 and len(slept) == 4  # five attempts, no wait after the last
+    assert str(raised.value) == f"cannot open registry {registry_url!r}: database is locked"
+
+
+def test_other_errors_are_not_retried(monkeypatch, slept, registry_url):
+    upgrade = FlakyUpgrade(1, operational("no such table: runs"))
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
+    with pytest.raises(RegistryError, match="no such table: runs"):
+        Registry(registry_url)
+    assert upgrade.calls == 1 and slept == []
+
+
+def test_a_registry_with_leftover_wal_files_says_so(monkeypatch, tmp_path, slept):
+    database = tmp_path / "fedbench.db"
+    monkeypatch.setattr(connection.schema, "upgrade", FlakyUpgrade(100, operational("disk I/O error")))
+    with pytest.raises(RegistryError) as bare:
+        Registry(f"sqlite:///{database}")
+    assert "belong to a registry file that was deleted" not in str(bare.value)
+    (tmp_path / "fedbench.db-wal").write_bytes(b"")
+    with pytest.raises(RegistryError, match=r"fedbench.db-wal belong to a registry file that was deleted"):
+        Registry(f"sqlite:///{database}")
+    (tmp_path / "fedbench.db-shm").write_bytes(b"")
+    with pytest.raises(RegistryError, match=r"fedbench.db-wal and .*fedbench.db-shm belong"):
+        Registry(f"sqlite:///{database}")
+
+
+def test_a_disk_io_error_names_the_leftover_files_of_a_deleted_registry_and_only_then(tmp_path, monkeypatch):
+    database = tmp_path / "fedbench.db"
+    url = f"sqlite:///{database}"
+
+    def upgrade(engine, folder=None):
+        raise OperationalError("CREATE TABLE", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
+    with pytest.raises(RegistryError) as bare:
+        Registry(url)
+    assert str(bare.value) == f"cannot open registry {url!r}: disk I/O error"
+    (tmp_path / "fedbench.db-wal").write_bytes(b"")
+    (tmp_path / "fedbench.db-shm").write_bytes(b"")
+    with pytest.raises(RegistryError) as hinted:
+        Registry(url)
+    assert str(hinted.value) == (
+        f"cannot open registry {url!r}: disk I/O error; {database}-wal and {database}-shm belong to a registry file "
+        "that was deleted while a process still had it open: stop that process (an old `fedbench run`?) or delete "
+        "those files, then retry"
+    )
+
+
+# ------------------------------------------------------------------------------------------- JSON for PostgreSQL
+def test_json_for_a_server_database_has_null_for_every_non_finite_number():
+    value = {"a": math.nan, "b": [1.5, math.inf, (-math.inf, 2)], "c": {"d": math.nan, "e": "nan"}, "f": None}
+    assert json.loads(connection.json_without_nan(value)) == {
+        "a": None,
+        "b": [1.5, None, [None, 2]],
+        "c": {"d": None, "e": "nan"},
+        "f": None,
+    }
+    assert connection.json_without_nan(3) == "3" and connection.json_without_nan(math.nan) == "null"
+    assert connection.json_without_nan([True, 0, 1e308]) == "[true, 0, 1e+308]"
+
+
+def test_non_finite_values_in_json_columns_are_stored_on_every_backend(any_registry_url, write_recipe):
+    """PostgreSQL's json type rejects NaN (it crashed recording a diverged run's summary there): a non-finite
+    value in a JSON column reads back as NaN (SQLite) or None (PostgreSQL), i.e. no value; finite ones intact."""
+    import math
+
+    registry, planned = register_recipe(any_registry_url, write_recipe())
+    run_id = registry.claim(planned[0].spec_hash)
+    record = RoundRecord(
+        round=1, train_loss=0.5, wall_seconds=0.1, bytes_up=1, bytes_down=1, personal_per_client=[math.nan, 0.25]
+    )
+    registry.log_round(run_id, record)
+    registry.finish(run_id, "diverged", summary={"final": math.inf, "best": 0.25, "rounds": [math.nan]})
+    (stored,) = registry.curve(run_id)
+    first, second = stored.personal_per_client
+    assert (first is None or math.isnan(first)) and second == 0.25
+    summary = registry.get_run(run_id).summary
+    assert summary["best"] == 0.25 and summary["final"] in (None, math.inf)
+    assert summary["rounds"][0] is None or math.isnan(summary["rounds"][0])
 
 
 # ------------------------------------------------------------------------------------------- PostgreSQL
@@ -435,99 +495,114 @@ def test_postgresql_worker_and_select_only_roles(postgres_admin_url):
         server.dispose()
 
 
-# ------------------------------------------------------------------------------------------- registering
-def test_ensure_runs_adds_only_the_new_entries_and_never_changes_a_registered_run(registry_url):
-    registry = Registry(registry_url)
-    registry.ensure_runs([entry(1)])
-    registry.claim(entry(1)["spec_hash"], worker="w:1")
-    registry.ensure_runs([entry(1, paper="other"), entry(2), entry(3)])  # the known one first
-    runs = registry.runs()
-    assert [(r.seed, r.status, r.paper) for r in runs] == [
-        (1, "running", "p"),
-        (2, "pending", "p"),
-        (3, "pending", "p"),
-    ]
-    assert all(r.created_at is not None and r.rounds_done == 0 for r in runs)
+# ------------------------------------------------------------------------------------------- passwords
+PASSWORD = "Pa55-w0rd_9f3k"  # distinctive: found nowhere by chance
+URL = f"postgresql://alice:{PASSWORD}@127.0.0.1:1/fedbench"  # port 1: nothing listens there
 
 
-def test_run_states_over_more_hashes_than_one_chunk_return_each_run_once(registry_url):
-    registry = Registry(registry_url)
-    count = 501  # one full chunk of 500 and one more run
-    with registry.engine.begin() as connection:
-        connection.execute(insert(runs), [{"status": "done" if i % 3 else "pending", **entry(i)} for i in range(count)])
-    hashes = [entry(i)["spec_hash"] for i in range(count)]
-    rows = registry.run_states([*hashes, "f" * 16])
-    assert sorted(row.spec_hash for row in rows) == hashes
-    assert {row.spec_hash: (row.seed, row.status) for row in rows} == {
-        h: (i, "done" if i % 3 else "pending") for i, h in enumerate(hashes)
+def commands(recipe: Path, url: str) -> dict[str, list[str]]:
+    return {
+        "run": ["run", str(recipe), "--scale", "smoke", "--registry", url],
+        "dry-run": ["run", str(recipe), "--scale", "smoke", "--dry-run", "--registry", url],
+        "runs": ["runs", "--registry", url],
+        "runs --json": ["runs", "--json", "--registry", url],
+        "show": ["show", "1", "--registry", url],
+        "show --json": ["show", "1", "--json", "--registry", url],
+        "report": ["report", "--recipe", str(recipe), "--scale", "smoke", "--registry", url],
     }
-    assert len(registry.statuses(hashes)) == count and len(registry.runs(spec_hashes=hashes)) == count
 
 
-def test_the_public_names_of_the_registry_import():
-    for module, public in [
-        ("fedbench.registry", ["Registry", "default_registry_url"]),
-        ("fedbench.registry.claims", ["Heartbeat", "worker_id", "stale_reason", "now"]),
-        ("fedbench.vocab.status", ["RunStatus", "FINISHED", "CLAIMABLE", "WAITING", "ENDED"]),
-    ]:
-        names: dict = {}
-        exec(f"from {module} import *", names)
-        assert all(name in names for name in public), module
+def invoke(args: list[str], env: dict[str, str] | None = None):
+    result = CliRunner().invoke(app, args, env=env)
+    return result, result.stdout_bytes + result.stderr_bytes
 
 
-def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, monkeypatch):
-    monkeypatch.delenv("FEDBENCH_REGISTRY", raising=False)
-    registry = Registry(registry_url)
-    assert registry.resolve_url(None) == Registry.resolve_url(None) == "sqlite:///registry/fedbench.db"
-    assert registry.resolve_url("sqlite:///other.db") == "sqlite:///other.db"
+@pytest.mark.parametrize("env_only", [False, True], ids=["--registry", "FEDBENCH_REGISTRY"])
+def test_no_command_shows_the_password_of_an_unreachable_registry(write_recipe, env_only):
+    recipe = write_recipe()
+    for name, args in commands(recipe, URL).items():
+        if env_only:  # the same URL from the environment
+            args = args[: args.index("--registry")] + args[args.index("--registry") + 2 :]
+        result, output = invoke(args, env={"FEDBENCH_REGISTRY": URL} if env_only else None)
+        assert result.exit_code == 2, (name, output)
+        assert PASSWORD.encode() not in output, (name, output)
+        assert b"alice:***@127.0.0.1:1" in output, (name, output)  # the user still sees which registry failed
 
 
-def test_the_claim_timeout_is_ten_missed_heartbeats_of_thirty_seconds():
-    """The documented figures (connection.py's comment, docs): a beat every 30 s, a claim free after ten missed beats."""
-    assert claims.HEARTBEAT_EVERY.total_seconds() == 30 and claims.STALE_AFTER == 10 * claims.HEARTBEAT_EVERY
+@pytest.mark.skipif(importlib.util.find_spec("psycopg") is None, reason="psycopg (the `postgres` extra) not installed")
+def test_a_refused_connection_does_not_show_the_password(write_recipe):
+    recipe = write_recipe()
+    url = URL.replace("postgresql://", "postgresql+psycopg://")
+    for name in ("runs", "show", "report", "dry-run"):
+        result, output = invoke(commands(recipe, url)[name])
+        assert result.exit_code == 2 and b"cannot open registry" in output, (name, output)
+        assert PASSWORD.encode() not in output, (name, output)
 
 
-def test_a_disk_io_error_names_the_leftover_files_of_a_deleted_registry_and_only_then(tmp_path, monkeypatch):
-    database = tmp_path / "fedbench.db"
-    url = f"sqlite:///{database}"
+def test_a_driver_error_quoting_the_url_is_scrubbed(write_recipe, monkeypatch):
+    """Some drivers quote the connection string in their errors: that text is scrubbed before it is shown."""
+    from fedbench.registry import schema
 
-    def upgrade(engine, folder=None):
-        raise OperationalError("CREATE TABLE", {}, Exception("disk I/O error"))
+    def refuse(engine, checkpoint_dir=None, **_):
+        raise OperationalError("connect", {}, Exception(f"invalid connection {URL}: password {PASSWORD} refused"))
 
-    monkeypatch.setattr(connection.schema, "upgrade", upgrade)
-    with pytest.raises(RegistryError) as bare:
-        Registry(url)
-    assert str(bare.value) == f"cannot open registry {url!r}: disk I/O error"
-    (tmp_path / "fedbench.db-wal").write_bytes(b"")
-    (tmp_path / "fedbench.db-shm").write_bytes(b"")
-    with pytest.raises(RegistryError) as hinted:
-        Registry(url)
-    assert str(hinted.value) == (
-        f"cannot open registry {url!r}: disk I/O error; {database}-wal and {database}-shm belong to a registry file "
-        "that was deleted while a process still had it open: stop that process (an old `fedbench run`?) or delete "
-        "those files, then retry"
-    )
+    monkeypatch.setattr(connection, "create_engine", lambda url, **kw: real_create_engine("sqlite://"))
+    monkeypatch.setattr(schema, "upgrade", refuse)
+    for name, args in commands(write_recipe(), URL).items():
+        result, output = invoke(args)
+        assert result.exit_code == 2 and b"refused" in output, (name, output)
+        assert PASSWORD.encode() not in output, (name, output)
 
 
-def test_reset_for_rerun_skips_unfinished_and_unknown_runs_and_forgets_the_checkpoint(registry_url):
-    registry = Registry(registry_url)
-    registry.ensure_runs([entry(1), entry(2), entry(3)])
-    for seed in (2, 3):
-        run_id = registry.claim(entry(seed)["spec_hash"], worker="w:1")
-        registry.record_checkpoint(run_id, "ab" * 32)
-        registry.finish(run_id, "interrupted" if seed == 3 else "done", summary={"best": 1.0})
-    done, interrupted = registry.get_run(entry(2)["spec_hash"]), registry.get_run(entry(3)["spec_hash"])
-    assert (
-        done.checkpoint_sha256 is None and interrupted.checkpoint_sha256 == "ab" * 32
-    )  # (finish: only a finished run's)
-    registry.record_checkpoint(done.id, "cd" * 32)
-    # unknown and unfinished runs first: they are skipped, the finished one after them is still reset
-    registry.reset_for_rerun(["f" * 16, entry(1)["spec_hash"], entry(3)["spec_hash"], entry(2)["spec_hash"]])
-    assert registry.statuses([entry(n)["spec_hash"] for n in (1, 2, 3)]) == {
-        entry(1)["spec_hash"]: "pending",
-        entry(2)["spec_hash"]: "pending",
-        entry(3)["spec_hash"]: "interrupted",
-    }
-    assert registry.checkpoint_sha256(done.id) is None  # "None if it wrote none since it was last reset"
-    assert registry.checkpoint_sha256(interrupted.id) == "ab" * 32  # an unfinished run keeps its checkpoint to resume
-    assert registry.get_run(done.id).summary == {}
+def test_a_working_registry_with_a_password_never_shows_or_stores_it(write_recipe, tmp_path, monkeypatch):
+    """The whole cycle against a reachable registry: its engine is a SQLite file, its URL carries a password."""
+    database = tmp_path / "reachable.db"
+    monkeypatch.setattr(connection, "create_engine", lambda url, **kw: real_create_engine(f"sqlite:///{database}"))
+    monkeypatch.chdir(tmp_path)  # checkpoints of a non-SQLite registry go to ./registry/checkpoints
+    recipe = write_recipe()
+    outputs = {}
+    for name, args in commands(recipe, URL).items():
+        result, output = invoke(args)
+        assert result.exit_code == 0, (name, output)
+        outputs[name] = output
+    assert b"(postgresql://alice:***@127.0.0.1:1/fedbench)" in outputs["run"]  # the summary line, masked
+    assert all(PASSWORD.encode() not in output for output in outputs.values())
+    assert database.stat().st_size > 0 and PASSWORD.encode() not in database.read_bytes()
+    for sidecar in tmp_path.rglob("*"):  # checkpoints, WAL files, anything written beside
+        if sidecar.is_file():
+            assert PASSWORD.encode() not in sidecar.read_bytes(), sidecar
+
+
+@pytest.mark.slow
+def test_a_real_postgresql_registry_never_shows_or_stores_the_password(
+    write_recipe, tmp_path, monkeypatch, postgres_admin_url
+):
+    """Every command against a live server, as a role whose password is in the URL: in no output, in no row."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(postgres_admin_url)
+    suffix = uuid.uuid4().hex[:8]
+    database, role = f"fedbench_pw_{suffix}", f"fedbench_worker_{suffix}"
+    server = create_engine(admin, isolation_level="AUTOCOMMIT")
+    with server.connect() as connection:
+        connection.execute(text(f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'"))
+        connection.execute(text(f"CREATE DATABASE {database} OWNER {role}"))
+    try:
+        monkeypatch.chdir(tmp_path)
+        url = admin.set(database=database, username=role, password=PASSWORD).render_as_string(hide_password=False)
+        for name, args in commands(write_recipe(), url).items():
+            result, output = invoke(args)
+            assert result.exit_code == 0, (name, output)
+            assert PASSWORD.encode() not in output, (name, output)
+        owner = create_engine(url)
+        with owner.connect() as connection:
+            for table in ("runs", "rounds"):
+                rows = connection.execute(text(f"SELECT CAST(t AS text) FROM {table} AS t")).scalars().all()
+                assert rows and not any(PASSWORD in row for row in rows)
+        owner.dispose()
+    finally:
+        with server.connect() as connection:
+            connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
+        server.dispose()

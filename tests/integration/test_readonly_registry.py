@@ -27,8 +27,7 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.registry import Registry
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
+from registry_fixtures import FIXTURE
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:

@@ -1,60 +1,22 @@
-"""Registries written by older fedbench versions still open, report and resume (fedbench.registry.schema).
-
-``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (raw ``*_params``),
-dumped as SQL: quickstart at the smoke scale and at full scale (FedAvg, seed 0), and synthetic smoke runs
-of FedTrip Fig. 6, FedTR Table 1 and LG-Mix Table 1 (commands in the comments below)."""
+"""The migrations (fedbench/registry/migrations): registries written by older fedbench versions still open, report and
+resume. ``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (the runs it holds:
+``registry_fixtures.RUNS_IN_FIXTURE``)."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.recipes.expand import expand
-from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import resolve_spec
 from fedbench.registry import Registry
 from fedbench.registry.schema import current_revision, head_revision
 from fedbench.spec import RESOLVED_KEYS, RunSpec
-
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "registry_v0.1.0.sql"
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-# The runs the fixture holds, as `fedbench run` compiled them with 0.1.0:
-RUNS_IN_FIXTURE = [
-    ("quickstart.toml", "smoke", False, {}),  # 2 runs
-    ("fedtrip_fig6.toml", "smoke", True, {"model": "mlp", "heterogeneity": "Dir-0.1"}),  # 6 runs
-    ("fedtr_table1.toml", "smoke", True, {"dataset": "PAMAP2", "algorithm": {"fedtr", "fedprox"}}),
-    ("lgmix_table1.toml", "smoke", True, {"dataset": "Digits5", "algorithm": {"lgmix", "fedbn"}}),
-    ("quickstart.toml", "full", False, {"algorithm": "fedavg", "seed": "0"}),
-]
-
-
-def old_registry(tmp_path: Path, extra_sql: str = "") -> tuple[str, Path]:
-    database = tmp_path / "registry" / "fedbench.db"
-    database.parent.mkdir(parents=True)
-    with sqlite3.connect(database) as connection:
-        connection.executescript(FIXTURE.read_text() + extra_sql)
-    return f"sqlite:///{database}", database
-
-
-def compiled_hashes() -> set[str]:
-    hashes = set()
-    for recipe, scale, synthetic, only in RUNS_IN_FIXTURE:
-        for run in expand(load_recipe(RECIPES / recipe), scale=scale, synthetic=synthetic, only=only):
-            hashes.add(run.spec_hash)
-    return hashes
-
-
-def raw_rows(database: Path, query: str) -> list[tuple]:
-    with sqlite3.connect(database) as connection:
-        return connection.execute(query).fetchall()
+from registry_fixtures import FIXTURE, RECIPES, compiled_hashes, old_registry, raw_rows
 
 
 def test_a_0_1_0_registry_is_migrated_to_resolved_specs_and_its_runs_are_found(tmp_path):
@@ -160,27 +122,6 @@ def test_a_registry_older_than_0_1_0_gets_its_missing_columns(tmp_path):
     registry = Registry(f"sqlite:///{database}")
     columns = {row[1] for row in raw_rows(database, "PRAGMA table_info(rounds)")}
     assert "personal_metrics" in columns and registry.runs() == []
-
-
-def test_a_current_registry_is_not_migrated_again(tmp_path, registry_url, monkeypatch):
-    Registry(registry_url)
-    monkeypatch.setattr("alembic.command.upgrade", lambda *a, **k: pytest.fail("migrated a current registry"))
-    Registry(registry_url)
-
-
-@pytest.mark.slow
-def test_workers_opening_an_old_registry_at_once_migrate_it_once(tmp_path):
-    url, database = old_registry(tmp_path)
-    code = "import sys; from fedbench.registry import Registry; print(len(Registry(sys.argv[1]).runs()))"
-    processes = [
-        subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(3)
-    ]
-    outputs = [p.communicate(timeout=300) for p in processes]
-    assert all(p.returncode == 0 for p in processes), outputs
-    assert [out.strip() for out, _ in outputs] == ["13"] * 3
-    assert {h for (h,) in raw_rows(database, "SELECT spec_hash FROM runs")} == compiled_hashes()
-    assert raw_rows(database, "SELECT version_num FROM alembic_version") == [(head_revision(),)]
 
 
 def test_an_old_run_whose_result_a_fix_changed_is_not_taken_for_the_new_result(tmp_path):

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from conftest import TINY_RECIPE
 from fedbench.cli import app
 from fedbench.registry import Registry
-from fedbench.registry.transfer import redact
 
 runner = CliRunner()
 
@@ -187,9 +186,3 @@ def test_passwords_in_urls_are_never_exported(source, tmp_path):
     assert "hunter2" not in exported.stdout
     assert "postgresql+psycopg://alice:***@dbhost:5432/fedbench" in exported.stdout
     assert len(exported.stdout.splitlines()) == 3  # --recipe (a file) selects its runs
-
-
-def test_redact_leaves_urls_without_passwords_alone():
-    assert redact({"a": ["s3://bucket/x", "https://u@host/p", "http://u:p@h/x y"]}) == {
-        "a": ["s3://bucket/x", "https://u@host/p", "http://u:***@h/x y"]
-    }
