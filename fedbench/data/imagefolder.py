@@ -11,8 +11,8 @@ Layouts under ``dataset_params.path`` (resolved as ``own.resolve_path`` says):
 
 ``layout = "sites" | "classes"`` overrides the detection (``"auto"``: ``classes`` when a top folder holds image files
 itself or the top folders are exactly ``train`` and ``test``, else ``sites``). Image files are those ending in
-``IMAGE_SUFFIXES`` (any case), anywhere under a class folder (sub-folders included, sorted by relative path);
-hidden files and folders (``.*``) and other files are skipped and are not in the content manifest. Classes are the
+``IMAGE_SUFFIXES`` (any case) directly in a class folder (sorted by name; a class folder has no sub-folders);
+hidden files (``.*``) and other files are skipped and are not in the content manifest. Classes are the
 union of the class folder names of every site and split, sorted by code point (``info['classes']``). A site or
 pool without a split of its own holds out a stratified ``test_fraction`` of each of its classes, seeded by
 ``split_seed`` (``common.holdout_split``).
@@ -71,14 +71,26 @@ def _is_image(path: Path) -> bool:
     return path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES
 
 
-def _images_under(folder: Path) -> list[Path]:
-    """The image files under ``folder`` (sub-folders included, hidden ones skipped), sorted by relative path."""
-    found = [
-        p
-        for p in folder.rglob("*")
-        if _is_image(p) and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    ]
-    return sorted(found, key=lambda p: p.relative_to(folder).as_posix())
+def _class_images(folder: Path) -> list[Path]:
+    """The image files of class folder ``folder`` (hidden files and other files skipped), sorted by name."""
+    entries = _visible(folder)
+    nested = [p for p in entries if p.is_dir()]
+    if nested:
+        raise DataError(
+            f"dataset {NAME!r}: class folder {folder} has a sub-folder {nested[0].name}; keep the images directly in "
+            "the class folder"
+        )
+    return [p for p in entries if _is_image(p)]
+
+
+def _check_not_mixed(folder: Path) -> None:
+    entries = _visible(folder)
+    images = [p for p in entries if _is_image(p)]
+    if images and any(p.is_dir() for p in entries):
+        raise DataError(
+            f"dataset {NAME!r}: {folder} holds both image files ({images[0].name}) and sub-folders; images go in "
+            "<site>/<class>/ or <class>/ folders"
+        )
 
 
 @dataclass
@@ -98,7 +110,7 @@ def _classes_of(folder: Path) -> dict[str, list[Path]]:
             f"dataset {NAME!r}: {loose[0]} lies outside a class folder; move the images of {folder} into "
             f"{folder}/<class>/ folders"
         )
-    classes = {p.name: _images_under(p) for p in entries if p.is_dir()}
+    classes = {p.name: _class_images(p) for p in entries if p.is_dir()}
     if not classes:
         raise DataError(f"dataset {NAME!r}: {folder} has no class folders; lay it out as {folder}/<class>/*.png")
     for name, files in classes.items():
@@ -127,6 +139,8 @@ def scan(folder: Path, layout: str = "auto", sites: list[str] | tuple[str, ...] 
     top = [p for p in _visible(folder) if p.is_dir()]
     if not top:
         raise DataError(f"dataset {NAME!r}: {folder} has no sub-folders; lay it out as {LAYOUT.split(' = ', 1)[1]}")
+    for sub in top:
+        _check_not_mixed(sub)
     if layout == "auto":
         pooled = {p.name for p in top} == set(SPLITS) or any(_is_image(q) for p in top for q in _visible(p))
         layout = "classes" if pooled else "sites"
