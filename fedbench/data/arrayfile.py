@@ -200,6 +200,8 @@ def table_columns(
         )
     if y.dtype.kind == "f" and not np.array_equal(y, np.round(y)):
         raise DataError(f"dataset {NAME!r}: {path} label {label_key!r} holds fractions; labels are class ids or names")
+    if y.dtype.kind in "fb":
+        y = y.astype(np.int64)  # whole numbers stored as floats (pandas) are class ids: class "1", not "1.0"
     groups = None
     if group_key is not None:
         groups = table[group_key]

@@ -13,7 +13,8 @@ another place is another spec.
 **What was read: the content manifest.** Every load lists the files it reads (sorted by their path relative to
 ``path``, ``/``-separated, by code point), hashes each with SHA-256 and hashes the list: the manifest's digest is the
 SHA-256 of the lines ``<sha256 of the file>  <relative path>\\n`` — the output of ``sha256sum`` over the sorted
-file list, so ``cd PATH && find . -type f ... | sort | xargs sha256sum`` reproduces it by hand. A file the loader
+file list, so ``cd PATH && find . -type f | sed 's|^\\./||' | LC_ALL=C sort | xargs sha256sum | sha256sum``
+reproduces it by hand for a folder holding only the files read. A file the loader
 skips (not an image, hidden) is not in it. The manifest lands where the built-ins' checksums land, in the loaded
 arrays' ``info`` and from there in every run's provenance (``provenance.data``): ``manifest`` = {path, sha256,
 files, bytes}, ``files`` (relative paths) and ``digests`` ({relative path: sha256}) as the built-ins record them,
