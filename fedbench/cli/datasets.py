@@ -101,6 +101,13 @@ def check_command(
         f"shape {tuple(report['shape'])} {report['dtype']}, loaded in {report['seconds']} s"
     )
     console.print(f"verified: {report['verified']} ({report['verification']})")
+    if "content" in report:
+        content = report["content"]
+        console.print(
+            f"content: {content['files']} files, {content['bytes']} bytes under {escape(content['path'])}, "
+            f"sha256 {content['sha256']} (pin it: -p digest=… / dataset_params.digest)",
+            soft_wrap=True,
+        )
     if report["warning"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(report['warning'])}", soft_wrap=True)
     if "counts_match" in report:
@@ -108,6 +115,8 @@ def check_command(
             f"official counts {tuple(report['expected_counts'])}: "
             + ("[green]match[/green]" if report["counts_match"] else "[yellow]differ[/yellow]")
         )
+    if "class_names" in report:
+        console.print(f"classes: {escape(', '.join(report['class_names']))}", soft_wrap=True)
     if "train_class_counts" in report:
         console.print(f"train per class: {report['train_class_counts']}")
     if "groups" in report:

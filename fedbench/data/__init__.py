@@ -9,6 +9,7 @@ registers itself.
 """
 
 from fedbench.data import (  # noqa: F401  (imported to register)
+    arrayfile,
     bci,
     camelyon17,
     cifar,
@@ -16,6 +17,8 @@ from fedbench.data import (  # noqa: F401  (imported to register)
     digits,
     fedbn,
     femnist,
+    hfdisk,
+    imagefolder,
     medmnist,
     mnist,
     pamap2,

@@ -15,6 +15,7 @@ from typing import Any
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.data.files import unchecked_pickle_warning
+from fedbench.data.own import changed_data_warning, reads_user_path
 from fedbench.engine.packed import check_packing
 from fedbench.errors import FedbenchError
 from fedbench.execution.cluster import execute_on_cluster
@@ -140,6 +141,8 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     finished = [p for p in planned if statuses.get(p.spec_hash) in FINISHED]
     if force and finished:
         store.reset_for_rerun(p.spec_hash for p in finished)
+    elif finished and options.verify:
+        warnings += changed_data_warnings(finished, store, options.data_root)
     todo = planned if force else [p for p in planned if statuses.get(p.spec_hash) not in FINISHED]
     return Batch(
         planned,
@@ -191,6 +194,27 @@ def preflight(
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
     return list(warnings)
+
+
+def changed_data_warnings(finished: list[PlannedRun], store: Registry, data_root: str | None) -> list[str]:
+    """One line per data set read from a user's path whose finished runs (which the batch skips and a report shows)
+    were trained on content other than the path holds now (``fedbench.data.own.changed_data_warning``)."""
+    by_data: dict[str, list[PlannedRun]] = {}
+    for item in finished:
+        if not item.spec.synthetic and reads_user_path(item.spec.dataset):
+            by_data.setdefault(repr((item.spec.dataset, sorted(item.spec.dataset_params.items()))), []).append(item)
+    if not by_data:
+        return []
+    stored = {row.spec_hash: row.provenance for row in store.run_states(p.spec_hash for p in finished)}
+    lines = []
+    for runs in by_data.values():
+        spec = runs[0].spec
+        line = changed_data_warning(
+            spec.dataset, data_root, dict(spec.dataset_params), [stored.get(p.spec_hash) for p in runs]
+        )
+        if line:
+            lines.append(line)
+    return lines
 
 
 __all__ = ["plan_runs", "dry_run", "DryRunRow", "preflight", "prepare_batch", "Batch", "Outcome", "FailedRun"]
