@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +18,7 @@ from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective
 from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.checkpoint.format import load_checkpoint
+from fedbench.data.partition import PARTITIONERS
 from fedbench.engine import EngineOptions, personal, run
 from fedbench.spec import FinetuneSpec, RunSpec
 
@@ -213,3 +217,25 @@ def test_personal_evaluation_never_changes_training(tmp_path, algorithm):
     assert curve(every_round[0])[-1] == curve(at_the_end[0])[-1]
     assert_same_tree(every_round[1]["server"], at_the_end[1]["server"], "server")
     assert_same_tree(every_round[1]["client_states"], at_the_end[1]["client_states"], "client_states")
+
+
+def first_client_empty(labels, groups, num_clients, rng):
+    """A test-only partition: client 0 holds no training sample (a site whose data is all in its test split, or a
+    skewed split at a small Dirichlet alpha); the other clients share the data as iid does."""
+    order = rng.permutation(len(labels))
+    return [np.array([], dtype=np.int64), *(np.sort(part) for part in np.array_split(order, num_clients - 1))]
+
+
+@pytest.mark.usefixtures("head_mlp")
+@pytest.mark.parametrize("algorithm", ALGORITHMS.names())
+def test_every_method_trains_with_a_client_that_has_no_training_sample(tmp_path, monkeypatch, algorithm):
+    """Every method, all 4 clients every round, client 0 without a training sample: the run finishes and its
+    losses and global weights stay finite (a method may skip such a client's contribution; it may not crash on it
+    or divide by its zero count)."""
+    monkeypatch.setitem(PARTITIONERS._entries, "first_client_empty", first_client_empty)
+    monkeypatch.setitem(PARTITIONERS._info, "first_client_empty", {"covers_all": True, "disjoint": True})
+    setting = {**SETTINGS.get(algorithm, {}), "partition": "first_client_empty", "partition_params": {}}
+    records, checkpoint = train(tmp_path, algorithm, clients_per_round=BASE["num_clients"], **setting)
+    assert all(math.isfinite(r.train_loss) and math.isfinite(r.test_loss) for r in records)
+    weights = checkpoint["server"]["params"]
+    assert torch.isfinite(weights).all()
