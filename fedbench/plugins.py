@@ -490,17 +490,17 @@ def _path_module(path: Path) -> str:
         raise PluginError(f"plug-in {path}: not a .py file or a package folder")
     if not name.isidentifier():
         raise PluginError(f"plug-in {path}: {name!r} is not a module name; rename it (letters, digits, _)")
+    return name
+
+
+def _import_path(path: Path, name: str) -> tuple[dict[str, str], str | None]:
+    """Import a ``.py`` file as the module ``name``, or a package folder as the package ``name``."""
     existing = sys.modules.get(name)
     if existing is not None:
         raise PluginError(
             f"plug-in {path}: a module named {name} is imported already "
             f"(from {getattr(existing, '__file__', None) or 'elsewhere'}); rename the plug-in"
         )
-    return name
-
-
-def _import_path(path: Path, name: str) -> tuple[dict[str, str], str | None]:
-    """Import a ``.py`` file as the module ``name``, or a package folder as the package ``name``."""
     files = _digests(path)
     location, search = (path / "__init__.py", [str(path)]) if path.is_dir() else (path, None)
     spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=search)
