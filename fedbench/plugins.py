@@ -395,6 +395,11 @@ def plugin_sources() -> tuple[str, ...]:
     return tuple(source for source in _LOADED if not source.startswith("entry point "))
 
 
+def plugin_source(text: str, base: str | os.PathLike[str] | None = None) -> str:
+    """What ``load_plugins`` loads ``text`` as (an absolute path, or a module name), as workers are given it."""
+    return _resolve_source(text, Path(base) if base is not None else None)[1]
+
+
 def _resolve_source(text: str, base: Path | None) -> tuple[str, str]:
     """("path", absolute path) or ("module", dotted name): a path ends in ``.py``, has a separator, or exists."""
     path = Path(text).expanduser()

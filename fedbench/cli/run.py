@@ -187,6 +187,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
     (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
     another form are converted here."""
     from fedbench.checkpoint.location import resolve_checkpoints
+    from fedbench.plugins import plugin_source
 
     same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
     memory = parameters["client_state_memory"]
@@ -198,6 +199,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
             "gpus": parse_gpus(parameters["gpus"]),
             "checkpoints": resolve_checkpoints(parameters["checkpoints"]),
             "client_state_memory": None if memory is None else memory << 20,  # MiB on the command line
+            "plugins": tuple(plugin_source(text) for text in parameters["plugin"]),  # as every worker loads them
         }
     )
 
