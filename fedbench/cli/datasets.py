@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 
 from fedbench.cli.common import console, err_console, parse_assignments, print_json, print_listing, user_errors
+from fedbench.cli.options import Plugins, load_plugins
 
 PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
 INTERRUPTED = "interrupted"
@@ -27,10 +28,11 @@ app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", 
 
 @app.command("list")
 @user_errors(interrupted=INTERRUPTED)
-def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []) -> None:  # noqa: B006
     """Every registered dataset: classes, input shape, natural groups, papers, and whether its files are present."""
     from fedbench.data.catalog import list_datasets
 
+    load_plugins(plugin)
     rows = list_datasets(data_dir)
     if as_json:
         print_json(rows, indent=1)
@@ -51,10 +53,11 @@ def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None
 
 @app.command("info")
 @user_errors(interrupted=INTERRUPTED)
-def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []) -> None:  # noqa: B006
     """Files needed, on-disk layout, checksums, licence and how to get the data."""
     from fedbench.data.catalog import dataset_info
 
+    load_plugins(plugin)
     info = dataset_info(name, data_dir)
     if as_json:
         print_json(info, indent=1)
@@ -87,10 +90,12 @@ def check_command(
     no_verify: bool = NoVerify,
     param: list[str] | None = Params,
     as_json: bool = AsJson,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Verify checksums, load the data and print counts per split, class and group."""
     from fedbench.data.catalog import check_dataset
 
+    load_plugins(plugin)
     params = parse_assignments(param or [], "--param")
     report = check_dataset(name, data_dir, verify=not no_verify, **params)
     if as_json:
@@ -130,12 +135,13 @@ def check_command(
 
 @app.command("download")
 @user_errors(interrupted=DOWNLOAD_INTERRUPTED)
-def download_command(name: str, data_dir: str | None = DataDir) -> None:
+def download_command(name: str, data_dir: str | None = DataDir, plugin: Plugins = []) -> None:  # noqa: B006
     """Fetch the official files (resumable, checksum-verified) into the data root, laid out as unpacked."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
     from fedbench.data.catalog import download_dataset
 
+    load_plugins(plugin)
     with Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn()
     ) as bar:
@@ -156,11 +162,16 @@ def download_command(name: str, data_dir: str | None = DataDir) -> None:
 @app.command("prepare")
 @user_errors(interrupted=INTERRUPTED)
 def prepare_command(
-    name: str, data_dir: str | None = DataDir, no_verify: bool = NoVerify, param: list[str] | None = Params
+    name: str,
+    data_dir: str | None = DataDir,
+    no_verify: bool = NoVerify,
+    param: list[str] | None = Params,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Decode the dataset once into a memory-mapped array cache that later runs load instantly."""
     from fedbench.data.catalog import prepare_dataset
 
+    load_plugins(plugin)
     params = parse_assignments(param or [], "--param")
     result = prepare_dataset(name, data_dir, verify=not no_verify, **params)
     console.print(

@@ -4,7 +4,8 @@
 ``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``: a command declares such a
 parameter with the alias (``scale: Scale = "full"``), so its names, type and bounds are written here only. A command
 for which an option means something more specific says so with ``reworded`` (same option, its own help line).
-``parse_seeds`` reads ``--seeds`` for both.
+``parse_seeds`` reads ``--seeds`` for both. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
+lists plug-ins; ``load_plugins`` loads them (and the installed entry points) at the command's start.
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ THREADS: Any = typer.Option(
     "--threads", min=1, help="CPU threads per run. Curves are bit-identical for the same --threads whatever --jobs is."
 )
 DATA_DIR: Any = typer.Option("--data-dir", help="Data root [default: $FEDBENCH_DATA or the user cache].")
+PLUGIN: Any = typer.Option(
+    "--plugin",
+    help="Load a plug-in first (repeatable): a .py file, a package folder or a module name that registers methods, "
+    "models, data sets or partitioners. Installed packages' `fedbench.plugins` entry points load too.",
+    show_default=False,
+)
 
 Recipes = Annotated[list[Path], RECIPES]
 Scale = Annotated[str, SCALE]
@@ -44,6 +51,7 @@ Device = Annotated[str, DEVICE]
 Jobs = Annotated[int, JOBS]
 Threads = Annotated[int, THREADS]
 DataDir = Annotated[Path | None, DATA_DIR]
+Plugins = Annotated[list[str], PLUGIN]
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -57,6 +65,14 @@ def parse_seeds(text: str | None) -> list[int] | None:
     if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
         raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
     return seeds
+
+
+def load_plugins(sources: list[str]) -> None:
+    """Load ``--plugin`` sources (paths relative to the working directory) and the installed entry points; a plug-in
+    that fails is a ``PluginError`` (one line, exit 2)."""
+    from fedbench.plugins import load_plugins as load
+
+    load(sources)
 
 
 def reworded(option: Any, help: str) -> Any:
@@ -76,8 +92,10 @@ __all__ = [
     "Scale",
     "Seeds",
     "Overrides",
+    "Plugins",
     "Synthetic",
     "Threads",
+    "load_plugins",
     "parse_seeds",
     "reworded",
 ]

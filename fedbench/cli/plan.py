@@ -18,8 +18,10 @@ from fedbench.cli.options import (
     SET,
     SYNTHETIC,
     THREADS,
+    Plugins,
     Recipes,
     Seeds,
+    load_plugins,
     parse_seeds,
     reworded,
 )
@@ -50,6 +52,7 @@ def plan(
         Path | None, reworded(DATA_DIR, "Data root, read for the sizes of data sets without registered ones.")
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.
 
@@ -59,6 +62,7 @@ def plan(
     from fedbench.execution import planning
     from fedbench.recipes.expand import assignments_to_dict
 
+    load_plugins(plugin)
     result = planning.plan_recipes(
         recipes,
         scale=scale,

@@ -26,11 +26,13 @@ from fedbench.cli.options import (
     Jobs,
     Only,
     Overrides,
+    Plugins,
     Recipes,
     Scale,
     Seeds,
     Synthetic,
     Threads,
+    load_plugins,
     parse_seeds,
 )
 from fedbench.errors import FedbenchError
@@ -119,6 +121,7 @@ def run(
     slurm_cluster: str = typer.Option(
         "slurm", "--slurm-cluster", help="Slurm: 'local' runs the array as processes here (a try without Slurm)."
     ),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
 
@@ -130,6 +133,7 @@ def run(
     from fedbench.execution import batch
     from fedbench.recipes.expand import assignments_to_dict
 
+    load_plugins(plugin)  # every worker loads them too (ExecutionOptions.plugins)
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
     )
@@ -183,6 +187,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
     (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
     another form are converted here."""
     from fedbench.checkpoint.location import resolve_checkpoints
+    from fedbench.plugins import plugin_source
 
     same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
     memory = parameters["client_state_memory"]
@@ -194,6 +199,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
             "gpus": parse_gpus(parameters["gpus"]),
             "checkpoints": resolve_checkpoints(parameters["checkpoints"]),
             "client_state_memory": None if memory is None else memory << 20,  # MiB on the command line
+            "plugins": tuple(plugin_source(text) for text in parameters["plugin"]),  # as every worker loads them
         }
     )
 

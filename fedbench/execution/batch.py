@@ -23,6 +23,7 @@ from fedbench.execution.devices import check_placement, resolve_device
 from fedbench.execution.events import Emit
 from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
+from fedbench.plugins import plugin_sources, source_changes
 from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 from fedbench.vocab.status import FINISHED, RunStatus
@@ -123,7 +124,8 @@ class Batch:
 def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force: bool = False) -> Batch:
     """Check the options, and the data and partitions of the runs to train (bad input changes nothing in the
     registry), register every planned run, and decide what to train: finished runs are skipped, or with ``force``
-    put back to pending."""
+    put back to pending. The workers load the plug-ins loaded here (``ExecutionOptions.plugins``); a finished run
+    skipped although the source of a plug-in that declares a revision changed since is a warning."""
     check_packing(options.packing)
     check_placement(options.device, options.gpus)
     known = Registry.peek_statuses(options.registry_url, [p.spec_hash for p in planned])
@@ -144,11 +146,15 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     elif finished and options.verify:
         warnings += changed_data_warnings(finished, store, options.data_root)
     todo = planned if force else [p for p in planned if statuses.get(p.spec_hash) not in FINISHED]
+    if not force and any(p.spec.plugin_code for p in finished):
+        warnings += source_changes(row.provenance for row in store.run_states(p.spec_hash for p in finished))
+    plugins = tuple(dict.fromkeys([*options.plugins, *plugin_sources()]))
     return Batch(
         planned,
         store,
         todo,
-        replace(options, registry_url=store.url),  # the default registry, resolved: every worker opens this one
+        # the default registry, resolved: every worker opens this one, and loads the plug-ins loaded here
+        replace(options, registry_url=store.url, plugins=plugins),
         rerun=finished if force else [],
         skipped=[] if force else finished,
         arrays=arrays,

@@ -44,6 +44,9 @@ class Recipe(Strict):
     combination: list[Combination] = []
     scale: dict[str, dict[str, Any]] = {}
     tables: list[TableView] = []
+    # plug-ins the recipe's runs need (``fedbench.plugins.load_plugins``): .py files or package folders, relative
+    # to the recipe file, or module names; loaded by ``load_recipe``
+    plugins: list[str] = []
 
     source: Path | None = None  # set by load_recipe
 

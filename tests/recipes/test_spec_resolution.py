@@ -127,6 +127,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
         "client_test_params": {},
         "precision": "fp32",
         "algorithm_revision": 1,
+        "plugin_code": {},
     }
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
     canonical = resolve_spec(BASE).canonical_json()
