@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fedbench.cli.common import RegistryOption, console, err_console, user_errors
+from fedbench.cli.options import Add, SetFor, additions
 from fedbench.errors import FedbenchError
 
 
@@ -87,11 +88,14 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to this file instead of the terminal."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write accuracy-vs-round PNGs to this folder."),
     recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     registry: str | None = RegistryOption,
 ) -> None:
     """Render recipes' tables from the registry: ours (mean ± std, n) beside the published numbers.
 
     Example: `fedbench report --recipe recipes/quickstart.toml` ·
+    `fedbench report --recipe recipes/quickstart.toml --add algorithm=scaffold` (the row `run --add` trained) ·
     `fedbench report --paper fedtrip --format markdown --out reports/fedtrip.md --plots reports/fedtrip`
     """
     from fedbench.registry import Registry
@@ -110,7 +114,8 @@ def report(
     if plots is not None:
         writable_folder("--plots", plots)
 
-    recipes = report_recipes(paper, recipe, recipes_dir)
+    extra = additions(add, set_for)
+    recipes = extra.extend(report_recipes(paper, recipe, recipes_dir))
     store = Registry.open_existing(registry)
     if store is None:
         err_console.print(

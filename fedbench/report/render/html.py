@@ -19,6 +19,7 @@ from fedbench.report.render.notes import (
     column_names,
     diff_text,
     header,
+    label_name,
     notes,
     ours_text,
     paper_summaries,
@@ -96,7 +97,7 @@ def table_html(table: Table) -> str:
     out.append("</tr></thead><tbody>")
     for row in table.rows:
         cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
-        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+        out.append(f"<tr><th>{html.escape(label_name(table, row))}</th>{cells}</tr>")
     out.append("</tbody></table></div>")
     out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
     return "\n".join(out) + "\n"
