@@ -34,6 +34,7 @@ from fedbench.errors import ConfigError, RecipeError
 from fedbench.recipes.assignments import label_filters, parse_assignment
 from fedbench.recipes.expand import assignments_to_dict
 from fedbench.recipes.schema import ADDED_LABEL, Combination, Recipe
+from fedbench.recipes.validate import check_recipe
 
 # AXIS=LABEL:KEY=VALUE: the selector ends at the first ":" followed by a (dotted) setup key and "="
 SET_FOR = re.compile(r"(?P<selector>[^=]+=.*?):(?P<setting>\s*[A-Za-z_][\w.]*\s*=.*)", re.DOTALL)
@@ -131,12 +132,17 @@ def _with_item(recipe: Recipe, added: Added) -> Recipe:
             f"--add {added.text}: {label!r} is already a value of axis {axis!r} in {recipe.source} "
             f"({', '.join(recipe.axis_labels(axis))})"
         )
-    return recipe.model_copy(
+    extended = recipe.model_copy(
         update={
             "matrix": {**recipe.matrix, axis: [*recipe.matrix[axis], added.item]},
             "added": {**recipe.added, axis: [*recipe.added.get(axis, []), label]},
         }
     )
+    try:  # the recipe's rules hold with the new value too (e.g. it is not a row the paper quotes: published_only)
+        check_recipe(extended)
+    except RecipeError as exc:
+        raise ConfigError(f"--add {added.text}: {exc}") from None
+    return extended
 
 
 def _labels(recipe: Recipe, axis: str) -> list[str]:
