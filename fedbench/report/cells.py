@@ -162,7 +162,9 @@ class Table:
     # what the table's builder has to say about it: an analytic table's method, a measure the runs found (peak memory)
     notes: list[str] = field(default_factory=list)
     baseline: str | None = None  # the baseline axis label every cell is compared with (None: no comparison)
-    added: list[str] = field(default_factory=list)  # the rows and columns of values added on the command line (--add)
+    # the rows and the columns of values added on the command line (--add)
+    added_rows: list[str] = field(default_factory=list)
+    added_columns: list[str] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -188,7 +190,8 @@ class Table:
             "notes": self.notes,
             "baseline": self.baseline,
             "baseline_axis": self.view.baseline_axis if self.baseline else None,
-            "added": self.added,
+            "added_rows": self.added_rows,
+            "added_columns": self.added_columns,
             "reproduction": self.reproduction(),
         }
 

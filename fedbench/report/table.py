@@ -304,17 +304,20 @@ def build_table(
     unit = FIGURES[view.figure].unit
     if unit is None:  # a value of the metric: in its displayed unit, where all the view's metrics share one
         unit = units.pop() if len(units) == 1 else ""
-    added = [key for key in [*rows, *columns] if _all_added(cells, key)]
+    added = (
+        [r for r in rows if r and _all_added(cells, r, 0)],
+        [c for c in columns if c and _all_added(cells, c, 1)],
+    )
     notes = []
     if memory_measures:
         measured = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
         notes.append(f"peak memory measured as: {measured}.")
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, added)
+    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, *added)
 
 
-def _all_added(cells: dict[tuple[str, str], Cell], key: str) -> bool:
-    """Whether the row (or column) ``key`` holds added cells only (a row of a value ``--add`` appended)."""
-    mine = [cell for (r, c), cell in cells.items() if key in (r, c)]
+def _all_added(cells: dict[tuple[str, str], Cell], key: str, side: int) -> bool:
+    """Whether the row (``side`` 0) or column (1) ``key`` holds added cells only: a value ``--add`` appended."""
+    mine = [cell for pair, cell in cells.items() if pair[side] == key]
     return bool(mine) and all(cell.added for cell in mine)
 
 

@@ -47,7 +47,7 @@ def test_run_trains_the_added_row_only_and_every_command_tells_it_apart(write_re
     assert report.exit_code == 0, report.output
     table = json.loads(report.stdout)["tables"][0]
     cells = {c["row"]: c for c in table["cells"]}
-    assert list(cells) == ["fedavg", "fedprox", "scaffold"] and table["added"] == ["scaffold"]
+    assert list(cells) == ["fedavg", "fedprox", "scaffold"] and table["added_rows"] == ["scaffold"]
     assert cells["scaffold"]["n"] == 1 and cells["scaffold"]["published"] is None and cells["scaffold"]["added"]
     assert cells["fedavg"]["published"] == 50.0
     rich = invoke("report", "--recipe", recipe, "--scale", "smoke", *SCAFFOLD, "--registry", registry_url)

@@ -60,7 +60,7 @@ def tables(stored, **view):
 def test_the_added_value_is_one_more_row_with_its_figure_and_the_recipes_rows_are_unchanged(stored):
     plain, table = tables(stored)
     assert plain.rows == ["fedavg", "fedprox"] and table.rows == ["fedavg", "fedprox", "scaffold"]
-    assert table.added == ["scaffold"] and plain.added == []
+    assert (table.added_rows, table.added_columns, plain.added_rows) == (["scaffold"], [], [])
     scaffold = table.cells[("scaffold", "")]
     assert scaffold.added and scaffold.n == 3 and scaffold.mean == pytest.approx(sum(BEST["scaffold"]) / 3)
     for key, cell in plain.cells.items():
@@ -93,7 +93,8 @@ def test_no_published_value_reaches_the_added_row_even_under_its_label(stored):
 
 def test_an_added_column_is_marked_like_a_row(stored):
     _, table = tables(stored, rows=[], columns=["algorithm"], published={})
-    assert table.columns == ["fedavg", "fedprox", "scaffold"] and table.added == ["scaffold"]
+    assert table.columns == ["fedavg", "fedprox", "scaffold"] and table.added_columns == ["scaffold"]
+    assert table.added_rows == []  # the one row, "", holds the recipe's cells too
     assert table.cells[("", "scaffold")].comparison.mark == "·"
     markdown = render([table], "markdown")
     assert f"| scaffold{ADDED_MARK} |" in markdown and f"fedprox{ADDED_MARK}" not in markdown
@@ -108,7 +109,7 @@ def test_every_format_marks_the_added_row_and_says_what_the_mark_means(stored):
     latex = render([table], "latex")
     assert "scaffold$^{+}$" in latex
     document = json.loads(render([table], "json"))["tables"][0]
-    assert document["added"] == ["scaffold"]
+    assert (document["added_rows"], document["added_columns"]) == (["scaffold"], [])
     assert [c["added"] for c in document["cells"]] == [False, False, True]
     rows = list(csv.DictReader(io.StringIO(render([table], "csv"))))
     assert [(r["row"], r["added"], r["published"]) for r in rows] == [
@@ -131,7 +132,10 @@ def test_a_paper_table_gets_the_row_or_column_without_published_values_and_the_s
             continue
         side = "rows" if "algorithm" in before.view.rows else "columns"
         sides.add(side)
-        assert getattr(after, side) == [*getattr(before, side), method] and after.added == [method]
+        assert getattr(after, side) == [*getattr(before, side), method]
+        assert getattr(after, f"added_{side}") == [method] and not getattr(
+            after, "added_" + ({"rows", "columns"} - {side}).pop()
+        )
         added = [cell for cell in after.cells.values() if cell.added]
         assert added and all(c.labels["algorithm"] == method and c.published is None for c in added)
         assert after.reproduction() == before.reproduction()

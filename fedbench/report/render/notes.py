@@ -173,7 +173,7 @@ def notes(table: Table) -> list[str]:
 
 def added_note(table: Table) -> list[str]:
     """The caption line of the added mark, where the table has a row or column added with --add."""
-    if not table.added:
+    if not table.added_rows and not table.added_columns:
         return []
     return [f"{ADDED_MARK} added with --add: not in the paper's recipe, so no published value."]
 
@@ -228,15 +228,15 @@ def figure_name(view) -> str:
 
 
 def column_names(table: Table) -> list[str]:
-    """Column headers (``label_name``); a table without column axes has one column named after its figure."""
+    """Column headers (marked ``ADDED_MARK`` where added with --add); a table without column axes has one column named after its figure."""
     if table.view.columns or table.view.kind != "runs":
-        return [label_name(table, column) for column in table.columns]
+        return [column + ADDED_MARK if column in table.added_columns else column for column in table.columns]
     return [figure_name(table.view)]
 
 
-def label_name(table: Table, label: str) -> str:
-    """A row or column as shown: its label, marked ``ADDED_MARK`` when it is a value added with --add."""
-    return label + ADDED_MARK if label in table.added else label
+def row_name(table: Table, row: str) -> str:
+    """A row as shown: its label, marked ``ADDED_MARK`` when it is a value added with --add."""
+    return row + ADDED_MARK if row in table.added_rows else row
 
 
 def row_header(table: Table) -> str:
