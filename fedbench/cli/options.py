@@ -1,10 +1,11 @@
 """Command-line options several commands share, each declared once as an ``Annotated`` alias.
 
 ``fedbench run`` and ``fedbench plan`` read the same recipes with the same ``--scale``, ``--seeds``, ``--only``,
-``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``: a command declares such a
-parameter with the alias (``scale: Scale = "full"``), so its names, type and bounds are written here only. A command
-for which an option means something more specific says so with ``reworded`` (same option, its own help line).
-``parse_seeds`` reads ``--seeds`` for both. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
+``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``, and ``report`` too with the same
+``--add`` and ``--set-for``: a command declares such a parameter with the alias (``scale: Scale = "full"``), so its
+names, type and bounds are written here only. A command for which an option means something more specific says so
+with ``reworded`` (same option, its own help line). ``parse_seeds`` reads ``--seeds`` for both; ``additions`` reads
+``--add`` and ``--set-for`` for all three. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
 lists plug-ins; ``load_plugins`` loads them (and the installed entry points) at the command's start.
 """
 
@@ -12,11 +13,14 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from fedbench.recipes.additions import Additions
 
 RECIPES: Any = typer.Argument(help="Recipe TOML files.", show_default=False)
 SCALE: Any = typer.Option("--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting.")
@@ -40,6 +44,18 @@ PLUGIN: Any = typer.Option(
     "models, data sets or partitioners. Installed packages' `fedbench.plugins` entry points load too.",
     show_default=False,
 )
+ADD: Any = typer.Option(
+    "--add",
+    metavar="AXIS=VALUE",
+    help="Add a value to an axis of the recipe (repeatable), e.g. algorithm=scaffold: every cell of the recipe with "
+    "it too, labelled added; the recipe's own runs are unchanged.",
+)
+SET_FOR: Any = typer.Option(
+    "--set-for",
+    metavar="AXIS=LABEL:KEY=VALUE",
+    help="Set a setup key (as --set) only in the cells whose AXIS label is LABEL, e.g. "
+    "algorithm=scaffold:optimizer.lr=0.05 (repeatable).",
+)
 
 Recipes = Annotated[list[Path], RECIPES]
 Scale = Annotated[str, SCALE]
@@ -52,6 +68,8 @@ Jobs = Annotated[int, JOBS]
 Threads = Annotated[int, THREADS]
 DataDir = Annotated[Path | None, DATA_DIR]
 Plugins = Annotated[list[str], PLUGIN]
+Add = Annotated[list[str], ADD]
+SetFor = Annotated[list[str], SET_FOR]
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -75,6 +93,13 @@ def load_plugins(sources: list[str]) -> None:
     load(sources)
 
 
+def additions(add: list[str], set_for: list[str]) -> Additions:
+    """``--add`` and ``--set-for``, their syntax checked (``fedbench.recipes.additions``)."""
+    from fedbench.recipes.additions import Additions  # local: the CLI's start-up imports no library (cli/__init__.py)
+
+    return Additions.parse(add, set_for)
+
+
 def reworded(option: Any, help: str) -> Any:
     """``option`` (its names, type bounds and parsing) with another help line, for a command where it means
     something more specific (``fedbench plan --jobs``: the workers its wall time is divided over)."""
@@ -84,6 +109,7 @@ def reworded(option: Any, help: str) -> Any:
 
 
 __all__ = [
+    "Add",
     "DataDir",
     "Device",
     "Jobs",
@@ -91,11 +117,13 @@ __all__ = [
     "Recipes",
     "Scale",
     "Seeds",
+    "SetFor",
     "Overrides",
     "Plugins",
     "Synthetic",
     "Threads",
     "load_plugins",
+    "additions",
     "parse_seeds",
     "reworded",
 ]

@@ -18,9 +18,12 @@ from fedbench.cli.options import (
     SET,
     SYNTHETIC,
     THREADS,
+    Add,
     Plugins,
     Recipes,
     Seeds,
+    SetFor,
+    additions,
     load_plugins,
     parse_seeds,
     reworded,
@@ -38,6 +41,8 @@ def plan(
     seeds: Seeds = None,
     only: Annotated[list[str], reworded(ONLY, "Keep runs whose labels match KEY=VALUE (repeatable).")] = [],  # noqa: B006
     set_: Annotated[list[str], reworded(SET, "Override a setup key for every run (repeatable).")] = [],  # noqa: B006
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     synthetic: Annotated[bool, reworded(SYNTHETIC, "Plan the runs on generated stand-in data.")] = False,
     device: Annotated[str, reworded(DEVICE, "Device the calibration times: auto, cpu, cuda or cuda:N.")] = "auto",
     jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = 1,
@@ -57,7 +62,8 @@ def plan(
     """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.
 
     Example: `fedbench plan recipes/fedtrip_table4.toml --scale quick --jobs 2` ·
-    `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json`
+    `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json` ·
+    `fedbench plan recipes/fedtrip_table4.toml --scale quick --add algorithm=scaffold`
     """
     from fedbench.execution import planning
     from fedbench.recipes.expand import assignments_to_dict
@@ -75,6 +81,7 @@ def plan(
         threads=threads,
         throughput_tflops=throughput,
         data_root=str(data_dir) if data_dir is not None else None,
+        additions=additions(add, set_for),
     )
     if as_json:
         print_json(result.as_dict())

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from fedbench.cli.common import RegistryOption, console, err_console, user_errors
-from fedbench.cli.options import Plugins, load_plugins
+from fedbench.cli.options import Add, Plugins, SetFor, additions, load_plugins
 from fedbench.errors import FedbenchError
 
 
@@ -88,12 +88,15 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to this file instead of the terminal."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write accuracy-vs-round PNGs to this folder."),
     recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     registry: str | None = RegistryOption,
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Render recipes' tables from the registry: ours (mean ± std, n) beside the published numbers.
 
     Example: `fedbench report --recipe recipes/quickstart.toml` ·
+    `fedbench report --recipe recipes/quickstart.toml --add algorithm=scaffold` (the row `run --add` trained) ·
     `fedbench report --paper fedtrip --format markdown --out reports/fedtrip.md --plots reports/fedtrip`
     """
     from fedbench.plugins import source_changes
@@ -114,7 +117,8 @@ def report(
         writable_folder("--plots", plots)
 
     load_plugins(plugin)
-    recipes = report_recipes(paper, recipe, recipes_dir)
+    extra = additions(add, set_for)
+    recipes = extra.extend(report_recipes(paper, recipe, recipes_dir))
     store = Registry.open_existing(registry)
     if store is None:
         err_console.print(

@@ -21,6 +21,7 @@ from rich.table import Table as RichTable
 
 from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
 from fedbench.cli.options import (
+    Add,
     DataDir,
     Device,
     Jobs,
@@ -30,8 +31,10 @@ from fedbench.cli.options import (
     Recipes,
     Scale,
     Seeds,
+    SetFor,
     Synthetic,
     Threads,
+    additions,
     load_plugins,
     parse_seeds,
 )
@@ -53,6 +56,8 @@ def run(
     seeds: Seeds = None,
     only: Only = [],  # noqa: B006 (a default Typer hands over; never mutated)
     set_: Overrides = [],  # noqa: B006
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     synthetic: Synthetic = False,
     device: Device = "auto",
     jobs: Jobs = 1,
@@ -127,6 +132,7 @@ def run(
 
     Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
     `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5` ·
+    `fedbench run recipes/quickstart.toml --add algorithm=scaffold --set-for algorithm=scaffold:optimizer.lr=0.02` ·
     `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
@@ -146,6 +152,7 @@ def run(
         overrides=assignments_to_dict(set_, "--set"),
         synthetic=synthetic,
         device=options.device,
+        additions=additions(add, set_for),
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
         names = " ".join(f"--recipe {r}" for r in recipes)

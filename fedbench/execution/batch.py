@@ -24,6 +24,7 @@ from fedbench.execution.events import Emit
 from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
 from fedbench.plugins import plugin_sources, source_changes
+from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 from fedbench.vocab.status import FINISHED, RunStatus
@@ -38,11 +39,13 @@ def plan_runs(
     overrides: dict[str, Any] | None = None,
     synthetic: bool = False,
     device: str = "auto",
+    additions: Additions | None = None,
 ) -> list[PlannedRun]:
-    """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
-    keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
+    """Compile ``recipes`` (extended by ``additions``: ``--add``, ``--set-for``) into runs (deduplicated by
+    spec_hash) and check ``device``; an ``only`` filter that keeps nothing is an error. An empty list means the
+    recipes define no runs (analytic tables only)."""
     planned = compile_recipes(
-        list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
+        list(recipes), additions, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
     )
     resolve_device(device)
     if not planned and only:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from fedbench.errors import RecipeError, field_error
 from fedbench.plugins import PluginError, load_plugins
-from fedbench.recipes.schema import Recipe
+from fedbench.recipes.schema import COMMAND_LINE_FIELDS, Recipe
 from fedbench.recipes.validate import check_recipe
 
 
@@ -26,6 +26,9 @@ def load_recipe(path: str | Path) -> Recipe:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    for key in COMMAND_LINE_FIELDS:  # what `--add` and `--set-for` set: a recipe's own cells are never "added"
+        if key in raw:
+            raise RecipeError(f"{path}: unknown key {key!r}; see docs/recipes.md for the recipe format")
     try:
         recipe = Recipe(**raw)
     except ValidationError as exc:

@@ -165,7 +165,9 @@ def compare_with_baseline(
     view: TableView, cells: dict[tuple[str, str], Cell], axis: str, baseline: str, alpha: float = ALPHA
 ) -> None:
     """Set ``cell.comparison`` of every run cell against its baseline cell; the p-values of the table's tests are
-    Holm-corrected together, and a test significant after the correction marks the cell better or worse."""
+    Holm-corrected together, and a test significant after the correction marks the cell better or worse. The cells
+    of values added on the command line (``--add``) are corrected as a family of their own, so the recipe's own
+    cells keep the marks they have without them."""
     tested = []
     for cell in cells.values():
         if cell.static or cell.published_only or not cell.n:
@@ -177,6 +179,12 @@ def compare_with_baseline(
         cell.comparison = compare_cell(cell, base, baseline, view.figure)
         if cell.comparison.p_value is not None:
             tested.append(cell)
+    for family in ([c for c in tested if not c.added], [c for c in tested if c.added]):
+        _holm_outcomes(view, family, alpha)
+
+
+def _holm_outcomes(view: TableView, tested: list[Cell], alpha: float) -> None:
+    """Holm-correct the p-values of ``tested`` (one family) and mark each cell better, worse or the same."""
     for cell, adjusted in zip(tested, holm([c.comparison.p_value for c in tested])):  # type: ignore[union-attr,misc]
         comparison = cell.comparison
         assert comparison is not None and comparison.difference is not None

@@ -24,6 +24,7 @@ from fedbench.report.render.notes import (
     paper_summaries,
     paper_text,
     row_header,
+    row_name,
     verdict_mark,
 )
 from fedbench.vocab.metrics import display_factor, metric_curve
@@ -96,7 +97,7 @@ def table_html(table: Table) -> str:
     out.append("</tr></thead><tbody>")
     for row in table.rows:
         cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
-        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+        out.append(f"<tr><th>{html.escape(row_name(table, row))}</th>{cells}</tr>")
     out.append("</tbody></table></div>")
     out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
     return "\n".join(out) + "\n"

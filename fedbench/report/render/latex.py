@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fedbench.report.cells import Table
-from fedbench.report.render.notes import column_names, flat_cell, header, notes, row_header
+from fedbench.report.render.notes import column_names, flat_cell, header, notes, row_header, row_name
 
 
 def _latex_escape(text: str) -> str:
@@ -18,6 +18,7 @@ def _latex_escape(text: str) -> str:
         ("Δ", r"$\Delta$"),
         ("†", r"$^\dagger$"),
         ("‡", r"$^\ddagger$"),
+        ("⁺", r"$^{+}$"),
         (">", r"$>$"),
         ("—", "--"),
         ("–", "--"),
@@ -47,7 +48,7 @@ def to_latex(table: Table) -> str:
     ]
     for row in table.rows:
         cells = [_latex_escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
-        lines.append(" & ".join([_latex_escape(row), *cells]) + r" \\")
+        lines.append(" & ".join([_latex_escape(row_name(table, row)), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     lines += [f"\\par\\footnotesize {_latex_escape(note)}" for note in notes(table)]
     lines.append(r"\end{table}")

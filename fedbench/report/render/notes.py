@@ -16,6 +16,9 @@ from fedbench.report.stats import CENSORED_RULE, reproduction_line
 from fedbench.vocab.figures import FIGURES, figure_label
 from fedbench.vocab.metrics import display_unit
 
+# After the name of a row or column of values added on the command line (--add): not the paper's, no published value.
+ADDED_MARK = "⁺"
+
 
 def _num(value: float | None, figure: str) -> str:
     if value is None:
@@ -154,6 +157,7 @@ def notes(table: Table) -> list[str]:
         what = f" {view.metric}"
     out.append(f"cell: {figure_name(view)}{what}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
     out += derived_note(table)
+    out += added_note(table)
     out += statistics_notes(table)
     if figure.note:
         out.append(figure.note)
@@ -167,13 +171,23 @@ def notes(table: Table) -> list[str]:
     return out
 
 
+def added_note(table: Table) -> list[str]:
+    """The caption line of the added mark, where the table has a row or column added with --add."""
+    if not table.added_rows and not table.added_columns:
+        return []
+    return [f"{ADDED_MARK} added with --add: not in the paper's recipe, so no published value."]
+
+
 def statistics_notes(table: Table) -> list[str]:
     """What the marks of a run table mean: against the baseline, against the paper, the reproduction count."""
     out = []
     comparisons = [c.comparison for c in table.cells.values() if c.comparison is not None]
     if table.baseline is not None and comparisons:
+        across = "the table"
+        if any(c.added and c.comparison is not None for c in table.cells.values()):
+            across = f"the recipe's cells, and apart across the added ones {ADDED_MARK}"
         out.append(
-            f"▲/▼ better/worse than {table.baseline} (paired t-test over seeds, Holm-corrected across the table, "
+            f"▲/▼ better/worse than {table.baseline} (paired t-test over seeds, Holm-corrected across {across}, "
             "p < 0.05); · no significant difference; no mark: fewer than two seed pairs."
         )
         if FIGURES[table.view.figure].censored and any(c.censored or c.dropped for c in comparisons):
@@ -214,8 +228,15 @@ def figure_name(view) -> str:
 
 
 def column_names(table: Table) -> list[str]:
-    """Column headers; a table without column axes has one column named after its figure."""
-    return table.columns if table.view.columns or table.view.kind != "runs" else [figure_name(table.view)]
+    """Column headers (marked ``ADDED_MARK`` where added with --add); a table without column axes has one column named after its figure."""
+    if table.view.columns or table.view.kind != "runs":
+        return [column + ADDED_MARK if column in table.added_columns else column for column in table.columns]
+    return [figure_name(table.view)]
+
+
+def row_name(table: Table, row: str) -> str:
+    """A row as shown: its label, marked ``ADDED_MARK`` when it is a value added with --add."""
+    return row + ADDED_MARK if row in table.added_rows else row
 
 
 def row_header(table: Table) -> str:

@@ -15,6 +15,7 @@ from fedbench.report.render.notes import (
     ours_text,
     paper_text,
     row_header,
+    row_name,
     verdict_mark,
 )
 
@@ -38,7 +39,7 @@ def to_rich(table: Table):
                 if cell.difference is not None:
                     text += f" [dim]Δ {diff_text(cell, figure)}[/dim]"
             values.append(text)
-        rich_table.add_row(row, *values)
+        rich_table.add_row(row_name(table, row), *values)
     return rich_table
 
 
@@ -55,7 +56,7 @@ def to_markdown(table: Table) -> str:
 
     for row in table.rows:
         cells = [escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
-        lines.append("| " + " | ".join([escape(row), *cells]) + " |")
+        lines.append("| " + " | ".join([escape(row_name(table, row)), *cells]) + " |")
     lines.append("")
     lines += [f"- {note}" for note in notes(table)]
     return "\n".join(lines) + "\n"
