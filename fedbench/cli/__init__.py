@@ -23,7 +23,6 @@ import typer
 from fedbench.cli import catalog, datasets, plan, report, run, runs, status, transfer
 
 app = typer.Typer(
-    add_completion=False,
     # a bug's traceback must not print local variables: one of them may be a registry URL with its password
     pretty_exceptions_show_locals=False,
     no_args_is_help=True,

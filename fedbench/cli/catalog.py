@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from fedbench.cli import completion
 from fedbench.cli.common import parse_assignments, print_json, print_listing, user_errors
 from fedbench.cli.options import Plugins, load_plugins
 from fedbench.errors import FedbenchError
@@ -34,7 +35,7 @@ def algorithms(
 
 @user_errors
 def models(
-    name: str | None = typer.Argument(None, help="Show one model."),
+    name: str | None = typer.Argument(None, help="Show one model.", autocompletion=completion.models),
     set_: list[str] = typer.Option(
         [], "--set", help="Model configuration KEY=VALUE (num_classes, input_shape, or a model parameter)."
     ),

@@ -6,11 +6,12 @@ does (``fedbench.recipes.assignments``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from fedbench.cli import completion
 from fedbench.cli.common import console, err_console, parse_assignments, print_json, print_listing, user_errors
 from fedbench.cli.options import Plugins, load_plugins
 
@@ -22,6 +23,7 @@ DataDir: Any = typer.Option(None, "--data-dir", help="data root (default: $FEDBE
 AsJson: Any = typer.Option(False, "--json", help="print JSON instead of a table")
 NoVerify: Any = typer.Option(False, "--no-verify", help="skip checksum verification")
 Params: Any = typer.Option(None, "--param", "-p", help=PARAM_HELP)
+DatasetName = Annotated[str, typer.Argument(help="A registered data set.", autocompletion=completion.datasets)]
 
 app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", no_args_is_help=True)
 
@@ -53,7 +55,9 @@ def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson, plugin:
 
 @app.command("info")
 @user_errors(interrupted=INTERRUPTED)
-def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []) -> None:  # noqa: B006
+def info_command(
+    name: DatasetName, data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []
+) -> None:  # noqa: B006
     """Files needed, on-disk layout, checksums, licence and how to get the data."""
     from fedbench.data.catalog import dataset_info
 
@@ -85,7 +89,7 @@ def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJs
 @app.command("check")
 @user_errors(interrupted=INTERRUPTED)
 def check_command(
-    name: str,
+    name: DatasetName,
     data_dir: str | None = DataDir,
     no_verify: bool = NoVerify,
     param: list[str] | None = Params,
@@ -135,7 +139,7 @@ def check_command(
 
 @app.command("download")
 @user_errors(interrupted=DOWNLOAD_INTERRUPTED)
-def download_command(name: str, data_dir: str | None = DataDir, plugin: Plugins = []) -> None:  # noqa: B006
+def download_command(name: DatasetName, data_dir: str | None = DataDir, plugin: Plugins = []) -> None:  # noqa: B006
     """Fetch the official files (resumable, checksum-verified) into the data root, laid out as unpacked."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
@@ -162,7 +166,7 @@ def download_command(name: str, data_dir: str | None = DataDir, plugin: Plugins 
 @app.command("prepare")
 @user_errors(interrupted=INTERRUPTED)
 def prepare_command(
-    name: str,
+    name: DatasetName,
     data_dir: str | None = DataDir,
     no_verify: bool = NoVerify,
     param: list[str] | None = Params,

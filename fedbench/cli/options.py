@@ -17,18 +17,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fedbench.cli import completion
 from fedbench.errors import FedbenchError
 
 if TYPE_CHECKING:
     from fedbench.recipes.additions import Additions
 
-RECIPES: Any = typer.Argument(help="Recipe TOML files.", show_default=False)
+RECIPES: Any = typer.Argument(help="Recipe TOML files.", show_default=False, autocompletion=completion.recipe_files)
 SCALE: Any = typer.Option("--scale", help="Scale profile of the recipe (e.g. smoke); 'full' is the paper's setting.")
 SEEDS: Any = typer.Option("--seeds", help="Comma-separated seeds replacing the recipe's.")
 ONLY: Any = typer.Option(
-    "--only", help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives)."
+    "--only",
+    help="Keep runs whose labels match KEY=VALUE (repeatable; values of one key are alternatives).",
+    autocompletion=completion.assignments,
 )
-SET: Any = typer.Option("--set", help="Override a setup key for every run, dotted for nested keys (repeatable).")
+SET: Any = typer.Option(
+    "--set",
+    help="Override a setup key for every run, dotted for nested keys (repeatable).",
+    autocompletion=completion.assignments,
+)
 SYNTHETIC: Any = typer.Option("--synthetic", help="Replace every dataset with generated stand-in data (smoke tests).")
 DEVICE: Any = typer.Option("--device", help="auto, cpu, cuda or cuda:N.")
 JOBS: Any = typer.Option(
@@ -49,6 +56,7 @@ ADD: Any = typer.Option(
     metavar="AXIS=VALUE",
     help="Add a value to an axis of the recipe (repeatable), e.g. algorithm=scaffold: every cell of the recipe with "
     "it too, labelled added; the recipe's own runs are unchanged.",
+    autocompletion=completion.assignments,
 )
 SET_FOR: Any = typer.Option(
     "--set-for",

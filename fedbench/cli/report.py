@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from fedbench.cli import completion
 from fedbench.cli.common import RegistryOption, console, err_console, user_errors
 from fedbench.cli.options import Add, Plugins, SetFor, additions, load_plugins
 from fedbench.errors import FedbenchError
@@ -73,8 +74,12 @@ def report(
     paper: str | None = typer.Option(
         None, "--paper", help="Render every recipe of this paper (recipes/*.toml with paper = ID)."
     ),
-    recipe: list[Path] = typer.Option([], "--recipe", help="Render these recipe files (repeatable)."),
-    table: str | None = typer.Option(None, "--table", help="Only this table view."),
+    recipe: list[Path] = typer.Option(
+        [], "--recipe", help="Render these recipe files (repeatable).", autocompletion=completion.recipe_files
+    ),
+    table: str | None = typer.Option(
+        None, "--table", help="Only this table view.", autocompletion=completion.table_names
+    ),
     scale: str = typer.Option("full", "--scale", help="Which scale's runs to show."),
     synthetic: bool = typer.Option(
         False, "--synthetic", help="Show runs on synthetic stand-in data (never mixed with real runs)."
