@@ -56,8 +56,11 @@ def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson, plugin:
 @app.command("info")
 @user_errors(interrupted=INTERRUPTED)
 def info_command(
-    name: DatasetName, data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []
-) -> None:  # noqa: B006
+    name: DatasetName,
+    data_dir: str | None = DataDir,
+    as_json: bool = AsJson,
+    plugin: Plugins = [],  # noqa: B006
+) -> None:
     """Files needed, on-disk layout, checksums, licence and how to get the data."""
     from fedbench.data.catalog import dataset_info
 
