@@ -8,9 +8,12 @@ from typing import Annotated
 import typer
 
 from fedbench.cli.common import console, print_json, user_errors
-from fedbench.cli.options import SET, DataDir, Plugins, Synthetic, load_plugins, reworded
+from fedbench.cli.options import SET, THREADS, DataDir, Plugins, Synthetic, load_plugins, reworded
 
 STYLES = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+CheckThreads = Annotated[
+    int, reworded(THREADS, "CPU threads of the checks' runs (one is fastest for their tiny models).")
+]
 Settings = Annotated[
     list[str],
     reworded(
@@ -33,6 +36,7 @@ def check_method(
     ),
     synthetic: Synthetic = False,
     data_dir: DataDir = None,
+    threads: CheckThreads = 1,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output: one object per property."),
 ) -> None:
     """Check a method against the engine contract, as fedbench's own methods are checked: evaluation leaves training
@@ -71,7 +75,7 @@ def check_method(
             soft_wrap=True,
         )
 
-    results = check(spec, properties or None, data_root=data_dir, on_result=show)
+    results = check(spec, properties or None, data_root=data_dir, threads=threads, on_result=show)
     if as_json:
         print_json([r.as_dict() for r in results])
     failed = [r.name for r in results if r.failed]
