@@ -194,12 +194,10 @@ def _stop_after(last_round: int) -> Callable[[RoundRecord], None]:
 class _Run:
     """A finished (or stopped) run: its result (None when stopped), the rounds logged and its final state."""
 
-    spec: RunSpec
     result: RunResult | None
     records: list[RoundRecord]
     server: ServerState
     client_states: dict[int, dict[str, Any]]
-    training: Training
 
 
 @contextlib.contextmanager
@@ -267,8 +265,8 @@ class Checker:
                 set_up(self.spec, self.options)
         except FedbenchError:
             raise
-        except Exception:
-            pass
+        except Exception:  # the method's own error: every check that trains reports it, with where it was raised
+            return
 
     def train(
         self,
@@ -305,12 +303,10 @@ class Checker:
                 result = None
         states = training.state.client_states
         return _Run(
-            spec=spec,
             result=result,
             records=list(sink.records),
             server=training.state.server,
             client_states={client: states.peek(client) for client in range(spec.num_clients)},
-            training=training,
         )
 
     def reference(self) -> _Run:
@@ -320,10 +316,6 @@ class Checker:
 
 
 # ------------------------------------------------------------------------------------------------ comparisons
-def _number(value: float) -> str:
-    return repr(value) if isinstance(value, float) else str(value)
-
-
 def _difference(a: Any, b: Any, where: str, atol: float = 0.0) -> str | None:
     """Where nested values ``a`` and ``b`` (dicts, lists, tensors, numbers) first differ, in words; None where they
     are equal: tensors bit for bit (floating ones to within ``atol`` when it is not 0), numbers likewise."""
@@ -334,16 +326,18 @@ def _difference(a: Any, b: Any, where: str, atol: float = 0.0) -> str | None:
             return f"{where} is {tuple(a.shape)} {a.dtype} in one run and {tuple(b.shape)} {b.dtype} in the other"
         if torch.equal(a, b):
             return None
+        worst = 0.0
+        if a.is_floating_point():
+            both_nan = a.isnan() & b.isnan()
+            gap = torch.where(both_nan, 0.0, (a.double() - b.double()).abs()).nan_to_num(nan=math.inf)
+            worst = float(gap.max())
+            if worst <= atol:  # NaN where both have NaN, a signed zero: equal values
+                return None
         if a.numel() == 1:
-            gap_text = f" (Δ {abs(a.double() - b.double()).item():.3g})" if a.is_floating_point() else ""
-            return f"{where} is {a.item()!r} in one run and {b.item()!r} in the other{gap_text}"
+            change = f" (Δ {worst:.3g})" if a.is_floating_point() else ""
+            return f"{where} is {a.item()!r} in one run and {b.item()!r} in the other{change}"
         if not a.is_floating_point():
             return f"{where}: {int((a != b).sum())} of {a.numel()} entries differ"
-        both_nan = a.isnan() & b.isnan()
-        gap = torch.where(both_nan, 0.0, (a.double() - b.double()).abs()).nan_to_num(nan=math.inf)
-        worst = float(gap.max())
-        if worst <= atol:  # NaN where both have NaN, a signed zero: equal values
-            return None
         return f"{where} differs by up to {worst:.3g} (max |Δ|, over {int((gap > atol).sum())} of {a.numel()} entries)"
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         if set(a) != set(b):
@@ -364,7 +358,7 @@ def _difference(a: Any, b: Any, where: str, atol: float = 0.0) -> str | None:
     if isinstance(a, float) and isinstance(b, float):
         if a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= atol:
             return None
-        return f"{where} is {_number(a)} in one run and {_number(b)} in the other (Δ {abs(a - b):.3g})"
+        return f"{where} is {a!r} in one run and {b!r} in the other (Δ {abs(a - b):.3g})"
     if a != b:
         return f"{where} is {a!r} in one run and {b!r} in the other"
     return None

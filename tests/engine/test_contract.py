@@ -295,4 +295,5 @@ def test_differences_are_named_where_they_first_occur():
     )
     nan = torch.tensor([float("nan"), 1.0])
     assert _difference(nan, nan.clone(), "w") is None  # NaN where both have NaN
+    assert _difference(torch.tensor(float("nan")), torch.tensor(float("nan")), "w") is None
     assert _difference(nan, torch.tensor([0.0, 1.0]), "w") == "w differs by up to inf (max |Δ|, over 1 of 2 entries)"
