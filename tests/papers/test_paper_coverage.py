@@ -52,7 +52,6 @@ NOT_REPRODUCED: dict[str, dict[str, str]] = {
         )
     },
     "lgmix": {
-        "Fig. 2(c)": "client scalability: no recipe yet",
         "Fig. 2(a)": DIAGNOSTICS.format("the per-client mixing weights (λ_c, APFL's α) are"),
         "Fig. 2(b)": DIAGNOSTICS.format("the last-layer activations on the clients' test sets are"),
         "Fig. 3 (classification)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
