@@ -176,6 +176,7 @@ class Table:
             "recipe": self.recipe,
             "table": self.view.name,
             "title": self.title,
+            "reproduces": self.view.reproduces,
             "caption": self.view.caption,
             "figure": self.view.figure,
             "metric": self.view.metric,
