@@ -21,7 +21,8 @@ measured, and the next part starts. Each prints its progress (prefixed by its na
 - ``determinism``: the quickstart recipe twice with the defaults (``--fast`` on CUDA; packed where it applies):
   curves bit-identical; and with ``--set precision=tf32``: other spec hashes, both run.
 - ``throughput``: ``benchmarks/gpu_throughput.py`` on Table IV's CNN-MNIST set-up: sequential and packed in one
-  process, and N worker processes at once (1, 4, 8): run-rounds per second, and packed over the best N.
+  process, and N worker processes at once (1, 4, 8; 2 with ``--quick``): run-rounds per second, and packed over
+  the best N.
 - ``table4_block``: FedTrip Table IV's MNIST/FMNIST block (6 methods × 4 cases × 10 seeds = 240 runs) on stand-in
   data of MNIST's shape and size (class templates plus noise, written as IDX files), one seed (24 runs, a tenth
   of the block) after another until the limit: the slices' wall time and the whole block's, extrapolated.
@@ -600,7 +601,7 @@ def part_throughput(ctx: Context) -> None:
     out = ctx.work / "throughput.json"
     out.unlink(missing_ok=True)
     sizes = (
-        ["--rounds", "3", "--workers", "1,2", "--pool", "3000,500"]
+        ["--rounds", "3", "--workers", "2", "--pool", "3000,500"]
         if ctx.quick
         else ["--rounds", "12", "--workers", "1,4,8"]
     )
