@@ -32,7 +32,8 @@ measured, and the next part starts. Each prints its progress (prefixed by its na
 - ``compile``: the quickstart recipe with ``--compile``: it trains; its curve next to the default one.
 
 Written to FOLDER: ``gpu_check.json`` (after every part), ``gpu_check.txt`` (the summary, also printed),
-``logs/PART.log`` (each part's output) and ``work/`` (registries, stand-in data). ``--device cpu --quick`` runs
+``logs/PART.log`` (each part's output) and ``work/PART/`` (its registries and stand-in data, emptied when the part
+starts). ``--device cpu --quick`` runs
 every part on the CPU at tiny sizes, a rehearsal of the whole check in about 2 minutes; figures only a GPU has are
 recorded as not applicable.
 """
@@ -45,6 +46,7 @@ import datetime
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
@@ -334,6 +336,10 @@ class Recorder(dict):
 
 @dataclass
 class Context:
+    """What a part's process knows: the options, its deadline, its result, and its folder ``work/PART`` (emptied
+    when the part starts, so that a rerun trains afresh instead of finding its runs done)."""
+
+    name: str
     device: str
     quick: bool
     out: Path
@@ -342,9 +348,12 @@ class Context:
 
     @property
     def work(self) -> Path:
-        path = self.out / "work"
+        path = self.work_of(self.name)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def work_of(self, part: str) -> Path:
+        return self.out / "work" / part
 
     @property
     def cuda(self) -> bool:
@@ -384,10 +393,21 @@ def run_command(
             _stop_group(process, signal.SIGKILL)
 
 
-def fedbench_cli(args: list[str], timeout: float, interrupt: bool = False, grace: float = 10.0) -> int:
+def fedbench_cli(
+    args: list[str], timeout: float, interrupt: bool = False, grace: float = 10.0, capture: bool = False
+) -> tuple[int, str]:
+    """``fedbench ARGS`` in a process of its own; its output passed on as it comes, or (``capture``) when it ends,
+    and returned too."""
     print("fedbench " + " ".join(args), flush=True)
-    code, _ = run_command([sys.executable, "-m", "fedbench.cli", *args], timeout, interrupt, grace=grace)
-    return code
+    code, output = run_command([sys.executable, "-m", "fedbench.cli", *args], timeout, interrupt, capture, grace)
+    print(output, end="", flush=True)
+    return code, output
+
+
+def warnings_about(output: str, word: str) -> list[str]:
+    """The distinct lines of ``output`` that are warnings mentioning ``word`` (e.g. PyTorch naming an operation
+    without a deterministic implementation: fedbench runs in deterministic mode with ``warn_only``)."""
+    return sorted({line.strip() for line in output.splitlines() if "Warning" in line and word in line.lower()})
 
 
 def fedbench_json(args: list[str], timeout: float = 120) -> Any:
@@ -533,12 +553,15 @@ def part_cuda_tests(ctx: Context) -> None:
 
 def part_determinism(ctx: Context) -> None:
     runs: dict[str, list[dict]] = {}
+    warned: list[str] = []
     variants = {"default": [], "default_again": [], "tf32": ["--set", "precision=tf32"]}
     for name, extra in variants.items():
-        url = ctx.registry(f"determinism_{name}")
-        code = fedbench_cli(["run", *quickstart_args(ctx), *extra, "--registry", url], ctx.left())
+        url = ctx.registry(name)
+        code, output = fedbench_cli(["run", *quickstart_args(ctx), *extra, "--registry", url], ctx.left(), capture=True)
+        warned += warnings_about(output, "determinis")
         runs[name] = registry_runs(url, curves=True)
         ctx.record[name] = [run_brief(run) for run in runs[name]]
+        ctx.record["nondeterminism_warnings"] = sorted(set(warned))
         if code != 0:
             raise RuntimeError(f"fedbench run ({name}) exit code {code}")
     again = {run["spec_hash"]: run for run in runs["default_again"]}
@@ -548,9 +571,8 @@ def part_determinism(ctx: Context) -> None:
     ctx.record["default_vs_again"] = comparisons
     fp32 = {run["spec_hash"] for run in runs["default"]}
     tf32 = {run["spec_hash"] for run in runs["tf32"]}
-    tf32_vs_fp32 = [
-        curve_difference(a["curve"], b["curve"])["max_abs_difference"] for a, b in zip(runs["default"], runs["tf32"])
-    ]
+    tf32_vs_fp32 = [curve_difference(a["curve"], b["curve"]) for a, b in zip(runs["default"], runs["tf32"])]
+    ctx.record["tf32_vs_fp32"] = tf32_vs_fp32
     ctx.record.figures(
         runs=len(runs["default"]),
         bit_identical=all(c["identical"] for c in comparisons.values()),
@@ -560,13 +582,16 @@ def part_determinism(ctx: Context) -> None:
         else NOT_APPLICABLE,
         tf32_hashes_differ=not fp32 & tf32,
         tf32_and_fp32_done=all(r["status"] == "done" for r in runs["default"] + runs["tf32"]),
-        tf32_vs_fp32_max_abs_difference=tf32_vs_fp32,
+        tf32_vs_fp32_max_abs_test_acc_difference=max(
+            (d["max_abs_difference"].get("test_acc", 0.0) for d in tf32_vs_fp32), default=None
+        ),
+        nondeterminism_warnings=len(set(warned)),
     )
 
 
 def part_compile(ctx: Context) -> None:
     url = ctx.registry("compile")
-    code = fedbench_cli(["run", *quickstart_args(ctx), "--compile", "--registry", url], ctx.left())
+    code, _ = fedbench_cli(["run", *quickstart_args(ctx), "--compile", "--registry", url], ctx.left())
     compiled = registry_runs(url, curves=True)
     ctx.record["runs"] = [run_brief(run) for run in compiled]
     ctx.record.figures(
@@ -578,9 +603,10 @@ def part_compile(ctx: Context) -> None:
     )
     if code != 0:
         raise RuntimeError(f"fedbench run --compile exit code {code}")
-    if not (ctx.work / "determinism_default.db").exists():
+    default_db = ctx.work_of("determinism") / "default.db"
+    if not default_db.exists():
         return
-    default = {r["spec_hash"]: r for r in registry_runs(ctx.registry("determinism_default"), curves=True)}
+    default = {r["spec_hash"]: r for r in registry_runs(f"sqlite:///{default_db}", curves=True)}
     differences = {
         run["spec_hash"]: curve_difference(run["curve"], default[run["spec_hash"]]["curve"])
         for run in compiled
@@ -701,7 +727,7 @@ def part_table4_block(ctx: Context) -> None:
         if left < 3:
             break
         start = time.monotonic()
-        code = fedbench_cli([*base, "--seeds", str(seed)], left, interrupt=True, grace=grace)
+        code, _ = fedbench_cli([*base, "--seeds", str(seed)], left, interrupt=True, grace=grace)
         slices.append({"seed": seed, "seconds": round(time.monotonic() - start, 2), "exit_code": code})
         ctx.record["slices"] = slices
         if code != 0:
@@ -752,7 +778,7 @@ def part_plan(ctx: Context) -> None:
     if measured:
         figures["quickstart_measured_over_planned"] = measured / plan["seconds_one_worker"]
     block = _read_json(ctx.out / "parts" / "table4_block.json") or {}
-    data = ctx.work / "data"
+    data = ctx.work_of("table4_block") / "data"
     if data.is_dir() and ctx.left() > 10:
         jobs = (block.get("jobs") or {}).get("jobs") or block_jobs(ctx)[0]
         seeds = ",".join(str(s) for s in range(1, TABLE4_SEEDS + 1))
@@ -880,7 +906,10 @@ def planned_parts(args: argparse.Namespace) -> Iterator[Part]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.part:
-        ctx = Context(args.device, args.quick, args.out, time.monotonic() + args.budget, Recorder(args.part_out))
+        ctx = Context(
+            args.part, args.device, args.quick, args.out, time.monotonic() + args.budget, Recorder(args.part_out)
+        )
+        shutil.rmtree(ctx.work_of(args.part), ignore_errors=True)
         return run_one_part(args.part, ctx)
     parts = list(planned_parts(args))
     out = args.out.resolve()

@@ -120,11 +120,26 @@ def test_a_part_function_that_raises_records_its_traceback(tmp_path, monkeypatch
         raise ValueError("cuDNN said no")
 
     monkeypatch.setitem(gpu_check.PART_FUNCTIONS, "environment", broken)
-    ctx = gpu_check.Context("cpu", True, tmp_path, time.monotonic() + 10, gpu_check.Recorder(tmp_path / "p.json"))
+    ctx = gpu_check.Context(
+        "environment", "cpu", True, tmp_path, time.monotonic() + 10, gpu_check.Recorder(tmp_path / "p.json")
+    )
     assert gpu_check.run_one_part("environment", ctx) == 1
     written = json.loads((tmp_path / "p.json").read_text())
     assert written["figures"] == {"started": True}
     assert "ValueError: cuDNN said no" in written["error"] and "Traceback" in written["error"]
+
+
+def test_a_part_starts_in_an_empty_folder_so_that_a_rerun_trains_afresh(tmp_path, monkeypatch):
+    stale = tmp_path / "work" / "determinism" / "default.db"  # a registry whose runs a rerun would find done
+    stale.parent.mkdir(parents=True)
+    stale.touch()
+    monkeypatch.setitem(
+        gpu_check.PART_FUNCTIONS, "determinism", lambda ctx: ctx.record.figures(found=sorted(os.listdir(ctx.work)))
+    )
+    part_out = tmp_path / "parts" / "determinism.json"
+    args = ["--out", str(tmp_path), "--part", "determinism", "--part-out", str(part_out), "--budget", "10"]
+    assert gpu_check.main(args) == 0
+    assert json.loads(part_out.read_text())["figures"] == {"found": []}
 
 
 def test_parts_limits_and_selection_follow_the_options(tmp_path):
@@ -152,6 +167,17 @@ def test_curves_compare_bit_for_bit():
     assert not differ["identical"] and differ["first_difference"].startswith("round 2 test_loss")
     assert 0 < differ["max_abs_difference"]["test_loss"] < 1e-15
     assert not gpu_check.curve_difference(a, a[:1])["identical"]
+
+
+def test_warnings_of_nondeterministic_operations_are_picked_from_the_output():
+    output = (
+        "rounds 6/6\n"
+        "/x/torch/autograd/graph.py:824: UserWarning: max_pool2d_with_indices_backward_cuda does not have a "
+        "deterministic implementation, but you set 'torch.use_deterministic_algorithms(True, warn_only=True)'\n"
+        "registry: 2 done (the runs are deterministic)\n"
+    )
+    found = gpu_check.warnings_about(output + output, "determinis")
+    assert len(found) == 1 and "max_pool2d_with_indices_backward_cuda" in found[0]
 
 
 def test_mnist_shaped_stand_ins_load_through_fedbench_loaders(tmp_path):
