@@ -227,6 +227,7 @@ def test_main_prints_the_summary_and_writes_the_json(tmp_path, capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(int(8 * gpu_check.QUICK_TOTAL_SECONDS))
 def test_the_quick_check_runs_every_part_end_to_end_on_the_cpu(tmp_path):
     """`make gpu-check DEVICE=cpu QUICK=1`: every part runs and reports its figures. The limits are stretched: the
     machine running the suite may be several times busier than a rehearsal's (the limits are tested above)."""
