@@ -16,7 +16,7 @@ the install is not counted). A part that fails or runs over its limit is recorde
 measured, and the next part starts. Each prints its progress (prefixed by its name):
 
 - ``environment``: Python, torch, CUDA, cuDNN, the device's name, compute capability, memory and driver.
-- ``cuda_tests``: the tests about CUDA (``pytest -k cuda`` over the files that hold them: packed == sequential on
+- ``cuda_tests``: the tests about CUDA (``pytest tests/engine tests/execution -k cuda``: packed == sequential on
   CUDA in float64, the acceleration switches, worker placement); on a CPU the CUDA-only ones skip.
 - ``determinism``: the quickstart recipe twice with the defaults (``--fast`` on CUDA; packed where it applies):
   curves bit-identical; and with ``--set precision=tf32``: other spec hashes, both run.
@@ -75,7 +75,9 @@ TABLE4 = ROOT / "recipes" / "fedtrip_table4.toml"
 TABLE4_CASES = ("MLP MNIST-87%", "MLP FMNIST-75%", "CNN MNIST-90%", "CNN FMNIST-75%")  # the MNIST/FMNIST block
 TABLE4_SEEDS = 10
 QUICKSTART = ROOT / "recipes" / "quickstart.toml"
-CUDA_TEST_FILES = ("tests/engine/test_packed.py", "tests/engine/test_accel.py", "tests/execution/test_placement.py")
+# The tests about CUDA: those named so in the packages that train on a device (folders rather than files: a test file
+# may be renamed or split; they import nothing a GPU machine lacks).
+CUDA_TESTS = ("tests/engine", "tests/execution")
 
 
 # ---- the check: parts in processes of their own, each with a time limit ------------------------------------------
@@ -526,7 +528,7 @@ def part_cuda_tests(ctx: Context) -> None:
 
     junit = ctx.work / "cuda_tests.xml"
     junit.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "pytest", *CUDA_TEST_FILES, "-k", "cuda", "-q", "-p", "no:cacheprovider"]
+    command = [sys.executable, "-m", "pytest", *CUDA_TESTS, "-k", "cuda", "-q", "-p", "no:cacheprovider"]
     ctx.record["command"] = " ".join(command[1:])
     code, _ = run_command([*command, f"--junitxml={junit}"], ctx.left())
     ctx.record["pytest_exit_code"] = code
