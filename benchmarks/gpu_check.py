@@ -751,8 +751,10 @@ def part_table4_block(ctx: Context) -> None:
         how = "run-rounds done in the partial first slice, scaled to the block's (its runs are not all alike)"
     else:
         raise RuntimeError(f"no round of the block finished in {measured:.0f} s")
-    executors = collections.Counter(
-        ((run.get("provenance") or {}).get("packing") or {}).get("executor") for run in runs if run.get("rounds_done")
+    executors = collections.Counter(  # a run's provenance names its executor once the run is done
+        ((run.get("provenance") or {}).get("packing") or {}).get("executor", "not recorded (unfinished)")
+        for run in runs
+        if run.get("rounds_done")
     )
     ctx.record["runs"] = [run_brief(run) for run in runs if run.get("rounds_done")]
     ctx.record["extrapolation"] = how
