@@ -144,7 +144,7 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
         lines = [f"A = {label_a}  ", f"B = {label_b}", ""]
         for pair in pairs:
             lines += [
-                f"### {pair.a.title} ({figure_name(pair.a.view)})",
+                f"### {pair.a.title} ({figure_name(pair.a.view, pair.a.tasks)})",
                 "",
                 "| " + " | ".join(HEADERS) + " |",
                 "|" + "---|" * len(HEADERS),
@@ -154,7 +154,7 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
         return "\n".join(lines + [summary_line(pairs), ""])
     out: list[Any] = [Text(f"A = {label_a}\nB = {label_b}")]
     for pair in pairs:
-        table = RichTable(title=f"{pair.a.title} ({figure_name(pair.a.view)})", show_lines=True)
+        table = RichTable(title=f"{pair.a.title} ({figure_name(pair.a.view, pair.a.tasks)})", show_lines=True)
         for header in HEADERS:
             table.add_column(header, overflow="fold")
         for row in rows_of(pair):
