@@ -30,6 +30,7 @@ def _latex_escape(text: str) -> str:
         ("‡", r"$^\ddagger$"),
         ("⁺", r"$^{+}$"),
         (">", r"$>$"),
+        ("<", r"$<$"),
         ("—", "--"),
         ("–", "--"),
         ("▲", r"$\blacktriangle$"),  # amssymb
