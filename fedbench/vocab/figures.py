@@ -168,7 +168,7 @@ RUN_FIGURES: tuple[str, ...] = tuple(name for name, f in FIGURES.items() if f.of
 
 
 def figure_label(
-    name: str, *, metric: str = "", k: int = 10, target: str = "target", at_round: int | None = None
+    name: str, *, metric: str = "", k: int = 10, target: str = "the target", at_round: int | None = None
 ) -> str:
     """The human label of figure ``name`` of the metric named ``metric`` ("test accuracy": the metric catalogue's
     ``metric_label``) with the view's parameters: ``k`` (last_k_mean), ``target`` (the target as shown, with its

@@ -250,7 +250,8 @@ OUTCOME_WORDS = {
 def comparison_summary(table: Table) -> list[str]:
     """One line per method of the table's baseline axis: in how many of its cells it is significantly better or
     worse than the baseline, neither, or untested ("fedprox: ▲ better than fedavg in 2, · no significant
-    difference in 1 of 3 cells"). Nothing for a table without a baseline or whose figure has no better side."""
+    difference in 1 of 3 cells"); one line where no cell is tested yet. Nothing for a table without a baseline or
+    whose figure has no better side."""
     if table.baseline is None or FIGURES[table.view.figure].better == "none":
         return []
     axis = table.view.baseline_axis
@@ -260,6 +261,8 @@ def comparison_summary(table: Table) -> list[str]:
         if cell.static or cell.published_only or method is None or method == table.baseline:
             continue
         methods.setdefault(method + (ADDED_MARK if cell.added else ""), []).append(cell)
+    if not any(c.comparison and c.comparison.outcome for group in methods.values() for c in group):
+        return [f"no method tested against {table.baseline} yet (fewer than two seed pairs in every cell)"]
     lines = []
     for method, cells in methods.items():
         outcomes = [c.comparison.outcome if c.comparison else "" for c in cells]
@@ -286,7 +289,7 @@ def figure_name(view, tasks: Sequence[str] = ("classification",), unit: str = ""
     ``unit`` when given) and its parameters: "best test accuracy", "rounds to 60% test accuracy", "mean of the last
     10 evaluations of test accuracy (%)"."""
     shown = display_unit(view.metric, view.percent)
-    target = f"{view.target:g}{'' if shown in ('', '%') else ' '}{shown}" if view.target is not None else "target"
+    target = f"{view.target:g}{'' if shown in ('', '%') else ' '}{shown}" if view.target is not None else "the target"
     if view.metrics:  # the "metric" pseudo-axis: each row's (or column's) own metric
         metric = "the row's metric" if "metric" in view.rows else "the column's metric"
     else:
