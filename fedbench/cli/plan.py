@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table as RichTable
+from rich.markup import escape
 
-from fedbench.cli.common import console, label_filters, labels_text, print_json, user_errors
+from fedbench.cli.common import console, label_filters, labels_lines, print_json, print_listing, user_errors
 from fedbench.cli.options import (
     DATA_DIR,
     DEVICE,
@@ -89,20 +89,22 @@ def plan(
     if not result.runs:  # e.g. fedtrip_costs.toml: analytic tables only
         console.print("nothing to plan: these recipes define no runs (analytic tables only)")
         return
-    table = RichTable(title=f"{result.runs} runs in {len(result.cells)} table cells")
-    for column in ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)"):
-        table.add_column(column)
+    rows = []
     for cell in result.cells:
         known = cell.runs - cell.unknown
-        table.add_row(
-            cell.recipe,
-            labels_text(cell.labels),
-            str(cell.runs),
-            f"{cell.train_flops / 1e12:.2f}" if known else "?",
-            f"{cell.eval_flops / 1e12:.2f}" if known else "?",
-            _hours(cell.seconds) if known else "?",
+        rows.append(
+            [
+                escape(cell.recipe),
+                escape(labels_lines(cell.labels)),
+                str(cell.runs),
+                f"{cell.train_flops / 1e12:.2f}" if known else "?",
+                f"{cell.eval_flops / 1e12:.2f}" if known else "?",
+                _hours(cell.seconds) if known else "?",
+            ]
         )
-    console.print(table)
+    columns = ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)")
+    # the recipe and each label whole on a line: the plan of a paper table reads in a log or an 80-column terminal
+    print_listing(f"{result.runs} runs in {len(result.cells)} table cells", columns, rows, whole=(1,))
     console.print(
         f"total: {result.train_flops / 1e12:.1f} TFLOP training + {result.eval_flops / 1e12:.1f} TFLOP evaluation; "
         f"estimated {_hours(result.wall_seconds)} h wall time with {result.jobs} worker(s) on {result.calibration.device} "

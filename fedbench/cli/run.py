@@ -17,9 +17,16 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table as RichTable
 
-from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
+from fedbench.cli.common import (
+    RegistryOption,
+    console,
+    err_console,
+    label_filters,
+    labels_lines,
+    print_listing,
+    user_errors,
+)
 from fedbench.cli.options import (
     Add,
     DataDir,
@@ -163,12 +170,13 @@ def run(
         return
     if dry_run:
         rows = batch.dry_run(planned, options.registry_url)
-        table = RichTable(title=f"{len(rows)} runs")
-        for column in ("spec_hash", "labels", "seed", "rounds", "status"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(row.spec_hash, labels_text(row.labels), str(row.seed), str(row.rounds), row.status)
-        console.print(table)
+        entries = [
+            [row.spec_hash, escape(labels_lines(row.labels)), str(row.seed), str(row.rounds), str(row.status)]
+            for row in rows
+        ]
+        # each label whole on its line; a narrow terminal or a pipe gets one wrapped line per run
+        columns = ("spec_hash", "labels", "seed", "rounds", "status")
+        print_listing(f"{len(rows)} runs", columns, entries, whole=(1,), one_line=True)
         return
 
     work = batch.prepare_batch(planned, options, force=force)

@@ -9,7 +9,16 @@ import typer
 from rich.markup import escape
 from rich.table import Table as RichTable
 
-from fedbench.cli.common import RegistryOption, console, err_console, labels_text, print_json, user_errors
+from fedbench.cli.common import (
+    RegistryOption,
+    console,
+    err_console,
+    labels_lines,
+    labels_text,
+    print_json,
+    print_listing,
+    user_errors,
+)
 
 
 def _percent(value: Any) -> str:
@@ -48,25 +57,27 @@ def runs(
             f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
         )
         records = []
-    table = RichTable(title=f"{len(records)} runs")
-    for column in ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final"):
-        table.add_column(column)
+    rows = []
     for r in records:
         summary = r["summary"] or {}
         scale = r["scale"] + (" (synthetic)" if r["synthetic"] else "")
-        table.add_row(
-            str(r["id"]),
-            r["spec_hash"],
-            r["paper"] or "",
-            labels_text(r["labels"]),
-            str(r["seed"]),
-            scale,
-            r["status"],
-            str(r["rounds_done"]),
-            _percent(summary.get("best")),
-            _percent(summary.get("final")),
+        rows.append(
+            [
+                str(r["id"]),
+                r["spec_hash"],
+                escape(r["paper"] or ""),
+                escape(labels_lines(r["labels"])),
+                str(r["seed"]),
+                scale,
+                r["status"],
+                str(r["rounds_done"]),
+                _percent(summary.get("best")),
+                _percent(summary.get("final")),
+            ]
         )
-    console.print(table)
+    columns = ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final")
+    # the paper and each label whole on a line (the hash may fold); a narrow terminal or a pipe gets a line per run
+    print_listing(f"{len(records)} runs", columns, rows, whole=(2, 3), one_line=True)
 
 
 def show_stale(registry_url: str | None, paper: str | None, as_json: bool) -> None:

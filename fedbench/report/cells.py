@@ -165,6 +165,8 @@ class Table:
     # the rows and the columns of values added on the command line (--add)
     added_rows: list[str] = field(default_factory=list)
     added_columns: list[str] = field(default_factory=list)
+    # the tasks of its runs' data sets ("classification", "segmentation"): which human name its metric has
+    tasks: tuple[str, ...] = ("classification",)
 
     @property
     def title(self) -> str:

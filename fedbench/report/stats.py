@@ -241,14 +241,15 @@ def verdict(cell: Cell, *, synthetic: bool, scale: str, figure: str, tolerance: 
 
 
 def reproduction_line(counts: dict[str, int], synthetic: bool = False, scale: str = "full") -> str:
-    """ "k of n cells reproduced (…)"; for synthetic or non-paper-scale runs the line says no verdict is given."""
+    """ "k of n cells with a published number reproduced (…)"; for synthetic or non-paper-scale runs the line says
+    no verdict is given."""
     if synthetic:
-        return "reproduction: no verdict (synthetic data is not the paper's data)"
+        return "no verdict on reproduction (synthetic data is not the paper's data)"
     if scale != "full":
-        return f"reproduction: no verdict (scale {scale!r} is not the paper's setting)"
+        return f"no verdict on reproduction (scale {scale!r} is not the paper's setting)"
     if not counts["cells"]:
-        return "reproduction: no cell with a published number"
+        return "no cell has a published number to compare with"
     return (
-        f"reproduction: {counts['reproduced']} of {counts['cells']} cells reproduced "
+        f"{counts['reproduced']} of {counts['cells']} cells with a published number reproduced "
         f"({counts['higher']} higher, {counts['lower']} lower, {counts['not_comparable']} not comparable)"
     )

@@ -312,7 +312,19 @@ def build_table(
     if memory_measures:
         measured = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
         notes.append(f"peak memory measured as: {measured}.")
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, *added)
+    datasets = dict.fromkeys(p.spec.dataset for p in planned)
+    tasks = tuple(dict.fromkeys(_task(name) for name in datasets)) or ("classification",)
+    return Table(
+        recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, *added, tasks
+    )
+
+
+def _task(dataset: str) -> str:
+    """The task of a data set ("classification", "segmentation"): what its metrics are called in the table."""
+    from fedbench.data import DATASETS  # local: the data registry (torch-free), as resolving a spec imports it
+
+    meta = DATASETS.info(dataset).get("meta") if dataset in DATASETS else None
+    return getattr(meta, "task", "classification")
 
 
 def _all_added(cells: dict[tuple[str, str], Cell], key: str, side: int) -> bool:

@@ -71,3 +71,34 @@ def test_show_fits_one_screen_for_a_run_of_every_shipped_recipe(tmp_path):
         assert result.exit_code == 0, result.output
         lines = result.output.rstrip("\n").splitlines()
         assert len(lines) <= 50 and max(map(len, lines)) <= 120, (recipe.name, len(lines))
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_the_list_never_cuts_a_paper_or_a_label(tmp_path, monkeypatch, width):
+    """At 80 columns (piped) one wrapped line per run, wide enough a table: the paper and each label whole."""
+    from fedbench.cli import common
+    from fedbench.registry import Registry
+
+    url = f"sqlite:///{tmp_path / 'fedbench.db'}"
+    labels = {"algorithm": "fedavg", "case": "AlexNet CIFAR-50%"}
+    entry = {
+        "spec_hash": "f" * 16,
+        "spec": {},
+        "labels": labels,
+        "paper": "fedtrip",
+        "recipe": "fedtrip_table4",
+        "algorithm": "fedavg",
+        "dataset": "cifar10",
+        "seed": 0,
+        "scale": "quick",
+        "synthetic": False,
+        "targets": [],
+    }
+    Registry(url).ensure_runs([entry])
+    monkeypatch.setattr(common.console, "_width", width)
+    out = runner.invoke(app, ["runs", "--registry", url]).stdout
+    lines = out.splitlines()
+    assert "…" not in out and max(len(line) for line in lines) <= width
+    for name in ("fedtrip", "algorithm=fedavg", "case=AlexNet CIFAR-50%"):
+        assert any(name in line for line in lines), (name, width)
+    assert any(line.startswith("┏") for line in lines) == (width == 160)
