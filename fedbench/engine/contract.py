@@ -55,6 +55,7 @@ from fedbench.engine.loop import RoundRecord, RunResult, Training, set_up, train
 from fedbench.engine.options import EngineOptions
 from fedbench.errors import ConfigError, FedbenchError, field_error
 from fedbench.spec import RunSpec
+from fedbench.vocab.status import RunStatus
 
 # Two computations that agree in exact arithmetic but not operation for operation (another summation order or
 # SIMD kernel, an algebraically equal update rule, a few SGD steps that amplify a rounding difference) are
@@ -399,7 +400,7 @@ def _state_difference(a: _Run, b: _Run, atol: float = 0.0) -> str | None:
 def _unfinished(run: _Run) -> str | None:
     if run.result is None:
         return "the run stopped before its last round"
-    if run.result.status != "done":
+    if run.result.status != RunStatus.DONE:
         return f"the run {run.result.message or run.result.status}"
     return None
 
