@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures the algorithm tests name in usefixtures)
 from fedbench.data.store import TensorData
 from postgres_server import start_server
 

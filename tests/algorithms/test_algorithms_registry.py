@@ -1,5 +1,5 @@
-"""The method registry (``fedbench.algorithms``): names, the error a bad parameter gives, and which method owns a
-fine-tuning loss."""
+"""The method registry (``fedbench.algorithms``: the catalogue and ``_registry.py``): names, the error a bad
+parameter gives, which method owns a fine-tuning loss, and which paper trains each method."""
 
 from __future__ import annotations
 
@@ -51,3 +51,69 @@ def test_each_fine_tuning_loss_belongs_to_the_one_method_that_declares_it(monkey
     assert str(caught.value) == (
         "finetune.loss = 'ce' is declared by 2 algorithms (fedavg, zz_second_ce); exactly one must declare it"
     )
+
+
+# ------------------------------------------------------------------------------------------- catalogue
+def algorithm_names(node) -> set[str]:
+    """Every algorithm a recipe's runs name: the values of each ``algorithm`` key, at any depth (but not in a
+    combination's ``match``, which names axis labels)."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "match":
+                continue
+            if key == "algorithm":
+                values = value if isinstance(value, list) else [value]
+                found |= {v for v in values if isinstance(v, str)}
+                found |= set().union(*(algorithm_names(v) for v in values if isinstance(v, dict)))
+            else:
+                found |= algorithm_names(value)
+    elif isinstance(node, list):
+        found |= set().union(*(algorithm_names(v) for v in node))
+    return found
+
+
+@pytest.mark.usefixtures("linear_model", "float64")
+def test_every_method_a_paper_trains_is_listed_under_that_paper():
+    """``fedbench algorithms`` lists each method with the papers whose recipes train it (the catalogue's
+    ``papers``): a method missing there is missing from the paper's listing."""
+    import tomllib
+    from pathlib import Path
+
+    from fedbench.algorithms import ALGORITHMS
+
+    missing = []
+    for path in sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.toml")):
+        recipe = tomllib.loads(path.read_text())
+        if recipe["paper"] == "quickstart":
+            continue
+        runs = {key: recipe.get(key, {}) for key in ("setup", "matrix", "overrides", "combination")}
+        missing += [
+            (path.name, name)
+            for name in sorted(algorithm_names(runs))
+            if recipe["paper"] not in ALGORITHMS.info(name)["papers"]
+        ]
+    assert missing == []
+
+
+# ------------------------------------------------------------------------------------------- the catalogue
+@pytest.mark.parametrize(
+    "name, papers",
+    [
+        ("fedper", {"feddrplus"}),
+        ("fedbn", {"lgmix"}),
+        ("fedbabu", {"feddrplus", "lgmix"}),
+        ("fedalt", {"lgmix"}),
+        ("fedrep", {"lgmix", "feddrplus"}),
+        # LG-Mix Fig. 2b's "client standalone training" (shared/papers/lgmix.md: a figure-only baseline, no
+        # recipe trains it yet); FedDr+ Table 3's "Local only" rows
+        ("local", {"lgmix", "feddrplus"}),
+        ("perfedavg", {"lgmix", "feddrplus"}),
+        ("ditto", {"feddrplus"}),
+        ("apfl", {"lgmix"}),
+    ],
+)
+def test_each_personalised_baseline_is_listed_under_the_papers_that_compare_it(name, papers):
+    from fedbench.algorithms import ALGORITHMS
+
+    assert set(ALGORITHMS.info(name)["papers"]) == papers

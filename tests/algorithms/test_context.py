@@ -13,12 +13,18 @@ import pytest
 import torch
 from torch import nn
 
+from algorithm_fixtures import (
+    make_spec,
+    random_masks,
+    train,
+)
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ClientContext, RunState, ServerState, SpareModels, load_weights, param_views
-from fedbench.data.federated import FederatedData
+from fedbench.data.federated import FederatedData, prepare_data
 from fedbench.data.store import TensorData
+from fedbench.models import build_model
 from fedbench.seeding import derive_seed, torch_generator
-from tests.algorithm_fixtures import make_spec
+from fedbench.spec import RunSpec
 
 D = torch.float64
 
@@ -549,3 +555,79 @@ def test_the_context_carries_the_methods_holdout_device_and_a_fresh_scratch():
     assert ctx.scratch == {}
     ctx.scratch["features"] = 1
     assert run.client_context(_HoldsOut(), 1, 1, lr=0.1).scratch == {}
+
+
+@pytest.mark.usefixtures("linear_model")
+def test_spare_frozen_models_are_shared_not_copied_per_client(tmp_path):
+    """MOON and the teacher regularizers use two spare instances for the whole run (no deep copies per
+    client): the previous-model slot and the global-model slot."""
+    created = []
+    original = SpareModels.load
+
+    def counting(self, slot, params, buffers):
+        if slot not in self.slots:
+            created.append(slot)
+        return original(self, slot, params, buffers)
+
+    SpareModels.load = counting
+    try:
+        train(make_spec("moon", {"regularizers": [{"name": "kd", "weight": 0.1}]}, rounds=2), tmp_path)
+    finally:
+        SpareModels.load = original
+    assert sorted(created) == ["global", "moon_previous"]
+
+
+SEG = {
+    "algorithm": "fedavg",
+    "dataset": "retinal",
+    "dataset_params": {"image_size": 16},
+    "model": "unet",
+    "model_params": {"init_features": 2},
+    "partition": "natural",
+    "num_clients": 6,
+    "clients_per_round": 6,
+    "rounds": 1,
+    "synthetic": True,
+}
+
+
+def test_masks_become_float_targets_and_the_context_knows_the_task():
+    data = prepare_data(RunSpec(**SEG, eval_mode="personal", client_test="natural"), torch.device("cpu"))
+    assert data.tensors.task == "segmentation"
+    assert data.tensors.train_y.dtype == torch.float32 and data.tensors.train_y.shape[1:] == (2, 16, 16)
+    assert set(data.tensors.train_y.unique().tolist()) <= {0.0, 1.0}
+    assert data.input_shape == (3, 16, 16)  # the synthetic stand-in honours dataset_params.image_size
+    assert sum(len(p) for p in data.client_test) == len(data.tensors.test_y)  # natural: each site's test images
+    assert data.client_test_from_test and data.client_test_data(2)[1].shape[1:] == (2, 16, 16)
+
+
+def test_augmentation_moves_masks_with_their_images():
+    spec = RunSpec(**{**SEG, "augmentation": {"crop_padding": 3, "horizontal_flip": True}})
+    masks = random_masks((16, 2, 16, 16), seed=2)
+    images = torch.cat([masks[:, :1], torch.rand(16, 2, 16, 16)], dim=1)  # image channel 0 = the disc mask
+    data = TensorData(images, masks, images[:0], masks[:0], fill=0.0, task="segmentation")
+    model = build_model("unet", 2, (3, 16, 16), init_features=2)
+    server = ServerState(params=torch.nn.utils.parameters_to_vector(model.parameters()).detach(), buffers={})
+    ctx = ClientContext(
+        spec=spec,
+        client_id=0,
+        round_index=1,
+        model=model,
+        server=server,
+        payload={},
+        state={},
+        data=data,
+        indices=torch.arange(16),
+        generator=torch.Generator().manual_seed(0),
+        device=torch.device("cpu"),
+        lr=0.1,
+    )
+    assert ctx.task == "segmentation"
+    x, y = ctx.augment_with_masks(images, masks)
+    assert not torch.equal(y, masks), "the batch was transformed"
+    assert torch.equal(y[:, 0], x[:, 0]), "the mask went through the same crop and flip as its image"
+    assert set(y.unique().tolist()) <= {0.0, 1.0}
+    affine = RunSpec(**{**SEG, "augmentation": {"affine": {"degrees": 20, "scale": [0.9, 1.1]}}})
+    ctx.spec = affine
+    _, y = ctx.augment_with_masks(images, masks)
+    assert set(y.unique().tolist()) <= {0.0, 1.0}, "re-binarised after bilinear resampling"

@@ -13,16 +13,20 @@ import math
 import pytest
 import torch
 
-from algorithm_fixtures import make_spec
+from algorithm_fixtures import (
+    make_spec,
+)
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.context import ClientUpdate, ServerState
 from fedbench.errors import ConfigError
 
-pytestmark = pytest.mark.usefixtures("float64")
-
 W = [1.0, -2.0, 0.5]  # w^t
+
+
 DISAGREEING = ([0.4, 0.1, -0.2], [-0.6, 0.3, 0.2])  # Δ_1, Δ_2
+
+
 AGREEING = ([0.4, 0.1, -0.2], [0.2, 0.3, -0.1])
 
 
@@ -59,6 +63,7 @@ def assert_step(server: ServerState, eta: float, mean_delta: list[float]) -> Non
     assert int(server.buffers["bn.num_batches_tracked"]) == 7
 
 
+@pytest.mark.usefixtures("float64")
 def test_original_rule_extrapolates_when_the_clients_disagree():
     """Δ̄ = ¾(0.4, 0.1, −0.2) + ¼(−0.6, 0.3, 0.2) = (0.15, 0.15, −0.1), ‖Δ̄‖² = 0.055; ‖Δ_1‖² = 0.21, ‖Δ_2‖² = 0.49,
     Σ p_i‖Δ_i‖² = 0.1575 + 0.1225 = 0.28; with ε = 0.001: η_g = 0.28 / (2·0.056) = 2.5."""
@@ -66,12 +71,14 @@ def test_original_rule_extrapolates_when_the_clients_disagree():
     assert_step(server, 2.5, [0.15, 0.15, -0.1])
 
 
+@pytest.mark.usefixtures("float64")
 def test_original_rule_epsilon_enters_the_denominator():
     """The same updates with ε = 0.045: η_g = 0.28 / (2·(0.055 + 0.045)) = 1.4."""
     server = aggregate({"epsilon": 0.045}, DISAGREEING)
     assert_step(server, 1.4, [0.15, 0.15, -0.1])
 
 
+@pytest.mark.usefixtures("float64")
 def test_original_rule_never_steps_below_one():
     """Δ̄ = ¾(0.4, 0.1, −0.2) + ¼(0.2, 0.3, −0.1) = (0.35, 0.15, −0.175), ‖Δ̄‖² = 0.175625; Σ p_i‖Δ_i‖² = ¾·0.21 + ¼·0.14
     = 0.1925; 0.1925 / (2·0.176625) ≈ 0.545 < 1, so η_g = 1 (FedAvg's step)."""
@@ -79,6 +86,7 @@ def test_original_rule_never_steps_below_one():
     assert_step(server, 1.0, [0.35, 0.15, -0.175])
 
 
+@pytest.mark.usefixtures("float64")
 def test_feddrplus_code_variant_scales_by_the_unsquared_norm_ratio():
     """[code]: η_g = min{1, 0.5·mean_i‖Δ_i‖ / (‖Δ̄‖ + N·ε)} with N = 10 clients, ε = 0.01 and the agreeing updates:
     mean_i‖Δ_i‖ = (√0.21 + √0.14)/2 (unweighted), ‖Δ̄‖ = √0.175625; η_g ≈ 0.4009 < 1: the step shrinks."""
@@ -88,6 +96,7 @@ def test_feddrplus_code_variant_scales_by_the_unsquared_norm_ratio():
     assert_step(server, eta, [0.35, 0.15, -0.175])
 
 
+@pytest.mark.usefixtures("float64")
 def test_feddrplus_code_variant_never_steps_above_one():
     """The disagreeing updates: 0.5·(√0.21 + 0.7)/2 / (√0.055 + 10·0.001) ≈ 1.18, clipped to η_g = 1."""
     assert 0.5 * (math.sqrt(0.21) + 0.7) / 2 / (math.sqrt(0.055) + 0.01) > 1.1
@@ -95,6 +104,7 @@ def test_feddrplus_code_variant_never_steps_above_one():
     assert_step(server, 1.0, [0.15, 0.15, -0.1])
 
 
+@pytest.mark.usefixtures("float64")
 def test_defaults_and_bounds():
     """ε = 0.001 (FedDr+ spec), the original rule by default; ε ≥ 0; the variant is one of the two rules."""
     params = build_algorithm("fedexp", {}).params
@@ -103,3 +113,39 @@ def test_defaults_and_bounds():
         assert validate_algorithm_params("fedexp", {"epsilon": 0.0, "variant": variant}).variant == variant
     with pytest.raises(ConfigError, match="epsilon"):
         validate_algorithm_params("fedexp", {"epsilon": -1e-9})
+
+
+# ------------------------------------------------------------------------------------------- FedExP
+@pytest.mark.usefixtures("linear_model")
+@pytest.mark.usefixtures("float64")
+def test_fedexp_server_step_is_at_least_one_in_the_original_rule():
+    torch.manual_seed(5)
+    algorithm = build_algorithm("fedexp", {"epsilon": 1e-3})
+    code_variant = build_algorithm("fedexp", {"variant": "feddrplus_code"})
+    code_variant.spec = make_spec("fedexp", num_clients=10, clients_per_round=5)
+    for trial in range(40):
+        clients = 2 + trial % 4
+        w = torch.randn(30)
+        spread = [0.0, 0.01, 1.0, 10.0][trial % 4]  # identical updates … nearly orthogonal ones
+        common = torch.randn(30)
+        updates = [
+            ClientUpdate(k, w + common + spread * torch.randn(30), {}, int(torch.randint(5, 50, ())), 2, 0.0)
+            for k in range(clients)
+        ]
+        server = ServerState(w.clone(), {})
+        algorithm.aggregate(server, updates, 1)
+        p = torch.tensor([u.num_samples for u in updates], dtype=torch.float64)
+        p = p / p.sum()
+        deltas = [u.params - w for u in updates]
+        mean_delta = sum(p[k] * deltas[k] for k in range(clients))
+        ratio = sum(p[k] * deltas[k].norm() ** 2 for k in range(clients)) / (2 * (mean_delta.norm() ** 2 + 1e-3))
+        eta = float(server.state["server_lr"])
+        assert eta >= 1.0 and eta == pytest.approx(max(1.0, float(ratio)), rel=0, abs=F64_ATOL)
+        assert torch.allclose(server.params, w + eta * mean_delta, rtol=0, atol=F64_ATOL)
+        if spread == 0.0:
+            assert eta == 1.0  # identical updates: ratio ½, no extrapolation
+        if spread == 10.0:
+            assert eta > 1.5  # disagreeing clients: extrapolate
+        code_server = ServerState(w.clone(), {})
+        code_variant.aggregate(code_server, updates, 1)
+        assert float(code_server.state["server_lr"]) <= 1.0

@@ -1,8 +1,9 @@
 """FedFomo (Zhang et al., ICLR 2021) against hand computations: the validation split, the choice of the
 M peers by affinity, the first-order weights of Eq. 6, the mixing of Eq. 7, and the server's affinity matrix.
 
-A 2-layer MLP on 8 samples in float64 (``test_formulas_pfl.py``'s set-up); the peers' validation losses and the
-weights are written out in plain torch arithmetic. (``test_personal.py`` checks the BatchNorm statistics.)
+A 2-layer MLP on 8 samples in float64 (``tests/pfl_formula_fixtures.py``'s set-up); the peers' validation losses and the
+weights are written out in plain torch arithmetic. (``test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics`` checks the BatchNorm
+statistics in a whole run.)
 """
 
 from __future__ import annotations
@@ -10,14 +11,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from algorithm_fixtures import head_mlp, make_spec  # noqa: F401  (head_mlp: a fixture, used through usefixtures)
+from algorithm_fixtures import make_spec
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import ClientUpdate
+from fedbench.algorithms.context import load_weights
 from fedbench.algorithms.params import FedFomoParams
+from fedbench.data.federated import prepare_data
+from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.seeding import torch_generator
-from tests.algorithms.test_formulas_pfl import N, flat, gd, loss_and_grad, setup
+from fedbench.spec import RunSpec
+from personal_run_fixtures import BASE, BN, DEVICE
+from pfl_formula_fixtures import N, flat, gd, loss_and_grad, setup
 
 
 def test_defaults_and_bounds():
@@ -153,3 +159,78 @@ def test_evaluation_uses_the_clients_own_model_or_the_global_one():
     own = server.params + 0.5
     ctx.state.update(personal_params=own.clone(), personal_buffers={})
     assert torch.equal(flat(algorithm.eval_model(ctx)), own)
+
+
+def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
+    """FedFomo Eq. 6–7 on a BatchNorm model: each peer θ_j is scored on client i's validation split with its own
+    running statistics, and they are mixed with the same weights as the parameters (FL-bench [code] loads and
+    mixes every state_dict entry); num_batches_tracked stays the client's own. (Result revision 1 scored peers
+    with client i's statistics and mixed only the weights.)"""
+    import copy
+
+    from fedbench.algorithms import build_algorithm
+    from fedbench.algorithms.context import RunState, ServerState, SpareModels
+    from fedbench.algorithms.losses import task_loss
+
+    spec = RunSpec(**{**BASE, **BN, "algorithm": "fedfomo", "rounds": 1})
+    data = prepare_data(spec, DEVICE)
+    model = init_model(spec, data.num_classes, data.input_shape, DEVICE)
+    algorithm = build_algorithm("fedfomo", {})
+    algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
+    base = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    generator = torch.Generator().manual_seed(0)
+
+    def variant(scale, mean_shift, var):
+        params = base + scale * torch.randn(base.shape, generator=generator)
+        state = {
+            n: (
+                b + mean_shift
+                if n.endswith("running_mean")
+                else torch.full_like(b, var)
+                if n.endswith("running_var")
+                else b + 3
+            )
+            for n, b in buffers.items()
+        }
+        return params, state
+
+    own = variant(0.02, 0.0, 1e-4)  # running variances far too small: a poor model on its own data
+    peers = {1: variant(0.02, 0.0, 1.0), 2: variant(0.02, 0.3, 2.0)}
+    server = ServerState(params=base.clone(), buffers=copy.deepcopy(buffers))
+    algorithm.init_server(server)
+    server.state["client_models"].update(peers)
+    run = RunState(
+        spec=spec,
+        data=data,
+        model=model,
+        server=server,
+        device=DEVICE,
+        spare_models=SpareModels(model),
+        client_states={0: {"personal_params": own[0].clone(), "personal_buffers": copy.deepcopy(own[1])}},
+    )
+    ctx = run.client_context(algorithm, 0, 1, lr=0.1, payload=algorithm.payload(server, 1))
+    algorithm.begin_local(ctx)
+
+    scorer = copy.deepcopy(model).eval()
+    x, y = data.tensors.train_x[ctx.holdout], data.tensors.train_y[ctx.holdout]
+
+    def loss(params, state):
+        load_weights(scorer, params, state)
+        with torch.no_grad():
+            return task_loss("classification", scorer(x), y).item()
+
+    own_loss = loss(*own)
+    raw = {j: max(0.0, (own_loss - loss(*peer)) / float((peer[0] - own[0]).norm())) for j, peer in peers.items()}
+    assert all(w > 0 for w in raw.values()) and len(ctx.holdout) > 0
+    weights = {j: w / sum(raw.values()) for j, w in raw.items()}  # Eq. 7, normalised
+    expected = own[0] + sum(w * (peers[j][0] - own[0]) for j, w in weights.items())
+    assert torch.allclose(ctx.current_params(), expected, atol=1e-6)
+    assert ctx.scratch["fomo_weights"] == pytest.approx(weights)
+    mixed = ctx.current_buffers()
+    for name, b in own[1].items():
+        if b.is_floating_point():
+            expected_b = b + sum(w * (peers[j][1][name] - b) for j, w in weights.items())
+            assert torch.allclose(mixed[name], expected_b, atol=1e-6), name
+        else:
+            assert torch.equal(mixed[name], b), name

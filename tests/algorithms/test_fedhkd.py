@@ -14,12 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from algorithm_fixtures import (  # noqa: F401  (head_mlp: a fixture, used through usefixtures)
+from algorithm_fixtures import (
     MLP,
     HeadMLP,
     client_context,
     fresh_server,
-    head_mlp,
     make_spec,
 )
 from conftest import F64_ATOL
@@ -31,6 +30,8 @@ from fedbench.errors import ConfigError
 pytestmark = pytest.mark.usefixtures("head_mlp", "float64")
 
 CLASSES, DIM, HIDDEN = 4, 6, 5
+
+
 PARAMS = {"lam": 0.3, "gamma": 0.7, "temperature": 0.5, "noise_std": 0.4}
 
 

@@ -13,12 +13,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from algorithm_fixtures import (  # noqa: F401  (linear_model: a fixture, used through usefixtures)
+from algorithm_fixtures import (
     LINEAR,
     LinearModel,
     client_context,
     fresh_server,
-    linear_model,
     make_spec,
 )
 from conftest import F64_ATOL
@@ -27,8 +26,7 @@ from fedbench.algorithms.context import ClientUpdate, load_weights
 from fedbench.data.store import TensorData
 from fedbench.errors import ConfigError
 from fedbench.seeding import torch_generator
-
-pytestmark = pytest.mark.usefixtures("linear_model", "float64")
+from personal_run_fixtures import train
 
 CLASSES, DIM, SEED, LR = 3, 4, 3, 0.05
 
@@ -97,6 +95,7 @@ def sgd_step(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return (w - LR * grad).detach()
 
 
+@pytest.mark.usefixtures("linear_model", "float64")
 @pytest.mark.parametrize(
     "lam, p, theta",
     [
@@ -115,6 +114,7 @@ def test_an_averaging_round_pulls_the_personal_model_toward_the_average(lam, p, 
     assert torch.allclose(client.start(t, average), pulled(x_k, average, theta), rtol=0, atol=F64_ATOL)
 
 
+@pytest.mark.usefixtures("linear_model", "float64")
 def test_a_round_whose_coin_is_not_below_p_keeps_the_personal_model():
     client = Client({"lam": 4.0, "p": 0.5})
     x_k = client.w0 + 0.3 * torch.randn_like(client.w0)
@@ -128,6 +128,7 @@ def test_a_round_whose_coin_is_not_below_p_keeps_the_personal_model():
     assert torch.equal(exact.start(t, average), x_k)
 
 
+@pytest.mark.usefixtures("linear_model", "float64")
 def test_first_round_starts_from_w0_and_a_late_first_participation_pulls_w0():
     """Round 1 has nothing to average (x_k = w^0 = x̄); a client first drawn in an averaging round t > 1 starts from
     w^0 and pulls it toward x̄ = w^t."""
@@ -138,6 +139,7 @@ def test_first_round_starts_from_w0_and_a_late_first_participation_pulls_w0():
     assert torch.allclose(client.start(heads(0.5), average), pulled(client.w0, average, 0.4), rtol=0, atol=F64_ATOL)
 
 
+@pytest.mark.usefixtures("linear_model", "float64")
 def test_client_update_is_the_pull_then_the_local_steps_and_persists_as_the_evaluated_model():
     """A whole client round by hand: x_k ← x_k − 0.4(x_k − x̄), one full-batch SGD step on f_k, upload the result;
     the next round starts from it (no averaging: tails), and the client is evaluated with it."""
@@ -159,6 +161,7 @@ def test_client_update_is_the_pull_then_the_local_steps_and_persists_as_the_eval
     assert torch.allclose(flat, expected + 0.1, rtol=0, atol=F64_ATOL)
 
 
+@pytest.mark.usefixtures("linear_model", "float64")
 def test_defaults_and_bounds():
     """λ = 0.1, p = 0.5 (LG-Mix leaves both open: the proposal's defaults); λ ≥ 0, 0 < p ≤ 1."""
     params = build_algorithm("l2sgd", {}).params
@@ -168,3 +171,15 @@ def test_defaults_and_bounds():
     for rejected in ({"lam": -1e-9}, {"p": 0.0}, {"p": 1.0 + 1e-9}):
         with pytest.raises(ConfigError, match=next(iter(rejected))):
             validate_algorithm_params("l2sgd", rejected)
+
+
+@pytest.mark.usefixtures("float64")
+def test_l2sgd_full_pull_each_round_restarts_from_the_average(tmp_path):
+    # θ = ηλ/p = 1 on every round (p = 1): each round starts from x − (x − x̄) = x̄ (in exact arithmetic), so the
+    # uploads are FedAvg's.
+    _, _, fedavg = train(tmp_path, algorithm="fedavg", rounds=3)
+    _, _, l2sgd = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 10.0, "p": 1.0})
+    assert torch.allclose(fedavg["server"]["params"], l2sgd["server"]["params"], rtol=0, atol=F64_ATOL)
+    _, _, local = train(tmp_path, algorithm="local", rounds=3)
+    _, _, apart = train(tmp_path, algorithm="l2sgd", rounds=3, algorithm_params={"lam": 0.0})
+    assert torch.equal(local["client_states"][2]["personal_params"], apart["client_states"][2]["personal_params"])
