@@ -11,6 +11,7 @@ import torch
 
 from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures the algorithm tests name in usefixtures)
 from fedbench.data.store import TensorData
+from model_fixtures import models  # noqa: F401  (a fixture: every registered model, built once per test module)
 from postgres_server import start_server
 
 torch.set_num_threads(1)
