@@ -1,7 +1,8 @@
 """Throughput of fedbench's executors on whatever device is present; writes JSON under ``benchmarks/results/``.
 
     python benchmarks/gpu_throughput.py [--device auto|cpu|cuda] [--rounds 6] [--repeats 2] [--seeds 1] [--threads 1]
-                                        [--out PATH]
+                                        [--models fedtrip_cnn,mlp] [--algorithms fedavg,fedtrip] [--workers 1,4,8]
+                                        [--pool 60000,10000] [--no-big-models] [--out PATH]
     python benchmarks/gpu_throughput.py --device cuda --rounds 100 --seeds 5    # a GPU session: accuracies over seeds
 
 Workloads:
@@ -16,18 +17,26 @@ Workloads:
   round (robust on a shared machine), on CUDA wall-clock time. Reported: seconds per round (median), rounds per
   second, the packed/sequential speed-up, and the final test accuracy of both paths for each of ``--seeds`` seeds
   (they should agree up to floating-point summation order).
-- **Big-model rounds** (CUDA only): a FedImpro Table 1 CIFAR-10 ResNet-18 round and a FedDr+ Table 2 CIFAR-100
+- **Worker processes** (``--workers 1,4,8``): N processes on the device at once, as ``fedbench run --jobs N``
+  places them on one GPU, each training one sequential run of the first ``--models`` / ``--algorithms`` pair (seeds
+  1..N); they start training together (after building their data and CUDA context). Reported per N: each process's
+  median wall-clock seconds per round and their sum of rounds per second (run-rounds per second of the device), and
+  the packed executor's wall-clock run-rounds per second in one process divided by the best N's (the packed path
+  is meant to beat any number of processes by a wide margin on a GPU).
+- **Big-model rounds** (CUDA only; ``--no-big-models`` leaves them out): a FedImpro Table 1 CIFAR-10 ResNet-18 round and a FedDr+ Table 2 CIFAR-100
   MobileNet round, their set-up taken from the recipes' first FedAvg run, on random stand-in data of the real sizes
   (two rounds; the second, which also evaluates the 10,000 test images, is timed); seconds per round with and without
   channels-last + fused SGD (``fedbench run --fast``, the default on CUDA; ``fedbench.engine.accel``).
 
-The JSON records the device name, torch version, thread count and every figure; no figure is asserted anywhere.
+The JSON records the device name, torch version, thread count and every figure (rewritten after each workload, so
+that a benchmark stopped early keeps what it measured); no figure is asserted anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import platform
 import statistics
 import time
@@ -127,13 +136,25 @@ def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> di
     }
 
 
-def table4_comparison(device: torch.device, rounds: int, repeats: int, seeds: int) -> list[dict]:
+def table4_data(pool: tuple[int, int]) -> None:
+    """The Table IV stand-in (``pool``: training and test images, MNIST's 60,000 and 10,000 by default)."""
+    _random_arrays("bench_mnist_size", (1, 28, 28), 10, pool[0], pool[1], learnable=True)
+
+
+def table4_comparison(
+    device: torch.device,
+    rounds: int,
+    repeats: int,
+    seeds: int,
+    models: tuple[str, ...] = ("fedtrip_cnn", "mlp"),
+    algorithms: tuple[str, ...] = ("fedavg", "fedtrip"),
+    on_row=lambda rows: None,
+) -> list[dict]:
     """Best-of-``repeats`` timing of seed 1 (alternating executors: the machine may be shared), and the final test
-    accuracy of both executors for seeds 1..``seeds``."""
-    _random_arrays("bench_mnist_size", (1, 28, 28), 10, 60_000, 10_000, learnable=True)
-    rows = []
-    for model in ("fedtrip_cnn", "mlp"):
-        for algorithm in ("fedavg", "fedtrip"):
+    accuracy of both executors for seeds 1..``seeds``; ``on_row`` gets the rows so far after each workload."""
+    rows: list[dict] = []
+    for model in models:
+        for algorithm in algorithms:
             best: dict[str, dict] = {}
             final: dict[str, list[float | None]] = {"sequential": [], "packed": []}
             for seed in range(1, seeds + 1):
@@ -154,7 +175,64 @@ def table4_comparison(device: torch.device, rounds: int, repeats: int, seeds: in
                     "final_test_acc_by_seed": final,
                 }
             )
+            on_row(rows)
     return rows
+
+
+def _worker_process(index: int, device: str, model: str, algorithm: str, rounds: int, pool, ready, results) -> None:
+    """One of ``--workers`` processes: builds its data and CUDA context, waits for the others, trains one run."""
+    torch.set_num_threads(1)
+    table4_data(pool)
+    where = torch.device(device)
+    if where.type == "cuda":
+        torch.zeros(1, device=where)  # the CUDA context, before the clock starts
+    ready.wait()
+    began = time.monotonic()
+    timing = time_run(table4_spec(model, algorithm, rounds, seed=index + 1), where, "sequential")
+    results.put({**timing, "began": began, "ended": time.monotonic()})
+
+
+def worker_processes(
+    device: torch.device, counts: tuple[int, ...], rounds: int, model: str, algorithm: str, pool: tuple[int, int]
+) -> list[dict]:
+    """Run-rounds per second of N processes, each training one sequential run on ``device`` at the same time."""
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in forked processes
+    rows = []
+    for count in counts:
+        ready, results = context.Barrier(count), context.Queue()
+        processes = [
+            context.Process(
+                target=_worker_process,
+                args=(i, str(device), model, algorithm, rounds, pool, ready, results),
+            )
+            for i in range(count)
+        ]
+        for process in processes:
+            process.start()
+        timings = [results.get() for _ in processes]
+        for process in processes:
+            process.join()
+        per_round = [t["wall_seconds_per_round"] for t in timings]
+        wall = max(t["ended"] for t in timings) - min(t["began"] for t in timings)
+        rows.append(
+            {
+                "workers": count,
+                "wall_seconds_per_round": per_round,
+                "run_rounds_per_second": sum(1.0 / s for s in per_round),
+                "whole_runs_wall_seconds": wall,
+                "whole_runs_rounds_per_second": count * rounds / wall,
+            }
+        )
+    return rows
+
+
+def packed_over_workers(table4: list[dict], workers: list[dict]) -> float | None:
+    """The packed executor's wall-clock run-rounds per second (one process, the first workload) over the best
+    worker-process configuration's."""
+    if not table4 or not workers:
+        return None
+    packed = 1.0 / table4[0]["packed"]["wall_seconds_per_round"]
+    return packed / max(row["run_rounds_per_second"] for row in workers)
 
 
 def recipe_round_spec(recipe: str, algorithm: str, model: str, dataset: str, stand_in: str) -> RunSpec:
@@ -193,6 +271,10 @@ def big_model_rounds(device: torch.device) -> list[dict]:
     return rows
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name for name in text.split(",") if name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto")
@@ -200,30 +282,58 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed repeats of seed 1 (the best counts)")
     parser.add_argument("--seeds", type=int, default=1, help="seeds whose final accuracies both executors report")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--models", type=_names, default=("fedtrip_cnn", "mlp"), help="comma-separated")
+    parser.add_argument("--algorithms", type=_names, default=("fedavg", "fedtrip"), help="comma-separated")
+    parser.add_argument(
+        "--workers", type=lambda t: tuple(int(n) for n in _names(t)), default=(), help="e.g. 1,4,8: processes at once"
+    )
+    parser.add_argument(
+        "--pool",
+        type=lambda t: tuple(int(n) for n in _names(t)),
+        default=(60_000, 10_000),
+        help="training,test images of the stand-in (MNIST's sizes by default)",
+    )
+    parser.add_argument("--no-big-models", action="store_true", help="leave out the CUDA big-model rounds")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
     began = time.perf_counter()
-    result = {
+    out = args.out or RESULTS / f"gpu_throughput_{device.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict = {
         "device": device_name(device),
         "device_type": device.type,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
-        "table4": table4_comparison(device, args.rounds, args.repeats, args.seeds),
+        "pool": list(args.pool),
+        "table4": [],
     }
-    if device.type == "cuda":
-        result["big_models"] = big_model_rounds(device)
-    result["benchmark_seconds"] = time.perf_counter() - began
-    out = args.out or RESULTS / f"gpu_throughput_{device.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+
+    def write(**figures) -> None:
+        result.update(figures, benchmark_seconds=time.perf_counter() - began)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+
+    table4_data(args.pool)
+    rows = table4_comparison(
+        device, args.rounds, args.repeats, args.seeds, args.models, args.algorithms, lambda rows: write(table4=rows)
+    )
+    write(table4=rows)
+    if args.workers:
+        workers = worker_processes(device, args.workers, args.rounds, args.models[0], args.algorithms[0], args.pool)
+        write(workers=workers, packed_over_best_workers=packed_over_workers(result["table4"], workers))
+    if device.type == "cuda" and not args.no_big_models:
+        write(big_models=big_model_rounds(device))
     for row in result["table4"]:
         print(
             f"{row['workload']:28s} sequential {row['sequential']['seconds_per_round']:.3f} s/round  "
             f"packed {row['packed']['seconds_per_round']:.3f} s/round  speed-up {row['packed_speedup']:.2f}×"
         )
+    for row in result.get("workers", []):
+        print(f"{row['workers']} worker processes: {row['run_rounds_per_second']:.2f} run-rounds/s")
+    if result.get("packed_over_best_workers") is not None:
+        print(f"packed / best worker processes: {result['packed_over_best_workers']:.2f}×")
     for row in result.get("big_models", []):
         print(
             f"{row['workload']:44s} {row['plain']['seconds_per_round']:.2f} s/round, channels-last + fused "

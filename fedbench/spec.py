@@ -175,6 +175,10 @@ class RunSpec(_Strict):
     # {kind: {parameter: value}}: the plug-in's parameters marked ``HashNeutral`` and the value at which each is
     # left out of the canonical JSON (never part of it itself)
     neutral_params: dict[Literal[PLUGIN_KINDS], dict[str, Any]] = {}  # type: ignore[valid-type]
+    # {kind: code} of each plug-in from outside fedbench the spec uses (``fedbench.plugins.Plugin.code``): the
+    # sha256 of its source ("sha256:…"), or the revision it declares ("MODULE revision N"), so that a run trained by
+    # an edited plug-in is never taken for the earlier result. Empty for fedbench's own plug-ins: hash-neutral at {}
+    plugin_code: Annotated[dict[Literal[PLUGIN_KINDS], str], HashNeutral({})] = {}  # type: ignore[valid-type]
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
@@ -290,5 +294,5 @@ def canonical_json(data: Any) -> str:
 
 
 # The fields resolution derives from the plug-ins, and those a recipe's setup may set.
-RESOLVED_KEYS = ("algorithm_revision", "neutral_params")
+RESOLVED_KEYS = ("algorithm_revision", "neutral_params", "plugin_code")
 SETUP_KEYS = tuple(key for key in RunSpec.model_fields if key not in RESOLVED_KEYS)

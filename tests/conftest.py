@@ -11,20 +11,14 @@ import torch
 
 from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures the algorithm tests name in usefixtures)
 from fedbench.data.store import TensorData
+
+# Two float64 computations that agree in exact arithmetic agree to within F64_ATOL (where it comes from: its comment in
+# fedbench/engine/contract.py, whose checks compare that way too); the tests import it from here.
+from fedbench.engine.contract import F64_ATOL  # noqa: F401
 from model_fixtures import models  # noqa: F401  (a fixture: every registered model, built once per test module)
 from postgres_server import start_server
 
 torch.set_num_threads(1)
-
-# Two computations that agree in exact arithmetic but not operation for operation (another summation order or
-# SIMD kernel, an algebraically equal update rule, a few SGD steps that amplify a rounding difference) are
-# compared in float64 (the ``float64`` fixture) to within F64_ATOL, never in float32 with a tolerance that
-# happens to pass on one CPU. Where it comes from: float64 rounds by at most 1.1e-16 (relative) per operation,
-# and the short trainings of these tests amplify a rounding difference by at most ~1e4 (in float32 the same
-# runs differ by up to 4e-4 ≈ 1e4 × float32's 6e-8 with AVX-512 kernels), so two float64 paths agree to ~1e-12
-# at worst; measured with PyTorch's default, AVX2 and AVX-512 kernels, they agree to 2e-15. A genuine
-# difference is far larger: LG-Mix with λ = 1e-7 instead of 0 already moves the weights by 4e-8.
-F64_ATOL = 1e-9
 
 
 @pytest.fixture

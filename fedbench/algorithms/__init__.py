@@ -1,9 +1,10 @@
 """FL methods, one per file, declared by name below: the catalogue of built-in methods.
 
 Each entry names the method, its class in ``fedbench/algorithms/<name>.py``, its hyperparameters (a class of
-``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it) and
+``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it),
 ``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
-it). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
+it) and ``fedavg_setting`` (the ``algorithm_params``, and run ``setup`` where needed, with which the method is
+FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/engine/contract.py``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
 class; compiling a recipe, hashing its specs and listing the methods read only this catalogue and ``params.py``,
 which import no torch. A plug-in written outside the repository registers its class in one step instead:
 ``@register_algorithm(name, papers=...)`` (``_registry.py``).
@@ -26,8 +27,9 @@ def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
     ALGORITHMS.declare(name, f"fedbench.algorithms.{name}:{cls}", params=params, **info)
 
 
-_method("apfl", "APFL", p.APFLParams, papers=("lgmix",))
-_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",))
+# APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
+_method("apfl", "APFL", p.APFLParams, papers=("lgmix",), fedavg_setting={})
+_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",), fedavg_setting={})
 # finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
 _method(
     "dot_regression",
@@ -51,22 +53,59 @@ _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpr
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
 _method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix",))
-_method("fedhkd", "FedHKD", p.FedHKDParams, papers=("lgmix",))
-_method("fedimpro", "FedImpro", p.FedImproParams, papers=("fedimpro",))
-_method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",))
-_method("fedntd", "FedNTD", p.FedNTDParams, papers=("fedtr", "feddrplus"))
+_method(
+    "fedhkd",
+    "FedHKD",
+    p.FedHKDParams,
+    papers=("lgmix",),
+    fedavg_setting={"algorithm_params": {"lam": 0.0, "gamma": 0.0}},
+)
+_method(
+    "fedimpro",
+    "FedImpro",
+    p.FedImproParams,
+    papers=("fedimpro",),
+    fedavg_setting={"algorithm_params": {"feature_weight": 0.0}},
+)
+# equal step counts (local_steps) make every a_i equal, so w − τ_eff·Σ p_i (w − w_i)/a_i is FedAvg's average
+_method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",), fedavg_setting={"setup": {"local_steps": 2}})
+_method(
+    "fedntd",
+    "FedNTD",
+    p.FedNTDParams,
+    papers=("fedtr", "feddrplus"),
+    fedavg_setting={"algorithm_params": {"beta": 0.0}},
+)
 _method("fedper", "FedPer", p.NoParams, papers=("feddrplus",))
-_method("fedprox", "FedProx", p.FedProxParams, papers=("fedtr", "fedtrip", "fedimpro"))
+_method(
+    "fedprox",
+    "FedProx",
+    p.FedProxParams,
+    papers=("fedtr", "fedtrip", "fedimpro"),
+    fedavg_setting={"algorithm_params": {"mu": 0.0}},
+)
 _method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
-_method("fedtr", "FedTR", p.FedTRParams, papers=("fedtr",))
-_method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",))
+_method(
+    "fedtr",
+    "FedTR",
+    p.FedTRParams,
+    papers=("fedtr",),
+    fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
+)
+_method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
 _method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",))
 _method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
 _method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
-_method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"))
+_method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
 _method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
-_method("slowmo", "SlowMo", p.SlowMoParams, papers=("fedtrip",))
+_method(
+    "slowmo",
+    "SlowMo",
+    p.SlowMoParams,
+    papers=("fedtrip",),
+    fedavg_setting={"algorithm_params": {"beta": 0.0, "slow_lr": 1.0}},
+)
 _method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))
 
 __all__ = [

@@ -48,7 +48,9 @@ class FedHKD(Algorithm):
         soft_sums: torch.Tensor | int = 0
         counts: torch.Tensor | int = 0
         with torch.no_grad():
-            for start in range(0, ctx.num_samples, 1000):
+            # a client without training samples runs one empty batch: zero sums and counts of the right shapes, so
+            # it adds nothing to the server's class means (``aggregate`` divides by the summed counts)
+            for start in range(0, max(ctx.num_samples, 1), 1000):
                 idx = ctx.indices[start : start + 1000]
                 logits, z = model_outputs(ctx.model, ctx.data.train_x[idx])
                 assert z is not None  # the hyper-knowledge is in features: every fedbench model has them
@@ -57,8 +59,7 @@ class FedHKD(Algorithm):
                 soft_sums = soft_sums + onehot.T @ F.softmax(logits / self.params.temperature, dim=1)
                 counts = counts + onehot.sum(0)
         ctx.model.train()
-        # needs one sample at least: an empty client is not supported
-        assert isinstance(sums, torch.Tensor) and isinstance(counts, torch.Tensor)
+        assert isinstance(sums, torch.Tensor) and isinstance(counts, torch.Tensor)  # one batch at least ran
         noise = self.params.noise_std * torch.randn(sums.shape[1], generator=ctx.generator, device=sums.device)
         means = sums / counts.clamp(min=1)[:, None] + noise  # one noise vector per client ([code])
         update.extra["knowledge"] = (means * counts[:, None], soft_sums, counts)

@@ -39,7 +39,7 @@ class FedNova(Algorithm):
         a = torch.tensor([u.extra["a"] for u in updates], dtype=torch.float64)
         tau_eff = float((p * a).sum())
         # w^{t+1} = w^t − τ_eff Σ p_i (w^t − w_i)/a_i
-        normalized = [(server.params - u.params) / a_i for u, a_i in zip(updates, a.tolist())]
+        normalized = [_normalized(server.params - u.params, a_i) for u, a_i in zip(updates, a.tolist())]
         server.params = server.params - tau_eff * weighted_average(normalized, p)
         if not self.params.normalize_buffers:
             server.buffers = average_buffers(updates, p)
@@ -47,8 +47,14 @@ class FedNova(Algorithm):
         buffers = {}
         for name, current in server.buffers.items():
             if current.is_floating_point():
-                steps = [(current - u.buffers[name]) / a_i for u, a_i in zip(updates, a.tolist())]
+                steps = [_normalized(current - u.buffers[name], a_i) for u, a_i in zip(updates, a.tolist())]
                 buffers[name] = current - tau_eff * weighted_average(steps, p)
             else:
                 buffers[name] = updates[0].buffers[name].clone()
         server.buffers = buffers
+
+
+def _normalized(change: torch.Tensor, a_i: float) -> torch.Tensor:
+    """d_i = change / a_i; a client that took no step (no training sample: τ_i = 0, so a_i = 0) did not move, and its
+    d_i is 0, not 0/0 (its p_i is 0 too, but 0 · NaN would still poison the average)."""
+    return change / a_i if a_i > 0 else torch.zeros_like(change)

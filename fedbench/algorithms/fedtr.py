@@ -144,7 +144,8 @@ def local_centroids(model, train_x, train_y, indices, batch_size: int) -> tuple[
     model.eval()
     sums: torch.Tensor | None = None
     counts: torch.Tensor | None = None
-    for start in range(0, int(indices.numel()), batch_size):
+    # a client without training samples runs one empty batch: zero sums and counts, which Eq. 9 ignores
+    for start in range(0, max(int(indices.numel()), 1), batch_size):
         chosen = indices[start : start + batch_size]
         logits, z = model_outputs(model, train_x[chosen])
         assert z is not None  # Eq. 7 averages features: every fedbench model has a features/head split
@@ -155,6 +156,6 @@ def local_centroids(model, train_x, train_y, indices, batch_size: int) -> tuple[
         sums.index_add_(0, y, z.to(torch.float64))
         counts.index_add_(0, y, torch.ones_like(y, dtype=torch.float64))
     model.train(was_training)
-    assert sums is not None and counts is not None  # needs one sample at least: an empty client is not supported
+    assert sums is not None and counts is not None  # one batch at least ran
     means = sums / counts.clamp(min=1).unsqueeze(-1)
     return means.to(torch.float32), counts

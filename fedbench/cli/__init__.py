@@ -1,8 +1,9 @@
 """fedbench command line: one thin module per command group over library calls.
 
-``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and ``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and
-``models`` (``cli/catalog.py``), the ``datasets`` group (``cli/datasets.py``), ``export`` and ``import``
-(``cli/transfer.py``). Each command parses its options, calls
+``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and
+``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and ``models`` (``cli/catalog.py``), the
+``datasets`` group (``cli/datasets.py``), ``export`` and ``import`` (``cli/transfer.py``), ``check-method``
+(``cli/check.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
 
@@ -20,10 +21,9 @@ from __future__ import annotations
 
 import typer
 
-from fedbench.cli import catalog, datasets, plan, report, run, runs, status, transfer
+from fedbench.cli import catalog, check, datasets, plan, report, run, runs, status, transfer
 
 app = typer.Typer(
-    add_completion=False,
     # a bug's traceback must not print local variables: one of them may be a registry URL with its password
     pretty_exceptions_show_locals=False,
     no_args_is_help=True,
@@ -42,6 +42,7 @@ app.command()(transfer.export)
 app.command("import")(transfer.import_runs)
 app.command()(catalog.algorithms)
 app.command()(catalog.models)
+app.command("check-method")(check.check_method)
 datasets.register_cli(app)
 
 

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import typer
 
+from fedbench.cli import completion
 from fedbench.cli.common import parse_assignments, print_json, print_listing, user_errors
+from fedbench.cli.options import Plugins, load_plugins
 from fedbench.errors import FedbenchError
 
 
 @user_errors
-def algorithms(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def algorithms(
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    plugin: Plugins = [],  # noqa: B006
+) -> None:
     """List the registered FL methods with their hyperparameters and defaults.
 
-    Example: `fedbench algorithms --json`
+    Example: `fedbench algorithms --json` · `fedbench algorithms --plugin my_methods.py`
     """
     from fedbench.report.plugin_catalog import algorithm_entries
 
+    load_plugins(plugin)
     entries = algorithm_entries()
     if as_json:
         print_json(entries)
@@ -29,11 +35,12 @@ def algorithms(as_json: bool = typer.Option(False, "--json", help="Machine-reada
 
 @user_errors
 def models(
-    name: str | None = typer.Argument(None, help="Show one model."),
+    name: str | None = typer.Argument(None, help="Show one model.", autocompletion=completion.models),
     set_: list[str] = typer.Option(
         [], "--set", help="Model configuration KEY=VALUE (num_classes, input_shape, or a model parameter)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """List registered models: parameters, FLOPs per sample, input shape, classes, papers.
 
@@ -41,6 +48,7 @@ def models(
     """
     from fedbench.report.plugin_catalog import model_entries
 
+    load_plugins(plugin)
     overrides = parse_assignments(set_, "--set")
     if set_ and not name:
         raise FedbenchError("--set needs a model NAME, e.g. fedbench models lenet5 --set num_classes=10")

@@ -31,22 +31,37 @@ err_console = Console(stderr=True, emoji=False)
 WORD_ROOM = 12  # print_listing: a table column narrower than its longest word (or 12) folds words: use blocks
 
 
-def print_listing(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def print_listing(
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    whole: Sequence[int] = (),
+    one_line: bool = False,
+) -> None:
     """A list of named entries that never cuts a value (rich ends a cut value in "…"; piped output is 80 columns
-    wide, or $COLUMNS). A table when the terminal has room for every name (the first column) on one line and for
-    the longest word of each other column (up to WORD_ROOM characters; longer values fold onto further lines);
-    else one block per entry: its name, then "column: value" lines that wrap."""
-    plain = [[Text.from_markup(value).plain for value in row] for row in rows]
+    wide, or $COLUMNS). A table when the terminal has room for every name (the first column) on one line, for
+    every line of the ``whole`` columns (names such as labels, one per line) and for the longest word of each other
+    column (up to WORD_ROOM characters; longer values fold onto further lines); else one block per entry: its name,
+    then "column: value" lines that wrap (``one_line``: the name and its "column: value" pairs on one line that
+    wraps, for long listings such as the runs of a registry)."""
+    plain = [[Text.from_markup(value).plain for value in row] for row in [list(columns), *rows]]
 
-    def room(i: int) -> int:
-        words = [w for row in [list(columns), *plain] for w in row[i].split()]
-        longest = max((cell_len(w) for w in words), default=1)
-        return longest if i == 0 else min(longest, WORD_ROOM)
+    def longest(i: int, split: Callable[[str], list[str]]) -> int:
+        return max((cell_len(part) for row in plain for part in split(row[i])), default=1)
 
-    if sum(room(i) + 3 for i in range(len(columns))) + 1 <= console.width:  # 3: padding and border per column
+    # each column's width: the whole of its longest line (its natural width), at least ``room``
+    natural = [longest(i, str.splitlines) for i in range(len(columns))]
+    room = [natural[i] if i == 0 or i in whole else min(longest(i, str.split), WORD_ROOM) for i in range(len(columns))]
+    spare = console.width - (sum(room) + 3 * len(columns) + 1)  # 3: padding and border per column
+    if spare >= 0:
+        widths = list(room)
+        for i in range(len(columns)):  # the room left goes to the columns that would wrap, left to right
+            grow = min(natural[i] - widths[i], spare)
+            widths[i] += grow
+            spare -= grow
         table = RichTable(title=title)
-        for i, column in enumerate(columns):
-            table.add_column(column, overflow="fold", no_wrap=i == 0, min_width=room(i))
+        for column, width in zip(columns, widths):  # fixed widths: rich never narrows a name below its room
+            table.add_column(column, overflow="fold", width=width)
         for row in rows:
             table.add_row(*row)
         console.print(table)
@@ -54,10 +69,16 @@ def print_listing(title: str | None, columns: Sequence[str], rows: Sequence[Sequ
     if title:
         console.print(title, style="bold")
     for row in rows:
+        if one_line:
+            pairs = [
+                f"{column}: {', '.join(value.splitlines())}" for column, value in zip(columns[1:], row[1:]) if value
+            ]
+            console.print(f"[bold]{row[0]}[/bold] · " + " · ".join(pairs), overflow="fold")
+            continue
         console.print(row[0], style="bold", overflow="fold")
         for column, value in zip(columns[1:], row[1:]):
             if value:
-                console.print(f"  {column}: {value}", overflow="fold")
+                console.print(f"  {column}: {' · '.join(value.splitlines())}", overflow="fold")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -144,6 +165,11 @@ def labels_text(labels: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (labels or {}).items())
 
 
+def labels_lines(labels: dict[str, Any] | None) -> str:
+    """A run's labels one KEY=VALUE per line: a listing's ``whole`` column, never cut inside a label."""
+    return "\n".join(f"{k}={v}" for k, v in (labels or {}).items())
+
+
 __all__ = [
     "console",
     "err_console",
@@ -152,6 +178,7 @@ __all__ = [
     "fail",
     "print_json",
     "labels_text",
+    "labels_lines",
     "RegistryOption",
     "parse_assignments",
     "label_filters",

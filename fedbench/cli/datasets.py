@@ -6,12 +6,14 @@ does (``fedbench.recipes.assignments``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from fedbench.cli import completion
 from fedbench.cli.common import console, err_console, parse_assignments, print_json, print_listing, user_errors
+from fedbench.cli.options import Plugins, load_plugins
 
 PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
 INTERRUPTED = "interrupted"
@@ -21,16 +23,18 @@ DataDir: Any = typer.Option(None, "--data-dir", help="data root (default: $FEDBE
 AsJson: Any = typer.Option(False, "--json", help="print JSON instead of a table")
 NoVerify: Any = typer.Option(False, "--no-verify", help="skip checksum verification")
 Params: Any = typer.Option(None, "--param", "-p", help=PARAM_HELP)
+DatasetName = Annotated[str, typer.Argument(help="A registered data set.", autocompletion=completion.datasets)]
 
 app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", no_args_is_help=True)
 
 
 @app.command("list")
 @user_errors(interrupted=INTERRUPTED)
-def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []) -> None:  # noqa: B006
     """Every registered dataset: classes, input shape, natural groups, papers, and whether its files are present."""
     from fedbench.data.catalog import list_datasets
 
+    load_plugins(plugin)
     rows = list_datasets(data_dir)
     if as_json:
         print_json(rows, indent=1)
@@ -51,10 +55,16 @@ def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson) -> None
 
 @app.command("info")
 @user_errors(interrupted=INTERRUPTED)
-def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJson) -> None:
+def info_command(
+    name: DatasetName,
+    data_dir: str | None = DataDir,
+    as_json: bool = AsJson,
+    plugin: Plugins = [],  # noqa: B006
+) -> None:
     """Files needed, on-disk layout, checksums, licence and how to get the data."""
     from fedbench.data.catalog import dataset_info
 
+    load_plugins(plugin)
     info = dataset_info(name, data_dir)
     if as_json:
         print_json(info, indent=1)
@@ -82,15 +92,17 @@ def info_command(name: str, data_dir: str | None = DataDir, as_json: bool = AsJs
 @app.command("check")
 @user_errors(interrupted=INTERRUPTED)
 def check_command(
-    name: str,
+    name: DatasetName,
     data_dir: str | None = DataDir,
     no_verify: bool = NoVerify,
     param: list[str] | None = Params,
     as_json: bool = AsJson,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Verify checksums, load the data and print counts per split, class and group."""
     from fedbench.data.catalog import check_dataset
 
+    load_plugins(plugin)
     params = parse_assignments(param or [], "--param")
     report = check_dataset(name, data_dir, verify=not no_verify, **params)
     if as_json:
@@ -101,6 +113,13 @@ def check_command(
         f"shape {tuple(report['shape'])} {report['dtype']}, loaded in {report['seconds']} s"
     )
     console.print(f"verified: {report['verified']} ({report['verification']})")
+    if "content" in report:
+        content = report["content"]
+        console.print(
+            f"content: {content['files']} files, {content['bytes']} bytes under {escape(content['path'])}, "
+            f"sha256 {content['sha256']} (pin it: -p digest=… / dataset_params.digest)",
+            soft_wrap=True,
+        )
     if report["warning"]:
         err_console.print(f"[yellow]warning:[/yellow] {escape(report['warning'])}", soft_wrap=True)
     if "counts_match" in report:
@@ -108,6 +127,8 @@ def check_command(
             f"official counts {tuple(report['expected_counts'])}: "
             + ("[green]match[/green]" if report["counts_match"] else "[yellow]differ[/yellow]")
         )
+    if "class_names" in report:
+        console.print(f"classes: {escape(', '.join(report['class_names']))}", soft_wrap=True)
     if "train_class_counts" in report:
         console.print(f"train per class: {report['train_class_counts']}")
     if "groups" in report:
@@ -121,12 +142,13 @@ def check_command(
 
 @app.command("download")
 @user_errors(interrupted=DOWNLOAD_INTERRUPTED)
-def download_command(name: str, data_dir: str | None = DataDir) -> None:
+def download_command(name: DatasetName, data_dir: str | None = DataDir, plugin: Plugins = []) -> None:  # noqa: B006
     """Fetch the official files (resumable, checksum-verified) into the data root, laid out as unpacked."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
     from fedbench.data.catalog import download_dataset
 
+    load_plugins(plugin)
     with Progress(
         "[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn()
     ) as bar:
@@ -147,11 +169,16 @@ def download_command(name: str, data_dir: str | None = DataDir) -> None:
 @app.command("prepare")
 @user_errors(interrupted=INTERRUPTED)
 def prepare_command(
-    name: str, data_dir: str | None = DataDir, no_verify: bool = NoVerify, param: list[str] | None = Params
+    name: DatasetName,
+    data_dir: str | None = DataDir,
+    no_verify: bool = NoVerify,
+    param: list[str] | None = Params,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Decode the dataset once into a memory-mapped array cache that later runs load instantly."""
     from fedbench.data.catalog import prepare_dataset
 
+    load_plugins(plugin)
     params = parse_assignments(param or [], "--param")
     result = prepare_dataset(name, data_dir, verify=not no_verify, **params)
     console.print(

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table as RichTable
+from rich.markup import escape
 
-from fedbench.cli.common import console, label_filters, labels_text, print_json, user_errors
+from fedbench.cli.common import console, label_filters, labels_lines, print_json, print_listing, user_errors
 from fedbench.cli.options import (
     DATA_DIR,
     DEVICE,
@@ -18,8 +18,13 @@ from fedbench.cli.options import (
     SET,
     SYNTHETIC,
     THREADS,
+    Add,
+    Plugins,
     Recipes,
     Seeds,
+    SetFor,
+    additions,
+    load_plugins,
     parse_seeds,
     reworded,
 )
@@ -36,6 +41,8 @@ def plan(
     seeds: Seeds = None,
     only: Annotated[list[str], reworded(ONLY, "Keep runs whose labels match KEY=VALUE (repeatable).")] = [],  # noqa: B006
     set_: Annotated[list[str], reworded(SET, "Override a setup key for every run (repeatable).")] = [],  # noqa: B006
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     synthetic: Annotated[bool, reworded(SYNTHETIC, "Plan the runs on generated stand-in data.")] = False,
     device: Annotated[str, reworded(DEVICE, "Device the calibration times: auto, cpu, cuda or cuda:N.")] = "auto",
     jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = 1,
@@ -50,15 +57,18 @@ def plan(
         Path | None, reworded(DATA_DIR, "Data root, read for the sizes of data sets without registered ones.")
     ] = None,
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.
 
     Example: `fedbench plan recipes/fedtrip_table4.toml --scale quick --jobs 2` ·
-    `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json`
+    `fedbench plan recipes/fedimpro_table1.toml --throughput 8 --json` ·
+    `fedbench plan recipes/fedtrip_table4.toml --scale quick --add algorithm=scaffold`
     """
     from fedbench.execution import planning
     from fedbench.recipes.expand import assignments_to_dict
 
+    load_plugins(plugin)
     result = planning.plan_recipes(
         recipes,
         scale=scale,
@@ -71,6 +81,7 @@ def plan(
         threads=threads,
         throughput_tflops=throughput,
         data_root=str(data_dir) if data_dir is not None else None,
+        additions=additions(add, set_for),
     )
     if as_json:
         print_json(result.as_dict())
@@ -78,20 +89,22 @@ def plan(
     if not result.runs:  # e.g. fedtrip_costs.toml: analytic tables only
         console.print("nothing to plan: these recipes define no runs (analytic tables only)")
         return
-    table = RichTable(title=f"{result.runs} runs in {len(result.cells)} table cells")
-    for column in ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)"):
-        table.add_column(column)
+    rows = []
     for cell in result.cells:
         known = cell.runs - cell.unknown
-        table.add_row(
-            cell.recipe,
-            labels_text(cell.labels),
-            str(cell.runs),
-            f"{cell.train_flops / 1e12:.2f}" if known else "?",
-            f"{cell.eval_flops / 1e12:.2f}" if known else "?",
-            _hours(cell.seconds) if known else "?",
+        rows.append(
+            [
+                escape(cell.recipe),
+                escape(labels_lines(cell.labels)),
+                str(cell.runs),
+                f"{cell.train_flops / 1e12:.2f}" if known else "?",
+                f"{cell.eval_flops / 1e12:.2f}" if known else "?",
+                _hours(cell.seconds) if known else "?",
+            ]
         )
-    console.print(table)
+    columns = ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)")
+    # the recipe and each label whole on a line: the plan of a paper table reads in a log or an 80-column terminal
+    print_listing(f"{result.runs} runs in {len(result.cells)} table cells", columns, rows, whole=(1,))
     console.print(
         f"total: {result.train_flops / 1e12:.1f} TFLOP training + {result.eval_flops / 1e12:.1f} TFLOP evaluation; "
         f"estimated {_hours(result.wall_seconds)} h wall time with {result.jobs} worker(s) on {result.calibration.device} "

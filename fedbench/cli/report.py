@@ -8,7 +8,9 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from fedbench.cli import completion
 from fedbench.cli.common import RegistryOption, console, err_console, user_errors
+from fedbench.cli.options import Add, Plugins, SetFor, additions, load_plugins
 from fedbench.errors import FedbenchError
 
 
@@ -72,8 +74,12 @@ def report(
     paper: str | None = typer.Option(
         None, "--paper", help="Render every recipe of this paper (recipes/*.toml with paper = ID)."
     ),
-    recipe: list[Path] = typer.Option([], "--recipe", help="Render these recipe files (repeatable)."),
-    table: str | None = typer.Option(None, "--table", help="Only this table view."),
+    recipe: list[Path] = typer.Option(
+        [], "--recipe", help="Render these recipe files (repeatable).", autocompletion=completion.recipe_files
+    ),
+    table: str | None = typer.Option(
+        None, "--table", help="Only this table view.", autocompletion=completion.table_names
+    ),
     scale: str = typer.Option("full", "--scale", help="Which scale's runs to show."),
     synthetic: bool = typer.Option(
         False, "--synthetic", help="Show runs on synthetic stand-in data (never mixed with real runs)."
@@ -87,13 +93,18 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to this file instead of the terminal."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write accuracy-vs-round PNGs to this folder."),
     recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     registry: str | None = RegistryOption,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Render recipes' tables from the registry: ours (mean ± std, n) beside the published numbers.
 
     Example: `fedbench report --recipe recipes/quickstart.toml` ·
+    `fedbench report --recipe recipes/quickstart.toml --add algorithm=scaffold` (the row `run --add` trained) ·
     `fedbench report --paper fedtrip --format markdown --out reports/fedtrip.md --plots reports/fedtrip`
     """
+    from fedbench.plugins import source_changes
     from fedbench.registry import Registry
     from fedbench.report.collect import build_tables, report_recipes, write_plots
     from fedbench.report.render import FORMATS, render
@@ -110,13 +121,18 @@ def report(
     if plots is not None:
         writable_folder("--plots", plots)
 
-    recipes = report_recipes(paper, recipe, recipes_dir)
+    load_plugins(plugin)
+    extra = additions(add, set_for)
+    recipes = extra.extend(report_recipes(paper, recipe, recipes_dir))
     store = Registry.open_existing(registry)
     if store is None:
         err_console.print(
             f"no registry at {Registry.shown_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True
         )
     tables = build_tables(recipes, store, scale=scale, table=table, synthetic=synthetic)
+    shown = (run.provenance for t in tables for cell in t.cells.values() for run in cell.runs)
+    for warning in source_changes(shown):  # a plug-in that declares a revision, edited since these runs
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     if fmt == "html" and out is not None:
         for path in write_html(out, html_pages(recipes, tables, store, scale=scale, synthetic=synthetic)):
             console.print(f"wrote {path}")
@@ -143,6 +159,7 @@ def compare(
     synthetic: bool = typer.Option(False, "--synthetic", help="Compare runs on synthetic stand-in data."),
     fmt: str = typer.Option("rich", "--format", help="rich, markdown or json."),
     recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """The same cells from two registries side by side, their difference and whether it is within seed noise
     (Welch's t-test on the per-seed figures, p ≥ 0.05).
@@ -157,6 +174,7 @@ def compare(
         raise FedbenchError(f"--format {fmt!r}: choose one of rich, markdown, json")
     if not paper and not recipe:
         raise FedbenchError("say what to compare: --paper ID or --recipe FILE (e.g. --recipe recipes/quickstart.toml)")
+    load_plugins(plugin)
     recipes = report_recipes(paper, recipe, recipes_dir)
     stores = []
     for name, argument in (("REGISTRY_A", registry_a), ("REGISTRY_B", registry_b)):

@@ -17,20 +17,32 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table as RichTable
 
-from fedbench.cli.common import RegistryOption, console, err_console, label_filters, labels_text, user_errors
+from fedbench.cli.common import (
+    RegistryOption,
+    console,
+    err_console,
+    label_filters,
+    labels_lines,
+    print_listing,
+    user_errors,
+)
 from fedbench.cli.options import (
+    Add,
     DataDir,
     Device,
     Jobs,
     Only,
     Overrides,
+    Plugins,
     Recipes,
     Scale,
     Seeds,
+    SetFor,
     Synthetic,
     Threads,
+    additions,
+    load_plugins,
     parse_seeds,
 )
 from fedbench.errors import FedbenchError
@@ -51,6 +63,8 @@ def run(
     seeds: Seeds = None,
     only: Only = [],  # noqa: B006 (a default Typer hands over; never mutated)
     set_: Overrides = [],  # noqa: B006
+    add: Add = [],  # noqa: B006
+    set_for: SetFor = [],  # noqa: B006
     synthetic: Synthetic = False,
     device: Device = "auto",
     jobs: Jobs = 1,
@@ -119,17 +133,20 @@ def run(
     slurm_cluster: str = typer.Option(
         "slurm", "--slurm-cluster", help="Slurm: 'local' runs the array as processes here (a try without Slurm)."
     ),
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
 
     Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
     `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5` ·
+    `fedbench run recipes/quickstart.toml --add algorithm=scaffold --set-for algorithm=scaffold:optimizer.lr=0.02` ·
     `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
     from fedbench.execution import batch
     from fedbench.recipes.expand import assignments_to_dict
 
+    load_plugins(plugin)  # every worker loads them too (ExecutionOptions.plugins)
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
     )
@@ -142,6 +159,7 @@ def run(
         overrides=assignments_to_dict(set_, "--set"),
         synthetic=synthetic,
         device=options.device,
+        additions=additions(add, set_for),
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
         names = " ".join(f"--recipe {r}" for r in recipes)
@@ -152,12 +170,13 @@ def run(
         return
     if dry_run:
         rows = batch.dry_run(planned, options.registry_url)
-        table = RichTable(title=f"{len(rows)} runs")
-        for column in ("spec_hash", "labels", "seed", "rounds", "status"):
-            table.add_column(column)
-        for row in rows:
-            table.add_row(row.spec_hash, labels_text(row.labels), str(row.seed), str(row.rounds), row.status)
-        console.print(table)
+        entries = [
+            [row.spec_hash, escape(labels_lines(row.labels)), str(row.seed), str(row.rounds), str(row.status)]
+            for row in rows
+        ]
+        # each label whole on its line; a narrow terminal or a pipe gets one wrapped line per run
+        columns = ("spec_hash", "labels", "seed", "rounds", "status")
+        print_listing(f"{len(rows)} runs", columns, entries, whole=(1,), one_line=True)
         return
 
     work = batch.prepare_batch(planned, options, force=force)
@@ -183,6 +202,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
     (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
     another form are converted here."""
     from fedbench.checkpoint.location import resolve_checkpoints
+    from fedbench.plugins import plugin_source
 
     same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
     memory = parameters["client_state_memory"]
@@ -194,6 +214,7 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
             "gpus": parse_gpus(parameters["gpus"]),
             "checkpoints": resolve_checkpoints(parameters["checkpoints"]),
             "client_state_memory": None if memory is None else memory << 20,  # MiB on the command line
+            "plugins": tuple(plugin_source(text) for text in parameters["plugin"]),  # as every worker loads them
         }
     )
 

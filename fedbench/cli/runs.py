@@ -6,9 +6,19 @@ import json
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table as RichTable
 
-from fedbench.cli.common import RegistryOption, console, err_console, labels_text, print_json, user_errors
+from fedbench.cli.common import (
+    RegistryOption,
+    console,
+    err_console,
+    labels_lines,
+    labels_text,
+    print_json,
+    print_listing,
+    user_errors,
+)
 
 
 def _percent(value: Any) -> str:
@@ -47,25 +57,27 @@ def runs(
             f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
         )
         records = []
-    table = RichTable(title=f"{len(records)} runs")
-    for column in ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final"):
-        table.add_column(column)
+    rows = []
     for r in records:
         summary = r["summary"] or {}
         scale = r["scale"] + (" (synthetic)" if r["synthetic"] else "")
-        table.add_row(
-            str(r["id"]),
-            r["spec_hash"],
-            r["paper"] or "",
-            labels_text(r["labels"]),
-            str(r["seed"]),
-            scale,
-            r["status"],
-            str(r["rounds_done"]),
-            _percent(summary.get("best")),
-            _percent(summary.get("final")),
+        rows.append(
+            [
+                str(r["id"]),
+                r["spec_hash"],
+                escape(r["paper"] or ""),
+                escape(labels_lines(r["labels"])),
+                str(r["seed"]),
+                scale,
+                r["status"],
+                str(r["rounds_done"]),
+                _percent(summary.get("best")),
+                _percent(summary.get("final")),
+            ]
         )
-    console.print(table)
+    columns = ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final")
+    # the paper and each label whole on a line (the hash may fold); a narrow terminal or a pipe gets a line per run
+    print_listing(f"{len(records)} runs", columns, rows, whole=(2, 3), one_line=True)
 
 
 def show_stale(registry_url: str | None, paper: str | None, as_json: bool) -> None:
@@ -109,25 +121,90 @@ def show_stale(registry_url: str | None, paper: str | None, as_json: bool) -> No
 @user_errors
 def show(
     run_id: str = typer.Argument(..., help="Run id or spec_hash (prefix)."),
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output (see docs/cli.md)."),
+    spec: bool = typer.Option(False, "--spec", help="Also print the whole resolved spec (JSON)."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output: everything (see docs/cli.md)."),
     registry: str | None = RegistryOption,
 ) -> None:
-    """Show one run: spec, provenance, summary and the per-round curve.
+    """Show one run on one screen: who it is, the settings that differ from their defaults, what it reached, its
+    curve (a sparkline and a few rounds) and where it was trained.
 
-    Example: `fedbench show 3` · `fedbench show 8c99186 --json`
+    Example: `fedbench show 3` · `fedbench show 8c99186 --spec` · `fedbench show 8c99186 --json`
     """
-    from fedbench.report.run_view import curve_table, show_run
+    from fedbench.report.run_view import show_run
 
     data = show_run(registry, run_id)
     if as_json:
         print_json(data)
         return
-    console.print(f"[bold]run {data['id']}[/bold] {data['spec_hash']} {data['status']}  {data['labels']}")
-    console.print_json(json.dumps({k: data[k] for k in ("spec", "summary", "provenance")}))
-    headers, rows = curve_table(data["curve"])  # round, every metric the run recorded, seconds
-    table = RichTable(title="curve")
-    for column in headers:
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_overview(data)
+    if spec:
+        console.print("[bold]spec[/bold]")
+        console.print_json(json.dumps(data["spec"]))
+
+
+def print_overview(data: dict[str, Any]) -> None:
+    """``fedbench show`` for a person: a few short blocks, each wrapped at the terminal's width."""
+    from fedbench.report.run_view import (
+        changed_settings,
+        curve_sample,
+        curve_table,
+        provenance_lines,
+        result_line,
+        sparkline,
+    )
+
+    grid = RichTable.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+
+    def block(title: str, parts: list[str]) -> None:
+        if parts:
+            grid.add_row(title, escape(" · ".join(parts)))
+
+    where = f"{data['paper']}" + (f" (recipe {data['recipe']})" if data["recipe"] not in (None, data["paper"]) else "")
+    scale = data["scale"] + (" (synthetic data)" if data["synthetic"] else "")
+    block(
+        f"run {data['id']}",
+        [
+            data["spec_hash"],
+            data["status"],
+            where,
+            labels_text(data["labels"]),
+            f"seed {data['seed']}",
+            f"{scale} scale",
+        ],
+    )
+    planned = data["spec"].get("rounds", "?")
+    timing = [f"{data['rounds_done']} of {planned} rounds"]
+    if data["wall_seconds"] is not None:
+        timing.append(f"{data['wall_seconds']:.1f} s")
+    if data["finished_at"]:
+        timing.append(f"finished {data['finished_at'][:16].replace('T', ' ')} UTC")
+    if data["diverged_round"] is not None:
+        timing.append(f"diverged at round {data['diverged_round']}")
+    block("trained", timing)
+    if data["error"]:
+        block("error", [data["error"].strip().splitlines()[-1]])
+    block("settings", [f"{key}={_setting(value)}" for key, value in changed_settings(data["spec"])])
+    block("test accuracy (%)", result_line(data["summary"]))
+    for number, line in enumerate(provenance_lines(data["provenance"])):
+        block("provenance" if number == 0 else "", line)
+    curve = data["curve"]
+    accuracy = [entry["test_acc"] for entry in curve if entry.get("test_acc") is not None]
+    if accuracy:
+        block("curve", [f"test accuracy {sparkline(accuracy)} ({len(accuracy)} evaluations)"])
+    console.print(grid)
+    shown = curve_sample(curve)
+    headers, rows = curve_table(shown)
+    if rows:
+        title = f"{len(shown)} of {len(curve)} rounds (`--json` has them all)" if len(shown) < len(curve) else None
+        table = RichTable(title=title, title_justify="left")
+        for column in headers:
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _setting(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (dict, list)) else str(value)

@@ -5,10 +5,12 @@ A loader is registered with its static metadata and has the signature
 ``<data root>/<dataset name>/``. Loaders raise ``DataError`` naming the missing files and how to get them.
 
 The registry lives in ``_registry.py``; importing this package imports every loader and the partitioners, so each
-registers itself.
+registers itself. A plug-in from outside fedbench registers its loader with ``register_dataset`` and its
+partitioner with ``register_partitioner``, both imported from here (``fedbench.plugins``).
 """
 
 from fedbench.data import (  # noqa: F401  (imported to register)
+    arrayfile,
     bci,
     camelyon17,
     cifar,
@@ -16,6 +18,8 @@ from fedbench.data import (  # noqa: F401  (imported to register)
     digits,
     fedbn,
     femnist,
+    hfdisk,
+    imagefolder,
     medmnist,
     mnist,
     pamap2,
@@ -33,14 +37,17 @@ from fedbench.data._registry import (
     register_dataset,
     static_input_shape,
 )
+from fedbench.data.partition import PARTITIONERS, register_partitioner
 
 __all__ = [
     "DATASETS",
     "LOADER_ARGUMENTS",
+    "PARTITIONERS",
     "data_root",
     "dataset_meta",
     "dataset_params",
     "load_dataset",
     "register_dataset",
+    "register_partitioner",
     "static_input_shape",
 ]

@@ -31,12 +31,16 @@ def dataset_meta(name: str) -> DatasetMeta:
 
 def static_input_shape(name: str, params: dict[str, Any] | None = None) -> tuple[int, ...]:
     """The input shape a run of ``name`` will see, without loading anything: the registered shape, with the
-    loader's image-size parameter (``image_size``, MedMNIST's ``size``) applied to (C, H, W) images."""
+    loader's image-size parameter (``image_size``, MedMNIST's ``size``) and channel count (``channels``, of a user's
+    image folder) applied to (C, H, W) images."""
     shape = tuple(dataset_meta(name).input_shape)
     params = params or {}
     size = params.get("image_size") or params.get("size")
     if len(shape) == 3 and isinstance(size, int) and not isinstance(size, bool):
         shape = (shape[0], size, size)
+    channels = params.get("channels")
+    if len(shape) == 3 and isinstance(channels, int) and not isinstance(channels, bool):
+        shape = (channels, *shape[1:])
     return shape
 
 

@@ -118,6 +118,11 @@ def check_dataset(
         "dtype": str(arrays.train_x.dtype),
         "classes": arrays.meta.num_classes,
     }
+    if arrays.info.get("manifest"):  # a user's own data: the digest of what was read, to pin as dataset_params.digest
+        manifest = arrays.info["manifest"]
+        report["content"] = {key: manifest[key] for key in ("path", "sha256", "files", "bytes")}
+    if arrays.info.get("classes"):
+        report["class_names"] = list(arrays.info["classes"])
     if arrays.meta.task == "classification":
         report["train_class_counts"] = np.bincount(arrays.train_y, minlength=arrays.meta.num_classes).tolist()
         report["test_class_counts"] = np.bincount(arrays.test_y, minlength=arrays.meta.num_classes).tolist()
@@ -291,6 +296,11 @@ def prepare_dataset(
     name: str, root: str | os.PathLike | None = None, verify: bool = True, **params: Any
 ) -> dict[str, Any]:
     """Run the loader once and save its arrays as a memory-mappable cache used by later loads."""
+    if DATASETS.info(name).get("preparable") is False:
+        raise DataError(
+            f"dataset {name!r} is read from dataset_params.path on every load (its content manifest is hashed each "
+            "time); there is nothing to prepare"
+        )
     start = time.perf_counter()
     params = dataset_params(name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)

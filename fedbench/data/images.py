@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,14 +53,29 @@ def to_nchw(images: np.ndarray, channels: int | None = None) -> np.ndarray:
     return np.ascontiguousarray(images)
 
 
+@dataclass(frozen=True)
+class EncodedImage:
+    """An image file's bytes held in memory (a Hugging Face ``datasets`` image cell); ``name`` names it in errors."""
+
+    name: str
+    data: bytes
+
+
+def _label(source: Path | EncodedImage) -> str:
+    return source.name if isinstance(source, EncodedImage) else str(source)
+
+
 def read_images(
-    paths: Sequence[Path],
+    paths: Sequence[Path | EncodedImage],
     size: int | tuple[int, int] | None,
     mode: str = "RGB",
     dataset: str = "",
     resample: str = "bilinear",
+    remedy: str | None = None,
 ) -> np.ndarray:
-    """Decode image files with Pillow into one (N, C, H, W) uint8 array, resizing each to ``size``."""
+    """Decode image files (or encoded images in memory) with Pillow into one (N, C, H, W) uint8 array, resizing each
+    to ``size``. ``remedy``: what an error about an undecodable image tells the user to do (default: fetch the
+    file from the dataset's download again)."""
     channels = 1 if mode == "L" else 3
     if not paths:
         if size is None:
@@ -70,7 +87,7 @@ def read_images(
     out: np.ndarray | None = None
     for i, path in enumerate(paths):
         try:
-            with Image.open(path) as opened:
+            with Image.open(io.BytesIO(path.data) if isinstance(path, EncodedImage) else path) as opened:
                 image = opened.convert(mode)
                 if size is not None:
                     target = (size, size) if isinstance(size, int) else (size[1], size[0])
@@ -80,10 +97,10 @@ def read_images(
         except FileNotFoundError:
             raise DataError(f"dataset {dataset!r}: missing image {path}") from None
         except OSError as error:
-            raise DataError(
-                f"dataset {dataset!r}: cannot decode image {path} ({error}); replace it with the file from the "
-                f"dataset's download (see `fedbench datasets info {dataset}`)"
-            ) from None
+            remedy = remedy or (
+                f"replace it with the file from the dataset's download (see `fedbench datasets info {dataset}`)"
+            )
+            raise DataError(f"dataset {dataset!r}: cannot decode image {_label(path)} ({error}); {remedy}") from None
         if array.ndim == 2:
             array = array[:, :, None]
         if out is None:
@@ -91,7 +108,7 @@ def read_images(
             out = np.empty((len(paths), channels, array.shape[0], array.shape[1]), dtype=np.uint8)
         elif array.shape != first_shape:
             raise DataError(
-                f"dataset {dataset!r}: image {path} has shape {array.shape}, expected {first_shape}; "
+                f"dataset {dataset!r}: image {_label(path)} has shape {array.shape}, expected {first_shape}; "
                 "pass dataset_params.image_size to resize"
             )
         out[i] = array.transpose(2, 0, 1)

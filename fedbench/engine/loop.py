@@ -2,8 +2,9 @@
 checkpoint. The engine never reads TOML, never prints tables and never touches the registry: it
 reports each finished round to a ``RunSink``.
 
-``run`` is ``set_up`` (round 0) and ``resume`` (from the run's checkpoint, if any), then for each round
-``train_round``, ``evaluate_round``, the sink's ``log_round`` and ``checkpoint_round``.
+``run`` is ``set_up`` (round 0), then ``train``: ``resume`` (from the run's checkpoint, if any) and for each round
+``train_round``, ``evaluate_round``, the sink's ``log_round`` and ``checkpoint_round``. The engine contract's checks
+(``engine/contract.py``) call ``set_up`` and ``train`` themselves, to change one thing in between.
 """
 
 from __future__ import annotations
@@ -195,6 +196,9 @@ class Training:
     settings: dict[str, Any]  # ``RunResult.settings``
     info: dict[str, Any]  # ``RunResult.info``
     finetune_start: dict[str, Any] | None = None  # global weights fine-tuning starts from (spec.finetune)
+    # train each round's clients last to first (still aggregated in the schedule's order): the engine contract's
+    # check that no client's result depends on the clients trained before it (``fedbench.seeding``)
+    reversed_order: bool = False
 
 
 def set_up(spec: RunSpec, options: EngineOptions) -> Training:
@@ -302,11 +306,14 @@ def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
         updates, contexts = packed.train_round(state, algorithm, clients, round_index, lr, payload)
     else:
         updates, contexts = [], []
-        for client in clients:
+        for client in reversed(clients) if training.reversed_order else clients:
             ctx = state.client_context(algorithm, client, round_index, lr=lr, payload=payload)
             updates.append(algorithm.local_train(ctx))
             contexts.append(ctx)
             check_client_loss(updates[-1], round_index)
+        if training.reversed_order:
+            updates.reverse()
+            contexts.reverse()
     for update in updates:  # the packed path checks after the round; the sequential one already did
         check_client_loss(update, round_index)
     algorithm.aggregate(server, updates, round_index)
@@ -393,8 +400,12 @@ def run(spec: RunSpec, sink: RunSink, options: EngineOptions | None = None) -> R
     A round is trained, evaluated, logged, checkpointed and then reported to ``options.on_round``. An exception a
     hook or the sink raises ends the run where it is: the last checkpoint written is the one the next run resumes
     from."""
-    options = options or EngineOptions()
-    training = set_up(spec, options)
+    return train(set_up(spec, options or EngineOptions()), sink)
+
+
+def train(training: Training, sink: RunSink) -> RunResult:
+    """``run`` after ``set_up``: resume, then train, evaluate, log and checkpoint the rounds left."""
+    spec, options = training.spec, training.options
     start_round = resume(training, sink)
     round_index = start_round
     try:

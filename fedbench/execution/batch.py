@@ -15,6 +15,7 @@ from typing import Any
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.data.files import unchecked_pickle_warning
+from fedbench.data.own import changed_data_warning, reads_user_path
 from fedbench.engine.packed import check_packing
 from fedbench.errors import FedbenchError
 from fedbench.execution.cluster import execute_on_cluster
@@ -22,6 +23,8 @@ from fedbench.execution.devices import check_placement, resolve_device
 from fedbench.execution.events import Emit
 from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
+from fedbench.plugins import plugin_sources, source_changes
+from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 from fedbench.vocab.status import FINISHED, RunStatus
@@ -36,11 +39,13 @@ def plan_runs(
     overrides: dict[str, Any] | None = None,
     synthetic: bool = False,
     device: str = "auto",
+    additions: Additions | None = None,
 ) -> list[PlannedRun]:
-    """Compile ``recipes`` into runs (deduplicated by spec_hash) and check ``device``; an ``only`` filter that
-    keeps nothing is an error. An empty list means the recipes define no runs (analytic tables only)."""
+    """Compile ``recipes`` (extended by ``additions``: ``--add``, ``--set-for``) into runs (deduplicated by
+    spec_hash) and check ``device``; an ``only`` filter that keeps nothing is an error. An empty list means the
+    recipes define no runs (analytic tables only)."""
     planned = compile_recipes(
-        list(recipes), scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
+        list(recipes), additions, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
     )
     resolve_device(device)
     if not planned and only:
@@ -122,7 +127,8 @@ class Batch:
 def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force: bool = False) -> Batch:
     """Check the options, and the data and partitions of the runs to train (bad input changes nothing in the
     registry), register every planned run, and decide what to train: finished runs are skipped, or with ``force``
-    put back to pending."""
+    put back to pending. The workers load the plug-ins loaded here (``ExecutionOptions.plugins``); a finished run
+    skipped although the source of a plug-in that declares a revision changed since is a warning."""
     check_packing(options.packing)
     check_placement(options.device, options.gpus)
     known = Registry.peek_statuses(options.registry_url, [p.spec_hash for p in planned])
@@ -140,12 +146,18 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     finished = [p for p in planned if statuses.get(p.spec_hash) in FINISHED]
     if force and finished:
         store.reset_for_rerun(p.spec_hash for p in finished)
+    elif finished and options.verify:
+        warnings += changed_data_warnings(finished, store, options.data_root)
     todo = planned if force else [p for p in planned if statuses.get(p.spec_hash) not in FINISHED]
+    if not force and any(p.spec.plugin_code for p in finished):
+        warnings += source_changes(row.provenance for row in store.run_states(p.spec_hash for p in finished))
+    plugins = tuple(dict.fromkeys([*options.plugins, *plugin_sources()]))
     return Batch(
         planned,
         store,
         todo,
-        replace(options, registry_url=store.url),  # the default registry, resolved: every worker opens this one
+        # the default registry, resolved: every worker opens this one, and loads the plug-ins loaded here
+        replace(options, registry_url=store.url, plugins=plugins),
         rerun=finished if force else [],
         skipped=[] if force else finished,
         arrays=arrays,
@@ -191,6 +203,27 @@ def preflight(
         if spec.client_test != "split":
             client_test_sets(spec, loaded, parts)
     return list(warnings)
+
+
+def changed_data_warnings(finished: list[PlannedRun], store: Registry, data_root: str | None) -> list[str]:
+    """One line per data set read from a user's path whose finished runs (which the batch skips and a report shows)
+    were trained on content other than the path holds now (``fedbench.data.own.changed_data_warning``)."""
+    by_data: dict[str, list[PlannedRun]] = {}
+    for item in finished:
+        if not item.spec.synthetic and reads_user_path(item.spec.dataset):
+            by_data.setdefault(repr((item.spec.dataset, sorted(item.spec.dataset_params.items()))), []).append(item)
+    if not by_data:
+        return []
+    stored = {row.spec_hash: row.provenance for row in store.run_states(p.spec_hash for p in finished)}
+    lines = []
+    for runs in by_data.values():
+        spec = runs[0].spec
+        line = changed_data_warning(
+            spec.dataset, data_root, dict(spec.dataset_params), [stored.get(p.spec_hash) for p in runs]
+        )
+        if line:
+            lines.append(line)
+    return lines
 
 
 __all__ = ["plan_runs", "dry_run", "DryRunRow", "preflight", "prepare_batch", "Batch", "Outcome", "FailedRun"]

@@ -19,9 +19,9 @@ from typing import Any
 import torch
 
 from fedbench.data.federated import ArraysCache
-from fedbench.errors import WriteFailed
+from fedbench.errors import FedbenchError, WriteFailed
 from fedbench.execution.devices import place_workers
-from fedbench.execution.events import Emit, Event
+from fedbench.execution.events import Emit, Event, Note
 from fedbench.execution.options import ExecutionOptions
 from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
@@ -87,6 +87,8 @@ def _worker_main(
         pass
     except WriteFailed as exc:
         events.put(_WriteRefused(exc.fields()))
+    except FedbenchError as exc:  # e.g. a plug-in that no longer loads: the worker stops, and says why
+        events.put(Note(f"worker {os.getpid()} stopped: {exc}"))
     finally:
         events.put(_WorkerExited(os.getpid()))
 

@@ -43,6 +43,10 @@ class ExecutionOptions:
     # --client-state-memory in bytes: per-client state a run keeps in memory before the states its last checkpoint
     # filed leave it (``algorithms/client_states.py``); None: the engine's default.
     client_state_memory: int | None = None
+    # The plug-ins every worker loads before it claims a run (``fedbench.plugins.load_plugins``; the installed
+    # distributions' entry points load by themselves): absolute paths or module names, as ``prepare_batch`` finds
+    # them loaded in the process that planned the batch (--plugin, the recipes' ``plugins``).
+    plugins: tuple[str, ...] = ()
 
 
 __all__ = ["ExecutionOptions"]

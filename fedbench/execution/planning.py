@@ -45,6 +45,7 @@ from fedbench.execution.batch import plan_runs
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.provenance import device_name
 from fedbench.models import build_model
+from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun
 from fedbench.recipes.resolve import non_default
 from fedbench.spec import RunSpec
@@ -354,13 +355,22 @@ def plan_recipes(
     threads: int = 1,
     throughput_tflops: float | None = None,
     data_root: str | None = None,
+    additions: Additions | None = None,
 ) -> Plan:
-    """``fedbench plan``: compile ``recipes`` as ``fedbench run`` would, then calibrate on ``device`` (or assume
-    ``throughput_tflops`` sustained TFLOP/s) and cost every run."""
+    """``fedbench plan``: compile ``recipes`` as ``fedbench run`` would (``additions``: its ``--add`` and
+    ``--set-for``), then calibrate on ``device`` (or assume ``throughput_tflops`` sustained TFLOP/s) and cost every
+    run."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected a positive number of workers")
     planned = plan_runs(
-        recipes, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic, device=device
+        recipes,
+        scale=scale,
+        seeds=seeds,
+        only=only,
+        overrides=overrides,
+        synthetic=synthetic,
+        device=device,
+        additions=additions,
     )
     items = workloads(planned)
     if throughput_tflops is not None:

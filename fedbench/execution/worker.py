@@ -1,7 +1,7 @@
 """A worker's claim loop: claim each planned run, train it with a heartbeat on the claim, record its outcome.
 
-Every worker (in process, a local worker process, a Slurm job, a Ray task) walks the same list and *claims* each
-run before training it (an atomic registry update), so workers never duplicate a run; a run whose worker died is
+Every worker (in process, a local worker process, a Slurm job, a Ray task) first loads the batch's plug-ins
+(``ExecutionOptions.plugins``), then walks the same list and *claims* each run before training it (an atomic registry update), so workers never duplicate a run; a run whose worker died is
 claimed again and resumes from its checkpoint (``checkpoint/location.py`` says where that is). Progress goes to an
 ``emit`` callback as ``events``.
 """
@@ -29,7 +29,9 @@ from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, Run
 from fedbench.execution.options import ExecutionOptions
 from fedbench.execution.provenance import PeakMemory, provenance
 from fedbench.metrics import summarize
+from fedbench.plugins import load_plugins
 from fedbench.recipes.expand import PlannedRun
+from fedbench.recipes.resolve import check_plugin_code, plugin_records
 from fedbench.registry import Registry
 from fedbench.registry.claims import Heartbeat, worker_id
 from fedbench.spec import RunSpec
@@ -144,6 +146,7 @@ def execute_one(
     if device.type == "cuda" and device.index is not None:
         torch.cuda.set_device(device)  # the worker's GPU (``devices.place_workers``) is also its default CUDA device
     sink = RegistrySink(registry, run_id, heartbeat)
+    plugins = {"plugins": plugin_records(spec)} if spec.plugin_code else {}  # those from outside fedbench it uses
 
     def taken_over(exc: ClaimLost) -> str:
         message = f"{exc}; this worker stopped it and wrote nothing more for it"
@@ -158,7 +161,7 @@ def execute_one(
         return exc
 
     try:
-        sink.set_provenance(provenance(device))
+        sink.set_provenance(provenance(device, **plugins))
     except ClaimLost as exc:
         return taken_over(exc)
     except WriteFailed as exc:
@@ -170,6 +173,7 @@ def execute_one(
     memory.start()
     mirror = None
     try:
+        check_plugin_code(spec)  # this worker's plug-ins are the code the run was planned with
         mirror = checkpoint_mirror(options, spec.spec_hash)
         if mirror is not None:  # the storage's copy is the one to resume from
             remove_checkpoint(checkpoint)
@@ -194,7 +198,7 @@ def execute_one(
             sink.finish(RunStatus.FAILED, error=registry.scrub("".join(traceback.format_exception(exc))[-4000:]))
         emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=registry.scrub(f"{type(exc).__name__}: {exc}")))
         return RunStatus.FAILED
-    info = {**provenance(device, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
+    info = {**provenance(device, **plugins, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
     curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
     try:
         sink.set_provenance(info)
@@ -222,7 +226,9 @@ def work_through(
     emit: Emit,
     arrays: ArraysCache | None = None,
 ) -> None:
-    """Claim and train every run not finished or held by a live worker; the runs share one data set cache."""
+    """Load the batch's plug-ins, then claim and train every run not finished or held by a live worker; the runs
+    share one data set cache."""
+    load_plugins(options.plugins)
     torch.set_num_threads(options.threads)
     registry = Registry(options.registry_url)
     arrays = arrays if arrays is not None else ArraysCache()

@@ -1,7 +1,8 @@
 """Expansion: a recipe's grid → the list of ``PlannedRun``s (one ``RunSpec`` per cell × seed, with its labels).
 
-Merge order for every run: setup → axis values → overrides → combinations → scale → ``--set``. A scale profile
-may replace the seeds; ``--only`` keeps the cells (and seeds) whose labels it names.
+Merge order for every run: setup → axis values → overrides → combinations → scale → ``--set`` → ``--set-for``. A
+scale profile may replace the seeds; ``--only`` keeps the cells (and seeds) whose labels it names. A cell with a
+value ``--add`` appended (``recipe.added``, fedbench/recipes/additions.py) carries the label ``added``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -20,9 +21,12 @@ from fedbench.errors import ConfigError, RecipeError, UnknownNameError, field_er
 from fedbench.recipes.assignments import nested_assignments
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import resolve_spec
-from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe
+from fedbench.recipes.schema import ADDED_LABEL, RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe
 from fedbench.recipes.validate import check_spec
 from fedbench.spec import RunSpec
+
+if TYPE_CHECKING:
+    from fedbench.recipes.additions import Additions
 
 PLUGIN_KEYS = ("algorithm", "dataset", "model", "partition")
 # (label, setup values) of each item of one matrix axis
@@ -118,6 +122,10 @@ def expand(
     for labels, setup in _cells(recipe, items, wanted, scale):
         setup = merge_setup(setup, profile)
         setup = merge_setup(setup, overrides or {})
+        for rule in recipe.set_for:  # --set-for, after --set: the settings of the cells it selects
+            if all(labels.get(axis) == value for axis, value in rule.match.items()):
+                setup = merge_setup(setup, rule.set)
+        labels = _with_added(recipe, labels)
         targets = _targets(setup.pop("targets", ()), recipe.source)
         for seed in run_seeds:
             if "seed" in wanted and str(seed) not in wanted["seed"]:
@@ -167,6 +175,13 @@ def _cells(
             yield labels, combined
 
 
+def _with_added(recipe: Recipe, labels: dict[str, str]) -> dict[str, str]:
+    """A cell's labels, with ``added`` (the axes on which its value is one ``--add`` appended) if it is an added
+    cell."""
+    axes = [axis for axis, values in recipe.added.items() if labels.get(axis) in values]
+    return {**labels, ADDED_LABEL: ",".join(axes)} if axes else labels
+
+
 def _combined(recipe: Recipe, setup: dict[str, Any], labels: dict[str, str]) -> dict[str, Any] | None:
     """The setup with the ``set`` of every combination rule matching ``labels`` merged in, in the recipe's order;
     None when a matching rule skips the cell."""
@@ -211,6 +226,12 @@ def _check_distinct(recipe: Recipe, planned: list[PlannedRun], scale: str) -> No
     seen: dict[str, dict[str, str]] = {}
     for run in planned:
         other = seen.setdefault(run.spec_hash, run.labels)
+        if other != run.labels and (ADDED_LABEL in other) != (ADDED_LABEL in run.labels):
+            added, own = (other, run.labels) if ADDED_LABEL in other else (run.labels, other)
+            raise RecipeError(
+                f"{recipe.source}: the added cell {added} compiles to the same run as the recipe's cell {own} at "
+                f"scale {scale!r}: it is already in the table"
+            )
         if other != run.labels:
             raise RecipeError(
                 f"{recipe.source}: cells {other} and {run.labels} compile to the same run at scale {scale!r}; "
@@ -218,12 +239,15 @@ def _check_distinct(recipe: Recipe, planned: list[PlannedRun], scale: str) -> No
             )
 
 
-def compile_recipes(paths: list[str | Path], **kwargs: Any) -> list[PlannedRun]:
-    """The runs of several recipes, each once (the same run may appear in several tables)."""
+def compile_recipes(paths: list[str | Path], additions: Additions | None = None, **kwargs: Any) -> list[PlannedRun]:
+    """The runs of several recipes, each once (the same run may appear in several tables); ``additions`` (``--add``,
+    ``--set-for``) extend the recipes first."""
+    recipes = [load_recipe(path) for path in paths]
+    if additions:
+        recipes = additions.extend(recipes)
     planned: list[PlannedRun] = []
     seen: set[str] = set()
-    for path in paths:
-        recipe = load_recipe(path)
+    for recipe in recipes:
         for run in expand(recipe, **kwargs):
             if run.spec_hash not in seen:
                 seen.add(run.spec_hash)

@@ -1,4 +1,5 @@
-"""Reading a recipe file: TOML → a ``Recipe`` whose models and cross-key rules (``validate``) all hold."""
+"""Reading a recipe file: TOML → a ``Recipe`` whose models and cross-key rules (``validate``) all hold, with the
+plug-ins it names (``plugins = [...]``) and the installed ones loaded."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from fedbench.errors import RecipeError, field_error
-from fedbench.recipes.schema import Recipe
+from fedbench.plugins import PluginError, load_plugins
+from fedbench.recipes.schema import COMMAND_LINE_FIELDS, Recipe
 from fedbench.recipes.validate import check_recipe
 
 
 def load_recipe(path: str | Path) -> Recipe:
     """The recipe at ``path``, checked; a missing file, bad TOML, an unknown key or a bad value is a one-line
-    ``RecipeError`` naming the file and the key."""
+    ``RecipeError`` naming the file and the key. Its plug-ins (paths relative to the recipe file) are loaded first,
+    and those of the installed distributions' entry points: a plug-in that fails is a ``PluginError`` naming the
+    recipe and the plug-in."""
     path = Path(path)
     if not path.is_file():
         raise RecipeError(f"{path}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)")
@@ -22,6 +26,9 @@ def load_recipe(path: str | Path) -> Recipe:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    for key in COMMAND_LINE_FIELDS:  # what `--add` and `--set-for` set: a recipe's own cells are never "added"
+        if key in raw:
+            raise RecipeError(f"{path}: unknown key {key!r}; see docs/recipes.md for the recipe format")
     try:
         recipe = Recipe(**raw)
     except ValidationError as exc:
@@ -30,5 +37,9 @@ def load_recipe(path: str | Path) -> Recipe:
             raise RecipeError(f"{path}: unknown key {bad.key!r}; see docs/recipes.md for the recipe format") from None
         raise RecipeError(f"{path}: {bad.line()}") from None
     recipe.source = path
+    try:
+        load_plugins(recipe.plugins, base=path.parent)
+    except PluginError as exc:
+        raise PluginError(f"{path}: {exc}") from None
     check_recipe(recipe)
     return recipe

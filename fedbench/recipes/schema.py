@@ -18,6 +18,12 @@ from fedbench.spec import SETUP_KEYS
 # Keys a setup may hold that do not change a run's result, so they are not part of the spec hash.
 RUN_META_KEYS = ("targets",)
 SPEC_SETUP_KEYS = tuple(k for k in SETUP_KEYS if k not in ("seed", "scale", "synthetic"))
+# The label a cell added on the command line (``--add``, fedbench/recipes/additions.py) carries: the axes on which
+# its value is an added one. Only such cells have it, so the registry, ``runs``, ``export`` and the report tell them
+# apart from the recipe's own cells.
+ADDED_LABEL = "added"
+# Recipe fields the command line sets (``--add``, ``--set-for``); a recipe file may not.
+COMMAND_LINE_FIELDS = ("added", "set_for")
 
 
 class Combination(Strict):
@@ -44,8 +50,15 @@ class Recipe(Strict):
     combination: list[Combination] = []
     scale: dict[str, dict[str, Any]] = {}
     tables: list[TableView] = []
+    # plug-ins the recipe's runs need (``fedbench.plugins.load_plugins``): .py files or package folders, relative
+    # to the recipe file, or module names; loaded by ``load_recipe``
+    plugins: list[str] = []
 
     source: Path | None = None  # set by load_recipe
+    # Set by the command line only (fedbench/recipes/additions.py): the labels ``--add`` appended to each axis, and
+    # the ``--set-for`` rules (a match on one axis label and the setup values it sets, merged after ``--set``).
+    added: dict[str, list[str]] = {}
+    set_for: list[Combination] = []
 
     def scale_names(self) -> list[str]:
         return ["full", *self.scale]
@@ -58,19 +71,24 @@ class Recipe(Strict):
 
     def axis_item(self, axis: str, item: Any) -> tuple[str, dict[str, Any]]:
         """(label, setup values) of an item of a matrix axis: a scalar (the value of the setup key named like the
-        axis) or a table with a ``label`` and setup overrides."""
+        axis, dotted for a nested key: ``"partition_params.alpha" = [0.1, 0.05]``) or a table with a ``label`` and
+        setup overrides."""
         if isinstance(item, dict):
             if "label" not in item:
                 raise RecipeError(f"{self.source}: matrix.{axis}: every table item needs a 'label' ({item})")
             values = {k: v for k, v in item.items() if k != "label"}
             check_setup_keys(values, f"matrix.{axis}[{item['label']}]", self.source)
             return str(item["label"]), values
-        if axis not in SPEC_SETUP_KEYS:
+        *parents, key = axis.split(".")
+        if (parents[0] if parents else key) not in SPEC_SETUP_KEYS:
             raise RecipeError(
                 f"{self.source}: matrix.{axis}: {axis!r} is not a setup key, so its items must be tables "
                 "with a 'label' and the setup keys they change"
             )
-        return _label(item), {axis: item}
+        nested: dict[str, Any] = {key: item}
+        for parent in reversed(parents):
+            nested = {parent: nested}
+        return _label(item), nested
 
     def axis_labels(self, axis: str) -> list[str]:
         """The labels of a matrix axis's items, in order."""

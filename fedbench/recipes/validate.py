@@ -109,6 +109,7 @@ def _view_error(recipe: Recipe, view: TableView, text: str) -> RecipeError:
 
 def _check_view(recipe: Recipe, view: TableView) -> None:
     """An analytic view (models, overheads) needs its static rows; a view of runs, every rule below in turn."""
+    _check_reproduces(recipe, view)
     _check_derived(recipe, view)
     if view.kind in ("models", "overheads"):
         if not view.static_rows:
@@ -125,6 +126,17 @@ def _check_view(recipe: Recipe, view: TableView) -> None:
     _check_target(recipe, view)
     _check_cell_labels(recipe, view)
     _check_baseline(recipe, view)
+
+
+def _check_reproduces(recipe: Recipe, view: TableView) -> None:
+    """Each paper item a view declares is named once, without blanks around it (the coverage check compares names)."""
+    seen: set[str] = set()
+    for item in view.reproduces:
+        if not item or item != item.strip():
+            raise _view_error(recipe, view, f"reproduces: {item!r} is not a table or figure label")
+        if item in seen:
+            raise _view_error(recipe, view, f"reproduces: {item!r} is declared twice")
+        seen.add(item)
 
 
 def _check_derived(recipe: Recipe, view: TableView) -> None:

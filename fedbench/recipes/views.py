@@ -39,6 +39,11 @@ class TableView(Strict):
     name: str
     title: str = ""
     caption: str = ""
+    # The items of the paper this view reproduces, as the paper labels them: tables and figure panels ("Table IV",
+    # "Table 2b", "Fig. 2(b)"; "Fig. 4 (validation loss)" for a panel the paper does not letter). What the view
+    # shows, never how a run trains: no spec hash depends on it. The coverage check of the shipped papers
+    # (tests/papers/test_paper_coverage.py) reads these declarations, not the titles.
+    reproduces: list[str] = []
     # runs: cells from the registry.  models: parameter/communication/FLOP statistics of `static_rows`
     # (e.g. FedTrip Table III).  overheads: per-round attaching computation and extra communication of
     # each method of `static_rows` in the `setting` (FedTrip Table VIII).  partition: each row's per-client class

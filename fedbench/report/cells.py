@@ -94,6 +94,7 @@ class Cell:
     printed_ratio: float | None = None  # the ratio the paper printed (view.published_ratio), where recorded
     static: bool = False  # an analytic value, not a summary of runs
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
+    added: bool = False  # a cell of a value added on the command line (--add): never a published value
     run_ids: list[int] = field(default_factory=list)  # registry ids of the runs, aligned with ``seeds``
     runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their registry rows (HTML drill-down)
     comparison: Comparison | None = None  # against the table's baseline cell (fedbench.report.stats)
@@ -140,6 +141,7 @@ class Cell:
             "printed_ratio": self.printed_ratio,
             "static": self.static,
             "published_only": self.published_only,
+            "added": self.added,
             "run_ids": self.run_ids,
             "baseline": self.comparison.to_json() if self.comparison else None,
             "verdict": self.verdict.to_json() if self.verdict else None,
@@ -160,6 +162,11 @@ class Table:
     # what the table's builder has to say about it: an analytic table's method, a measure the runs found (peak memory)
     notes: list[str] = field(default_factory=list)
     baseline: str | None = None  # the baseline axis label every cell is compared with (None: no comparison)
+    # the rows and the columns of values added on the command line (--add)
+    added_rows: list[str] = field(default_factory=list)
+    added_columns: list[str] = field(default_factory=list)
+    # the tasks of its runs' data sets ("classification", "segmentation"): which human name its metric has
+    tasks: tuple[str, ...] = ("classification",)
 
     @property
     def title(self) -> str:
@@ -171,6 +178,7 @@ class Table:
             "recipe": self.recipe,
             "table": self.view.name,
             "title": self.title,
+            "reproduces": self.view.reproduces,
             "caption": self.view.caption,
             "figure": self.view.figure,
             "metric": self.view.metric,
@@ -185,6 +193,8 @@ class Table:
             "notes": self.notes,
             "baseline": self.baseline,
             "baseline_axis": self.view.baseline_axis if self.baseline else None,
+            "added_rows": self.added_rows,
+            "added_columns": self.added_columns,
             "reproduction": self.reproduction(),
         }
 

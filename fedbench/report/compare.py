@@ -18,7 +18,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from fedbench.report.cells import Cell, Table
-from fedbench.report.render.notes import figure_name, ours_text
+from fedbench.report.render.notes import figure_heading, ours_text
 from fedbench.report.stats import ALPHA, welch
 from fedbench.vocab.figures import FIGURES
 
@@ -144,7 +144,7 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
         lines = [f"A = {label_a}  ", f"B = {label_b}", ""]
         for pair in pairs:
             lines += [
-                f"### {pair.a.title} ({figure_name(pair.a.view)})",
+                f"### {pair.a.title} ({figure_heading(pair.a)})",
                 "",
                 "| " + " | ".join(HEADERS) + " |",
                 "|" + "---|" * len(HEADERS),
@@ -154,7 +154,7 @@ def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: s
         return "\n".join(lines + [summary_line(pairs), ""])
     out: list[Any] = [Text(f"A = {label_a}\nB = {label_b}")]
     for pair in pairs:
-        table = RichTable(title=f"{pair.a.title} ({figure_name(pair.a.view)})", show_lines=True)
+        table = RichTable(title=f"{pair.a.title} ({figure_heading(pair.a)})", show_lines=True)
         for header in HEADERS:
             table.add_column(header, overflow="fold")
         for row in rows_of(pair):

@@ -18,7 +18,7 @@ from fedbench.metrics import ema
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.report.render.notes import figure_name
+from fedbench.report.render.notes import figure_heading
 from fedbench.report.static import partition_panels
 from fedbench.report.table import build_table, planned_for_view
 from fedbench.vocab.figures import FIGURES
@@ -156,7 +156,7 @@ def _box_plots(recipe, view, registry, scale: str, synthetic: bool) -> list[tupl
         data = [[v for v in table.cells[(row, c)].values if v is not None] for c in columns]
         ax.boxplot(data)
         ax.set_xticks(range(1, len(columns) + 1), columns)
-        ax.set_ylabel(figure_name(view) + (f" ({table.unit})" if table.unit else ""))
+        ax.set_ylabel(figure_heading(table))
         ax.set_title(f"{recipe.name} · {view.name} · {row}" + (" [synthetic]" if synthetic else ""))
         ax.tick_params(axis="x", rotation=30)
         fig.tight_layout()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fedbench.errors import RegistryError
+from fedbench.errors import FedbenchError, RegistryError
 from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_value
 
@@ -92,3 +92,122 @@ def curve_table(curve: Sequence[dict[str, Any]]) -> tuple[list[str], list[list[s
         for entry in curve
     ]
     return headers, rows
+
+
+# ------------------------------------------------------------------------------------- fedbench show, for a person
+# What a person looks for first in one run: who it is, what was set, what it reached, how it went, where it ran.
+# ``--spec`` prints the whole resolved spec and ``--json`` everything.
+
+IDENTITY_SETTINGS = ("algorithm", "dataset", "model", "partition")  # always shown, first
+NOT_SETTINGS = frozenset({"seed", "scale", "synthetic", "neutral_params", "algorithm_revision"})  # shown elsewhere
+CURVE_ROWS = 8  # rounds in the small curve table: the first, the last and evenly spaced ones between
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``value`` (a spec's JSON) as {dotted key: leaf value}; an empty dict is a leaf."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def changed_settings(spec: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The settings of a stored spec that differ from their defaults (``RunSpec``'s, and each plug-in's own for its
+    parameters), as (dotted key, value): the algorithm, data set, model and partition always, first."""
+    # local: the spec schema and plug-in catalogues (pydantic; no torch) are needed only by `show`
+    from fedbench.recipes.resolve import non_default
+    from fedbench.spec import PLUGIN_KINDS, RunSpec
+
+    defaults = _flat(RunSpec(algorithm="", dataset="", model="").model_dump(mode="json"))
+    plugin_params = {f"{kind}_params" for kind in PLUGIN_KINDS}
+    changed: list[tuple[str, Any]] = [(key, spec.get(key)) for key in IDENTITY_SETTINGS]
+    for key, value in spec.items():
+        if key in IDENTITY_SETTINGS or key in NOT_SETTINGS:
+            continue
+        if key in plugin_params and isinstance(value, dict):
+            kind = key.removesuffix("_params")
+            try:
+                value = non_default(kind, spec[kind], value)
+            except FedbenchError:  # a plug-in this fedbench does not know (any more): all its parameters
+                pass
+            changed += [(f"{key}.{name}", item) for name, item in sorted(value.items())]
+            continue
+        changed += [(name, item) for name, item in _flat(value, f"{key}.").items() if defaults.get(name) != item]
+    return changed
+
+
+SPARK_WIDTH = 60  # characters at most: a longer curve is shown by evenly spaced values, the first and last among them
+
+
+def sparkline(values: Sequence[float], width: int = SPARK_WIDTH) -> str:
+    """``values`` as a line of block characters, lowest ▁ to highest █; at most ``width`` of them (evenly spaced
+    values, the first and the last included)."""
+    if not values:
+        return ""
+    if len(values) > width:
+        values = [values[round(i * (len(values) - 1) / (width - 1))] for i in range(width)]
+    low, high = min(values), max(values)
+    span = (high - low) or 1.0
+    return "".join(SPARK[round((v - low) / span * (len(SPARK) - 1))] for v in values)
+
+
+def curve_sample(curve: Sequence[dict[str, Any]], rows: int = CURVE_ROWS) -> list[dict[str, Any]]:
+    """At most ``rows`` entries of ``curve``: the first, the last and evenly spaced ones between."""
+    if len(curve) <= rows:
+        return list(curve)
+    picks = sorted({round(i * (len(curve) - 1) / (rows - 1)) for i in range(rows)})
+    return [curve[i] for i in picks]
+
+
+def _percent(value: Any) -> str:
+    return "–" if value is None else f"{value * 100:.2f}"
+
+
+def result_line(summary: dict[str, Any]) -> list[str]:
+    """The summary figures of the global model's test accuracy (%), in the figure catalogue's words."""
+    if not summary:
+        return []
+    parts = [
+        f"best {_percent(summary.get('best'))} (round {summary.get('best_round') or '–'})",
+        f"final {_percent(summary.get('final'))}",
+        f"mean of last 5 {_percent(summary.get('last5_mean'))}",
+    ]
+    for target, reached in (summary.get("rounds_to_target") or {}).items():
+        parts.append(f"rounds to {target} %: {reached if reached is not None else 'not reached'}")
+    return parts
+
+
+def provenance_lines(provenance: dict[str, Any] | None) -> list[list[str]]:
+    """Where and how the run was trained, in three lines: software and machine; data; training path and memory."""
+    p = provenance or {}
+    if not p:
+        return []
+    git = p.get("git_commit")
+    software = [
+        f"fedbench {p.get('fedbench_version', '?')}"
+        + (f" (git {git[:7]}{', uncommitted changes' if p.get('git_dirty') else ''})" if git else ""),
+        f"python {p.get('python', '?')}",
+        f"torch {p.get('torch', '?')}",
+        str(p.get("device", "?")),
+        f"host {p.get('host', '?')}",
+    ]
+    data = p.get("data") or {}
+    sizes = data.get("client_sizes") or []
+    data_line = [
+        f"data {data.get('source', '?')}" + (", verified" if data.get("verified") else ", not verified"),
+        *([f"partition {data['partition_fingerprint']}"] if data.get("partition_fingerprint") else []),
+        *([f"{len(sizes)} clients, {min(sizes)}–{max(sizes)} samples each"] if sizes else []),
+        *([f"{data['num_params']:,} parameters"] if data.get("num_params") else []),
+        *([f"resumed from round {data['resumed_from']}"] if data.get("resumed_from") else []),
+    ]
+    packing = p.get("packing") or {}
+    memory = p.get("peak_memory") or {}
+    training = [
+        *([f"{packing['executor']} training"] if packing.get("executor") else []),
+        str(p.get("precision", "fp32")),
+        *([f"peak memory {memory['bytes'] / 2**20:.1f} MiB"] if memory.get("bytes") else []),
+    ]
+    return [software, data_line, training]

@@ -165,7 +165,9 @@ def compare_with_baseline(
     view: TableView, cells: dict[tuple[str, str], Cell], axis: str, baseline: str, alpha: float = ALPHA
 ) -> None:
     """Set ``cell.comparison`` of every run cell against its baseline cell; the p-values of the table's tests are
-    Holm-corrected together, and a test significant after the correction marks the cell better or worse."""
+    Holm-corrected together, and a test significant after the correction marks the cell better or worse. The cells
+    of values added on the command line (``--add``) are corrected as a family of their own, so the recipe's own
+    cells keep the marks they have without them."""
     tested = []
     for cell in cells.values():
         if cell.static or cell.published_only or not cell.n:
@@ -177,6 +179,12 @@ def compare_with_baseline(
         cell.comparison = compare_cell(cell, base, baseline, view.figure)
         if cell.comparison.p_value is not None:
             tested.append(cell)
+    for family in ([c for c in tested if not c.added], [c for c in tested if c.added]):
+        _holm_outcomes(view, family, alpha)
+
+
+def _holm_outcomes(view: TableView, tested: list[Cell], alpha: float) -> None:
+    """Holm-correct the p-values of ``tested`` (one family) and mark each cell better, worse or the same."""
     for cell, adjusted in zip(tested, holm([c.comparison.p_value for c in tested])):  # type: ignore[union-attr,misc]
         comparison = cell.comparison
         assert comparison is not None and comparison.difference is not None
@@ -233,14 +241,15 @@ def verdict(cell: Cell, *, synthetic: bool, scale: str, figure: str, tolerance: 
 
 
 def reproduction_line(counts: dict[str, int], synthetic: bool = False, scale: str = "full") -> str:
-    """ "k of n cells reproduced (…)"; for synthetic or non-paper-scale runs the line says no verdict is given."""
+    """ "k of n cells with a published number reproduced (…)"; for synthetic or non-paper-scale runs the line says
+    no verdict is given."""
     if synthetic:
-        return "reproduction: no verdict (synthetic data is not the paper's data)"
+        return "no verdict on reproduction (synthetic data is not the paper's data)"
     if scale != "full":
-        return f"reproduction: no verdict (scale {scale!r} is not the paper's setting)"
+        return f"no verdict on reproduction (scale {scale!r} is not the paper's setting)"
     if not counts["cells"]:
-        return "reproduction: no cell with a published number"
+        return "no cell has a published number to compare with"
     return (
-        f"reproduction: {counts['reproduced']} of {counts['cells']} cells reproduced "
+        f"{counts['reproduced']} of {counts['cells']} cells with a published number reproduced "
         f"({counts['higher']} higher, {counts['lower']} lower, {counts['not_comparable']} not comparable)"
     )

@@ -15,7 +15,7 @@ import numpy as np
 
 from fedbench import metrics
 from fedbench.recipes.expand import PlannedRun, expand
-from fedbench.recipes.schema import Recipe
+from fedbench.recipes.schema import ADDED_LABEL, Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
@@ -244,9 +244,14 @@ def build_table(
         cell_cost, example_rows = None, None
         cell_target = view.target_by.get(r, view.target_by.get(c, view.target))
         cell = Cell(
-            row=r, column=c, labels={k: members[0].labels[k] for k in view.rows + view.columns}, expected=len(members)
+            row=r,
+            column=c,
+            labels={k: members[0].labels[k] for k in view.rows + view.columns},
+            expected=len(members),
+            added=ADDED_LABEL in members[0].labels,
         )
-        cell.take_published(view)
+        if not cell.added:  # the paper published nothing for a value added on the command line
+            cell.take_published(view)
         seed_curves = []
         update: dict[str, Any] = {
             key: members[0].extra[key] for key in ("at_round", "metric") if key in members[0].extra
@@ -299,11 +304,33 @@ def build_table(
     unit = FIGURES[view.figure].unit
     if unit is None:  # a value of the metric: in its displayed unit, where all the view's metrics share one
         unit = units.pop() if len(units) == 1 else ""
+    added = (
+        [r for r in rows if r and _all_added(cells, r, 0)],
+        [c for c in columns if c and _all_added(cells, c, 1)],
+    )
     notes = []
     if memory_measures:
         measured = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
         notes.append(f"peak memory measured as: {measured}.")
-    return Table(recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline)
+    datasets = dict.fromkeys(p.spec.dataset for p in planned)
+    tasks = tuple(dict.fromkeys(_task(name) for name in datasets)) or ("classification",)
+    return Table(
+        recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, *added, tasks
+    )
+
+
+def _task(dataset: str) -> str:
+    """The task of a data set ("classification", "segmentation"): what its metrics are called in the table."""
+    from fedbench.data import DATASETS  # local: the data registry (torch-free), as resolving a spec imports it
+
+    meta = DATASETS.info(dataset).get("meta") if dataset in DATASETS else None
+    return getattr(meta, "task", "classification")
+
+
+def _all_added(cells: dict[tuple[str, str], Cell], key: str, side: int) -> bool:
+    """Whether the row (``side`` 0) or column (1) ``key`` holds added cells only: a value ``--add`` appended."""
+    mine = [cell for pair, cell in cells.items() if pair[side] == key]
+    return bool(mine) and all(cell.added for cell in mine)
 
 
 def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
@@ -317,7 +344,7 @@ def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
         return view.baseline
     algorithms: dict[str, set[str]] = {}
     for p in planned:
-        if axis in p.labels:
+        if axis in p.labels and ADDED_LABEL not in p.labels:  # the baseline is one of the recipe's own values
             algorithms.setdefault(p.labels[axis], set()).add(p.spec.algorithm)
     named = [label for label in algorithms if label.lower() == "fedavg"]
     fedavg = named or [label for label, names in algorithms.items() if names == {"fedavg"}]
@@ -349,7 +376,8 @@ def _ratios(view: TableView, rows: list[str], columns: list[str], cells: dict[tu
             cell.ratio = cell.mean / ref.mean
         if isinstance(cell.published, (int, float)) and isinstance(ref.published, (int, float)) and ref.published:
             cell.published_ratio = float(cell.published) / float(ref.published)
-        cell.printed_ratio = view.printed_ratio(r, c)
+        if not cell.added:
+            cell.printed_ratio = view.printed_ratio(r, c)
 
 
 def _summarise(

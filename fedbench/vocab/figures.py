@@ -8,8 +8,8 @@ A table view's ``figure = ...`` (docs/recipes.md) is one of ``FIGURES``. Each en
   or MB; with ``unit`` the table's unit ("s"; None: the metric's displayed unit; "": none);
 * whether it needs a target (``needs_target``) and whether a seed that never reached it counts as R + 1 rounds
   in the statistics (``censored``: only a count of rounds has that bound);
-* whether it is a figure of the whole run (``of_run``: wall time, peak memory) rather than of a metric's curve,
-  so a caption names no metric;
+* whether it is a figure of the whole run (``of_run``: wall time, seconds per round, peak memory) rather than of a
+  metric's curve, so its label names no metric;
 * the rounds fields it reads besides its metric's (``fields``), its human label and what it means.
 
 The recipe schema, the table builder, the statistics, the renderers and the plots read these entries rather
@@ -32,7 +32,9 @@ class Figure:
     """A figure of one run (then mean ± std over seeds), named by a table view's ``figure``."""
 
     name: str
-    label: str  # column header and caption words; "{k}", "{target}", "{at_round}" are the view's (``figure_label``)
+    # column header and caption words: "{metric}" the metric's human name, "{k}", "{target}", "{at_round}" the view's
+    # (``figure_label``); a figure of the whole run (``of_run``) names no metric
+    label: str
     better: Better
     number: Number
     meaning: str
@@ -59,20 +61,20 @@ def _by_name(*entries: Figure) -> dict[str, Figure]:
 
 _WALL = ("wall_seconds",)
 FIGURES: dict[str, Figure] = _by_name(
-    Figure("best", "best", "metric", "value", "the metric's best value over the evaluated rounds", unit=None),
-    Figure("final", "final", "metric", "value", "the metric at the last evaluated round", unit=None),
+    Figure("best", "best {metric}", "metric", "value", "the metric's best value over the evaluated rounds", unit=None),
+    Figure("final", "final {metric}", "metric", "value", "the metric at the last evaluated round", unit=None),
     Figure(
         "last_k_mean",
-        "mean of last {k} evaluations",
+        "mean of the last {k} evaluations of {metric}",
         "metric",
         "value",
         "the mean of the metric over the last k evaluated rounds (view.k)",
         unit=None,
     ),
-    Figure("best_round", "round of best", "none", "rounds", "the first round at which the metric is best"),
+    Figure("best_round", "round of best {metric}", "none", "rounds", "the first round at which the metric is best"),
     Figure(
         "rounds_to_target",
-        "rounds to {target}",
+        "rounds to {target} {metric}",
         "lower",
         "rounds",
         "the rounds until the metric reaches the target (view.target_rule: the first round, or FedTrip's count)",
@@ -82,7 +84,7 @@ FIGURES: dict[str, Figure] = _by_name(
     ),
     Figure(
         "total_bytes_to_target",
-        "bytes communicated to {target}",
+        "bytes communicated to {target} {metric}",
         "lower",
         "bytes",
         "bytes sent up and down by all participating clients until the target",
@@ -91,7 +93,7 @@ FIGURES: dict[str, Figure] = _by_name(
     ),
     Figure(
         "gflops_to_target",
-        "GFLOPs to {target}",
+        "GFLOPs to {target} {metric}",
         "lower",
         "gflops",
         "rounds to target × the forward MACs of a client round and the method's attaching operations, in 1e9 "
@@ -101,12 +103,12 @@ FIGURES: dict[str, Figure] = _by_name(
     ),
     Figure(
         "value_at_round",
-        "at round {at_round}",
+        "{metric} at round {at_round}",
         "metric",
         "value",
         "the metric at a given round (view.at_round, or the row's or column's round of view.at_rounds)",
         unit=None,
-        label_by_key="at the row's round",
+        label_by_key="{metric} at the row's round",
     ),
     Figure(
         "wall_seconds",
@@ -125,6 +127,7 @@ FIGURES: dict[str, Figure] = _by_name(
         "seconds",
         "the mean wall-clock seconds of the run's rounds (training and evaluation)",
         unit="s",
+        of_run=True,
         fields=_WALL,
     ),
     Figure(
@@ -151,7 +154,7 @@ FIGURES: dict[str, Figure] = _by_name(
     ),
     Figure(
         "val_selected",
-        "at the best mean-validation round",
+        "{metric} at the best mean-validation round",
         "metric",
         "value",
         f"the metric at the first round with the best {VALIDATION_METRIC} (LG-Mix's model selection)",
@@ -164,13 +167,15 @@ TARGET_FIGURES: tuple[str, ...] = tuple(name for name, f in FIGURES.items() if f
 RUN_FIGURES: tuple[str, ...] = tuple(name for name, f in FIGURES.items() if f.of_run)
 
 
-def figure_label(name: str, *, k: int = 10, target: str = "target", at_round: int | None = None) -> str:
-    """The human label of figure ``name`` with the view's parameters: ``k`` (last_k_mean), ``target`` (the target
-    as shown, with its unit) and ``at_round`` (value_at_round; None: the round is a row or column key)."""
+def figure_label(
+    name: str, *, metric: str = "", k: int = 10, target: str = "the target", at_round: int | None = None
+) -> str:
+    """The human label of figure ``name`` of the metric named ``metric`` ("test accuracy": the metric catalogue's
+    ``metric_label``) with the view's parameters: ``k`` (last_k_mean), ``target`` (the target as shown, with its
+    unit) and ``at_round`` (value_at_round; None: the round is a row or column key)."""
     figure = FIGURES[name]
-    if figure.label_by_key and not at_round:
-        return figure.label_by_key
-    return figure.label.format(k=k, target=target, at_round=at_round)
+    label = figure.label_by_key if figure.label_by_key and not at_round else figure.label
+    return " ".join(label.format(metric=metric, k=k, target=target, at_round=at_round).split())
 
 
 def better_sign(name: str, metric_higher_is_better: bool) -> int:

@@ -48,6 +48,7 @@ class ClientMetric:
     higher_is_better: bool
     meaning: str
     binary: bool = False  # defined for two-class tasks only (None on runs with more classes)
+    label: str = ""  # its human name in reports ("AUC", "macro F1"); the name itself where empty
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Metric:
     per_client_key: str | None = None  # the key in a dict-valued per_client column (personal_metrics)
     tasks: tuple[Task, ...] = BOTH  # run tasks that record it
     binary: bool = False  # recorded on two-class tasks only (sensitivity, specificity)
+    # its human name in what a person reads (captions, headers, plots; storage keys stay in JSON and CSV): on
+    # classification runs, and on segmentation runs where the value means something else there (the Dice)
+    label: str = ""
+    segmentation_label: str = ""
 
 
 def _by_name(*entries):
@@ -116,6 +121,7 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "ROC AUC (binary: of p(class 1); more classes: one-vs-rest macro; none for a one-class test split)",
+        label="AUC",
     ),
     ClientMetric(
         "balanced_accuracy",
@@ -124,6 +130,7 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "balanced accuracy (mean recall over the classes in the test split)",
+        label="balanced accuracy",
     ),
     ClientMetric(
         "sensitivity",
@@ -132,6 +139,7 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "sensitivity (recall of class 1, TP / (TP + FN); binary tasks only, none without positives)",
+        label="sensitivity",
         binary=True,
     ),
     ClientMetric(
@@ -141,6 +149,7 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "specificity (TN / (TN + FP), the recall of class 0; binary tasks only, none without negatives)",
+        label="specificity",
         binary=True,
     ),
     ClientMetric(
@@ -150,11 +159,18 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         True,
         True,
         "macro F1 (mean over the classes in the labels or predictions of the per-class F1)",
+        label="macro F1",
     ),
     ClientMetric(
-        "dice", "segmentation", "fraction", True, True, "Dice (mean over images and channels, prediction sigmoid > 0.5)"
+        "dice",
+        "segmentation",
+        "fraction",
+        True,
+        True,
+        "Dice (mean over images and channels, prediction sigmoid > 0.5)",
+        label="Dice",
     ),
-    ClientMetric("iou", "segmentation", "fraction", True, True, "IoU (mean over images and channels)"),
+    ClientMetric("iou", "segmentation", "fraction", True, True, "IoU (mean over images and channels)", label="IoU"),
     ClientMetric(
         "hausdorff",
         "segmentation",
@@ -162,6 +178,7 @@ CLIENT_METRICS: dict[str, ClientMetric] = _by_name(
         False,
         False,
         "HD95 in pixels (95th-percentile Hausdorff distance, mean over images; 1000 for an empty prediction)",
+        label="HD95",
     ),
 )
 EVAL_METRICS: tuple[str, ...] = tuple(CLIENT_METRICS)  # the values spec.eval_metrics accepts
@@ -177,6 +194,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"global model's {_ACC} on the global test set",
         f"global model's {_DICE} on the global test set",
         column="test_acc",
+        label="test accuracy",
+        segmentation_label="test Dice",
     ),
     Metric(
         "test_loss",
@@ -186,6 +205,8 @@ METRICS: dict[str, Metric] = _by_name(
         "global model's cross-entropy on the global test set",
         "global model's soft Dice loss on the global test set",
         column="test_loss",
+        label="test loss",
+        segmentation_label="test Dice loss",
     ),
     Metric(
         "train_loss",
@@ -195,6 +216,8 @@ METRICS: dict[str, Metric] = _by_name(
         "mean training loss of the round's clients (sample-weighted)",
         "mean training loss (Dice loss by default) of the round's clients",
         column="train_loss",
+        label="training loss",
+        segmentation_label="training loss",
     ),
     Metric(
         "personal_mean",
@@ -204,6 +227,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"mean over clients of each client's own model's {_ACC} on its own test split",
         f"mean over clients of each client's own model's {_DICE} on its test split",
         column="personal_mean",
+        label="personal accuracy",
+        segmentation_label="personal Dice",
         per_client="personal_per_client",
     ),
     Metric(
@@ -214,6 +239,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"personal {_ACC} averaged over clients weighted by test-split size",
         f"personal {_DICE} averaged over clients weighted by test-split size",
         column="personal_weighted_mean",
+        label="personal accuracy weighted by test-split size",
+        segmentation_label="personal Dice weighted by test-split size",
         per_client="personal_per_client",
     ),
     Metric(
@@ -224,6 +251,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"mean over clients of each client's own model's {_ACC} on its validation split (model selection)",
         f"mean over clients of the personal {_DICE} on the validation splits",
         column="personal_val_mean",
+        label="personal validation accuracy",
+        segmentation_label="personal validation Dice",
         per_client="personal_val_per_client",
     ),
     Metric(
@@ -234,6 +263,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"mean over clients of the fine-tuned model's {_ACC} on the client's test split (last round)",
         f"mean over clients of the fine-tuned model's {_DICE} (last round)",
         column="finetune_mean",
+        label="fine-tuned accuracy",
+        segmentation_label="fine-tuned Dice",
         per_client="finetune_per_client",
     ),
     Metric(
@@ -244,6 +275,8 @@ METRICS: dict[str, Metric] = _by_name(
         f"fine-tuned {_ACC} averaged over clients weighted by test-split size (last round)",
         f"fine-tuned {_DICE} averaged over clients weighted by test-split size (last round)",
         column="finetune_weighted_mean",
+        label="fine-tuned accuracy weighted by test-split size",
+        segmentation_label="fine-tuned Dice weighted by test-split size",
         per_client="finetune_per_client",
     ),
     *(
@@ -262,6 +295,8 @@ METRICS: dict[str, Metric] = _by_name(
             per_client_key=m.name,
             tasks=(m.task,),
             binary=m.binary,
+            label=f"personal {m.label}",
+            segmentation_label=f"personal {m.label}",
         )
         for m in CLIENT_METRICS.values()
     ),
@@ -324,9 +359,21 @@ def display_unit(name: str, percent: bool = True) -> str:
     return "" if metric.unit in ("fraction", "loss") else metric.unit
 
 
-def axis_label(name: str, percent: bool = True) -> str:
+def metric_label(name: str, tasks: Sequence[str] = ("classification",)) -> str:
+    """The metric's human name on runs of ``tasks`` ("test accuracy"; "personal accuracy / personal Dice" for a
+    table that holds classification and segmentation runs)."""
+    metric = METRICS[name]
+    names = [
+        metric.segmentation_label if task == "segmentation" else metric.label for task in tasks or ("classification",)
+    ]
+    return " / ".join(dict.fromkeys(names))
+
+
+def axis_label(name: str, percent: bool = True, tasks: Sequence[str] = ("classification",)) -> str:
+    """The metric's human name with its displayed unit: "test accuracy (%)"."""
     unit = display_unit(name, percent)
-    return f"{name} ({unit})" if unit else name
+    label = metric_label(name, tasks)
+    return f"{label} ({unit})" if unit else label
 
 
 # The curve that picks a round by validation: figure "val_selected" (LG-Mix) and finetune.start = "best_val".

@@ -52,7 +52,13 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
         str(tmp_path / "ckpt"),
         "--client-state-memory",
         "5",
+        "--plugin",
+        "my_methods.py",
+        "--plugin",
+        "team.methods",
     ]
+    (tmp_path / "my_methods.py").touch()
+    monkeypatch.chdir(tmp_path)
     context = group.commands["run"].make_context("run", argv)
     options = execution_options(context.params)
     assert options == ExecutionOptions(
@@ -67,6 +73,7 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
         compile=True,
         checkpoints=str(tmp_path / "ckpt"),
         client_state_memory=5 << 20,  # MiB on the command line
+        plugins=(str((tmp_path / "my_methods.py").resolve()), "team.methods"),  # a path resolved for the workers
     )
     # every field but the evaluation batch size (not a command-line option) differs from its default
     changed = {f.name for f in fields(ExecutionOptions) if getattr(options, f.name) != f.default}

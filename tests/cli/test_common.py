@@ -123,3 +123,26 @@ def test_piped_with_columns_40():
         [sys.executable, "-m", "fedbench.cli", "datasets", "list"], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert "…" not in out and "office_caltech10" in out.splitlines()
+
+
+@pytest.mark.parametrize("width", [60, 78, 79, 80, 120])
+def test_whole_columns_keep_each_line_and_the_table_never_crosses_the_width(width, monkeypatch, capsys):
+    """A table that just fits: rich's own narrowing cut a label column below its longest line and cropped the
+    last column at the terminal's edge; print_listing fixes the widths itself, or falls back to blocks."""
+    monkeypatch.setattr(common.console, "_width", width)
+    labels = "algorithm=fedavg\ncase=AlexNet CIFAR-50%"
+    rows = [["fedtrip_table4", labels, "3", "1030.59", "437.77", "0.05"]] * 2
+    common.print_listing(
+        "plan", ("recipe", "cell", "runs", "train TFLOP", "eval TFLOP", "hours (1 worker)"), rows, (1,)
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= width and "…" not in "".join(lines)
+    for name in ("fedtrip_table4", "algorithm=fedavg", "case=AlexNet CIFAR-50%", "437.77", "0.05"):
+        assert any(name in line for line in lines), (name, width)
+    assert any(line.startswith("┏") for line in lines) == (width >= 79)  # 79: every column's room and borders
+
+
+def test_one_line_entries_wrap_instead_of_blocks(monkeypatch, capsys):
+    monkeypatch.setattr(common.console, "_width", 30)
+    common.print_listing(None, ("id", "labels", "status"), [["7", "algorithm=fedprox\nseed=1", "done"]], (1,), True)
+    assert " ".join(capsys.readouterr().out.split()) == "7 · labels: algorithm=fedprox, seed=1 · status: done"

@@ -109,6 +109,17 @@ def test_dry_run_lists_runs_without_training(write_recipe, registry_url):
     assert not db_path(registry_url).exists()
 
 
+def test_a_narrow_dry_run_wraps_a_line_per_run_and_keeps_labels_whole(write_recipe, registry_url, monkeypatch):
+    from fedbench.cli import common
+
+    monkeypatch.setattr(common.console, "_width", 40)
+    result = invoke("run", write_recipe(), "--dry-run", "--registry", registry_url)
+    assert result.exit_code == 0 and "…" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 40
+    words = result.output.split()
+    assert words.count("algorithm=fedavg") == 2 and words.count("algorithm=fedprox") == 2  # whole, wrapped around
+
+
 @pytest.mark.slow
 def test_parallel_workers_share_the_work_without_duplicates(write_recipe, registry_url):
     result = invoke("run", write_recipe(), "--jobs", "2", "--set", "rounds=2", "--registry", registry_url)

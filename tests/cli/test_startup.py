@@ -98,6 +98,8 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         assert "quickstart,quickstart,accuracy,fedavg,,1,1,50.0," in printed  # the finished run's best, 50 %
     elif command == "algorithms":
         assert {"fedavg", "fedprox", "lgmix"} <= {entry["name"] for entry in json.loads(printed)}
+    elif command == "status":
+        assert "quickstart" in printed and "done" in printed
     else:
         assert spec_hash in printed
     assert verdict["torch"] is False, f"fedbench {command} imported torch"

@@ -160,11 +160,12 @@ def test_json_verdicts_follow_our_interval_and_the_paper_summary(registries):
     reproduced = sum(s == "reproduced" for s in statuses.values())
     assert paper["cells"] == 2 and paper["reproduced"] == reproduced
     assert paper["line"] == (
-        f"product: reproduction: {reproduced} of 2 cells reproduced ({sum(s == 'higher' for s in statuses.values())} "
+        f"product: {reproduced} of 2 cells with a published number reproduced "
+        f"({sum(s == 'higher' for s in statuses.values())} "
         f"higher, {sum(s == 'lower' for s in statuses.values())} lower, 0 not comparable)"
     )
     markdown = invoke("report", "--recipe", path, "--registry", url, "--format", "markdown").stdout
-    assert markdown.startswith(f"**{paper['line']}**")
+    assert markdown.startswith("### Summary") and markdown.index(paper["line"]) < markdown.index("\n| ")  # first
     assert "↓" in markdown and "▲/▼ better/worse than fedavg" in markdown
     latex = invoke("report", "--recipe", path, "--registry", url, "--format", "latex").stdout
     assert r"$\downarrow$" in latex and "▼" not in latex and "·" not in latex
@@ -275,7 +276,8 @@ def html_report(registries, tmp_path) -> Path:
 
 def test_html_page_is_self_contained_with_summary_marks_plots_and_runs(registries, tmp_path):
     page = html_report(registries, tmp_path).read_text()
-    assert "product: reproduction:" in page.split('id="table-0"')[0]  # the summary comes first
+    summary = page.split('id="table-0"')[0]  # the summary comes first
+    assert re.search(r"product: \d of 2 cells with a published number reproduced", summary)
     assert not re.search(r"""(src|href)=["'](?!data:)""", page)  # nothing loaded from elsewhere
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 2  # one overlay per table
@@ -329,4 +331,4 @@ def test_html_page_renders_in_headless_chromium(registries, tmp_path):
     probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
     assert probe["images"] == 2 and probe["decoded"] == 2
     assert probe["scrollWidth"] <= probe["innerWidth"], "the page overflows horizontally"
-    assert "product: reproduction:" in dom and "Best accuracy" in dom and "Rounds to 40%" in dom
+    assert "cells with a published number reproduced" in dom and "Best accuracy" in dom and "Rounds to 40%" in dom

@@ -217,13 +217,19 @@ def test_fig5_is_table4_and_fig6_runs_plus_the_orthogonal_mnist_and_emnist_panel
 def test_fig7_panel_d_is_the_mlp_on_fmnist_with_its_own_target():
     recipe = load_recipe(RECIPES / "fedtrip_fig7.toml")
     runs = expand(recipe)
-    assert len(runs) == 4 * 6 * 10
+    assert len(runs) == 4 * 13 * 10  # the paper's 9 values of μ and the 4 more of the authors' plotting grid
     d = [p.spec for p in runs if p.labels["heterogeneity"] == "MLP FMNIST Dir-0.5"]
     assert {(s.model, s.dataset, s.partition_params["alpha"], s.partition_params["samples_per_client"]) for s in d} == {
         ("mlp", "fmnist", 0.5, 1000)
     }
-    assert {s.algorithm_params["mu"] for s in d} == {0.1, 0.6, 1.1, 1.6, 2.1, 2.6}
-    assert recipe.table("rounds").target_by == {"MLP FMNIST Dir-0.5": 75}
+    paper = {0.1, 0.4, 0.7, 1.0, 1.3, 1.6, 1.9, 2.2, 2.5}  # "varying μ from 0.1 to 2.5", with 0.4 quoted
+    code = {0.1, 0.6, 1.1, 1.6, 2.1, 2.6}  # the authors' plotting grid (show2.py)
+    assert {s.algorithm_params["mu"] for s in d} == paper | code
+    for grid, suffix in ((paper, ""), (code, "_code_grid")):
+        assert {float(label) for label in recipe.table("accuracy" + suffix).where["mu"]} == grid
+        assert {float(label) for label in recipe.table("rounds" + suffix).where["mu"]} == grid
+        assert recipe.table("rounds" + suffix).target_by == {"MLP FMNIST Dir-0.5": 75}
+    assert recipe.table("accuracy").published == {"0.4": {"Dir-0.1": 93.48, "Dir-0.5": 94.06}}
 
 
 def test_fig4_draws_the_four_mnist_partitions_and_trains_nothing():

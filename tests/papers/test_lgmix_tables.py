@@ -491,7 +491,8 @@ def test_new_tables_place_the_papers_numbers():
 
 
 def test_shared_cells_are_the_same_runs():
-    """Tables 3, 4, 6 and 8-9 repeat Tables 1-3's settings key by key: their shared cells are the same specs."""
+    """Tables 3, 4, 6, 8-9 and Fig. 2(c) repeat Tables 1-3's settings key by key: their shared cells are the same
+    specs."""
 
     def hashes(name: str) -> dict[str, dict]:
         return {p.spec_hash: p.labels for p in expand(load_recipe(RECIPES / name))}
@@ -504,6 +505,10 @@ def test_shared_cells_are_the_same_runs():
     }
     table6 = {labels["batch_size"] for h, labels in hashes("lgmix_table6.toml").items() if h in tables_1_3}
     assert table6 == {"128"}
+    fig2c = hashes("lgmix_fig2c.toml")
+    assert {tuple(labels.values()) for h, labels in fig2c.items() if h in tables_1_3} == {
+        (algorithm, "5") for algorithm in ("fedavg", "fedbn", "fedalt", "lgmix")
+    }
 
 
 def test_paper_order_of_the_lgmix_recipes():
@@ -515,6 +520,7 @@ def test_paper_order_of_the_lgmix_recipes():
         "lgmix_table2",
         "lgmix_table3",
         "lgmix_table4",
+        "lgmix_fig2c",
         "lgmix_table6",
         "lgmix_table8_9",
         "lgmix_table10",

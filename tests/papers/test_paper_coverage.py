@@ -1,57 +1,69 @@
-"""`fedbench report --paper ID` lists every experimental table and figure of the paper: the tables and figures its
-views name in their titles ("Table IV: …", "Fig. 7: …", "Table 2b" counts as Table 2) equal the paper's list below,
-written from the paper texts (shared/papers/*.txt) — less the few a registry of runs cannot reproduce yet, each with
-the reason. Tables of notation, data-set descriptions, hyperparameters or qualitative comparisons, and figures without
-data (diagrams, sample images), are not experimental.
+"""Every experimental table and figure panel of each paper (tests/papers/paper_items.toml, written from the papers'
+specs) is reproduced by a view of a shipped recipe that declares it (`reproduces = ["Fig. 2(b)"]`), or listed in
+NOT_REPRODUCED with the reason. The check reads the declarations, never the titles: a title may name any table or
+figure ("… (Fig. 6 convention)") without covering it. `fedbench report --paper ID` lists the views that declare them.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import tomllib
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.schema import Recipe
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-
-# Every experimental table and figure of each paper (", "-separated).
-PAPER_ITEMS = {
-    # I (qualitative) and II (data sets) are not experimental; Figs. 1 and 3 are diagrams.
-    "fedtrip": "Table III, Table IV, Table V, Table VI, Table VII, Table VIII, Fig. 2, Fig. 4, Fig. 5, Fig. 6, Fig. 7",
-    # Table 2 has three parts (2a, 2b, 2c); Fig. 1 is a diagram.
-    "fedtr": "Table 1, Table 2, Fig. 2, Fig. 3",
-    # Tables 4 (notation), 5 (set-up), 6 and 7 (hyperparameters) and Fig. 1 (overview) are not experimental.
-    "feddrplus": "Table 1, Table 2, Table 3, Table 8, Table 9, Fig. 2, Fig. 3, Fig. 4, Fig. 5, Fig. 6",
-    # Table 5 is notation, Fig. 1 sample images.
-    "lgmix": "Table 1, Table 2, Table 3, Table 4, Table 6, Table 7, Table 8, Table 9, Table 10, Fig. 2, Fig. 3, Fig. 4",
-    # Table 4 is a qualitative comparison, Table 5 the learning rates of the grid search, Fig. 1 a diagram.
-    "fedimpro": "Table 1, Table 2, Table 3, Table 6, Table 7, Table 8, Table 9, Table 10, Table 11, "
-    "Fig. 2, Fig. 3, Fig. 4, Fig. 5, Fig. 6, Fig. 7, Fig. 8, Fig. 9, Fig. 10, Fig. 11, Fig. 12, Fig. 13",
+PAPER_ITEMS: dict[str, list[str]] = {
+    paper: entry["items"]
+    for paper, entry in tomllib.loads((Path(__file__).parent / "paper_items.toml").read_text()).items()
 }
+PAPERS = sorted(PAPER_ITEMS)
 
-# Experimental figures no recipe reproduces yet, and why; the test fails once one is reported, so this list shrinks.
-NOT_REPRODUCED = {
+DIAGNOSTICS = "needs per-round diagnostics: {} not recorded yet"
+
+# The items no view reproduces yet, and why: an item that a view declares must leave this list, so it only shrinks.
+NOT_REPRODUCED: dict[str, dict[str, str]] = {
     "fedtrip": {
-        "Fig. 2": "t-SNE of test-set features of the global model and of client 1's local model at rounds 30 and 50: "
-        "the engine keeps no per-client model snapshots and the report has no feature projection",
+        panel: "t-SNE of test-set features of the global model and of client 1's local model at rounds 30 and 50: "
+        "the engine keeps no per-client model snapshots and the report has no feature projection"
+        for panel in ("Fig. 2(a)", "Fig. 2(b)", "Fig. 2(c)")
     },
     "feddrplus": {
-        figure: "per-round diagnostics of the sampled clients' local models on their observed and unobserved classes "
-        "(feature-classifier alignment, accuracy, feature distance / angle / norm to the global model): the engine "
-        "records none of them"
-        for figure in ("Fig. 2", "Fig. 3", "Fig. 4", "Fig. 5")
+        panel: DIAGNOSTICS.format(
+            "the sampled clients' local models on their observed and unobserved classes (feature-classifier "
+            "alignment, accuracy, feature distance / angle / norm to the global model) are"
+        )
+        for panel in (
+            "Fig. 2(a)",
+            "Fig. 2(b)",
+            "Fig. 3(a)",
+            "Fig. 3(b)",
+            "Fig. 4(a)",
+            "Fig. 4(b)",
+            "Fig. 4(c)",
+            "Fig. 5 (alignment)",
+            "Fig. 5 (accuracy)",
+        )
     },
     "lgmix": {
-        "Fig. 2": "(a) λ_c / APFL's α per round, (b) last-layer activations, (c) client scalability: the engine logs "
-        "no per-client mixing weights or activations, and (c)'s client split is unspecified",
-        "Fig. 3": "per-layer ‖w_c − u‖ at the end of training: not recorded",
+        "Fig. 2(a)": DIAGNOSTICS.format("the per-client mixing weights (λ_c, APFL's α) are"),
+        "Fig. 2(b)": DIAGNOSTICS.format("the last-layer activations on the clients' test sets are"),
+        "Fig. 3 (classification)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
+        "Fig. 3 (segmentation)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
+        "Fig. 4 (validation loss)": DIAGNOSTICS.format("weight divergence / validation loss are"),
     },
     "fedimpro": {
-        **{figure: "layer-wise weight divergence of FedAvg: not recorded" for figure in ("Fig. 3", "Fig. 9")},
+        "Fig. 2(b)": DIAGNOSTICS.format("weight divergence / validation loss are"),
+        **{
+            panel: DIAGNOSTICS.format("the layer-wise weight divergence of FedAvg is")
+            for panel in ("Fig. 3(a)", "Fig. 3(b)", "Fig. 9 (FMNIST)", "Fig. 9 (SVHN)", "Fig. 9 (CIFAR-100)")
+        },
         **{
             figure: "model-inversion study (App. F.7): outside fedbench's scope"
             for figure in ("Fig. 11", "Fig. 12", "Fig. 13")
@@ -59,26 +71,97 @@ NOT_REPRODUCED = {
     },
 }
 
-# Every paper: its report must list exactly the paper's experimental items less NOT_REPRODUCED.
-CHECKED = ["fedtrip", "fedtr", "feddrplus", "fedimpro", "lgmix"]
 
-ITEM = re.compile(r"\b(Table|Fig\.)\s+([0-9]+|[IVXL]+)(?![0-9])")
-
-
-def items_in(title: str) -> set[str]:
-    return {f"{kind} {number}" for kind, number in ITEM.findall(title)}
+def paper_recipes(paper: str) -> list[Recipe]:
+    return [recipe for recipe in map(load_recipe, sorted(RECIPES.glob("*.toml"))) if recipe.paper == paper]
 
 
-def test_titles_name_tables_and_figures():
-    assert items_in("Table 2b: rounds to target") == {"Table 2"}
-    assert items_in("Table VIII: per-round overhead (CNN, MNIST)") == {"Table VIII"}
-    assert items_in("Fig. 6's runs as convergence curves (Fig. 5 style)") == {"Fig. 5", "Fig. 6"}
-    assert items_in("Table 1 and Fig. 3 (--plots): top-1 test accuracy (%)") == {"Table 1", "Fig. 3"}
-    assert items_in("Bytes communicated until the target") == set()
+def declarations(recipes: list[Recipe]) -> dict[str, list[str]]:
+    """{item: the views ("recipe:view") that declare it}."""
+    declared = defaultdict(list)
+    for recipe in recipes:
+        for view in recipe.tables:
+            for item in view.reproduces:
+                declared[item].append(f"{recipe.name}:{view.name}")
+    return dict(declared)
 
 
-@pytest.mark.parametrize("paper", CHECKED)
-def test_report_lists_every_experimental_table_and_figure(paper, tmp_path, monkeypatch):
+def coverage_problems(paper: str, recipes: list[Recipe]) -> list[str]:
+    """What is wrong with the paper's coverage by these recipes: an item neither declared nor listed as not
+    reproduced, one both declared and listed, a declaration or a listing of something the paper does not have."""
+    items = set(PAPER_ITEMS[paper])
+    declared = declarations(recipes)
+    missing = NOT_REPRODUCED.get(paper, {})
+    problems = [
+        f"{item}: declared by no view and not in NOT_REPRODUCED" for item in sorted(items - {*declared, *missing})
+    ]
+    problems += [
+        f"{item}: declared by {declared[item]}, so not 'not reproduced'"
+        for item in sorted(set(declared) & set(missing))
+    ]
+    problems += [
+        f"{item}: declared by {views}, not an item of the paper"
+        for item, views in declared.items()
+        if item not in items
+    ]
+    problems += [f"{item}: in NOT_REPRODUCED, not an item of the paper" for item in sorted(set(missing) - items)]
+    return problems
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_item_is_declared_by_a_view_or_not_reproduced_with_its_reason(paper):
+    assert coverage_problems(paper, paper_recipes(paper)) == []
+    assert all(reason for reason in NOT_REPRODUCED.get(paper, {}).values())
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_removing_any_sole_declaration_fails_the_check(paper):
+    recipes = paper_recipes(paper)
+    sole = {item: views[0] for item, views in declarations(recipes).items() if len(views) == 1}
+    assert sole  # every paper has items that one view alone reproduces
+    for item, where in sole.items():
+        recipe_name, view_name = where.split(":")
+        edited = [
+            recipe.model_copy(
+                update={
+                    "tables": [
+                        view.model_copy(update={"reproduces": [i for i in view.reproduces if i != item]})
+                        if view.name == view_name
+                        else view
+                        for view in recipe.tables
+                    ]
+                }
+            )
+            if recipe.name == recipe_name
+            else recipe
+            for recipe in recipes
+        ]
+        assert coverage_problems(paper, edited) == [f"{item}: declared by no view and not in NOT_REPRODUCED"]
+
+
+def test_the_check_reads_declarations_not_titles():
+    """A title naming a figure covers nothing (FedTrip's "Final accuracy … (Fig. 6 convention)"); an item declared
+    that the paper does not have, or declared while listed as not reproduced, is an error."""
+    recipes = paper_recipes("fedtrip")
+    fig6 = next(recipe for recipe in recipes if recipe.name == "fedtrip_fig6")
+    without_fig6 = [recipe for recipe in recipes if recipe is not fig6]
+    assert any("Fig. 6" in view.title for recipe in without_fig6 for view in recipe.tables)
+    assert coverage_problems("fedtrip", without_fig6) == [
+        f"Fig. 6({panel}): declared by no view and not in NOT_REPRODUCED" for panel in "ab"
+    ]
+    view = fig6.tables[0]
+    wrong = fig6.model_copy(update={"tables": [view.model_copy(update={"reproduces": ["Fig. 6", "Fig. 2(a)"]})]})
+    assert coverage_problems("fedtrip", [*without_fig6, wrong]) == [
+        "Fig. 6(a): declared by no view and not in NOT_REPRODUCED",
+        "Fig. 6(b): declared by no view and not in NOT_REPRODUCED",
+        "Fig. 2(a): declared by ['fedtrip_fig6:final'], so not 'not reproduced'",
+        "Fig. 6: declared by ['fedtrip_fig6:final'], not an item of the paper",
+    ]
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_report_lists_the_views_that_reproduce_each_item(paper, tmp_path, monkeypatch):
+    """`fedbench report --paper` renders every recipe of the paper: its JSON tables carry the views' declarations."""
     monkeypatch.setenv("FEDBENCH_DATA", str(tmp_path / "data"))  # partition views: no data here, quickly said
     result = CliRunner().invoke(
         app,
@@ -95,8 +178,5 @@ def test_report_lists_every_experimental_table_and_figure(paper, tmp_path, monke
         ],
     )
     assert result.exit_code == 0, result.output
-    reported = set().union(*(items_in(table["title"]) for table in json.loads(result.stdout)["tables"]))
-    missing = NOT_REPRODUCED.get(paper, {})
-    expected = set(PAPER_ITEMS[paper].split(", "))
-    assert set(missing) <= expected
-    assert reported == expected - set(missing)
+    reported = {item for table in json.loads(result.stdout)["tables"] for item in table["reproduces"]}
+    assert reported == set(declarations(paper_recipes(paper)))

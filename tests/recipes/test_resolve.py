@@ -57,17 +57,20 @@ def test_defaults_are_filled_in_and_spelled_out_defaults_give_the_same_run():
 def _every_function_parameter():
     for kind in ("dataset", "model", "partition"):
         for name in REGISTRIES[kind].names():
-            for parameter in resolve._signature(kind, name)[0]:
-                yield kind, name, parameter
+            for parameter, default in resolve._signature(kind, name)[0].items():
+                if default is not inspect.Parameter.empty:  # a required parameter has no default to change
+                    yield kind, name, parameter
 
 
 @pytest.mark.parametrize("kind, name, parameter", list(_every_function_parameter()))
 def test_changing_any_dataset_model_or_partition_default_changes_the_hash(monkeypatch, kind, name, parameter):
-    setup = {**BASE, kind: name, f"{kind}_params": {}}
+    defaults, neutral = resolve._signature(kind, name)
+    # a required parameter (a team's own data set's path) gets a value; it has no default to change
+    required = {key: "some/path" for key, default in defaults.items() if default is inspect.Parameter.empty}
+    setup = {**BASE, kind: name, f"{kind}_params": required}
     if kind != "partition":
         setup.update(partition="iid", partition_params={})
     before = resolve_spec(setup)
-    defaults, neutral = resolve._signature(kind, name)
     changed = {**defaults, parameter: ["a default", "that changed"]}
     original = resolve._signature
     monkeypatch.setattr(
@@ -127,6 +130,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
         "client_test_params": {},
         "precision": "fp32",
         "algorithm_revision": 1,
+        "plugin_code": {},
     }
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
     canonical = resolve_spec(BASE).canonical_json()

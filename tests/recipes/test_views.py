@@ -123,5 +123,5 @@ def test_a_run_figures_caption_names_no_curve_metric_and_derived_values_carry_th
     recipe = load_recipe(write_recipe(text))
     table = build_table(recipe, recipe.tables[0], EmptyRegistry())
     (cell_note,) = [n for n in notes(table) if n.startswith("cell: ")]
-    assert ("test_acc" in cell_note) == (figure == "best")
+    assert ("test accuracy" in cell_note) == (figure == "best")
     assert "‡ paper value not printed in the paper" in render([table], "markdown")

@@ -191,6 +191,6 @@ def test_no_verdict_without_a_published_value_and_the_summary_line():
     ] + [None]
     counts = reproduction_counts(verdicts)
     assert counts == {"reproduced": 2, "higher": 0, "lower": 1, "not_comparable": 0, "cells": 3}
-    assert reproduction_line(counts).startswith("reproduction: 2 of 3 cells reproduced")
+    assert reproduction_line(counts).startswith("2 of 3 cells with a published number reproduced")
     assert "no verdict" in reproduction_line(counts, synthetic=True)
     assert "no verdict" in reproduction_line(counts, scale="smoke")

@@ -59,6 +59,7 @@ def test_recipes_accept_exactly_the_catalogue_figures():
     assert len(FIGURE_NAMES) == 13
     for name, figure in FIGURES.items():
         assert figure.name == name and figure.meaning and figure.label
+        assert ("{metric}" in figure.label) == (not figure.of_run), f"{name}: its label names its metric"
         assert not figure.censored or (figure.needs_target and figure.number == "rounds"), name
         assert figure.unit is None or figure.number != "value", f"{name}: a value of the metric has its unit"
         assert set(figure.fields) <= set(ROUND_FIELDS), name
@@ -95,19 +96,29 @@ def test_the_table_unit_label_and_caption_follow_the_catalogue(write_recipe, nam
     figure = FIGURES[name]
     assert table.unit == (display_unit("test_acc", percent) if figure.of_metric_value else figure.unit)
     label = figure_name(table.view)
-    assert label == figure_label(name, k=10, target="50%" if percent else "50", at_round=2)
-    assert table.columns == [""] and f"| algorithm | {label} |" in render([table], "markdown")
+    metric = "test accuracy"  # the metric catalogue's human name of test_acc
+    assert label == figure_label(name, metric=metric, k=10, target="50%" if percent else "50", at_round=2)
+    if figure.of_metric_value and table.unit:  # the unit follows the metric: "test accuracy (%) at round 2"
+        at = dict(k=10, target="50%" if percent else "50", at_round=2)
+        heading = figure_label(name, metric=f"{metric} ({table.unit})", **at)
+    else:
+        heading = f"{label} ({table.unit})" if table.unit else label
+    assert table.columns == [""] and f"| algorithm | {heading} |" in render([table], "markdown")
     (cell_line,) = [n for n in notes(table) if n.startswith("cell: ")]
-    assert cell_line.startswith(f"cell: {label}")
-    assert ("test_acc" in cell_line) == (not figure.of_run), "a run figure's caption names no curve metric"
+    assert cell_line.startswith(f"cell: {heading}")
+    assert (metric in cell_line) == (not figure.of_run), "a run figure's caption names no curve metric"
+    assert "test_acc" not in render([table], "markdown"), "a person reads the metric's name, not its storage key"
     assert (figure.note in notes(table)) == bool(figure.note)
 
 
 def test_labels_fill_in_the_views_parameters():
-    assert figure_label("last_k_mean", k=3) == "mean of last 3 evaluations"
-    assert figure_label("rounds_to_target", target="97%") == "rounds to 97%"
-    assert figure_label("value_at_round", at_round=20) == "at round 20"
-    assert figure_label("value_at_round") == "at the row's round"  # at_rounds: the round is a row or column key
+    metric = "test accuracy"
+    assert figure_label("last_k_mean", metric=metric, k=3) == "mean of the last 3 evaluations of test accuracy"
+    assert figure_label("rounds_to_target", metric=metric, target="97%") == "rounds to 97% test accuracy"
+    assert figure_label("value_at_round", metric=metric, at_round=20) == "test accuracy at round 20"
+    # at_rounds: the round is a row or column key
+    assert figure_label("value_at_round", metric=metric) == "test accuracy at the row's round"
+    assert figure_label("wall_seconds", metric=metric) == "wall seconds"  # a figure of the whole run
     assert len({FIGURES[name].label for name in FIGURE_NAMES}) == len(FIGURE_NAMES)
 
 

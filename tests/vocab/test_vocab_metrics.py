@@ -35,10 +35,12 @@ from fedbench.vocab.metrics import (
     EVAL_METRICS,
     METRICS,
     ROUND_FIELDS,
+    axis_label,
     display_factor,
     display_unit,
     markdown_table,
     metric_curve,
+    metric_label,
     metric_value,
 )
 
@@ -321,7 +323,9 @@ def test_report_plots_through_the_cli_with_personal_auc(runs, tmp_path):
         ],
     )
     assert result.exit_code == 0, result.output
-    assert "personal_auc (%)" in result.output
+    markdown = result.output.split("\nwrote ")[0]  # the report, without the plots' paths
+    assert "personal AUC (%) at the best mean-validation round" in markdown  # its human name, not its key
+    assert "personal_auc" not in markdown
     assert len(list((tmp_path / "plots").glob("*.png"))) == 2
 
 
@@ -442,3 +446,12 @@ def test_a_registry_written_by_fedbench_0_1_0_reads_through_the_catalogue(tmp_pa
             assert tuple(entry) == CURVE_FIELDS
         if run.status == "done":  # evaluated: some curve metric has values (test_acc, or personal_* alone)
             assert any(metric_curve(registry.curve(run.id), name) for name in CURVE_METRICS), run.id
+
+
+def test_every_metric_has_a_human_name_for_each_task():
+    for name, metric in METRICS.items():
+        assert metric.label and metric.segmentation_label and "_" not in metric.label + metric.segmentation_label, name
+    assert axis_label("test_acc") == "test accuracy (%)" and axis_label("personal_hausdorff") == "personal HD95 (px)"
+    assert metric_label("personal_mean", ("segmentation",)) == "personal Dice"  # what it measures there
+    # a table holding both tasks' runs (LG-Mix Table 4) names both
+    assert metric_label("personal_mean", ("classification", "segmentation")) == "personal accuracy / personal Dice"

@@ -43,6 +43,7 @@ def to_csv(table: Table) -> str:
             "baseline_p_holm",
             "baseline_outcome",
             "verdict",
+            "added",
         ]
     )
     for row in table.rows:
@@ -79,6 +80,7 @@ def to_csv(table: Table) -> str:
                     comparison.p_holm if comparison else None,
                     comparison.outcome if comparison else None,
                     cell.verdict.status if cell.verdict else None,
+                    cell.added,
                 ]
             )
     return buffer.getvalue()

@@ -19,14 +19,16 @@ from fedbench.report.render.notes import (
     column_names,
     diff_text,
     header,
-    notes,
+    legend,
     ours_text,
-    paper_summaries,
     paper_text,
     row_header,
+    row_name,
+    summary,
+    table_notes,
     verdict_mark,
 )
-from fedbench.vocab.metrics import display_factor, metric_curve
+from fedbench.vocab.metrics import axis_label, display_factor, metric_curve
 
 STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:72em;padding:0 1em;
@@ -86,7 +88,8 @@ def cell_html(cell: Cell | None, figure: str) -> str:
 
 
 def table_html(table: Table) -> str:
-    """A table with its marks, the baseline comparison's CI and p and the verdicts, its caption and notes."""
+    """A table with its marks, the baseline comparison's CI and p and the verdicts, its caption and its own notes
+    (the legend of the marks is the page's, once)."""
     figure = table.view.figure
     out = [f"<h3>{html.escape(header(table))}</h3>"]
     if table.view.caption:
@@ -96,20 +99,27 @@ def table_html(table: Table) -> str:
     out.append("</tr></thead><tbody>")
     for row in table.rows:
         cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
-        out.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
+        out.append(f"<tr><th>{html.escape(row_name(table, row))}</th>{cells}</tr>")
     out.append("</tbody></table></div>")
-    out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in notes(table)), "</ul>"]
+    out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in table_notes(table)), "</ul>"]
     return "\n".join(out) + "\n"
 
 
 def page(tables: list[Table], title: str, extras: dict[int, str] | None = None) -> str:
-    """A self-contained HTML page: the reproduction summary of each paper, then each table with its marks and
-    notes, followed by ``extras[i]`` (HTML: plots, run drill-down) for table ``i``."""
+    """A self-contained HTML page: the summary (per table, the methods against the baseline; per paper, the cells
+    reproduced), then each table with its marks and notes, followed by ``extras[i]`` (HTML: plots, run
+    drill-down) for table ``i``, then the legend of the marks once."""
     body = [f"<h1>{html.escape(title)}</h1>", '<div class="summary" id="summary"><ul>']
-    body += [f"<li>{html.escape(s['line'])}</li>" for s in paper_summaries(tables)]
+    for heading, lines in summary(tables):
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+        body.append(f"<li>{html.escape(heading)}<ul>{items}</ul></li>")
     body.append("</ul></div>")
     for i, table in enumerate(tables):
         body += [f'<section id="table-{i}">', table_html(table), (extras or {}).get(i, ""), "</section>"]
+    lines = legend(tables)
+    if lines:
+        body += ['<h2>Legend</h2><ul class="notes" id="legend">', *(f"<li>{html.escape(n)}</li>" for n in lines)]
+        body.append("</ul>")
     return (
         "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -153,7 +163,7 @@ def runs_html(table: Table, curves: dict[int, list[Any]], specs: dict[int, Any])
             title = f"{cell.row} / {cell.column} · seed {seed} · run {run.id} ({run.spec_hash[:10]}, {run.status})"
             out += [
                 f"<details><summary>{html.escape(title)}</summary>",
-                f"<p>{html.escape(metric)} by round</p>{curve_svg(curve)}",
+                f"<p>{html.escape(axis_label(metric, table.view.percent, table.tasks))} by round</p>{curve_svg(curve)}",
                 f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
                 f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
                 "</details>",

@@ -1,20 +1,27 @@
 """What every format shows the same way: a cell's text (ours, the paper's, Δ, marks), a table's header, row
-header and column names, and its notes (the caption lines: what a cell is, what each mark means, the statistics).
+header and column names, its own notes (what a cell is, its caption, its reproduction count), the legend of the
+marks (each line once per report) and the summary a report opens with (per table, which methods differ
+significantly from the baseline and which way; per paper, how many published numbers we reproduce).
 
 Every format shows ours (mean ± std over seeds, n) beside the paper's value and the difference; partial cells (fewer
 seeds than asked), diverged runs, synthetic data and non-paper scales are marked. A figure's number format, label
-and caption line come from the figure catalogue (fedbench.vocab.figures).
+and caption line come from the figure catalogue (fedbench.vocab.figures), a metric's human name from the metric
+catalogue (fedbench.vocab.metrics): storage keys (test_acc, last_k_mean) appear only in JSON and CSV.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fedbench.recipes.views import DERIVED_MARK
-from fedbench.report.cells import Cell, Table, reproduction_counts
+from fedbench.report.cells import MARKS, Cell, Table, reproduction_counts
 from fedbench.report.stats import CENSORED_RULE, reproduction_line
 from fedbench.vocab.figures import FIGURES, figure_label
-from fedbench.vocab.metrics import display_unit
+from fedbench.vocab.metrics import display_unit, metric_label
+
+# After the name of a row or column of values added on the command line (--add): not the paper's, no published value.
+ADDED_MARK = "⁺"
 
 
 def _num(value: float | None, figure: str) -> str:
@@ -118,13 +125,40 @@ def derived_note(table: Table) -> list[str]:
 
 
 def notes(table: Table) -> list[str]:
-    out = []
+    """Every note of one table: its own lines (``table_notes``) and the legend of its marks (``legend_notes``)."""
+    return table_notes(table) + legend_notes(table)
+
+
+def table_notes(table: Table) -> list[str]:
+    """The lines that belong to this table alone, shown under it: what a cell is, what the table's builder
+    measured, its ratios and its reproduction count (the recipe's caption is the renderers' to place)."""
+    view = table.view
+    if view.kind != "runs":
+        return (table.notes or ["analytic: computed from the models' measured costs, no runs."]) + derived_note(table)
+    cells = list(table.cells.values())
+    agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
+    published = "; paper value and Δ = ours − paper" if any(c.published is not None for c in cells) else ""
+    entries = ""
+    if view.metrics and not FIGURES[view.figure].of_run:
+        entries = "; " + ", ".join(f"{label} = {metric_label(m, table.tasks)}" for label, m in view.metrics.items())
+    out = [f"cell: {figure_heading(table)}, {agg}{published}{entries}."]
+    out += derived_note(table)
+    out += table.notes
+    if view.ratio_to:
+        out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
+    if FIGURES[view.figure].states_target_rule and view.target_rule == "count_not_above":
+        out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
+    if any(c.verdict is not None for c in cells):
+        out.append(f"{reproduction_text(table)}.")
+    return out
+
+
+def legend_notes(table: Table, baseline: str | None = None) -> list[str]:
+    """What the marks of the table mean: the same words for every table that has them, so a report shows each
+    once (``legend``). ``baseline`` names the baseline in the ▲/▼ line (default: the table's)."""
     if table.view.kind != "runs":
-        return (
-            ([table.view.caption] if table.view.caption else [])
-            + (table.notes or ["analytic: computed from the models' measured costs, no runs."])
-            + derived_note(table)
-        )
+        return []
+    out = []
     if table.synthetic:
         out.append("SYNTHETIC DATA: numbers come from generated stand-in data, not the paper's data sets.")
     if table.scale != "full":
@@ -140,52 +174,50 @@ def notes(table: Table) -> list[str]:
         out.append("quoted: a result the paper quotes from another paper; not run here, paper value only.")
     if any(c.n == 0 and c.synthetic_available for c in cells):
         out.append("Synthetic-data runs exist for empty cells: add --synthetic to see them.")
-    view = table.view
-    agg = "on the seed-mean curve" if view.summary == "mean_curve" else "mean ± std over seeds"
-    published = "; paper value and Δ = ours − paper" if any(c.published is not None for c in cells) else ""
-    figure = FIGURES[view.figure]
-    if figure.of_run:
-        what = ""
-    elif view.metrics:
-        what = (
-            " of each metric entry (" + ", ".join(f"{label} = {metric}" for label, metric in view.metrics.items()) + ")"
-        )
-    else:
-        what = f" {view.metric}"
-    out.append(f"cell: {figure_name(view)}{what}{f' ({table.unit})' if table.unit else ''}, {agg}{published}.")
-    out += derived_note(table)
-    out += statistics_notes(table)
-    if figure.note:
-        out.append(figure.note)
-    out += table.notes
-    if view.ratio_to:
-        out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
-    if view.published_ratio:
+    out += added_note(table)
+    out += statistics_notes(table, baseline or table.baseline)
+    if FIGURES[table.view.figure].note:
+        out.append(FIGURES[table.view.figure].note)
+    if table.view.published_ratio:
         out.append("the paper's [r×] is recomputed from its values; (printed r×) where the paper printed another.")
-    if figure.states_target_rule and view.target_rule == "count_not_above":
-        out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
     return out
 
 
-def statistics_notes(table: Table) -> list[str]:
-    """What the marks of a run table mean: against the baseline, against the paper, the reproduction count."""
+def legend(tables: list[Table]) -> list[str]:
+    """The legend of a report: each table's mark lines, each line once. The ▲/▼ line names the baseline where
+    every compared table has the same one, else points to the summary, which names each table's."""
+    baselines = {t.baseline for t in tables if t.baseline is not None}
+    baseline = baselines.pop() if len(baselines) == 1 else "the table's baseline (named in the summary)"
+    return list(dict.fromkeys(line for t in tables for line in legend_notes(t, baseline)))
+
+
+def added_note(table: Table) -> list[str]:
+    """The caption line of the added mark, where the table has a row or column added with --add."""
+    if not table.added_rows and not table.added_columns:
+        return []
+    return [f"{ADDED_MARK} added with --add: not in the paper's recipe, so no published value."]
+
+
+def statistics_notes(table: Table, baseline: str | None) -> list[str]:
+    """What the marks of a run table mean: against ``baseline``, against the paper."""
     out = []
     comparisons = [c.comparison for c in table.cells.values() if c.comparison is not None]
     if table.baseline is not None and comparisons:
+        across = "the table"
+        if any(c.added and c.comparison is not None for c in table.cells.values()):
+            across = f"the recipe's cells, and apart across the added ones {ADDED_MARK}"
         out.append(
-            f"▲/▼ better/worse than {table.baseline} (paired t-test over seeds, Holm-corrected across the table, "
+            f"▲/▼ better/worse than {baseline} (paired t-test over seeds, Holm-corrected across {across}, "
             "p < 0.05); · no significant difference; no mark: fewer than two seed pairs."
         )
         if FIGURES[table.view.figure].censored and any(c.censored or c.dropped for c in comparisons):
             out.append(f"baseline test on rounds: {CENSORED_RULE}.")
-    if any(c.verdict is not None for c in table.cells.values()):
+    if any(c.verdict is not None for c in table.cells.values()) and not table.synthetic and table.scale == "full":
         tolerance = f" or within {table.view.tolerance:g} of ours" if table.view.tolerance else ""
-        if not table.synthetic and table.scale == "full":
-            out.append(
-                f"✓ reproduced: the paper's value is inside our 95% t interval over seeds{tolerance}; "
-                "↑/↓ ours higher/lower than the paper."
-            )
-        out.append(reproduction_text(table))
+        out.append(
+            f"✓ reproduced: the paper's value is inside our 95% t interval over seeds{tolerance}; "
+            "↑/↓ ours higher/lower than the paper."
+        )
     return out
 
 
@@ -194,7 +226,7 @@ def reproduction_text(table: Table) -> str:
 
 
 def paper_summaries(tables: list[Table]) -> list[dict[str, Any]]:
-    """Per paper: the reproduction counts over all its run tables and the "k of n cells reproduced" line."""
+    """Per paper: the reproduction counts over all its run tables and the "k of n cells … reproduced" line."""
     out = []
     for paper in dict.fromkeys(t.paper for t in tables):
         mine = [t for t in tables if t.paper == paper and t.view.kind == "runs"]
@@ -206,16 +238,87 @@ def paper_summaries(tables: list[Table]) -> list[dict[str, Any]]:
     return out
 
 
-def figure_name(view) -> str:
-    """The view's figure as words, with its parameters: "rounds to 60%", "mean of last 10 evaluations"."""
-    unit = display_unit(view.metric, view.percent)
-    target = f"{view.target:g}{'' if unit in ('', '%') else ' '}{unit}" if view.target is not None else "target"
-    return figure_label(view.figure, k=view.k, target=target, at_round=view.at_round)
+# The words of each baseline outcome in a summary line, and the word before the baseline's name.
+OUTCOME_WORDS = {
+    "better": (f"{MARKS['better']} better", "than"),
+    "worse": (f"{MARKS['worse']} worse", "than"),
+    "same": (f"{MARKS['same']} no significant difference", "from"),
+    "": ("not tested", "against"),  # fewer than two seed pairs, or no finished run
+}
+
+
+def comparison_summary(table: Table) -> list[str]:
+    """One line per method of the table's baseline axis: in how many of its cells it is significantly better or
+    worse than the baseline, neither, or untested ("fedprox: ▲ better than fedavg in 2, · no significant
+    difference in 1 of 3 cells"); one line where no cell is tested yet. Nothing for a table without a baseline or
+    whose figure has no better side."""
+    if table.baseline is None or FIGURES[table.view.figure].better == "none":
+        return []
+    axis = table.view.baseline_axis
+    methods: dict[str, list[Cell]] = {}
+    for cell in table.cells.values():
+        method = cell.labels.get(axis)
+        if cell.static or cell.published_only or method is None or method == table.baseline:
+            continue
+        methods.setdefault(method + (ADDED_MARK if cell.added else ""), []).append(cell)
+    if not any(c.comparison and c.comparison.outcome for group in methods.values() for c in group):
+        return [f"no method tested against {table.baseline} yet (fewer than two seed pairs in every cell)"]
+    lines = []
+    for method, cells in methods.items():
+        outcomes = [c.comparison.outcome if c.comparison else "" for c in cells]
+        parts: list[str] = []
+        for outcome, (words, preposition) in OUTCOME_WORDS.items():
+            count = outcomes.count(outcome)
+            if count:
+                parts.append(f"{words} {'' if parts else f'{preposition} {table.baseline} '}in {count}")
+        lines.append(f"{method}: {', '.join(parts)} of {len(cells)} cell{'s' if len(cells) != 1 else ''}")
+    return lines
+
+
+def summary(tables: list[Table]) -> list[tuple[str, list[str]]]:
+    """What a report says first: (heading, lines) for each table compared with a baseline (its title; a line per
+    method), then "Reproduction" with a line per paper (how many of its cells with a published number we
+    reproduce)."""
+    out = [(header(t), lines) for t in tables if (lines := comparison_summary(t))]
+    out.append(("Reproduction", [s["line"] for s in paper_summaries(tables)]))
+    return out
+
+
+def figure_name(view, tasks: Sequence[str] = ("classification",), unit: str = "") -> str:
+    """The view's figure as words, with its metric's human name (as called on runs of ``tasks``; followed by
+    ``unit`` when given) and its parameters: "best test accuracy", "rounds to 60% test accuracy", "mean of the last
+    10 evaluations of test accuracy (%)"."""
+    shown = display_unit(view.metric, view.percent)
+    target = f"{view.target:g}{'' if shown in ('', '%') else ' '}{shown}" if view.target is not None else "the target"
+    if view.metrics:  # the "metric" pseudo-axis: each row's (or column's) own metric
+        metric = "the row's metric" if "metric" in view.rows else "the column's metric"
+    else:
+        metric = metric_label(view.metric, tasks)
+    metric += f" ({unit})" if unit else ""
+    return figure_label(view.figure, metric=metric, k=view.k, target=target, at_round=view.at_round)
+
+
+def figure_heading(table: Table) -> str:
+    """The table's figure as words with its unit, after the metric for a value of the metric ("best test accuracy
+    (%)", "test accuracy (%) at round 50"), else after the figure ("wall seconds (s)")."""
+    view = table.view
+    if FIGURES[view.figure].of_metric_value:
+        return figure_name(view, table.tasks, table.unit)
+    name = figure_name(view, table.tasks)
+    return f"{name} ({table.unit})" if table.unit else name
 
 
 def column_names(table: Table) -> list[str]:
-    """Column headers; a table without column axes has one column named after its figure."""
-    return table.columns if table.view.columns or table.view.kind != "runs" else [figure_name(table.view)]
+    """Column headers (marked ``ADDED_MARK`` where added with --add); a table without column axes has one column
+    named after its figure (``figure_heading``)."""
+    if table.view.columns or table.view.kind != "runs":
+        return [column + ADDED_MARK if column in table.added_columns else column for column in table.columns]
+    return [figure_heading(table)]
+
+
+def row_name(table: Table, row: str) -> str:
+    """A row as shown: its label, marked ``ADDED_MARK`` when it is a value added with --add."""
+    return row + ADDED_MARK if row in table.added_rows else row
 
 
 def row_header(table: Table) -> str:

@@ -55,8 +55,9 @@ def test_one_page_per_paper_and_an_index(tmp_path):
     for paper in ("alpha", "beta"):
         page = (out.parent / f"{paper}.html").read_text()
         summary = page.split('id="table-0"')[0]
-        line = f"{paper}: reproduction: 0 of 2 cells reproduced (0 higher, 0 lower, 2 not comparable)"
+        line = f"{paper}: 0 of 2 cells with a published number reproduced (0 higher, 0 lower, 2 not comparable)"
         assert line in summary
+        assert page.index("no finished run yet") > page.rindex('id="table-')  # the legend once, after the tables
         assert f"Best accuracy of {paper}" in page and "no finished run" in page
         assert "paper 90.00" in page and "paper 91.00" in page
         assert not re.search(r"""(src|href)=["'](?!data:)""", page)

@@ -1,0 +1,700 @@
+"""The engine contract, checked on one method: what the engine promises every method, and every method must keep so
+that the promise holds, run on a small setting (a few rounds of a few clients on digits, on the CPU, seconds per
+property). ``fedbench check-method NAME`` runs it on a method of the user's own (a plug-in); the built-ins pass it
+(tests/engine/test_engine_contract.py runs it on every one).
+
+The properties (``PROPERTIES``, in the order they run):
+
+- ``evaluation``: evaluation leaves training unchanged. The run evaluated every round (the global model and every
+  client's own) and the run evaluated after its last round only train the same, bit for bit: the same training
+  losses, last-round figures, global weights and client states.
+- ``keyed-streams``: a client's training randomness comes from its own keyed streams (``fedbench.seeding``), so
+  results depend neither on the order the round's clients train in nor on what the process ran before (another
+  worker's history): the run with every round's clients trained last to first, after the process's global random
+  generators were seeded otherwise, gives the same results bit for bit.
+- ``resume``: a run stopped after round R − 1 (logged and checkpointed, as a kill between rounds leaves it) and
+  resumed from its checkpoint gives the uninterrupted run's curve, global weights and client states, bit for bit.
+- ``packed``: a method that declares ``packed_step`` trains the same on the packed path (``engine/packed.py``) as on
+  the sequential one: in float64, to within ``F64_ATOL`` (the two sum in another order).
+- ``fedavg-setting``: a method that declares a setting in which it is FedAvg trains as FedAvg does in it: the same
+  training losses, global figures and weights, in float64 to within ``F64_ATOL``.
+- ``empty-client``: with every client training every round and one of them holding no training sample, the run
+  finishes and its losses, global weights and client states stay finite.
+
+**Declaring a FedAvg setting.** A method states, when it registers, the parameters (and, where needed, the run
+settings) with which it is FedAvg: ``register_algorithm(name, fedavg_setting={"algorithm_params": {...}, "setup":
+{...}})``, either part optional; e.g. FedProx's ``{"algorithm_params": {"mu": 0.0}}`` (Eq. 2 without its term),
+FedNova's ``{"setup": {"local_steps": 2}}`` (equal step counts: every a_i equal). ``fedavg_setting_spec`` applies it.
+
+Every result says what was compared; a failure says what differed first (the round and figure, or the tensor, and
+by how much) and how to fix it. Bit for bit means in the default dtype (float32), on this machine, in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from pydantic import ValidationError
+
+from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
+from fedbench.algorithms.context import ServerState
+from fedbench.data.federated import ArraysCache
+from fedbench.data.store import TensorData
+from fedbench.engine.loop import RoundRecord, RunResult, Training, set_up, train
+from fedbench.engine.options import EngineOptions
+from fedbench.errors import ConfigError, FedbenchError, field_error
+from fedbench.spec import RunSpec
+
+# Two computations that agree in exact arithmetic but not operation for operation (another summation order or
+# SIMD kernel, an algebraically equal update rule, a few SGD steps that amplify a rounding difference) are
+# compared in float64 to within F64_ATOL, never in float32 with a tolerance that happens to pass on one CPU. Where
+# it comes from: float64 rounds by at most 1.1e-16 (relative) per operation, and the short trainings of these checks
+# amplify a rounding difference by at most ~1e4 (in float32 the same runs differ by up to 4e-4 ≈ 1e4 × float32's
+# 6e-8 with AVX-512 kernels), so two float64 paths agree to ~1e-12 at worst; measured with PyTorch's default, AVX2
+# and AVX-512 kernels, they agree to 2e-15. A genuine difference is far larger: LG-Mix with λ = 1e-7 instead of 0
+# already moves the weights by 4e-8.
+F64_ATOL = 1e-9
+
+# The setting the checks train (``contract_spec``): 3 rounds of 3 of 4 clients (so clients return with their state
+# and others skip a round) on digits with a tiny MLP; unequal client sizes (Dirichlet 0.5), momentum, client test
+# and validation splits, and both global and personal evaluation.
+SETUP: dict[str, Any] = {
+    "dataset": "digits",
+    "model": "digits_mlp",
+    "model_params": {"hidden": 16},
+    "partition": "dirichlet",
+    "partition_params": {"alpha": 0.5, "min_size": 20},
+    "num_clients": 4,
+    "clients_per_round": 3,
+    "rounds": 3,
+    "batch_size": 32,
+    "optimizer": {"lr": 0.05, "momentum": 0.5},
+    "eval_mode": "both",
+    "client_test_fraction": 0.2,
+    "client_val_fraction": 0.1,
+}
+
+# The figures of a round record the checks compare (not its wall time).
+FIGURES = tuple(f.name for f in fields(RoundRecord) if f.name not in ("round", "wall_seconds"))
+
+Status = Literal["pass", "fail", "skip"]
+
+
+@dataclass(frozen=True)
+class PropertyResult:
+    """One property checked: ``detail`` says what was compared (pass), what differed and how to fix it (fail), or
+    why it does not apply to this method (skip)."""
+
+    name: str  # a key of PROPERTIES
+    title: str
+    status: Status
+    detail: str
+    seconds: float
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "fail"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "property": self.name,
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _merge(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``, nested tables merged key by key (``optimizer.momentum`` keeps ``optimizer.lr``)."""
+    merged = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _spec(fields_: Mapping[str, Any]) -> RunSpec:
+    try:
+        spec = RunSpec(**fields_)
+    except ValidationError as exc:
+        raise ConfigError(f"check setting: {field_error(exc).line()}") from None
+    validate_algorithm_params(spec.algorithm, spec.algorithm_params)  # an unknown method or a bad value: one line
+    return spec
+
+
+def contract_spec(algorithm: str, algorithm_params: Mapping[str, Any] | None = None, **setup: Any) -> RunSpec:
+    """The spec the checks train: ``SETUP`` with ``setup`` merged in (nested tables key by key). A model other than
+    SETUP's starts from no ``model_params``; ``num_clients`` without ``clients_per_round`` trains all but one client
+    per round. ``ConfigError`` (one line) for a bad value."""
+    base = dict(SETUP)
+    if setup.get("model", base["model"]) != base["model"]:
+        base["model_params"] = {}
+    if "num_clients" in setup and "clients_per_round" not in setup:
+        base["clients_per_round"] = max(1, int(setup["num_clients"]) - 1)
+    merged = _merge(base, setup)
+    return _spec({**merged, "algorithm": algorithm, "algorithm_params": dict(algorithm_params or {})})
+
+
+def _variant(spec: RunSpec, **changes: Any) -> RunSpec:
+    return _spec(_merge(spec.model_dump(), changes))
+
+
+def fedavg_setting_spec(spec: RunSpec, setting: Mapping[str, Any]) -> RunSpec:
+    """``spec`` in a method's declared FedAvg setting (``{"algorithm_params": {...}, "setup": {...}}``)."""
+    unknown = set(setting) - {"algorithm_params", "setup"}
+    if unknown:
+        raise ConfigError(
+            f"{spec.algorithm}: fedavg_setting has key(s) {', '.join(sorted(unknown))}; "
+            "expected algorithm_params and/or setup"
+        )
+    return _variant(spec, **dict(setting.get("setup", {})), algorithm_params=dict(setting.get("algorithm_params", {})))
+
+
+# ------------------------------------------------------------------------------------------------ training runs
+class _Sink:
+    """The rounds a run logged, as a registry keeps them (a resumed run redoes the rounds after its checkpoint)."""
+
+    def __init__(self) -> None:
+        self.records: list[RoundRecord] = []
+
+    def log_round(self, record: RoundRecord) -> None:
+        self.records = [r for r in self.records if r.round < record.round] + [record]
+
+    def truncate(self, after_round: int) -> None:
+        self.records = [r for r in self.records if r.round <= after_round]
+
+
+class _Stop(Exception):
+    """Stops a run after a round, once it is logged and checkpointed, as a kill between two rounds would."""
+
+
+def _stop_after(last_round: int) -> Callable[[RoundRecord], None]:
+    def on_round(record: RoundRecord) -> None:
+        if record.round == last_round:
+            raise _Stop
+
+    return on_round
+
+
+@dataclass
+class _Run:
+    """A finished (or stopped) run: its result (None when stopped), the rounds logged and its final state."""
+
+    result: RunResult | None
+    records: list[RoundRecord]
+    server: ServerState
+    client_states: dict[int, dict[str, Any]]
+
+
+@contextlib.contextmanager
+def _global_random_state(seed: int) -> Iterator[None]:
+    """torch's, numpy's and Python's global random generators seeded with ``seed`` for the block, restored after."""
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        random.seed(seed)
+        try:
+            yield
+        finally:
+            np.random.set_state(numpy_state)
+            random.setstate(python_state)
+
+
+@contextlib.contextmanager
+def _default_dtype(dtype: torch.dtype | None) -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype or previous)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _in_float64(tensors: TensorData) -> TensorData:
+    """The data's floating tensors in float64 (the values as loaded: float32 values are exact in float64)."""
+
+    def convert(value: Any) -> Any:
+        return value.to(torch.float64) if torch.is_tensor(value) and value.is_floating_point() else value
+
+    return replace(
+        tensors,
+        train_x=convert(tensors.train_x),
+        train_y=convert(tensors.train_y),
+        test_x=convert(tensors.test_x),
+        test_y=convert(tensors.test_y),
+        fill=convert(tensors.fill),
+    )
+
+
+class Checker:
+    """The runs of one method's checks: each trains in ``folder`` (its checkpoint there) from its own global random
+    state; the reference run (``spec`` evaluated every round) is trained once, for every check that compares with
+    it. ``options``: where the data lie and whether they are verified (the rest is the checks' own)."""
+
+    def __init__(self, spec: RunSpec, folder: Path, options: EngineOptions | None = None):
+        self.spec = _variant(spec, eval_every=1)
+        self.folder = folder
+        self.options = replace(options or EngineOptions(), device="cpu", arrays=ArraysCache())
+        self._reference: _Run | None = None
+        self._paths = 0
+
+    def path(self) -> Path:
+        self._paths += 1
+        return self.folder / f"run-{self._paths}.pt"
+
+    def preflight(self) -> None:
+        """Set the run up once: an unknown model or data set, a model the method cannot take or missing data is the
+        caller's error (a ``FedbenchError``, raised); anything else the method raises is left to the checks."""
+        try:
+            with _global_random_state(0):
+                set_up(self.spec, self.options)
+        except FedbenchError:
+            raise
+        except Exception:  # the method's own error: every check that trains reports it, with where it was raised
+            return
+
+    def train(
+        self,
+        spec: RunSpec,
+        *,
+        float64: bool = False,
+        reversed_order: bool = False,
+        random_seed: int = 0,
+        stop_after: int | None = None,
+        packing: str = "sequential",
+        path: Path | None = None,
+        sink: _Sink | None = None,
+        prepare: Callable[[Training], None] | None = None,
+    ) -> _Run:
+        """Train ``spec`` (``prepare`` changes the set-up run before round 1) and return what it left."""
+        sink = sink if sink is not None else _Sink()
+        options = replace(
+            self.options,
+            checkpoint_path=path or self.path(),
+            packing=packing,
+            on_round=_stop_after(stop_after) if stop_after is not None else None,
+        )
+        with _global_random_state(random_seed), _default_dtype(torch.float64 if float64 else None):
+            training = set_up(spec, options)
+            if float64:
+                training.state.data.tensors = _in_float64(training.state.data.tensors)
+            training.reversed_order = reversed_order
+            if prepare is not None:
+                prepare(training)
+            result: RunResult | None
+            try:
+                result = train(training, sink)
+            except _Stop:
+                result = None
+        states = training.state.client_states
+        return _Run(
+            result=result,
+            records=list(sink.records),
+            server=training.state.server,
+            client_states={client: states.peek(client) for client in range(spec.num_clients)},
+        )
+
+    def reference(self) -> _Run:
+        if self._reference is None:
+            self._reference = self.train(self.spec)
+        return self._reference
+
+
+# ------------------------------------------------------------------------------------------------ comparisons
+def _difference(a: Any, b: Any, where: str, atol: float = 0.0) -> str | None:
+    """Where nested values ``a`` and ``b`` (dicts, lists, tensors, numbers) first differ, in words; None where they
+    are equal: tensors bit for bit (floating ones to within ``atol`` when it is not 0), numbers likewise."""
+    if torch.is_tensor(a) or torch.is_tensor(b):
+        if not (torch.is_tensor(a) and torch.is_tensor(b)):
+            return f"{where} is a tensor in one run and {type(b if torch.is_tensor(a) else a).__name__} in the other"
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"{where} is {tuple(a.shape)} {a.dtype} in one run and {tuple(b.shape)} {b.dtype} in the other"
+        if torch.equal(a, b):
+            return None
+        worst = 0.0
+        if a.is_floating_point():
+            both_nan = a.isnan() & b.isnan()
+            gap = torch.where(both_nan, 0.0, (a.double() - b.double()).abs()).nan_to_num(nan=math.inf)
+            worst = float(gap.max())
+            if worst <= atol:  # NaN where both have NaN, a signed zero: equal values
+                return None
+        if a.numel() == 1:
+            change = f" (Δ {worst:.3g})" if a.is_floating_point() else ""
+            return f"{where} is {a.item()!r} in one run and {b.item()!r} in the other{change}"
+        if not a.is_floating_point():
+            return f"{where}: {int((a != b).sum())} of {a.numel()} entries differ"
+        return f"{where} differs by up to {worst:.3g} (max |Δ|, over {int((gap > atol).sum())} of {a.numel()} entries)"
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if set(a) != set(b):
+            return f"{where} has keys {sorted(map(str, a))} in one run and {sorted(map(str, b))} in the other"
+        for key in sorted(a, key=str):
+            found = _difference(a[key], b[key], f"{where}[{key!r}]", atol)
+            if found:
+                return found
+        return None
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            return f"{where} has {len(a)} entries in one run and {len(b)} in the other"
+        for index, (x, y) in enumerate(zip(a, b)):
+            found = _difference(x, y, f"{where}[{index}]", atol)
+            if found:
+                return found
+        return None
+    if isinstance(a, float) and isinstance(b, float):
+        if a == b or (math.isnan(a) and math.isnan(b)) or abs(a - b) <= atol:
+            return None
+        return f"{where} is {a!r} in one run and {b!r} in the other (Δ {abs(a - b):.3g})"
+    if a != b:
+        return f"{where} is {a!r} in one run and {b!r} in the other"
+    return None
+
+
+def _curve_difference(
+    a: Sequence[RoundRecord], b: Sequence[RoundRecord], figures: Sequence[str] = FIGURES, atol: float = 0.0
+) -> str | None:
+    """The first round and figure (of ``figures``) in which two curves differ."""
+    if [r.round for r in a] != [r.round for r in b]:
+        return f"the rounds logged are {[r.round for r in a]} in one run and {[r.round for r in b]} in the other"
+    for x, y in zip(a, b):
+        for name in figures:
+            found = _difference(getattr(x, name), getattr(y, name), f"round {x.round}'s {name}", atol)
+            if found:
+                return found
+    return None
+
+
+def _state_difference(a: _Run, b: _Run, atol: float = 0.0) -> str | None:
+    """The first tensor of the final server state or client states in which two runs differ."""
+    found = (
+        _difference(a.server.params, b.server.params, "the global weights", atol)
+        or _difference(a.server.buffers, b.server.buffers, "the global buffers", atol)
+        or _difference(a.server.state, b.server.state, "server.state", atol)
+    )
+    if found:
+        return found
+    for client in sorted(set(a.client_states) | set(b.client_states)):
+        found = _difference(
+            a.client_states.get(client, {}), b.client_states.get(client, {}), f"client {client}'s ctx.state", atol
+        )
+        if found:
+            return found
+    return None
+
+
+def _unfinished(run: _Run) -> str | None:
+    if run.result is None:
+        return "the run stopped before its last round"
+    if run.result.status != "done":
+        return f"the run {run.result.message or run.result.status}"
+    return None
+
+
+def _run_difference(a: _Run, b: _Run, atol: float = 0.0) -> str | None:
+    return (
+        _unfinished(a)
+        or _unfinished(b)
+        or _curve_difference(a.records, b.records, atol=atol)
+        or _state_difference(a, b, atol)
+    )
+
+
+# ------------------------------------------------------------------------------------------------ the properties
+class _Broken(Exception):
+    """The property does not hold: what differed and how to fix it."""
+
+
+class _Skip(Exception):
+    """The property does not apply to this method or setting: why."""
+
+
+def setting_text(setting: Mapping[str, Any]) -> str:
+    """A declared FedAvg setting in words: ``mu=0.0``, ``local_steps=2``; ``as it is`` for an empty one."""
+    parts = [f"{k}={v!r}" for part in ("algorithm_params", "setup") for k, v in setting.get(part, {}).items()]
+    return ", ".join(parts) or "as it is"
+
+
+def _evaluation(checker: Checker) -> str:
+    every_round = checker.reference()
+    at_the_end = checker.train(_variant(checker.spec, eval_every=checker.spec.rounds))
+    problem = (
+        _unfinished(every_round)
+        or _unfinished(at_the_end)
+        or _curve_difference(every_round.records, at_the_end.records, ("train_loss",))
+        or _curve_difference(every_round.records[-1:], at_the_end.records[-1:])
+        or _state_difference(every_round, at_the_end)
+    )
+    if problem:
+        raise _Broken(
+            f"evaluating every round changed training: {problem}. Evaluation (eval_model, and local_train when it "
+            "adapts a personal model) gets a copy of ctx.state, whatever it writes there is dropped; it must not "
+            "change anything training reads next: attributes of the method object (self), ctx.global_params or "
+            "ctx.global_buffers in place, module-level variables"
+        )
+    return (
+        f"evaluated every round or after round {checker.spec.rounds} only: the same training losses, last-round "
+        "figures, global weights and client states, bit for bit"
+    )
+
+
+def _keyed_streams(checker: Checker) -> str:
+    reference = checker.reference()
+    reordered = checker.train(checker.spec, reversed_order=True, random_seed=1)
+    problem = _run_difference(reference, reordered)
+    if problem is None:
+        return (
+            "each round's clients trained last to first, after the process's global random generators were seeded "
+            "otherwise: the same curve, global weights and client states, bit for bit"
+        )
+    elsewhere = checker.train(checker.spec, random_seed=1)
+    other_process = _run_difference(reference, elsewhere)
+    if other_process:
+        raise _Broken(
+            f"the same run gave other results after the process's global random generators were seeded otherwise "
+            f"(as in another worker): {other_process}. The method draws randomness outside the run's keyed streams: "
+            "from numpy's or Python's global generator, from torch's outside a client hook (the engine seeds it per "
+            "client only for local training and evaluation), or from an unseeded generator. Draw from "
+            "ctx.generator in client hooks, and from fedbench.seeding.torch_generator(spec.seed, 'a name', "
+            "round_index) or numpy_rng(...) in server hooks"
+        )
+    raise _Broken(
+        f"training each round's clients in another order changed the results: {problem}. A client's training must "
+        "depend on its own context only: draw randomness from ctx.generator (a server hook that draws from torch's "
+        "global generator gets the state the last client trained left: use "
+        "fedbench.seeding.torch_generator(spec.seed, 'a name', round_index) there), and keep per-client values in "
+        "ctx.state, not on the method object"
+    )
+
+
+def _resume(checker: Checker) -> str:
+    rounds = checker.spec.rounds
+    if rounds < 2:
+        raise _Skip("needs 2 rounds or more (--rounds)")
+    stop = rounds - 1
+    path, sink = checker.path(), _Sink()
+    first = checker.train(checker.spec, stop_after=stop, path=path, sink=sink)
+    if first.result is not None:
+        raise _Broken(f"the run to be stopped after round {stop} did not get there: {_unfinished(first)}")
+    resumed = checker.train(checker.spec, path=path, sink=sink)
+    info = resumed.result.info if resumed.result is not None else {}
+    if info.get("resumed_from") != stop:
+        raise _Broken(
+            f"the run stopped after round {stop} did not resume from its checkpoint (it started again from round "
+            f"{info.get('resumed_from')}: {info.get('checkpoint_rejected', 'no checkpoint')}). Keep in ctx.state and "
+            "server.state only what a checkpoint stores: tensors, numbers, strings, and lists and dicts of them"
+        )
+    problem = _run_difference(checker.reference(), resumed)
+    if problem:
+        raise _Broken(
+            f"stopped after round {stop} and resumed from its checkpoint, the run differs from the uninterrupted "
+            f"one: {problem}. Everything a later round reads must be in the checkpoint: per-client values in "
+            "ctx.state, server values in server.state, not on the method object (self), which a resumed run "
+            "builds anew, nor in module-level variables"
+        )
+    return (
+        f"stopped after round {stop} and resumed from its checkpoint: the uninterrupted run's curve, global weights "
+        "and client states, bit for bit"
+    )
+
+
+def _require_packed(training: Training) -> None:
+    if not training.choice.packed:
+        raise _Skip(f"trains sequentially only: {training.choice.reason.removeprefix('fallback: ')}")
+
+
+def _packed(checker: Checker) -> str:
+    together = checker.train(checker.spec, float64=True, packing="packed", prepare=_require_packed)
+    one_by_one = checker.train(checker.spec, float64=True)
+    problem = _run_difference(one_by_one, together, atol=F64_ATOL)
+    if problem:
+        raise _Broken(
+            f"the packed path differs from the sequential one beyond float64 rounding (F64_ATOL = {F64_ATOL:g}): "
+            f"{problem}. packed_inputs, packed_objective and packed_adjust_gradients must compute, on one client's "
+            "flat parameter vector, what begin_local, loss and adjust_gradients do (padding masked out: "
+            "functional.masked_mean); if they cannot, do not declare packed_step"
+        )
+    return f"packed and sequential agree in float64 to within {F64_ATOL:g}: curve, global weights, client states"
+
+
+def _fedavg_setting(checker: Checker) -> str:
+    name = checker.spec.algorithm
+    if name == "fedavg":
+        raise _Skip("FedAvg itself")
+    setting = ALGORITHMS.info(name).get("fedavg_setting")
+    if setting is None:
+        raise _Skip(f"{name} declares no setting in which it is FedAvg (fedavg_setting, docs/plugins.md)")
+    try:
+        spec = fedavg_setting_spec(checker.spec, setting)
+        regularizers = spec.algorithm_params.get("regularizers", [])  # FedAvg with the same regularizers
+        fedavg_spec = _spec(
+            {**spec.model_dump(), "algorithm": "fedavg", "algorithm_params": {"regularizers": regularizers}}
+        )
+    except FedbenchError as exc:
+        raise _Broken(f"its declared fedavg_setting {setting!r} is not a valid setting: {exc}") from None
+    text = setting_text(setting)
+    method = checker.train(spec, float64=True)
+    fedavg = checker.train(fedavg_spec, float64=True)
+    problem = (
+        _unfinished(method)
+        or _unfinished(fedavg)
+        or _curve_difference(method.records, fedavg.records, ("train_loss", "test_acc", "test_loss"), F64_ATOL)
+        or _difference(method.server.params, fedavg.server.params, "the global weights", F64_ATOL)
+        or _difference(method.server.buffers, fedavg.server.buffers, "the global buffers", F64_ATOL)
+    )
+    if problem:
+        raise _Broken(
+            f"in its declared FedAvg setting ({text}) it does not train as FedAvg (float64, F64_ATOL = "
+            f"{F64_ATOL:g}): {problem}. Either the setting does not reduce the method to FedAvg (correct "
+            "fedavg_setting where it registers), or the method does more in it: a term that does not vanish, "
+            "an extra draw from ctx.generator (it shifts the batches), a server step that is not the average"
+        )
+    gap = float((method.server.params.double() - fedavg.server.params.double()).abs().max())
+    how = "bit for bit" if gap == 0 else f"to within {gap:.2g} (F64_ATOL = {F64_ATOL:g})"
+    return f"in its declared setting ({text}) it trains as FedAvg, in float64 {how}"
+
+
+def _empty_first_client(training: Training) -> None:
+    """Client 0 holds no training sample (a site whose data are all in its test split, or a skewed split at a small
+    Dirichlet α); nor any test or validation sample of its own, as a partition that gave it nothing would leave it."""
+    data = training.state.data
+    data.client_train[0] = data.client_train[0][:0]
+    if data.client_val:
+        data.client_val[0] = data.client_val[0][:0]
+    if not data.client_test_from_test:
+        data.client_test[0] = data.client_test[0][:0]
+
+
+def _not_finite(value: Any, where: str) -> str | None:
+    if torch.is_tensor(value):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            return f"{where} holds NaN or inf"
+        return None
+    if isinstance(value, Mapping):
+        return next((f for k in sorted(value, key=str) if (f := _not_finite(value[k], f"{where}[{k!r}]"))), None)
+    if isinstance(value, (list, tuple)):
+        return next((f for i, v in enumerate(value) if (f := _not_finite(v, f"{where}[{i}]"))), None)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is {value}"
+    return None
+
+
+def _empty_client(checker: Checker) -> str:
+    if checker.spec.num_clients < 2:
+        raise _Skip("needs 2 clients or more (--clients)")
+    spec = _variant(checker.spec, clients_per_round=checker.spec.num_clients)
+    run = checker.train(spec, prepare=_empty_first_client)
+    problem = _unfinished(run)
+    for record in run.records:
+        for name in ("train_loss", "test_loss"):
+            problem = problem or _not_finite(getattr(record, name), f"round {record.round}'s {name}")
+    problem = (
+        problem
+        or _not_finite(run.server.params, "the global weights")
+        or _not_finite(run.server.buffers, "the global buffers")
+        or _not_finite(run.client_states, "the client states")
+    )
+    if problem:
+        raise _Broken(
+            f"with client 0 holding no training sample (every client training every round), {problem}. Such a "
+            "client takes no step (ctx.num_samples == 0, update.num_steps == 0): give its update zero weight or "
+            "skip it, and never divide by its sample or step count"
+        )
+    return "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
+
+
+@dataclass(frozen=True)
+class Property:
+    title: str
+    check: Callable[[Checker], str]  # returns what was compared; raises _Broken or _Skip
+
+
+PROPERTIES: dict[str, Property] = {
+    "evaluation": Property("evaluation leaves training unchanged", _evaluation),
+    "keyed-streams": Property("results independent of client order and of the process", _keyed_streams),
+    "resume": Property("kill and resume gives the same curve", _resume),
+    "packed": Property("packed == sequential", _packed),
+    "fedavg-setting": Property("its declared FedAvg setting is FedAvg", _fedavg_setting),
+    "empty-client": Property("a client with no training sample", _empty_client),
+}
+
+
+def _raised(exc: BaseException) -> str:
+    """The exception and the innermost place outside torch that raised it, on one line."""
+    torch_folder = str(Path(torch.__file__).parent)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(torch_folder)]
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    message = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {message}{where}"
+
+
+def check_method(
+    spec: RunSpec,
+    properties: Sequence[str] | None = None,
+    *,
+    data_root: str | Path | None = None,
+    verify: bool = True,
+    threads: int = 1,
+    on_result: Callable[[PropertyResult], None] | None = None,
+) -> list[PropertyResult]:
+    """Check the engine contract on ``spec``'s method (``contract_spec`` builds a small one): each of ``properties``
+    (default all, in ``PROPERTIES``' order) passes, fails or does not apply; ``on_result`` hears of each as it is
+    done. The runs train on the CPU with ``threads`` threads (restored after: one is fastest for these tiny models), in
+    a temporary folder removed after. Raises ``FedbenchError`` for bad input (an
+    unknown property, a setting the method or model cannot take, missing data); anything the method raises while
+    training fails the property it broke, naming where it was raised."""
+    names = list(PROPERTIES) if properties is None else list(properties)
+    unknown = [name for name in names if name not in PROPERTIES]
+    if unknown:
+        raise ConfigError(f"unknown property {unknown[0]!r}; expected one of {', '.join(PROPERTIES)}")
+    previous_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with tempfile.TemporaryDirectory(prefix="fedbench-check-") as folder:
+            checker = Checker(spec, Path(folder), EngineOptions(data_root=data_root, verify=verify))
+            checker.preflight()
+            return [_check(checker, name, on_result) for name in names]
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _check(checker: Checker, name: str, on_result: Callable[[PropertyResult], None] | None) -> PropertyResult:
+    began = time.perf_counter()
+    status: Status
+    try:
+        status, detail = "pass", PROPERTIES[name].check(checker)
+    except _Skip as exc:
+        status, detail = "skip", str(exc)
+    except _Broken as exc:
+        status, detail = "fail", str(exc)
+    except Exception as exc:  # the method's own error, while training for this property
+        status, detail = "fail", f"training raised {_raised(exc)}"
+    result = PropertyResult(name, PROPERTIES[name].title, status, detail, time.perf_counter() - began)
+    if on_result is not None:
+        on_result(result)
+    return result
+
+
+__all__ = [
+    "F64_ATOL",
+    "PROPERTIES",
+    "SETUP",
+    "Checker",
+    "PropertyResult",
+    "check_method",
+    "contract_spec",
+    "fedavg_setting_spec",
+]

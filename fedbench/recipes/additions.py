@@ -1,0 +1,174 @@
+"""One more row in a paper's table without editing its recipe: ``--add AXIS=VALUE`` and ``--set-for
+AXIS=LABEL:KEY=VALUE`` on ``run``, ``plan`` and ``report``.
+
+``--add`` appends an item to a matrix axis, written as a recipe writes its items: a scalar on an axis named by a
+setup key (``algorithm=scaffold``, ``partition_params.alpha=0.05``), or a table with a ``label`` and the setup keys
+it sets (``case={ label = "CNN CIFAR", model = "cnn", dataset = "cifar10" }``). The grid then holds the added cells
+too: every combination with an added value, at the recipe's seeds and scale, with the cell's other settings (the
+setup, the other axes' items and their overrides, the combination rules that match it). No ``[overrides.AXIS.X]``
+of another value applies to an added value (they are keyed by label), and no combination rule names it. The
+recipe's own cells are untouched: they compile to the runs (spec hashes) they compile to without ``--add``.
+
+Each added cell carries the label ``added`` (``ADDED_LABEL``: the axes whose value is an added one), so the
+registry, ``runs`` and ``export`` tell it apart; the report shows it with a mark, compares it with the table's
+baseline like every row, and never attaches a published value to it.
+
+``--set-for`` merges setup values into the cells whose label on AXIS is LABEL (an added value or the recipe's
+own), last: after ``--set`` (the merge order in docs/recipes.md). Typer cannot declare an option that takes two
+values and repeats, so the selector and the setting are one argument, joined by the first ``:`` that is followed
+by a setup key and ``=``.
+
+With several recipes (``report --paper``), a value is added to each recipe that varies its axis, and a setting to
+each recipe that has its selector's label; an axis no recipe varies, or a label no recipe has, is an error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedbench.errors import ConfigError, RecipeError
+from fedbench.recipes.assignments import label_filters, parse_assignment
+from fedbench.recipes.expand import assignments_to_dict
+from fedbench.recipes.schema import ADDED_LABEL, Combination, Recipe
+from fedbench.recipes.validate import check_recipe
+
+# AXIS=LABEL:KEY=VALUE: the selector ends at the first ":" followed by a (dotted) setup key and "="
+SET_FOR = re.compile(r"(?P<selector>[^=]+=.*?):(?P<setting>\s*[A-Za-z_][\w.]*\s*=.*)", re.DOTALL)
+SET_FOR_EXAMPLE = "--set-for algorithm=mymethod:algorithm_params.mu=0.5"
+
+
+@dataclass(frozen=True)
+class Added:
+    """An ``--add``: the item appended to ``axis`` (a scalar or a table, as parsed from the option's TOML value)."""
+
+    axis: str
+    item: Any
+    text: str  # the option as given, for messages
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A ``--set-for``: setup values merged into the cells whose ``axis`` label is ``label``."""
+
+    axis: str
+    label: str
+    values: dict[str, Any]
+    text: str
+
+
+@dataclass(frozen=True)
+class Additions:
+    """The ``--add`` and ``--set-for`` options of one command, parsed (``parse``) and applied to its recipes
+    (``extend``)."""
+
+    values: tuple[Added, ...] = ()
+    settings: tuple[Setting, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.values or self.settings)
+
+    @classmethod
+    def parse(cls, add: Iterable[str] = (), set_for: Iterable[str] = ()) -> Additions:
+        """The options' syntax, checked before any recipe is read: ``KEY=VALUE`` with a TOML value (the one parser
+        of ``fedbench.recipes.assignments``), and for ``--set-for`` a setting whose key is a setup key (as
+        ``run --set``). Bad input is a one-line ``ConfigError`` naming the option."""
+        values = tuple(_added(text) for text in add)
+        return cls(values, tuple(_setting(text) for text in set_for))
+
+    def extend(self, recipes: Sequence[Recipe]) -> list[Recipe]:
+        """``recipes`` with the added items on their axes and the settings among their ``set_for`` rules (copies;
+        the recipes given are not changed)."""
+        out = list(recipes)
+        for added in self.values:
+            varying = [i for i, recipe in enumerate(out) if added.axis in recipe.matrix]
+            if not varying:
+                raise ConfigError(
+                    f"--add {added.text}: {added.axis!r} is not an axis of {_axes_text(out)}; add a value to one of "
+                    "these axes"
+                )
+            for i in varying:
+                out[i] = _with_item(out[i], added)
+        for setting in self.settings:
+            selected = [i for i, r in enumerate(out) if setting.label in _labels(r, setting.axis)]
+            if not selected:
+                raise ConfigError(f"--set-for {setting.text}: {_no_selector(out, setting)}")
+            for i in selected:
+                rule = Combination(match={setting.axis: setting.label}, set=setting.values)
+                out[i] = out[i].model_copy(update={"set_for": [*out[i].set_for, rule]})
+        return out
+
+
+def _added(text: str) -> Added:
+    if "=" not in text:
+        raise ConfigError(f"--add {text!r}: expected AXIS=VALUE, e.g. --add algorithm=scaffold")
+    return Added(*parse_assignment(text, "--add"), text)
+
+
+def _setting(text: str) -> Setting:
+    match = SET_FOR.fullmatch(text)
+    if match is None:
+        raise ConfigError(f"--set-for {text!r}: expected AXIS=LABEL:KEY=VALUE, e.g. {SET_FOR_EXAMPLE}")
+    ((axis, labels),) = label_filters([match["selector"]], "--set-for").items()
+    return Setting(axis, labels.pop(), assignments_to_dict([match["setting"].strip()], "--set-for"), text)
+
+
+def _with_item(recipe: Recipe, added: Added) -> Recipe:
+    """``recipe`` with ``added.item`` appended to its axis, its label among ``recipe.added``."""
+    axis = added.axis
+    if ADDED_LABEL in recipe.matrix:  # the label of added cells would collide with the recipe's own axis
+        raise ConfigError(
+            f"--add {added.text}: {recipe.source} has an axis named {ADDED_LABEL!r}, the label --add uses"
+        )
+    try:
+        label, _ = recipe.axis_item(axis, added.item)
+    except RecipeError as exc:  # a scalar on an axis of tables, a table without a label or with a key of no setup
+        raise ConfigError(f"--add {added.text}: {exc}") from None
+    if label in recipe.axis_labels(axis):
+        raise ConfigError(
+            f"--add {added.text}: {label!r} is already a value of axis {axis!r} in {recipe.source} "
+            f"({', '.join(recipe.axis_labels(axis))})"
+        )
+    extended = recipe.model_copy(
+        update={
+            "matrix": {**recipe.matrix, axis: [*recipe.matrix[axis], added.item]},
+            "added": {**recipe.added, axis: [*recipe.added.get(axis, []), label]},
+        }
+    )
+    try:  # the recipe's rules hold with the new value too (e.g. it is not a row the paper quotes: published_only)
+        check_recipe(extended)
+    except RecipeError as exc:
+        raise ConfigError(f"--add {added.text}: {exc}") from None
+    return extended
+
+
+def _labels(recipe: Recipe, axis: str) -> list[str]:
+    return recipe.axis_labels(axis) if axis in recipe.matrix else []
+
+
+def _axes_text(recipes: Sequence[Recipe]) -> str:
+    """ "recipes/a.toml (axes: algorithm, case)", one such part per recipe."""
+
+    def one(recipe: Recipe) -> str:
+        return f"{_source(recipe)} (axes: {', '.join(recipe.matrix) or 'none'})"
+
+    return "; ".join(one(r) for r in recipes) if recipes else "the recipes (none given)"
+
+
+def _no_selector(recipes: Sequence[Recipe], setting: Setting) -> str:
+    """Why a ``--set-for`` selects no cell: its axis is not one of the recipes', or its label is not on it."""
+    with_axis = [r for r in recipes if setting.axis in r.matrix]
+    if not with_axis:
+        return f"{setting.axis!r} is not an axis of {_axes_text(recipes)}"
+    where = "; ".join(f"{_source(r)}: {', '.join(r.axis_labels(setting.axis))}" for r in with_axis)
+    return f"no value {setting.label!r} on axis {setting.axis!r} ({where}); --add it, or name one of these"
+
+
+def _source(recipe: Recipe) -> str | Path:
+    return recipe.source or recipe.name
+
+
+__all__ = ["Additions", "Added", "Setting", "SET_FOR", "SET_FOR_EXAMPLE"]

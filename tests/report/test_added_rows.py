@@ -1,0 +1,147 @@
+"""A value added with ``--add`` in a report (fedbench/report/table.py, stats.py, render/): one more row (or column)
+with its figure and its ▲/▼/· mark against the table's baseline, no published value even where the view has one
+under its label, marked ⁺ in every format; the recipe's own cells, their marks and Holm-corrected p-values are what
+they are without it. Curves are written by hand into a real registry, so every number is known."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from fedbench.engine.loop import RoundRecord
+from fedbench.recipes.additions import Additions
+from fedbench.recipes.expand import expand
+from fedbench.recipes.load import load_recipe
+from fedbench.recipes.views import TableView
+from fedbench.registry import Registry
+from fedbench.report.collect import build_tables
+from fedbench.report.render import render
+from fedbench.report.render.notes import ADDED_MARK
+from fedbench.report.stats import ALPHA, holm
+from fedbench.report.table import build_table
+
+# Best test accuracy (%) per algorithm and seed. FedProx − FedAvg = 2, 3, 1.5: p ≈ 0.04 alone, but not after a
+# Holm correction together with SCAFFOLD's test (5, −1, 3: p ≈ 0.3); SCAFFOLD's row has no significant difference.
+BEST = {"fedavg": [50.0, 52.0, 54.0], "fedprox": [52.0, 55.0, 55.5], "scaffold": [55.0, 51.0, 57.0]}
+SEEDS = [0, 1, 2]
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+@pytest.fixture
+def stored(write_recipe, registry_url):
+    """The tiny recipe at three seeds with SCAFFOLD added, every run finished with the curves of BEST."""
+    from conftest import TINY_RECIPE
+
+    recipe = load_recipe(write_recipe(TINY_RECIPE.replace("seeds = [0, 1]", "seeds = [0, 1, 2]")))
+    (wider,) = Additions.parse(["algorithm=scaffold"]).extend([recipe])
+    registry = Registry(registry_url)
+    planned = expand(wider)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    for p in planned:
+        best = BEST[p.labels["algorithm"]][SEEDS.index(p.spec.seed)] / 100
+        run_id = registry.claim(p.spec_hash)
+        for i, acc in enumerate([best - 0.1, best, best - 0.05]):
+            registry.log_round(run_id, RoundRecord(i + 1, 0.1, 1.0, 100, 100, test_acc=acc))
+        registry.finish(run_id, "done")
+    return recipe, wider, registry
+
+
+def tables(stored, **view):
+    """The view (the recipe's first, changed by ``view``) without and with the added value."""
+    recipe, wider, registry = stored
+    built = TableView(**{**recipe.tables[0].model_dump(), **view})
+    return build_table(recipe, built, registry), build_table(wider, built, registry)
+
+
+def test_the_added_value_is_one_more_row_with_its_figure_and_the_recipes_rows_are_unchanged(stored):
+    plain, table = tables(stored)
+    assert plain.rows == ["fedavg", "fedprox"] and table.rows == ["fedavg", "fedprox", "scaffold"]
+    assert (table.added_rows, table.added_columns, plain.added_rows) == (["scaffold"], [], [])
+    scaffold = table.cells[("scaffold", "")]
+    assert scaffold.added and scaffold.n == 3 and scaffold.mean == pytest.approx(sum(BEST["scaffold"]) / 3)
+    for key, cell in plain.cells.items():
+        mine = table.cells[key]
+        assert not mine.added and (mine.mean, mine.values, mine.published) == (cell.mean, cell.values, cell.published)
+        assert mine.comparison == cell.comparison and mine.verdict == cell.verdict
+
+
+def test_the_added_row_is_compared_with_the_baseline_and_corrected_apart_from_the_recipes_rows(stored):
+    plain, table = tables(stored)
+    fedprox, scaffold = table.cells[("fedprox", "")], table.cells[("scaffold", "")]
+    assert fedprox.comparison.outcome == "better" and fedprox.comparison.mark == "▲"
+    assert scaffold.comparison.baseline == "fedavg" and scaffold.comparison.pairs == 3
+    assert scaffold.comparison.difference == pytest.approx(7 / 3)  # (5 − 1 + 3) / 3
+    assert scaffold.comparison.outcome == "same" and scaffold.comparison.mark == "·"
+    # one family for both would have cost FedProx its mark: the added row leaves the recipe's marks alone
+    assert holm([fedprox.comparison.p_value, scaffold.comparison.p_value])[0] >= ALPHA
+    assert fedprox.comparison.p_holm == plain.cells[("fedprox", "")].comparison.p_holm == fedprox.comparison.p_value
+
+
+def test_no_published_value_reaches_the_added_row_even_under_its_label(stored):
+    published = {"fedavg": 50.0, "fedprox": 55.0, "scaffold": 99.0}
+    _, table = tables(stored, published=published, published_ratio={"scaffold": 2.0}, ratio_to="fedavg")
+    scaffold = table.cells[("scaffold", "")]
+    assert scaffold.published is None and scaffold.verdict is None
+    assert scaffold.published_ratio is None and scaffold.printed_ratio is None
+    assert scaffold.ratio == pytest.approx(scaffold.mean / table.cells[("fedavg", "")].mean)
+    assert table.cells[("fedprox", "")].published == 55.0 and table.cells[("fedprox", "")].verdict is not None
+
+
+def test_an_added_column_is_marked_like_a_row(stored):
+    _, table = tables(stored, rows=[], columns=["algorithm"], published={})
+    assert table.columns == ["fedavg", "fedprox", "scaffold"] and table.added_columns == ["scaffold"]
+    assert table.added_rows == []  # the one row, "", holds the recipe's cells too
+    assert table.cells[("", "scaffold")].comparison.mark == "·"
+    markdown = render([table], "markdown")
+    assert f"| scaffold{ADDED_MARK} |" in markdown and f"fedprox{ADDED_MARK}" not in markdown
+
+
+def test_every_format_marks_the_added_row_and_says_what_the_mark_means(stored):
+    _, table = tables(stored)
+    markdown = render([table], "markdown")
+    assert f"| scaffold{ADDED_MARK} | 54.33 ± " in markdown and f"| fedprox{ADDED_MARK}" not in markdown
+    assert f"- {ADDED_MARK} added with --add: not in the paper's recipe, so no published value." in markdown
+    assert "Holm-corrected across the recipe's cells, and apart across the added ones" in markdown
+    latex = render([table], "latex")
+    assert "scaffold$^{+}$" in latex
+    document = json.loads(render([table], "json"))["tables"][0]
+    assert (document["added_rows"], document["added_columns"]) == (["scaffold"], [])
+    assert [c["added"] for c in document["cells"]] == [False, False, True]
+    rows = list(csv.DictReader(io.StringIO(render([table], "csv"))))
+    assert [(r["row"], r["added"], r["published"]) for r in rows] == [
+        ("fedavg", "False", "50.0"),
+        ("fedprox", "False", ""),
+        ("scaffold", "True", ""),
+    ]
+    plain, _ = tables(stored)
+    assert ADDED_MARK not in render([plain], "markdown")
+
+
+@pytest.mark.parametrize(("name", "method"), [("fedtrip_table4", "scaffold"), ("fedimpro_table1", "moon")])
+def test_a_paper_table_gets_the_row_or_column_without_published_values_and_the_same_reproduction_count(name, method):
+    recipe = load_recipe(RECIPES / f"{name}.toml")
+    (wider,) = Additions.parse([f"algorithm={method}"]).extend([recipe])
+    plain, tables = build_tables([recipe], None), build_tables([wider], None)
+    sides = set()
+    for before, after in zip(plain, tables):
+        if "algorithm" not in before.view.rows + before.view.columns:
+            continue
+        side = "rows" if "algorithm" in before.view.rows else "columns"
+        sides.add(side)
+        assert getattr(after, side) == [*getattr(before, side), method]
+        assert getattr(after, f"added_{side}") == [method] and not getattr(
+            after, "added_" + ({"rows", "columns"} - {side}).pop()
+        )
+        added = [cell for cell in after.cells.values() if cell.added]
+        assert added and all(c.labels["algorithm"] == method and c.published is None for c in added)
+        assert after.reproduction() == before.reproduction()
+        assert {k: c.published for k, c in before.cells.items()} == {
+            k: c.published for k, c in after.cells.items() if not c.added
+        }
+        if before.view.published:
+            assert any(c.published is not None for c in after.cells.values())  # the paper's numbers stay in place
+    assert sides == ({"rows", "columns"} if name == "fedtrip_table4" else {"columns"})

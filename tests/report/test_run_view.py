@@ -1,0 +1,88 @@
+"""One run for a person (fedbench/report/run_view.py): the settings that differ from their defaults, the sparkline,
+the sampled curve and the provenance lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fedbench.recipes.expand import compile_recipes
+from fedbench.report.run_view import (
+    CURVE_ROWS,
+    changed_settings,
+    curve_sample,
+    provenance_lines,
+    result_line,
+    sparkline,
+)
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
+
+
+def quickstart_spec(algorithm: str) -> dict:
+    planned = [p for p in compile_recipes([QUICKSTART]) if p.spec.algorithm == algorithm]
+    return planned[0].spec.model_dump(mode="json")
+
+
+def test_the_settings_shown_are_those_the_recipe_changed_from_every_default():
+    """quickstart.toml sets the partition's alpha and min_size (min_size = 10 is Dirichlet's default), 20 rounds,
+    SGD with lr 0.05 and momentum 0.9, and FedProx's mu = 0.1 (its default is 0.01); the rest is at its default."""
+    settings = dict(changed_settings(quickstart_spec("fedprox")))
+    assert list(settings)[:4] == ["algorithm", "dataset", "model", "partition"]
+    assert settings == {
+        "algorithm": "fedprox",
+        "dataset": "digits",
+        "model": "digits_cnn",
+        "partition": "dirichlet",
+        "algorithm_params.mu": 0.1,
+        "partition_params.alpha": 0.3,
+        "rounds": 20,
+        "optimizer.lr": 0.05,
+        "optimizer.momentum": 0.9,
+    }
+    assert "algorithm_params.mu" not in dict(changed_settings(quickstart_spec("fedavg")))
+
+
+def test_an_unknown_plugin_shows_all_its_parameters():
+    spec = {**quickstart_spec("fedavg"), "algorithm": "a-method-from-elsewhere", "algorithm_params": {"beta": 2}}
+    assert dict(changed_settings(spec))["algorithm_params.beta"] == 2
+
+
+def test_sparkline_spans_lowest_to_highest_and_keeps_its_width():
+    assert sparkline([]) == ""
+    assert sparkline([0.1, 0.5, 0.9]) == "▁▅█"
+    assert sparkline([0.3, 0.3]) == "▁▁"  # a flat curve
+    long = sparkline([float(i) for i in range(500)], width=40)
+    assert len(long) == 40 and long[0] == "▁" and long[-1] == "█"
+
+
+def test_curve_sample_keeps_first_last_and_at_most_the_rows():
+    curve = [{"round": r} for r in range(1, 201)]
+    sample = curve_sample(curve)
+    assert len(sample) == CURVE_ROWS and sample[0]["round"] == 1 and sample[-1]["round"] == 200
+    assert [e["round"] for e in sample] == sorted({e["round"] for e in sample})
+    assert curve_sample(curve[:3]) == curve[:3]
+
+
+def test_result_and_provenance_lines():
+    summary = {"best": 0.5, "best_round": 7, "final": 0.25, "last5_mean": 0.4, "rounds_to_target": {"90": None}}
+    assert result_line(summary) == [
+        "best 50.00 (round 7)",
+        "final 25.00",
+        "mean of last 5 40.00",
+        "rounds to 90 %: not reached",
+    ]
+    assert result_line({}) == []
+    software, data, training = provenance_lines(
+        {
+            "fedbench_version": "0.1.0",
+            "git_commit": "abcdef0123",
+            "git_dirty": False,
+            "data": {"source": "s", "verified": True, "client_sizes": [3, 9, 5], "num_params": 1234},
+            "packing": {"executor": "packed"},
+            "peak_memory": {"bytes": 3 * 2**20},
+        }
+    )
+    assert software[0] == "fedbench 0.1.0 (git abcdef0)"
+    assert "3 clients, 3–9 samples each" in data and "1,234 parameters" in data
+    assert training == ["packed training", "fp32", "peak memory 3.0 MiB"]
+    assert provenance_lines(None) == []
