@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -268,3 +269,32 @@ def check_reference_run(name: str, records, checkpoint: dict) -> None:
             numeric = isinstance(value, (int, float, list)) and not isinstance(value, bool)
             expected_value = pytest.approx(value, **REFERENCE_TOLERANCE) if numeric else value
             assert actual[part][path] == expected_value, f"{name}: {path}"
+
+
+def random_masks(shape, seed=0) -> torch.Tensor:
+    """Binary segmentation masks (disc, cup) of ``shape``, about 30 % foreground, channel 1 of the first empty."""
+    masks = torch.from_numpy(np.random.default_rng(seed).random(shape) < 0.3).float()
+    masks[0, 1] = 0.0  # an empty channel (an image without cup)
+    return masks
+
+
+# A few rounds of the digits MLP on five Dirichlet clients, three per round, with momentum (engine runs).
+BASE = dict(
+    dataset="digits",
+    model="digits_mlp",
+    model_params={"hidden": 32},
+    partition="dirichlet",
+    partition_params={"alpha": 0.5, "min_size": 5},
+    num_clients=5,
+    clients_per_round=3,
+    rounds=3,
+    batch_size=32,
+    optimizer={"lr": 0.1, "momentum": 0.5},
+)
+
+
+def final_params(spec, tmp_path, sink, **kwargs):
+    """Train ``spec`` to its end; (its result, its final checkpoint)."""
+    path = tmp_path / f"{spec.spec_hash}.pt"
+    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
+    return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))

@@ -98,7 +98,7 @@ class Conv2d(nn.Conv2d):
     - a stride-1, ungrouped convolution on the CPU computes its weight gradient with ``_SmallConv2d``.
 
     Anything else, and every CUDA tensor, takes ``nn.Conv2d``'s path. Results equal PyTorch's up to
-    floating-point rounding order (``tests/models/test_models.py``).
+    floating-point rounding order (``tests/models/test_layers.py``).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,9 @@
-"""FedImpro: defining properties of the method (spec shared/papers/fedimpro.md) and its recipes."""
+"""FedImpro: defining properties of the method (spec shared/papers/fedimpro.md) and one CLI run (its recipes:
+tests/papers/test_fedimpro_tables.py)."""
 
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,12 +19,8 @@ from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
 from fedbench.models import build_model
-from fedbench.recipes.expand import expand
-from fedbench.recipes.load import load_recipe
-from fedbench.recipes.resolve import non_default
 from fedbench.spec import RunSpec
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 BASE = {
     "dataset": "digits",
     "model": "digits_cnn",
@@ -37,6 +33,8 @@ BASE = {
     "batch_size": 32,
     "optimizer": {"lr": 0.05, "momentum": 0.9},
 }
+
+
 SHAPE = (1, 8, 8)
 
 
@@ -266,35 +264,6 @@ def test_resnet18_split_shapes_and_upload_size():
     assert algorithm.extra_upload_floats(0) == 2 * 10 * 32_768  # spec §1.11
     # the static overhead table builds methods without a model: no feature size is known, none is counted
     assert build_algorithm("fedimpro", {}).extra_upload_floats(0) == 0
-
-
-@pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedimpro_*.toml")))
-def test_every_fedimpro_recipe_compiles_at_every_scale(name):
-    recipe = load_recipe(RECIPES / name)
-    for scale in recipe.scale_names():
-        assert expand(recipe, scale=scale)
-
-
-def test_table1_recipe_matches_the_paper_setting():
-    runs = expand(load_recipe(RECIPES / "fedimpro_table1.toml"))
-    assert len(runs) == 4 * 4 * 6 * 3
-    by = {(r.labels["dataset"], r.labels["setting"], r.labels["algorithm"]): r.spec for r in runs if r.spec.seed == 0}
-    assert by[("FMNIST", "a=0.05 E=1 M=10", "scaffold")].optimizer.lr == 0.001  # Table 5
-    assert by[("SVHN", "a=0.1 E=5 M=10", "fedprox")].optimizer.lr == 0.01
-    assert by[("SVHN", "a=0.1 E=5 M=10", "fedimpro")].optimizer.lr == 0.1
-    assert by[("CIFAR-100", "a=0.1 E=1 M=100", "scaffold")].optimizer.lr == 0.1
-    s3 = by[("CIFAR-10", "a=0.1 E=5 M=10", "fedimpro")]
-    assert (s3.local_epochs, s3.rounds, s3.num_clients, s3.clients_per_round) == (5, 400, 10, 5)
-    s4 = by[("CIFAR-100", "a=0.1 E=1 M=100", "fedavg")]
-    assert (s4.model, s4.rounds, s4.num_clients, s4.clients_per_round) == ("resnet50", 1000, 100, 10)
-    assert non_default(
-        "dataset",
-        by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset,
-        by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset_params,
-    ) == {"image_size": 32, "normalize": False}
-    assert all(
-        s.optimizer.momentum == 0 and s.optimizer.weight_decay == 1e-4 and s.batch_size == 128 for s in by.values()
-    )
 
 
 def test_cli_run_improves_accuracy(tmp_path):

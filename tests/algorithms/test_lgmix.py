@@ -1,4 +1,5 @@
-"""LG-Mix: defining properties of the method (Eq. 1-2 and 4-6, history averaging), its recipes and one CLI run."""
+"""LG-Mix: defining properties of the method (Eq. 1-2 and 4-6, history averaging) and one CLI run (its recipes:
+tests/papers/test_lgmix_tables.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from algorithm_fixtures import check_reference_run, run_until
+from algorithm_fixtures import (
+    MLP,
+    HeadMLP,
+    check_reference_run,
+    client_context,
+    fresh_server,
+    make_spec,
+    run_until,
+)
 from conftest import F64_ATOL, ListSink
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
@@ -19,15 +28,15 @@ from fedbench.algorithms.params import LGMixParams
 from fedbench.checkpoint.format import load_checkpoint, read_checkpoint, save_checkpoint
 from fedbench.checkpoint.location import client_state_folder
 from fedbench.cli import app
+from fedbench.data.store import TensorData
 from fedbench.engine import EngineOptions, run
-from fedbench.recipes.expand import expand
-from fedbench.recipes.load import load_recipe
-from fedbench.recipes.resolve import non_default
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
+from pfl_formula_fixtures import CLASSES, DIM
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 DEVICE = torch.device("cpu")
+
+
 BASE = {
     "dataset": "digits",
     "model": "digits_mlp",
@@ -42,6 +51,8 @@ BASE = {
     "eval_mode": "both",
     "client_test_fraction": 0.2,
 }
+
+
 # BatchNorm buffers are mixed too: LG-Mix's Digits model on the 8×8 digits, a few steps.
 BN = {
     **BASE,
@@ -364,41 +375,6 @@ def test_a_checkpoint_with_a_mix_pending_since_an_earlier_round_is_rejected(tmp_
         train(tmp_path, "lgmix", **setting)
 
 
-# ------------------------------------------------------------------------------------ recipes and CLI
-@pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("lgmix_*.toml")))
-def test_every_lgmix_recipe_compiles_at_every_scale(name):
-    recipe = load_recipe(RECIPES / name)
-    for scale in recipe.scale_names():
-        runs = expand(recipe, scale=scale)
-        assert runs and all(r.spec.eval_mode != "global" for r in runs)
-
-
-def test_table1_recipe_matches_the_paper_setting():
-    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
-    runs = expand(recipe)
-    assert len(runs) == 11 * 2 * 3
-    by = {(r.labels["algorithm"], r.labels["dataset"]): r.spec for r in runs if r.spec.seed == 0}
-    digits, office = by[("lgmix", "Digits5")], by[("lgmix", "Office-Caltech10")]
-    assert (digits.batch_size, digits.rounds, office.batch_size, office.rounds) == (128, 100, 32, 200)
-    assert digits.partition == "natural" and digits.num_clients == 5 and office.num_clients == 4
-    assert digits.optimizer.lr == 0.01 and digits.optimizer.momentum == 0.0
-    assert non_default("algorithm", by[("fedbn", "Digits5")].algorithm, by[("fedbn", "Digits5")].algorithm_params) == {}
-    table = recipe.table("digits5")
-    assert table.figure == "val_selected" and table.metric == "personal_mean"
-
-
-def test_table1_views_are_one_per_dataset_with_the_papers_columns():
-    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
-    from fedbench.report.table import build_table
-
-    digits = build_table(recipe, recipe.table("digits5"), Registry("sqlite://"))
-    office = build_table(recipe, recipe.table("office"), Registry("sqlite://"))
-    assert digits.columns == ["A", "B", "C", "D", "E", "Avg."] and office.columns == ["A", "B", "C", "D", "Avg."]
-    assert digits.rows[-1] == office.rows[-1] == "lgmix" and len(digits.rows) == 11
-    assert digits.cells[("lgmix", "Avg.")].published == 97.10 and digits.cells[("lgmix", "Avg.")].expected == 3
-    assert office.cells[("fedbn", "D")].published == 83.05 and office.cells[("l2sgd", "A")].published is None
-
-
 CLI_RECIPE = """
 paper = "tests"
 name = "lgmix_cli"
@@ -469,3 +445,149 @@ def test_defaults_follow_the_official_code_and_fixed_lambda_is_a_ratio():
     for value in (-1e-9, 1.0 + 1e-9):
         with pytest.raises(ConfigError, match="fixed_lambda"):
             validate_algorithm_params("lgmix", {"fixed_lambda": value})
+
+
+# ------------------------------------------------------------------------------------------- LG-Mix
+def trace_by_hand(h: torch.Tensor, center: bool, drop_smallest: bool) -> float:
+    """tr(Σ) of LG-Mix Eq. 5 over the rows of h (÷ n: cancels in Eq. 6), centred and without the smallest eigenvalue
+    as the [code] computes it, or the paper's plain Σ h hᵀ."""
+    n = h.shape[0]
+    centred = h - h.mean(0) if center else h
+    sigma = centred.T @ centred / n
+    if not drop_smallest:
+        return float(torch.diagonal(sigma).sum())
+    eigenvalues = torch.linalg.eigvalsh(sigma).abs()
+    return float(eigenvalues.sum() - eigenvalues.min())
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize("center, drop_smallest", [(True, True), (False, False)])
+def test_lgmix_lambda_and_eq2_from_two_local_steps_by_hand(center, drop_smallest):
+    """LG-Mix Eq. 1–6 through ``local_train`` and ``after_aggregation``: two full-batch SGD steps from the personal
+    model w_c; h_c = its penultimate features before each step, h_g = those of u(t) (both steps); λ = tr Σ_c /
+    (tr Σ_c + tr Σ_g); the upload is u + Δw_c and the new personal model w_c + λΔw_c + (1 − λ)Δu."""
+    params = {"center": center, "drop_smallest": drop_smallest}
+    lr = 0.3
+    spec = make_spec("lgmix", params, model=MLP, local_steps=2, batch_size=8, optimizer={"lr": lr})
+    algorithm = build_algorithm("lgmix", params)
+    torch.manual_seed(2)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)  # the client's personal model differs from u(t)
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    x, y = torch.randn(8, DIM), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(8), state)
+    update = algorithm.local_train(ctx)
+
+    reference = HeadMLP(CLASSES, (DIM,), hidden=5)
+
+    def at(w: torch.Tensor) -> HeadMLP:
+        torch.nn.utils.vector_to_parameters(w, reference.parameters())
+        return reference
+
+    def features(w: torch.Tensor) -> torch.Tensor:
+        return at(w).encoder(x).detach()
+
+    def step(w: torch.Tensor) -> torch.Tensor:
+        loss = torch.nn.functional.cross_entropy(at(w.clone().requires_grad_(False))(x), y)
+        grad = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(reference.parameters()))])
+        return w - lr * grad
+
+    w_1 = step(w_c)
+    w_2 = step(w_1)
+    local = trace_by_hand(torch.cat([features(w_c), features(w_1)]), center, drop_smallest)
+    glob = trace_by_hand(torch.cat([features(u), features(u)]), center, drop_smallest)
+    lam = local / (local + glob)
+    assert 0.05 < lam < 0.95  # a λ that neither limit (FedAvg, local training) explains
+    assert float(state["lambda"]) == pytest.approx(lam, rel=0, abs=F64_ATOL)  # round 1: λ̄ = λ
+    assert torch.allclose(update.params, u + (w_2 - w_c), rtol=0, atol=F64_ATOL)  # upload u(t) + Δw_c
+    server.params = u + torch.linspace(-0.2, 0.3, u.numel())  # u(t+1): the server has aggregated
+    algorithm.after_aggregation(ctx, server)
+    expected = w_c + lam * (w_2 - w_c) + (1 - lam) * (server.params - u)  # LG-Mix Eq. 2
+    assert torch.allclose(state["personal_params"], expected, rtol=0, atol=F64_ATOL)
+
+
+def test_lgmix_attaching_flops_are_the_global_models_forward_pass_on_every_batch():
+    """Eq. 6's h_g: the global model's forward pass on each of the K local batches of B samples."""
+    flops = build_algorithm("lgmix", {}).attach_flops_per_round(
+        steps=5, samples=230, batch_size=50, num_params=1000, forward_flops=300.0, backward_flops=600.0
+    )
+    assert flops == 5 * 50 * 300.0
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_lgmix_traces_accumulate_over_the_rounds_batches():
+    """Eq. 5's Σ sums over every local batch of the round, for h_c and for h_g: one epoch of two different batches
+    (the batches as the engine draws them); h_c of the second batch is taken at the weights after the first step."""
+    spec = make_spec("lgmix", {}, model=MLP, local_epochs=1, batch_size=4, optimizer={"lr": 0.3})
+    algorithm = build_algorithm("lgmix", {})
+    torch.manual_seed(5)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    algorithm.init_server(server)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)
+    x, y = torch.randn(8, DIM), torch.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    data = TensorData(x, y, x, y)
+    twin = client_context(algorithm, spec, HeadMLP(CLASSES, (DIM,), hidden=5), server, data, torch.arange(8), {})
+    (x1, y1), (x2, y2) = list(twin.batches())
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    ctx = client_context(algorithm, spec, model, server, data, torch.arange(8), state)
+    algorithm.local_train(ctx)
+
+    reference = HeadMLP(CLASSES, (DIM,), hidden=5)
+
+    def at(w):
+        torch.nn.utils.vector_to_parameters(w, reference.parameters())
+        return reference
+
+    loss = torch.nn.functional.cross_entropy(at(w_c)(x1), y1)
+    w_1 = w_c - 0.3 * torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(reference.parameters()))])
+    local = trace_by_hand(torch.cat([at(w_c).encoder(x1), at(w_1).encoder(x2)]).detach(), True, True)
+    glob = trace_by_hand(at(u).encoder(torch.cat([x1, x2])).detach(), True, True)
+    assert float(state["lambda"]) == pytest.approx(local / (local + glob), rel=0, abs=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_lgmix_client_without_data_keeps_the_global_update():
+    """A client with no local step has Δw_c = 0 and λ = 0 [proposal]: w_c(t+1) = w_c(t) + Δu(t)."""
+    spec = make_spec("lgmix", {}, model=MLP)
+    algorithm = build_algorithm("lgmix", {"history": False})
+    torch.manual_seed(6)
+    model = HeadMLP(CLASSES, (DIM,), hidden=5)
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    u = server.params.clone()
+    w_c = u + 0.3 * torch.randn_like(u)
+    state = {"personal_params": w_c.clone(), "personal_buffers": {}}
+    x, y = torch.randn(1, DIM), torch.tensor([0])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(0), state)
+    update = algorithm.local_train(ctx)
+    assert float(state["lambda"]) == 0.0 and torch.allclose(update.params, u, rtol=0, atol=F64_ATOL)
+    server.params = u + 0.1
+    algorithm.after_aggregation(ctx, server)
+    assert torch.allclose(state["personal_params"], w_c + 0.1, rtol=0, atol=F64_ATOL)
+    evaluated = algorithm.eval_model(ctx)  # personalised evaluation uses w_c(t+1), not u(t+1)
+    assert torch.allclose(torch.nn.utils.parameters_to_vector(evaluated.parameters()), w_c + 0.1, rtol=0, atol=F64_ATOL)
+
+
+@pytest.mark.usefixtures("head_mlp")
+def test_lgmix_needs_penultimate_features():
+    """Eq. 6 compares penultimate features: a model without a features/head split is a user error naming why."""
+    from fedbench.errors import ConfigError
+
+    spec = make_spec("lgmix", {}, model=MLP)
+    algorithm = build_algorithm("lgmix", {})
+    model = torch.nn.Sequential(torch.nn.Linear(DIM, CLASSES))
+    algorithm.bind_model(spec, model, (DIM,), CLASSES)
+    server = fresh_server(model)
+    x, y = torch.randn(2, DIM), torch.tensor([0, 1])
+    ctx = client_context(algorithm, spec, model, server, TensorData(x, y, x, y), torch.arange(2), {})
+    with pytest.raises(
+        ConfigError, match=r"^lgmix needs a model with a features/head split \(penultimate features h\)$"
+    ):
+        algorithm.local_train(ctx)

@@ -1,21 +1,83 @@
-"""Terminal lists never cut a name: `datasets list`, `algorithms` and `models`, piped (80 columns), narrow (40)
-or wide, show every registered name whole on one line and no "…"; `--json` stays the library's data."""
+"""The CLI's shared parts (``fedbench/cli/common.py``): one error handler (a user error is one line on stderr and
+exit code 2 in every command; only fedbench/cli prints or exits), and terminal lists that never cut a name:
+`datasets list`, `algorithms` and `models`, piped (80 columns), narrow (40) or wide, show every registered name
+whole on one line and no "…"; `--json` stays the library's data."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from cli_fixtures import assert_user_error, runner
 from fedbench.cli import app, common
 from fedbench.data.catalog import list_datasets
 from fedbench.report.plugin_catalog import algorithm_entries, model_entries
 
-runner = CliRunner()
+PACKAGE = Path(__file__).resolve().parents[2] / "fedbench"
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["run", "recipes/quickstart.toml", "--set", "rounds"], ("--set 'rounds'", "expected KEY=VALUE")),
+        (["run", "recipes/quickstart.toml", "--only", "algorithm"], ("--only 'algorithm'", "expected KEY=VALUE")),
+        (["run", "recipes/quickstart.toml", "--set", "rounds=3", "--set", "rounds.x=1"], ("already set",)),
+        (["run", "recipes/quickstart.toml", "--seeds", "0,x"], ("--seeds",)),
+        (["models", "lenet5", "--set", "num_classes"], ("--set 'num_classes'",)),
+        (["models", "--set", "num_classes=10"], ("needs a model NAME",)),
+        (["models", "lenet5", "--set", "bogus=1"], ("bogus",)),
+        (["datasets", "info", "mnsit"], ("did you mean mnist",)),
+        (["report", "--format", "pdf"], ("--format 'pdf'",)),
+    ],
+)
+def test_every_command_reports_user_errors_the_same_way(args, words, registry_url, monkeypatch):
+    monkeypatch.chdir(PACKAGE.parent)
+    assert_user_error(
+        runner.invoke(app, [*args, "--registry", registry_url] if args[0] in ("run", "report") else args), *words
+    )
+
+
+def test_show_of_a_missing_registry_is_a_user_error(tmp_path):
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    assert_user_error(runner.invoke(app, ["show", "1", "--registry", url]), "no registry at", "run a recipe first")
+    assert not (tmp_path / "none.db").exists()
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                names.add(func.id)
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                names.add(f"{func.value.id}.{func.attr}")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            names.update(f"import {a.name}" for a in node.names)
+            if module:
+                names.add(f"import {module}")
+    return names
+
+
+def test_only_the_cli_package_prints_or_exits():
+    """DESIGN: library code never prints or exits; fedbench/cli/ is the only place that does."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.is_relative_to(PACKAGE / "cli"):
+            continue
+        used = _calls(ast.parse(path.read_text(), str(path)))
+        bad = used & {"print", "sys.exit", "exit", "os._exit", "import typer", "import click"}
+        if bad:
+            offenders.append(f"{path.relative_to(PACKAGE.parent)}: {', '.join(sorted(bad))}")
+    assert not offenders, offenders
+
 
 COMMANDS = {
     ("datasets", "list"): lambda: [row["name"] for row in list_datasets(None)],

@@ -4,7 +4,38 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from cli_fixtures import assert_user_error, runner
+from fedbench.cli import app
 from fedbench.data import DATASETS
+
+
+def test_datasets_params_take_toml_values(tmp_path):
+    ok = runner.invoke(
+        app, ["datasets", "check", "digits", "--data-dir", str(tmp_path), "-p", "test_fraction=0.5", "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert '"train": 898' in ok.stdout
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-p", "test_fraction=abc"], ("test_fraction", "'abc'", "valid number")),  # was a traceback
+        (["-p", 'test_fraction="0.5"'], ("test_fraction", "valid number")),  # a TOML string, not a number
+        (["--param", "split_seed=1.5"], ("split_seed", "valid integer")),
+        (["-p", "test_fraction"], ("--param 'test_fraction'", "expected KEY=VALUE")),  # was a usage box
+        (["-p", "=0.5"], ("expected KEY=VALUE",)),
+        (["-p", "bogus=1"], ("bogus", "accepted: split_seed, test_fraction")),
+    ],
+)
+def test_datasets_bad_params_are_one_line_errors(args, words, tmp_path):
+    for command in ("check", "prepare"):
+        assert_user_error(
+            runner.invoke(app, ["datasets", command, "digits", "--data-dir", str(tmp_path), *args]), *words
+        )
+    assert not any(tmp_path.iterdir())  # nothing prepared
 
 
 def cli():

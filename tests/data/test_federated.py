@@ -19,7 +19,31 @@ from fedbench.errors import ConfigError
 from fedbench.seeding import numpy_rng
 from fedbench.spec import RunSpec
 
+SEG = {
+    "algorithm": "fedavg",
+    "dataset": "retinal",
+    "dataset_params": {"image_size": 16},
+    "model": "unet",
+    "model_params": {"init_features": 2},
+    "partition": "natural",
+    "num_clients": 6,
+    "clients_per_round": 6,
+    "rounds": 1,
+    "synthetic": True,
+}
+
+
+def test_label_based_partitions_and_class_matched_test_sets_are_config_errors():
+    with pytest.raises(ConfigError, match="segmentation task whose labels are masks; use partition 'natural'"):
+        prepare_data(RunSpec(**{**SEG, "partition": "dirichlet"}), torch.device("cpu"))
+    with pytest.raises(ConfigError, match="client_test = 'class_matched' matches class labels"):
+        prepare_data(RunSpec(**{**SEG, "eval_mode": "personal", "client_test": "class_matched"}), torch.device("cpu"))
+    assert len(prepare_data(RunSpec(**{**SEG, "partition": "iid"}), torch.device("cpu")).client_train) == 6
+
+
 CPU = torch.device("cpu")
+
+
 BASE = {
     "algorithm": "fedavg",
     "dataset": "digits",

@@ -10,11 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from algorithm_fixtures import (  # noqa: F401 (head_mlp: a fixture)
+from algorithm_fixtures import (
+    BASE,
     MLP,
     Sink,
     Stopped,
-    head_mlp,
+    final_params,
     interrupt,
     make_spec,
     stop_after,
@@ -281,8 +282,6 @@ def test_a_write_failure_says_the_run_resumes_from_the_round_before(tmp_path):
     assert "from the start" in str(caught.value)
 
 
-# ---- check_layout: a checkpoint's payload must be laid out as this run's state ----
-
 SPEC = make_spec("fedavg", num_clients=4, rounds=3)
 
 
@@ -328,11 +327,23 @@ def server(**changes):
 
 
 KEYS = "its payload has keys {}, not those of this fedbench's checkpoints"
+
+
 SERVER_KEYS = "its server state is not {params, buffers, state}"
+
+
 WEIGHTS = "its global weights are not (6,) torch.float32 (another model?)"
+
+
 BUFFERS = "its model buffers are not this model's"
+
+
 BUFFER = "its buffer 'running' does not have this model's shape (2,)"
+
+
 CLIENTS = "its client states are not a dict of client 0..3 → state"
+
+
 MANIFEST = "its client-state manifest is not a dict of client → [file name, sha256]"
 
 
@@ -568,41 +579,6 @@ def test_packed_clients_are_the_rounds_scheduled_clients(float64, tmp_path):
     torch.testing.assert_close(packed_run["server"]["params"], sequential["server"]["params"], rtol=0, atol=F64_ATOL)
     for a, b in zip(one.records, together.records, strict=True):
         assert a.train_loss == pytest.approx(b.train_loss, rel=1e-9)
-
-
-BASE = dict(
-    dataset="digits",
-    model="digits_mlp",
-    model_params={"hidden": 32},
-    partition="dirichlet",
-    partition_params={"alpha": 0.5, "min_size": 5},
-    num_clients=5,
-    clients_per_round=3,
-    rounds=3,
-    batch_size=32,
-    optimizer={"lr": 0.1, "momentum": 0.5},
-)
-
-
-def final_params(spec, tmp_path, sink, **kwargs):
-    path = tmp_path / f"{spec.spec_hash}.pt"
-    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
-    return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
-
-
-def test_fedprox_with_mu_zero_reproduces_fedavg_exactly(tmp_path, sink):
-    from conftest import ListSink
-
-    fedavg = RunSpec(algorithm="fedavg", **BASE)
-    fedprox = RunSpec(algorithm="fedprox", algorithm_params={"mu": 0.0}, **BASE)
-    _, a = final_params(fedavg, tmp_path, sink)
-    other = ListSink()
-    _, b = final_params(fedprox, tmp_path, other)
-    assert torch.equal(a["server"]["params"], b["server"]["params"])
-    assert [r.test_acc for r in sink.records] == [r.test_acc for r in other.records]
-    # and a positive mu really changes the result
-    _, c = final_params(RunSpec(algorithm="fedprox", algorithm_params={"mu": 1.0}, **BASE), tmp_path, ListSink())
-    assert not torch.equal(a["server"]["params"], c["server"]["params"])
 
 
 def test_one_client_fedavg_equals_plain_sgd(tmp_path, sink):

@@ -20,7 +20,39 @@ from fedbench.report.render import render
 from fedbench.report.table import build_table
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedimpro_*.toml")))
+def test_every_fedimpro_recipe_compiles_at_every_scale(name):
+    recipe = load_recipe(RECIPES / name)
+    for scale in recipe.scale_names():
+        assert expand(recipe, scale=scale)
+
+
+def test_table1_recipe_matches_the_paper_setting():
+    runs = expand(load_recipe(RECIPES / "fedimpro_table1.toml"))
+    assert len(runs) == 4 * 4 * 6 * 3
+    by = {(r.labels["dataset"], r.labels["setting"], r.labels["algorithm"]): r.spec for r in runs if r.spec.seed == 0}
+    assert by[("FMNIST", "a=0.05 E=1 M=10", "scaffold")].optimizer.lr == 0.001  # Table 5
+    assert by[("SVHN", "a=0.1 E=5 M=10", "fedprox")].optimizer.lr == 0.01
+    assert by[("SVHN", "a=0.1 E=5 M=10", "fedimpro")].optimizer.lr == 0.1
+    assert by[("CIFAR-100", "a=0.1 E=1 M=100", "scaffold")].optimizer.lr == 0.1
+    s3 = by[("CIFAR-10", "a=0.1 E=5 M=10", "fedimpro")]
+    assert (s3.local_epochs, s3.rounds, s3.num_clients, s3.clients_per_round) == (5, 400, 10, 5)
+    s4 = by[("CIFAR-100", "a=0.1 E=1 M=100", "fedavg")]
+    assert (s4.model, s4.rounds, s4.num_clients, s4.clients_per_round) == ("resnet50", 1000, 100, 10)
+    assert non_default(
+        "dataset",
+        by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset,
+        by[("FMNIST", "a=0.1 E=1 M=10", "fedavg")].dataset_params,
+    ) == {"image_size": 32, "normalize": False}
+    assert all(
+        s.optimizer.momentum == 0 and s.optimizer.weight_decay == 1e-4 and s.batch_size == 128 for s in by.values()
+    )
+
+
 NEW = ["fedimpro_table6", "fedimpro_table7", "fedimpro_table8", "fedimpro_table10", "fedimpro_table11"]
+
 
 # The paper's tables as printed in its text (fedimpro.txt, App. E-F), tabs turned into spaces.
 PAPER_TABLE6 = """
@@ -41,14 +73,20 @@ CIFAR-100 0.1 1 10 67.95 65.29 67.14 68.26
 0.1 5 10 69.81 62.62 70.68 70.05
 0.1 1 100 48.33 48.14 51.63 48.12
 """
+
+
 PAPER_TABLE7 = """
 μ_ϵ 0.0 0.001 0.005 0.01 0.05 0.1 0.5
 Test Accuracy (%) 88.45 88.43 88.23 88.26 88.07 88.11 88.3
 """
+
+
 PAPER_TABLE8 = """
 Test Accuracy (%) 80.83 79.70 68.96 82.77
 Comm. Round to attain the Target Acc. 82 NaN NaN 45
 """
+
+
 PAPER_TABLE10 = """
 FedDyn | CIFAR-10 | 0.3 | 100 | 1400 | 77.33
 FedSpeed |  | 0.3 | 100 | 1400 | 82.68
@@ -60,6 +98,8 @@ FedImpro |  | 0.1 | 10 | 100 | 68.29
 SphereFed | CIFAR-100 | 0.1 | 10 | 100 | 69.19
 FedImpro |  | 0.1 | 10 | 100 | 70.28
 """
+
+
 PAPER_TABLE11 = """
 0.1 1 10 5 83.65±2.03 88.45±0.43
 0.1 1 10 10 86.65±1.26 90.25±0.93

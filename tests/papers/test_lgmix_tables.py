@@ -27,6 +27,7 @@ from fedbench.errors import ConfigError, RecipeError
 from fedbench.execution.provenance import PeakMemory
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
+from fedbench.recipes.resolve import non_default
 from fedbench.registry import Registry
 from fedbench.report.collect import EmptyRegistry
 from fedbench.report.render import render
@@ -35,11 +36,50 @@ from fedbench.spec import RunSpec
 from fedbench.vocab.provenance import peak_memory
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+# ------------------------------------------------------------------------------------ recipes and CLI
+@pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("lgmix_*.toml")))
+def test_every_lgmix_recipe_compiles_at_every_scale(name):
+    recipe = load_recipe(RECIPES / name)
+    for scale in recipe.scale_names():
+        runs = expand(recipe, scale=scale)
+        assert runs and all(r.spec.eval_mode != "global" for r in runs)
+
+
+def test_table1_recipe_matches_the_paper_setting():
+    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
+    runs = expand(recipe)
+    assert len(runs) == 11 * 2 * 3
+    by = {(r.labels["algorithm"], r.labels["dataset"]): r.spec for r in runs if r.spec.seed == 0}
+    digits, office = by[("lgmix", "Digits5")], by[("lgmix", "Office-Caltech10")]
+    assert (digits.batch_size, digits.rounds, office.batch_size, office.rounds) == (128, 100, 32, 200)
+    assert digits.partition == "natural" and digits.num_clients == 5 and office.num_clients == 4
+    assert digits.optimizer.lr == 0.01 and digits.optimizer.momentum == 0.0
+    assert non_default("algorithm", by[("fedbn", "Digits5")].algorithm, by[("fedbn", "Digits5")].algorithm_params) == {}
+    table = recipe.table("digits5")
+    assert table.figure == "val_selected" and table.metric == "personal_mean"
+
+
+def test_table1_views_are_one_per_dataset_with_the_papers_columns():
+    recipe = load_recipe(RECIPES / "lgmix_table1.toml")
+    from fedbench.report.table import build_table
+
+    digits = build_table(recipe, recipe.table("digits5"), Registry("sqlite://"))
+    office = build_table(recipe, recipe.table("office"), Registry("sqlite://"))
+    assert digits.columns == ["A", "B", "C", "D", "E", "Avg."] and office.columns == ["A", "B", "C", "D", "Avg."]
+    assert digits.rows[-1] == office.rows[-1] == "lgmix" and len(digits.rows) == 11
+    assert digits.cells[("lgmix", "Avg.")].published == 97.10 and digits.cells[("lgmix", "Avg.")].expected == 3
+    assert office.cells[("fedbn", "D")].published == 83.05 and office.cells[("l2sgd", "A")].published is None
+
+
 runner = CliRunner()
 
 
 # ------------------------------------------------------------------------------ sensitivity, specificity, F1
 LABELS = np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1])
+
+
 PREDICTIONS = np.array([0, 0, 1, 0, 1, 1, 0, 1, 1, 0])  # TN 3, FP 1, TP 4, FN 2
 
 

@@ -98,7 +98,7 @@ def test_runs_that_resolve_to_one_spec_become_one_run_keeping_the_finished_one(t
 
 def test_checkpoints_of_migrated_runs_follow_their_new_hash(tmp_path, monkeypatch):
     """Renamed, never unpickled (a checkpoint may come from anyone: docs/security.md); resuming from it is then
-    refused like any checkpoint the registry has no hash of (tests/checkpoint/test_checkpoint_safety.py)."""
+    refused like any checkpoint the registry has no hash of (tests/integration/test_checkpoint_safety.py)."""
     url, database = old_registry(tmp_path)
     [(old_hash,)] = raw_rows(database, "SELECT spec_hash FROM runs WHERE recipe = 'quickstart' AND scale = 'full'")
     checkpoints = database.parent / "checkpoints"

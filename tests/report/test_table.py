@@ -19,6 +19,34 @@ from fedbench.registry import Registry
 from fedbench.report.table import build_table, figure_of
 from fedbench.spec import RunSpec
 
+
+@pytest.mark.usefixtures("linear_model", "float64")
+@pytest.mark.parametrize(
+    "setup,steps,processed",
+    [
+        ({"local_epochs": 2}, 2 * math.ceil(600 / 50), 600 * 2),
+        ({"local_epochs": 1, "batch_size": 64}, math.ceil(600 / 64), 600),
+        ({"local_epochs": 1, "batch_size": 64, "drop_last": True}, 600 // 64, 600),
+        ({"local_steps": 7}, 7, 7 * 50),
+    ],
+)
+def test_cost_per_round_is_forward_flops_of_the_samples_plus_the_attaching_operations(setup, steps, processed):
+    """FedTrip §4: one client's round costs (samples processed)·FP + A_method, FP the forward MACs per sample,
+    K = E·⌈n/B⌉ local iterations (⌊n/B⌋ with drop_last, the budget with local_steps); n = the mean client size."""
+    from fedbench.cost import model_card
+    from fedbench.report.table import cost_per_round_flops
+    from fedbench.spec import RunSpec
+
+    card = model_card("mlp", num_classes=10, input_shape=[1, 28, 28])
+    setup = {"batch_size": 50, **setup}
+    for name, attach in (("fedprox", 2 * steps * card["params"]), ("moon", steps * setup["batch_size"] * 2)):
+        spec = RunSpec(algorithm=name, dataset="mnist", model="mlp", partition="iid", **setup)
+        if name == "moon":
+            attach *= card["macs_forward"]
+        cost = cost_per_round_flops(spec, [500, 700])  # mean 600
+        assert cost == pytest.approx(processed * card["macs_forward"] + attach, rel=1e-12)
+
+
 # Per (algorithm, seed): test accuracy, test loss, bytes up/down and wall seconds per round, the run's status.
 CURVES = {
     ("fedavg", 0): dict(
@@ -32,7 +60,11 @@ CURVES = {
     ),
     ("fedprox", 1): dict(acc=[0.3, 0.2], loss=[2.0, 3.0], up=[7, 7], down=[1, 2], secs=[1.0, 1.0]),
 }
+
+
 STATUS = {("fedprox", 1): "diverged"}
+
+
 PER_CLIENT = [0.25, 0.75]  # two clients' personal accuracies, every round
 
 

@@ -1,0 +1,64 @@
+"""``fedbench.algorithms.base``, the hooks every method shares: the weighted average, the scoped training of a
+parameter subset, ``model_outputs``, and each Table VIII method's attaching FLOPs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedbench.algorithms.base import weighted_average
+from global_formula_fixtures import algorithm_flops
+from pfl_formula_fixtures import etf_model
+
+
+@pytest.mark.usefixtures("linear_model")
+def test_weighted_average_of_identical_vectors_is_exact():
+    v = torch.randn(1000)
+    weights = torch.tensor([211.0, 263.0, 496.0], dtype=torch.float64)
+    assert torch.equal(weighted_average([v, v.clone(), v.clone()], weights / weights.sum()), v)
+
+
+# ------------------------------------------------------------------------------------------- cost formulas
+@pytest.mark.usefixtures("linear_model", "float64")
+def test_attaching_flops_of_every_table_viii_method():
+    """Table VIII with K = 5, M = 50, n = 250, |w| = 1000, FP = 300: FedProx 2K|w|, FedDyn and FedTrip 4K|w|,
+    MOON K·M·(1+p)·FP, SCAFFOLD 2(K+1)|w| (option II), FedAvg and SlowMo 0."""
+    K, M, w, FP = 5, 50, 1000, 300.0
+    expected = {
+        "fedavg": 0,
+        "slowmo": 0,
+        "fedprox": 2 * K * w,
+        "feddyn": 4 * K * w,
+        "fedtrip": 4 * K * w,
+        "moon": K * M * 2 * FP,
+        "scaffold": 2 * (K + 1) * w,
+    }
+    assert {name: algorithm_flops(name) for name in expected} == expected
+
+
+def test_only_trainable_scopes_the_trained_parameters_and_keeps_frozen_ones_frozen():
+    """Inside the block only the named parameters train; a parameter frozen before (a fixed ETF classifier) stays
+    frozen unless ``respect_frozen=False``; every flag comes back afterwards."""
+    from fedbench.algorithms.base import only_trainable
+
+    model = etf_model()
+    flags = {name: p.requires_grad for name, p in model.named_parameters()}
+    assert flags["classifier.weight"] is False and flags["encoder.1.weight"] is True
+    with only_trainable(model, ["classifier.weight", "encoder.1.weight"]):
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == {"encoder.1.weight"}
+    assert {name: p.requires_grad for name, p in model.named_parameters()} == flags
+    with only_trainable(model, ["classifier.weight"], respect_frozen=False):
+        assert {n for n, p in model.named_parameters() if p.requires_grad} == {"classifier.weight"}
+    assert {name: p.requires_grad for name, p in model.named_parameters()} == flags
+
+
+def test_model_outputs_needs_both_halves_of_the_split():
+    """(logits, penultimate features) for a model with ``features`` and ``head``; a model with only one of them (a
+    torchvision VGG has a ``features`` block but no ``head``) is run whole and has no penultimate features."""
+    from fedbench.algorithms.base import model_outputs
+
+    vgg_like = torch.nn.Sequential()
+    vgg_like.features = torch.nn.Linear(3, 3)
+    x = torch.randn(2, 3)
+    logits, features = model_outputs(vgg_like, x)
+    assert features is None and torch.equal(logits, vgg_like(x))

@@ -1,0 +1,162 @@
+"""Every method's hyperparameters (``fedbench.algorithms.params``): immutable once validated, no unknown keys,
+no regularizer unless one is configured, the documented defaults and the bounds of each method's parameters."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
+from fedbench.errors import ConfigError
+from fedbench.report.plugin_catalog import algorithm_entries
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedexp"])
+def test_method_parameters_are_immutable(name):
+    """A run's algorithm_params are part of its spec hash: the validated parameters cannot change afterwards."""
+    params = build_algorithm(name, {}).params
+    with pytest.raises(ValidationError, match="frozen"):
+        params.regularizers = ({"name": "kd", "weight": 0.1},)
+    assert params.regularizers == ()
+
+
+def test_an_unknown_parameter_is_refused():
+    for name in ("fedavg", "l2sgd"):
+        with pytest.raises(ConfigError, match=rf"algorithm '{name}': algorithm_params\.lamda: "):
+            validate_algorithm_params(name, {"lamda": 0.1})
+
+
+def test_every_method_lists_no_regularizer_by_default():
+    """``fedbench algorithms`` shows each method's defaults: regularizers are an empty list unless configured."""
+    entries = {entry["name"]: entry["params"] for entry in algorithm_entries()}
+    assert set(entries) == set(ALGORITHMS.names())
+    assert all(params["regularizers"] == () for params in entries.values())
+
+
+BASELINES = (
+    "scaffold",
+    "feddyn",
+    "moon",
+    "fedntd",
+    "fednova",
+    "slowmo",
+    "fedexp",
+    "fedbabu",
+    "spherefed",
+    "fedetf",
+    "dot_regression",
+)
+
+
+# ------------------------------------------------------------------------------------------- registry
+@pytest.mark.usefixtures("linear_model")
+def test_every_baseline_is_registered_and_accepts_regularizers():
+    for name in BASELINES + ("fedavg", "fedprox"):
+        assert name in ALGORITHMS
+        params = validate_algorithm_params(name, {"regularizers": [{"name": "kd", "weight": 0.1, "tau": 2}]})
+        (kd,) = params.regularizers
+        assert (kd.name, kd.weight, kd.tau, kd.mode) == ("kd", 0.1, 2.0, "convex")
+    assert (
+        validate_algorithm_params("fedavg", {"regularizers": [{"name": "prox", "weight": 1}]}).regularizers[0].mode
+        == "add"
+    )
+    with pytest.raises(ConfigError, match="regularizers"):
+        validate_algorithm_params("moon", {"regularizers": [{"name": "kdd", "weight": 0.1}]})
+    with pytest.raises(ConfigError, match="sum to more than 1"):
+        validate_algorithm_params(
+            "fedavg", {"regularizers": [{"name": "kd", "weight": 0.6}, {"name": "fd", "weight": 0.6}]}
+        )
+    with pytest.raises(ConfigError, match="weight"):
+        validate_algorithm_params("fedavg", {"regularizers": [{"name": "ld"}]})
+    with pytest.raises(ConfigError, match="alpha"):
+        validate_algorithm_params("feddyn", {"alpha": 0})
+    with pytest.raises(ConfigError, match="variant"):
+        validate_algorithm_params("fedexp", {"variant": "nope"})
+
+
+# ------------------------------------------------------------------------------------------- defaults and bounds
+@pytest.mark.usefixtures("linear_model", "float64")
+@pytest.mark.parametrize(
+    "name, defaults",
+    [
+        ("fedprox", {"mu": 0.01}),  # FedProx paper's smallest grid value; recipes set theirs
+        ("scaffold", {"server_lr": 1.0, "control_update": "paper", "momentum_corrected_steps": True}),
+        ("fedtrip", {"mu": 0.4, "xi_rule": "inverse_gap", "epoch_scaled": False}),  # FedTrip spec §1.3, §1.5
+        ("fednova", {"normalize_buffers": True}),
+        ("feddyn", {"alpha": 0.01}),
+        ("moon", {"mu": 1.0, "tau": 0.5, "representation": "features"}),  # FedTrip [paper] μ = 1, τ = 0.5
+        ("slowmo", {"beta": 0.9, "slow_lr": 1.0}),  # FedTrip [code] server_momentum
+        ("fedntd", {"beta": 1.0, "tau": 3.0}),  # FedNTD's β = 1, τ = 3 (FedDr+ spec's baseline settings)
+        ("fedetf", {"beta": 1.0}),  # balanced softmax with the plain class counts
+    ],
+)
+def test_method_defaults_are_the_documented_ones(name, defaults):
+    params = build_algorithm(name, {}).params
+    assert {key: getattr(params, key) for key in defaults} == defaults
+
+
+@pytest.mark.usefixtures("linear_model", "float64")
+@pytest.mark.parametrize(
+    "name, accepted, rejected",
+    [
+        ("fedprox", {"mu": 0.0}, {"mu": -1e-9}),
+        ("scaffold", {"server_lr": 1e-9}, {"server_lr": 0.0}),
+        ("fedtrip", {"mu": 0.0}, {"mu": -1e-9}),
+        ("feddyn", {"alpha": 1e-9}, {"alpha": 0.0}),
+        ("moon", {"mu": 0.0, "tau": 1e-9}, {"tau": 0.0}),
+        ("moon", {"mu": 0.0}, {"mu": -1e-9}),
+        ("slowmo", {"beta": 0.0, "slow_lr": 1e-9}, {"beta": 1.0}),
+        ("slowmo", {"beta": 0.999}, {"beta": -1e-9}),
+        ("slowmo", {"slow_lr": 1e-9}, {"slow_lr": 0.0}),
+        ("fedntd", {"beta": 0.0, "tau": 1e-9}, {"tau": 0.0}),
+        ("fedntd", {"beta": 0.0}, {"beta": -1e-9}),
+        ("fedetf", {"beta": 0.0}, {"beta": -1e-9}),
+    ],
+)
+def test_method_parameter_bounds(name, accepted, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    validate_algorithm_params(name, accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params(name, rejected)
+
+
+# ------------------------------------------------------------------------------------------- defaults and bounds
+@pytest.mark.parametrize(
+    "name, defaults",
+    [
+        ("fedrep", {"head_epochs": None, "body_epochs": 1}),
+        ("fedalt", {"personal_fraction": 0.5}),
+        ("ditto", {"lam": 0.75, "personal_epochs": None}),
+        ("apfl", {"alpha": 0.5, "adaptive_alpha": True, "alpha_lr": None}),
+        ("perfedavg", {"beta": 1e-3, "adapt_steps": 1}),
+        ("local", {"loss": "ce"}),
+    ],
+)
+def test_personalised_method_defaults_are_the_documented_ones(name, defaults):
+    params = build_algorithm(name, {}).params
+    assert {key: getattr(params, key) for key in defaults} == defaults
+
+
+@pytest.mark.parametrize(
+    "name, accepted, rejected",
+    [
+        ("fedrep", {"head_epochs": 0, "body_epochs": 0}, {"head_epochs": -1}),
+        ("fedrep", {"body_epochs": 0}, {"body_epochs": -1}),
+        ("fedalt", {"personal_fraction": 0.0}, {"personal_fraction": -1e-9}),
+        ("fedalt", {"personal_fraction": 1.0}, {"personal_fraction": 1 + 1e-9}),
+        ("ditto", {"lam": 0.0, "personal_epochs": 0}, {"lam": -1e-9}),
+        ("ditto", {"personal_epochs": 0}, {"personal_epochs": -1}),
+        ("apfl", {"alpha": 0.0, "alpha_lr": 1e-9}, {"alpha": -1e-9}),
+        ("apfl", {"alpha": 1.0}, {"alpha": 1 + 1e-9}),
+        ("apfl", {"alpha_lr": 1e-9}, {"alpha_lr": 0.0}),
+        ("perfedavg", {"beta": 1e-9, "adapt_steps": 0}, {"beta": 0.0}),
+        ("perfedavg", {"adapt_steps": 0}, {"adapt_steps": -1}),
+        ("local", {"loss": "dr"}, {"loss": "mse"}),
+    ],
+)
+def test_personalised_method_parameter_bounds(name, accepted, rejected):
+    validate_algorithm_params(name, accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params(name, rejected)
