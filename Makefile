@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 # torch/torchvision: pip takes the releases pinned by the machine's constraints when present.
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
+EXAMPLE_STAMP := $(VENV)/.installed-example
 
 .PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
 
@@ -20,9 +21,16 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e ".[dev]"
 	touch $@ $(INSTALL_STAMP)
 
+# The worked example of docs/extending.md, installed as a user installs a plug-in package (editable, so its tests run
+# the checkout's code; fedbench itself is already installed): tests/examples/ run its method, model and data set
+# through its entry point.
+$(EXAMPLE_STAMP): examples/my-fl-method/pyproject.toml | $(DEV_STAMP)
+	$(BIN)/pip install --no-deps -e examples/my-fl-method
+	touch $@
+
 install: $(INSTALL_STAMP)
 
-install-dev: $(DEV_STAMP)
+install-dev: $(DEV_STAMP) $(EXAMPLE_STAMP)
 
 quickstart: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/quickstart.toml --jobs 2
@@ -40,7 +48,7 @@ fix: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint
+test: lint $(EXAMPLE_STAMP)
 	$(BIN)/python -m pytest tests
 
 # The inner loop: every test but those marked slow (subprocess runs, multi-second trainings).
