@@ -5,9 +5,8 @@ BIN := $(VENV)/bin
 # torch/torchvision: pip takes the releases pinned by the machine's constraints when present.
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-EXAMPLE_STAMP := $(VENV)/.installed-example
 
-.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
+.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark gpu-wheels gpu-check mutation mutation-changed mutation-ci reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -21,16 +20,9 @@ $(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -e ".[dev]"
 	touch $@ $(INSTALL_STAMP)
 
-# The worked example of docs/extending.md, installed as a user installs a plug-in package (editable, so its tests run
-# the checkout's code; fedbench itself is already installed): tests/examples/ run its method, model and data set
-# through its entry point.
-$(EXAMPLE_STAMP): examples/my-fl-method/pyproject.toml | $(DEV_STAMP)
-	$(BIN)/pip install --no-deps -e examples/my-fl-method
-	touch $@
-
 install: $(INSTALL_STAMP)
 
-install-dev: $(DEV_STAMP) $(EXAMPLE_STAMP)
+install-dev: $(DEV_STAMP)
 
 quickstart: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/quickstart.toml --jobs 2
@@ -48,7 +40,7 @@ fix: $(DEV_STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: lint $(EXAMPLE_STAMP)
+test: lint
 	$(BIN)/python -m pytest tests
 
 # The inner loop: every test but those marked slow (subprocess runs, multi-second trainings).
@@ -63,6 +55,26 @@ fuzz: $(DEV_STAMP)
 
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py
+
+# The GPU check (docs/gpu.md). `gpu-wheels` downloads the Python 3.12 manylinux x86-64 wheels of what fedbench needs
+# beyond a GPU machine's PyTorch stack (benchmarks/gpu-requirements.txt, pinned) and a pip to install them ($(GPU_PIP)), into
+# $(GPU_WHEELS) (git-ignored, ~12 MB: it travels with the working tree). `gpu-check` runs benchmarks/gpu_check.py:
+# installs them when fedbench's imports fail, checks and measures the CUDA paths, writes $(GPU_OUT)/gpu_check.json;
+# `make gpu-check DEVICE=cpu QUICK=1` rehearses it on the CPU in about 2 minutes.
+GPU_WHEELS ?= .gpu-wheels
+GPU_PIP := pip==26.3
+GPU_OUT ?= reports/gpu-check
+DEVICE ?= cuda
+QUICK ?=
+gpu-wheels:
+	$(PYTHON) -m pip download --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+	  -r benchmarks/gpu-requirements.txt $(GPU_PIP) \
+	  --disable-pip-version-check --quiet -d $(GPU_WHEELS)
+	@du -sh $(GPU_WHEELS)
+
+gpu-check:
+	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_OUT) --device $(DEVICE) $(if $(QUICK),--quick) --wheels $(GPU_WHEELS)
 
 # Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
 # report/table.py and cost.py, each against its own test file (tests/<package>/test_<module>.py) and the tests

@@ -1,19 +1,19 @@
-"""The worked example of docs/extending.md, ``examples/my-fl-method/``: an installed package whose entry point
-(group ``fedbench.plugins``) registers a method (``adaprox``), a model (``tiny_cnn``) and a data set
-(``sitedigits``). Through the command line, with no ``--plugin``: the method trains as one more row of
-recipes/quickstart.toml (``run --add``, ``report --add``) while the recipe's own runs keep their specs, it passes
-``check-method``, and the example's recipe trains its model on its data set, read by its own loader and by fedbench's
-``imagefolder``.
+"""The worked example of docs/extending.md, ``examples/my-fl-method/``: a package whose entry point (group
+``fedbench.plugins``) registers a method (``adaprox``), a model (``tiny_cnn``) and a data set (``sitedigits``).
 
-``make install-dev`` installs the package (``pip install --no-deps -e examples/my-fl-method``); where it is not
-installed these tests skip and say so, and the package folder is loaded with ``--plugin`` instead (an installed
-package cannot also be loaded from its folder: one module name, two sources)."""
+Installed as a user installs it (``pip install``, here into a folder of its own that only these tests' ``fedbench``
+processes have on their path, so no other test sees its names) and used through the command line with no
+``--plugin``: the method trains as one more row of recipes/quickstart.toml (``run --add``, ``report --add``) while
+the recipe's own runs keep their specs, it passes ``check-method``, and the example's recipe trains its model on its
+data set, read by its own loader and by fedbench's ``imagefolder``. Not installed, its package folder loads with
+``--plugin``."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,29 +29,43 @@ EXAMPLE = REPOSITORY / "examples" / "my-fl-method"
 QUICKSTART = REPOSITORY / "recipes" / "quickstart.toml"
 
 
-def is_installed() -> bool:
+def build_isolation() -> list[str]:
+    """Build with the setuptools at hand when it is recent enough (offline, and seconds faster); else pip fetches the
+    one the example's pyproject.toml asks for."""
     try:
-        importlib.metadata.distribution("my-fl-method")
+        recent = int(importlib.metadata.version("setuptools").split(".")[0]) >= 68
     except importlib.metadata.PackageNotFoundError:
-        return False
-    return True
+        recent = False
+    return ["--no-build-isolation"] if recent else []
 
 
-installed = pytest.mark.skipif(
-    not is_installed(),
-    reason="examples/my-fl-method is not installed: `make install-dev` (or `pip install --no-deps -e "
-    "examples/my-fl-method`) installs it",
-)
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The example installed by pip (a regular, non-editable install) into a folder of its own, built from a copy so
+    that the build leaves nothing in the repository."""
+    source, target = tmp_path_factory.mktemp("example") / "my-fl-method", tmp_path_factory.mktemp("site")
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--quiet", *build_isolation()]
+        + ["--target", str(target), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return target
 
 
-def fedbench(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``fedbench ARGS`` in a fresh process, as a user runs it: the installed entry points load there."""
+def fedbench(*args: object, cwd: Path, site: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``fedbench ARGS`` in a fresh process, as a user runs it; with ``site`` on its path, the example is installed
+    there and its entry point loads."""
+    path = [str(site)] if site is not None else []
     done = subprocess.run(
         [sys.executable, "-m", "fedbench.cli", *map(str, args)],
         capture_output=True,
         text=True,
         cwd=cwd,  # a default registry or data folder, were a command to reach for one, lands here
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")])},
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -62,15 +76,14 @@ def runs_of(registry_url: str, cwd: Path) -> list[dict]:
     return json.loads(fedbench("runs", "--registry", registry_url, "--json", cwd=cwd).stdout)
 
 
-def report_cells(cwd: Path, *args: object) -> dict[tuple[str, str], dict]:
-    shown = json.loads(fedbench("report", *args, "--format", "json", cwd=cwd).stdout)
+def report_cells(cwd: Path, site: Path, *args: object) -> dict[tuple[str, str], dict]:
+    shown = json.loads(fedbench("report", *args, "--format", "json", cwd=cwd, site=site).stdout)
     return {(cell["row"], cell["column"]): cell for cell in shown["tables"][0]["cells"]}
 
 
-@installed
-def test_the_installed_method_is_one_more_row_of_a_papers_table(tmp_path, registry_url):
+def test_the_installed_method_is_one_more_row_of_a_papers_table(site, tmp_path, registry_url):
     smoke = ["--scale", "smoke", "--registry", registry_url, "--add", "algorithm=adaprox"]
-    fedbench("run", QUICKSTART, *smoke, cwd=tmp_path)
+    fedbench("run", QUICKSTART, *smoke, cwd=tmp_path, site=site)
     runs = {run["labels"]["algorithm"]: run for run in runs_of(registry_url, tmp_path)}
     assert {name: run["status"] for name, run in runs.items()} == {
         "fedavg": "done",
@@ -91,34 +104,33 @@ def test_the_installed_method_is_one_more_row_of_a_papers_table(tmp_path, regist
     assert added["spec"]["plugin_code"] == {"algorithm": f"sha256:{record['sha256']}"}
     assert set(record["files"]) >= {"my_fl_method/__init__.py", "my_fl_method/method.py"}
 
-    cells = report_cells(tmp_path, "--recipe", QUICKSTART, *smoke)
+    cells = report_cells(tmp_path, site, "--recipe", QUICKSTART, *smoke)
     assert cells["adaprox", ""]["added"] and cells["adaprox", ""]["published"] is None
     assert cells["adaprox", ""]["run_ids"] == [added["id"]]
     assert cells["adaprox", ""]["baseline"]["baseline"] == "fedavg"
     assert not cells["fedavg", ""]["added"] and not cells["fedprox", ""]["added"]
 
 
-@installed
-def test_the_installed_method_keeps_the_engine_contract(tmp_path):
-    checked = fedbench("check-method", "adaprox", cwd=tmp_path)
+def test_the_installed_method_keeps_the_engine_contract(site, tmp_path):
+    checked = fedbench("check-method", "adaprox", cwd=tmp_path, site=site)
     verdicts = [line.split()[:2] for line in checked.stdout.splitlines() if line.split()[:1] in (["PASS"], ["FAIL"])]
     # AdaProx declares packed_step and a FedAvg setting (mu = 0): no property is skipped
     assert verdicts == [["PASS", f"{name}:"] for name in PROPERTIES]
 
 
-@installed
-def test_the_example_recipe_trains_the_packages_model_on_its_data_set(tmp_path, registry_url):
+def test_the_example_recipe_trains_the_packages_model_on_its_data_set(site, tmp_path, registry_url):
     data = tmp_path / "data"
     written = subprocess.run(
         [sys.executable, "-m", "my_fl_method.make_sites", data / "sitedigits", "--per-site", "6"],
         capture_output=True,
         text=True,
+        cwd=site,  # `python -m` imports the installed package from the working directory
         timeout=300,
     )
     assert written.returncode == 0 and "180 images" in written.stdout, written.stdout + written.stderr
     recipe = EXAMPLE / "recipe.toml"
     smoke = ["--scale", "smoke", "--registry", registry_url]
-    fedbench("run", recipe, *smoke, "--data-dir", data, cwd=tmp_path)
+    fedbench("run", recipe, *smoke, "--data-dir", data, cwd=tmp_path, site=site)
     runs = {(run["labels"]["algorithm"], run["labels"]["loader"]): run for run in runs_of(registry_url, tmp_path)}
     assert {key: run["status"] for key, run in runs.items()} == {
         (algorithm, loader): "done" for algorithm in ("fedavg", "adaprox") for loader in ("sitedigits", "imagefolder")
@@ -137,12 +149,20 @@ def test_the_example_recipe_trains_the_packages_model_on_its_data_set(tmp_path, 
     assert len(own["digests"]) == 180 and own["group_names"] == ["a_plain", "b_faint", "c_shifted"]
     assert runs["fedavg", "imagefolder"]["provenance"]["data"]["manifest"]["files"] == 180
 
-    cells = report_cells(tmp_path, "--recipe", recipe, *smoke)
+    cells = report_cells(tmp_path, site, "--recipe", recipe, *smoke)
     assert set(cells) == {(a, loader) for a in ("fedavg", "adaprox") for loader in ("sitedigits", "imagefolder")}
     assert all(cell["n"] == 1 and 0 < cell["mean"] <= 100 for cell in cells.values())
 
 
-@pytest.mark.skipif(is_installed(), reason="the example is installed: its folder cannot also be loaded with --plugin")
+def installed_here() -> bool:
+    try:
+        importlib.metadata.distribution("my-fl-method")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(installed_here(), reason="the example is installed: its folder cannot also be loaded with --plugin")
 def test_the_package_folder_loads_with_plugin(tmp_path):
     folder = EXAMPLE / "src" / "my_fl_method"
     listed = fedbench("algorithms", "--plugin", folder, "--json", cwd=tmp_path)

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from fedbench.data import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
+from fedbench.data.files import Source
 from fedbench.errors import ConfigError, DataError
 from PIL import Image
 
@@ -35,11 +36,13 @@ META = DatasetMeta(
 HOW_TO_GET = "python -m my_fl_method.make_sites <data root>/sitedigits"
 
 
-@register_dataset(
-    META,
-    source=f"<data root>/sitedigits/<site>/<class 0-9>/*.png, 8×8 gray; `{HOW_TO_GET}` writes them",
-    present=lambda folder: folder.is_dir(),
+SOURCE = Source(
+    layout="<data root>/sitedigits/<site>/<class 0-9>/*.png, 8×8 gray",
+    how_to_get=f"`{HOW_TO_GET}` writes them from scikit-learn's digits",
 )
+
+
+@register_dataset(META, source=SOURCE, present=lambda folder: folder.is_dir())
 def load_sitedigits(root: Path, test_fraction: float = 0.2, split_seed: int = 0) -> DatasetArrays:
     """test_fraction: the share of each site's images of each class held out for testing, drawn with split_seed
     (the same for every run, so every method is scored on the same images)."""
@@ -58,15 +61,13 @@ def load_sitedigits(root: Path, test_fraction: float = 0.2, split_seed: int = 0)
     labels = np.array([label for _, label, _ in files], dtype=np.int64)
     groups = np.array([group for group, _, _ in files], dtype=np.int64)
     test = held_out(labels, groups, test_fraction, split_seed)
-    relative = [png.relative_to(root).as_posix() for _, _, png in files]
+    digests = {png.relative_to(root).as_posix(): hashlib.sha256(png.read_bytes()).hexdigest() for _, _, png in files}
     info = {
         "source": str(root),
         "verified": False,
         "verification": "no published checksums: the sha256 of every file read is recorded",
-        "files": relative,
-        "digests": {
-            rel: hashlib.sha256(png.read_bytes()).hexdigest() for rel, (_, _, png) in zip(relative, files, strict=True)
-        },
+        "files": list(digests),
+        "digests": digests,
         "group_names": [site.name for site in sites],
     }
     return DatasetArrays(
