@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark gpu-wheels gpu-check mutation mutation-changed mutation-ci reproduce-all clean
+.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark mutation mutation-changed mutation-ci reproduce-all clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,26 +55,6 @@ fuzz: $(DEV_STAMP)
 
 benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py
-
-# The GPU check (docs/gpu.md). `gpu-wheels` downloads the Python 3.12 manylinux x86-64 wheels of what fedbench needs
-# beyond a GPU machine's PyTorch stack (benchmarks/gpu-requirements.txt, pinned) and a pip to install them ($(GPU_PIP)), into
-# $(GPU_WHEELS) (git-ignored, ~12 MB: it travels with the working tree). `gpu-check` runs benchmarks/gpu_check.py:
-# installs them when fedbench's imports fail, checks and measures the CUDA paths, writes $(GPU_OUT)/gpu_check.json;
-# `make gpu-check DEVICE=cpu QUICK=1` rehearses it on the CPU in about 2 minutes.
-GPU_WHEELS ?= .gpu-wheels
-GPU_PIP := pip==26.3
-GPU_OUT ?= reports/gpu-check
-DEVICE ?= cuda
-QUICK ?=
-gpu-wheels:
-	$(PYTHON) -m pip download --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
-	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-	  -r benchmarks/gpu-requirements.txt $(GPU_PIP) \
-	  --disable-pip-version-check --quiet -d $(GPU_WHEELS)
-	@du -sh $(GPU_WHEELS)
-
-gpu-check:
-	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_OUT) --device $(DEVICE) $(if $(QUICK),--quick) --wheels $(GPU_WHEELS)
 
 # Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
 # report/table.py and cost.py, each against its own test file (tests/<package>/test_<module>.py) and the tests
