@@ -16,7 +16,11 @@ imports torch (the analytic tables' model costs); the median leaves that out.
 from __future__ import annotations
 
 import argparse
+import re
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -89,13 +93,113 @@ def build(url: str, total: int) -> int:
     return len(rounds)
 
 
+def widened_recipe(seeds: int, folder: Path) -> Path:
+    """recipes/quickstart.toml with ``seeds`` seeds (0 … seeds-1) instead of its 3, written into ``folder``."""
+    text = (RECIPES / "quickstart.toml").read_text()
+    widened, count = re.subn(r"^seeds = \[.*\]$", f"seeds = {list(range(seeds))}", text, count=1, flags=re.M)
+    assert count == 1, "recipes/quickstart.toml has no top-level seeds line"
+    path = folder / "quickstart_widened.toml"
+    path.write_text(widened)
+    return path
+
+
+def build_widened(url: str, recipe_path: Path) -> int:
+    """A registry holding every run of the widened recipe at full scale, done, each with its curve."""
+    registry = Registry(url)
+    rng = np.random.default_rng(0)
+    now = datetime(2026, 1, 1)
+    runs, rounds = [], []
+    for run_id, p in enumerate(expand(load_recipe(recipe_path), check=False), start=1):
+        runs.append(
+            {
+                **p.registry_entry(),
+                "id": run_id,
+                "status": "done",
+                "rounds_done": p.spec.rounds,
+                "created_at": now,
+                "finished_at": now,
+                "summary": {},
+                "provenance": {},
+            }
+        )
+        rounds += curve_rows(run_id, p.spec.rounds, p.spec.seed, rng)
+    with registry.engine.begin() as connection:
+        for start in range(0, len(runs), 5000):
+            connection.execute(insert(tables.runs), runs[start : start + 5000])
+        for start in range(0, len(rounds), 50000):
+            connection.execute(insert(tables.rounds), rounds[start : start + 50000])
+    return len(runs)
+
+
+def timed_cli(arguments: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``python -m fedbench.cli ARGUMENTS`` in a subprocess, start-up included; its output
+    is discarded (a failure raises)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "fedbench.cli", *arguments], check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def seeds_shape(args: argparse.Namespace) -> None:
+    """One recipe, many seeds: time ``report --format markdown`` and ``run --dry-run`` end to end (CLI
+    subprocesses), then the report's phases in this process."""
+    from fedbench.recipes.expand import compile_recipes
+    from fedbench.report.collect import build_tables
+    from fedbench.report.render import render
+
+    folder = Path(args.registry).parent
+    recipe_path = widened_recipe(args.seeds, folder)
+    path = Path(args.registry)
+    url = f"sqlite:///{path}"
+    if not path.exists():
+        start = time.perf_counter()
+        count = build_widened(url, recipe_path)
+        print(f"built {path}: {count} runs in {time.perf_counter() - start:.1f} s")
+    commands = {
+        "report --format markdown": ["report", "--recipe", str(recipe_path), "--format", "markdown"],
+        "run --dry-run": ["run", str(recipe_path), "--dry-run"],
+    }
+    for name, arguments in commands.items():
+        figures = [timed_cli([*arguments, "--registry", url]) for _ in range(args.repeat)]
+        walls, cpus = zip(*figures)
+        print(
+            f"{name} ({args.seeds} seeds, CLI end to end): median {statistics.median(walls):.2f} s wall "
+            f"(min {min(walls):.2f} s), median {statistics.median(cpus):.2f} s CPU over {args.repeat}"
+        )
+    registry = Registry(url)
+    phases: dict[str, list[float]] = {"compile (run)": [], "tables": [], "render markdown": []}
+    for _ in range(args.repeat):
+        start = time.process_time()
+        compile_recipes([recipe_path])
+        phases["compile (run)"].append(time.process_time() - start)
+        start = time.process_time()
+        built = build_tables([load_recipe(recipe_path)], registry)
+        phases["tables"].append(time.process_time() - start)
+        start = time.process_time()
+        render(built, "markdown")
+        phases["render markdown"].append(time.process_time() - start)
+    print(
+        "in process, median CPU s: "
+        + ", ".join(f"{name} {statistics.median(values):.2f}" for name, values in phases.items())
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--shape", choices=["papers", "seeds"], default="papers")
     parser.add_argument("--paper", default="fedtrip")
     parser.add_argument("--runs", type=int, default=10_000)
-    parser.add_argument("--registry", default="/tmp/fedbench_report_scale.db")
+    parser.add_argument("--seeds", type=int, default=5_000, help="--shape seeds: seeds of the widened recipe")
+    parser.add_argument("--registry", default=None)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.registry is None:
+        args.registry = f"/tmp/fedbench_report_scale_{args.shape}.db"
+    if args.shape == "seeds":
+        seeds_shape(args)
+        return
 
     from fedbench.report.collect import build_tables, report_recipes
     from fedbench.report.render import render

@@ -527,6 +527,32 @@ def test_the_default_spec_hashes_to_the_sha256_of_its_canonical_json_written_by_
     assert spec.model_copy(update={"algorithm_revision": 2}).spec_hash == sha16(revised)
 
 
+def test_with_seeds_gives_each_seed_the_spec_and_hash_of_setting_it_alone():
+    """The canonical JSON is written once and each seed put in its place: the same copies and hashes as resolving
+    the spec at each seed (a negative and a large seed included, and the seed the spec already has)."""
+    fields = {**MINIMAL, "algorithm": "fedprox", "algorithm_params": {"mu": 0.5}, "seed": 7}
+    seeds = [7, 0, -3, 2**40]
+    shared = resolved(**fields).with_seeds(seeds)
+    assert [copy.seed for copy, _ in shared] == seeds
+    for copy, digest in shared:
+        alone = resolved(**{**fields, "seed": copy.seed})
+        assert copy == alone and copy.model_fields_set == alone.model_fields_set
+        assert digest == alone.spec_hash == sha16(alone.canonical_json())
+
+
+def test_with_seeds_hashes_each_copy_when_another_field_holds_the_seeds_placeholder():
+    """The seed's placeholder written elsewhere in the JSON (a string field holding it) cannot be substituted:
+    each copy is hashed on its own; a seed that is not a plain int is refused."""
+    from fedbench.spec import _SEED_MARK
+
+    spec = RunSpec(**MINIMAL, scale=_SEED_MARK)
+    assert [(copy.seed, digest) for copy, digest in spec.with_seeds([1, 2])] == [
+        (seed, spec.model_copy(update={"seed": seed}).spec_hash) for seed in (1, 2)
+    ]
+    with pytest.raises(TypeError):
+        spec.with_seeds([True])
+
+
 def test_a_spec_is_plain_data_until_resolved():
     """Building or hashing a RunSpec reads no plug-in: the defaults are the resolver's job (``resolve_spec``)."""
     plain = RunSpec(**MINIMAL)

@@ -11,7 +11,6 @@ import copy
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,14 +43,18 @@ class PlannedRun:
     targets: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
-    @cached_property
-    def spec_hash(self) -> str:  # computed once: hashing canonical JSON dominates a large report's time
-        return self.spec.spec_hash
+    # the spec's hash: given by expansion (which writes one canonical JSON per cell for all its seeds), else
+    # computed here; ``dataclasses.replace`` carries it, so never replace the spec itself
+    spec_hash: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec_hash:
+            object.__setattr__(self, "spec_hash", self.spec.spec_hash)
 
     def registry_entry(self) -> dict[str, Any]:
         spec = self.spec
         return {
-            "spec_hash": spec.spec_hash,
+            "spec_hash": self.spec_hash,
             "spec": spec.model_dump(mode="json"),
             "labels": self.labels,
             "paper": self.paper,
@@ -127,15 +130,52 @@ def expand(
                 setup = merge_setup(setup, rule.set)
         labels = _with_added(recipe, labels)
         targets = _targets(setup.pop("targets", ()), recipe.source)
-        for seed in run_seeds:
-            if "seed" in wanted and str(seed) not in wanted["seed"]:
-                continue
-            spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
-            if check:
-                check_spec(spec, recipe.source)
-            planned.append(PlannedRun(spec, labels, recipe.paper, recipe.name, targets))
+        kept = [seed for seed in run_seeds if "seed" not in wanted or str(seed) in wanted["seed"]]
+        for spec, spec_hash in _seed_specs(recipe, setup, kept, scale, synthetic, labels, check):
+            planned.append(PlannedRun(spec, labels, recipe.paper, recipe.name, targets, spec_hash=spec_hash))
     _check_distinct(recipe, planned, scale)
     return planned
+
+
+def _seed_specs(
+    recipe: Recipe,
+    setup: dict[str, Any],
+    seeds: list[int],
+    scale: str,
+    synthetic: bool,
+    labels: dict[str, str],
+    check: bool,
+) -> list[tuple[RunSpec, str]]:
+    """(spec, spec_hash) of one cell at each of ``seeds``. The seed changes nothing that resolving and checking
+    a spec read (plug-in defaults, result revision, the data set's shape), so the cell is resolved and checked at
+    its first seed and the other seeds are substituted (``RunSpec.with_seeds``): a recipe widened to thousands of
+    seeds compiles, and reports, in a fraction of the time. The same specs and hashes as ``_each_seed``
+    (tests/recipes/test_seed_expansion.py), which seeds that are not plain ints (a caller's ``seeds``) take."""
+    if not seeds or any(type(seed) is not int for seed in seeds):
+        return _each_seed(recipe, setup, seeds, scale, synthetic, labels, check)
+    first = _build_spec(recipe, setup, seeds[0], scale, synthetic, labels)
+    if check:
+        check_spec(first, recipe.source)
+    return first.with_seeds(seeds)
+
+
+def _each_seed(
+    recipe: Recipe,
+    setup: dict[str, Any],
+    seeds: list[int],
+    scale: str,
+    synthetic: bool,
+    labels: dict[str, str],
+    check: bool,
+) -> list[tuple[RunSpec, str]]:
+    """(spec, spec_hash) of one cell at each of ``seeds``, each resolved, checked and hashed on its own."""
+    out = []
+    for seed in seeds:
+        spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
+        if check:
+            check_spec(spec, recipe.source)
+        out.append((spec, spec.spec_hash))
+    return out
 
 
 def _label_filter(

@@ -7,7 +7,9 @@ to a format is ``fedbench.report.render``; printing and writing the rendered tex
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,22 @@ class EmptyRegistry:
         return {}
 
 
+@contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: building the tables allocates hundreds of thousands of small objects
+    (stored rounds, curve points) that hold no reference cycles, and the collector, triggered by the allocations,
+    would traverse the growing heap again and again (a third of a 10,000-run report's time:
+    benchmarks/report_scale.py). Objects are still freed as their last reference goes; cycles wait until it
+    resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _views(recipe: Recipe, table: str | None) -> list[TableView]:
     return [recipe.table(table)] if table else list(recipe.tables)
 
@@ -65,12 +83,14 @@ def build_tables(
     and no table at all is an error."""
     source: Any = store if store is not None else EmptyRegistry()
     tables = []
-    expansions: dict = {}  # each recipe is expanded once for all its views
-    for recipe in recipes:
-        if recipe.setup and scale not in recipe.scale_names():
-            continue
-        for view in _views(recipe, table):
-            tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic, cache=expansions))
+    cache: dict = {}  # one report's: each recipe expanded, each run's state and rounds read, once for all views
+    with _no_cycle_collection():
+        for recipe in recipes:
+            if recipe.setup and scale not in recipe.scale_names():
+                continue
+            for view in _views(recipe, table):
+                tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic, cache=cache))
+        cache.clear()  # freed before the collector resumes: it then traverses the tables only
     if not tables:
         raise FedbenchError(
             f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)"

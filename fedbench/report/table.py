@@ -195,6 +195,19 @@ def _curves(registry: Any, ids: list[int], fields: Iterable[str], cache: dict | 
     return {i: read[i] for i in ids}
 
 
+def _run_states(registry: Any, hashes: list[str], cache: dict | None) -> dict[str, Any]:
+    """{spec_hash: run state} of the runs of ``hashes`` in the registry (``Registry.run_states``); with ``cache``
+    (one report's) a hash looked up for an earlier view is not looked up again (a recipe's views share its runs)."""
+    if cache is None:
+        return {row.spec_hash: row for row in registry.run_states(hashes)}
+    read = cache.setdefault("run_states", {})
+    missing = [h for h in hashes if h not in read]
+    if missing:
+        read.update(dict.fromkeys(missing))  # None: not in the registry
+        read.update({row.spec_hash: row for row in registry.run_states(missing)})
+    return {h: row for h in hashes if (row := read[h]) is not None}
+
+
 def _metric_curve(rows: list[Any], metric: str, client: int | None, memo: tuple[int, dict | None]) -> list:
     """``metric_curve`` of a run's rounds, computed once per report (``memo``: the run id and the report's cache)
     for every view that shows the run; callers treat it as read-only."""
@@ -224,7 +237,7 @@ def build_table(
         return build_static_table(recipe, view, scale, synthetic)
     planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
     other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []
-    found = {row.spec_hash: row for row in registry.run_states(dict.fromkeys(p.spec_hash for p in planned + other))}
+    found = _run_states(registry, list(dict.fromkeys(p.spec_hash for p in planned + other)), cache)
     finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in FINISHED]
     curves = _curves(registry, [row.id for row in finished], round_fields(view), cache)
 
@@ -237,6 +250,12 @@ def build_table(
         if c not in columns:
             columns.append(c)
         groups.setdefault((r, c), []).append(p)
+
+    synthetic_done: dict[tuple[str, str], int] = {}  # the done runs of the other data kind, per cell
+    for p in other:
+        if p.spec_hash in found and found[p.spec_hash].status == RunStatus.DONE:
+            pair = (_key(p.labels, view.rows), _key(p.labels, view.columns))
+            synthetic_done[pair] = synthetic_done.get(pair, 0) + 1
 
     cells: dict[tuple[str, str], Cell] = {}
     memory_measures: dict[str, int] = {}
@@ -280,14 +299,7 @@ def build_table(
             cell.values.append(figure_of(cell_view, curve, round_rows, cost, cell_target, run))
             seed_curves.append(curve)
             example_rows = round_rows
-        for p in other:
-            if (
-                _key(p.labels, view.rows) == r
-                and _key(p.labels, view.columns) == c
-                and p.spec_hash in found
-                and found[p.spec_hash].status == RunStatus.DONE
-            ):
-                cell.synthetic_available += 1
+        cell.synthetic_available += synthetic_done.get((r, c), 0)
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
         cells[(r, c)] = cell
     if view.published_only:
