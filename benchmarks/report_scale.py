@@ -1,16 +1,26 @@
-"""Time ``fedbench report --paper P`` over a registry of 10,000 runs.
+"""Time ``fedbench report`` over large registries, in two shapes.
 
-The registry holds every run of every shipped recipe at full scale (real data), the same runs on synthetic data,
-and filler runs of another paper up to ``--runs``; every run is ``done`` with a stored curve of all its rounds
-(a rising accuracy with seed noise, so best / last-k / rounds-to-target figures are defined). Rows go in with
-bulk INSERTs (SQLAlchemy Core executemany), not through the Registry API, so building takes seconds.
+``--shape papers`` (the default): ``fedbench report --paper P`` over a registry of 10,000 runs. The registry holds
+every run of every shipped recipe at full scale (real data), the same runs on synthetic data, and filler runs of
+another paper up to ``--runs``; every run is ``done`` with a stored curve of all its rounds (a rising accuracy with
+seed noise, so best / last-k / rounds-to-target figures are defined). It renders the paper's tables (library calls
+of ``fedbench report``: recipes, tables, the JSON format) a few times in this process and prints the median
+wall-clock seconds, the median CPU seconds of this process (the figure to read on a shared, busy machine) and the
+number of SQL statements one report issues. The first render of a process also imports torch (the analytic
+tables' model costs); the median leaves that out.
 
-Then it renders the paper's tables (library calls of ``fedbench report``: recipes, tables, the JSON format) a
-few times and prints the median wall-clock seconds, the median CPU seconds of this process (the figure to read on
-a shared, busy machine) and the number of SQL statements one report issues. The first render of a process also
-imports torch (the analytic tables' model costs); the median leaves that out.
+``--shape seeds``: one recipe with many seeds, recipes/quickstart.toml widened to ``--seeds`` seeds (5,000: 10,000
+done runs, 200,000 rounds). It times ``fedbench report --format markdown`` and ``fedbench run --dry-run`` as a user
+runs them, each in a subprocess, start-up (imports) included, wall-clock and CPU seconds, and the imports of the
+report command alone; then the report's phases in this process (CPU seconds).
+
+Both build their registry with bulk INSERTs (SQLAlchemy Core executemany), not through the Registry API, so
+building takes seconds; a registry file that exists is reused. With PYTHONPATH=OTHER_TREE the subprocesses run
+that tree's CLI (a before/after comparison on the same registry). Figures, with the machine they were measured
+on: benchmarks/results/report_scale.json.
 
     python benchmarks/report_scale.py [--paper fedtrip] [--runs 10000] [--registry /tmp/report_scale.db]
+    python benchmarks/report_scale.py --shape seeds [--seeds 5000] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -131,15 +141,27 @@ def build_widened(url: str, recipe_path: Path) -> int:
     return len(runs)
 
 
-def timed_cli(arguments: list[str]) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``python -m fedbench.cli ARGUMENTS`` in a subprocess, start-up included; its output
-    is discarded (a failure raises)."""
+def timed(command: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``python COMMAND`` in a subprocess, start-up included; its output is discarded (a
+    failure raises). It runs in the tree of the fedbench this script imported (``python -m`` puts the working
+    directory first on the path), so PYTHONPATH=OTHER_TREE times that tree's CLI."""
+    import fedbench
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "fedbench.cli", *arguments], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, *command],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        cwd=Path(fedbench.__file__).resolve().parents[1],
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+# what the report command imports before it reads the registry (cli/report.py)
+REPORT_IMPORTS = "import fedbench.cli, fedbench.registry, fedbench.report.collect, fedbench.report.render.html"
 
 
 def seeds_shape(args: argparse.Namespace) -> None:
@@ -157,17 +179,20 @@ def seeds_shape(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         count = build_widened(url, recipe_path)
         print(f"built {path}: {count} runs in {time.perf_counter() - start:.1f} s")
+    cli = ["-m", "fedbench.cli"]
     commands = {
-        "report --format markdown": ["report", "--recipe", str(recipe_path), "--format", "markdown"],
-        "run --dry-run": ["run", str(recipe_path), "--dry-run"],
+        "report --format markdown": [*cli, "report", "--recipe", str(recipe_path), "--format", "markdown"],
+        "run --dry-run": [*cli, "run", str(recipe_path), "--dry-run"],
     }
-    for name, arguments in commands.items():
-        figures = [timed_cli([*arguments, "--registry", url]) for _ in range(args.repeat)]
+    for name, command in commands.items():
+        figures = [timed([*command, "--registry", url]) for _ in range(args.repeat)]
         walls, cpus = zip(*figures)
         print(
             f"{name} ({args.seeds} seeds, CLI end to end): median {statistics.median(walls):.2f} s wall "
             f"(min {min(walls):.2f} s), median {statistics.median(cpus):.2f} s CPU over {args.repeat}"
         )
+    walls, cpus = zip(*(timed(["-c", REPORT_IMPORTS]) for _ in range(args.repeat)))
+    print(f"imports of report: median {statistics.median(walls):.2f} s wall, {statistics.median(cpus):.2f} s CPU")
     registry = Registry(url)
     phases: dict[str, list[float]] = {"compile (run)": [], "tables": [], "render markdown": []}
     for _ in range(args.repeat):
@@ -196,7 +221,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     if args.registry is None:
-        args.registry = f"/tmp/fedbench_report_scale_{args.shape}.db"
+        args.registry = f"/tmp/fedbench_report_scale_{args.shape}{args.seeds if args.shape == 'seeds' else ''}.db"
     if args.shape == "seeds":
         seeds_shape(args)
         return
