@@ -154,8 +154,9 @@ class Store(Connection):
         query = select(
             *groups,
             func.count().label("runs"),
-            func.coalesce(func.sum(runs.c.rounds_done), 0).label("rounds_done"),
-            func.coalesce(func.sum(planned), 0).label("rounds"),
+            # a group holds one run at least, and every run has rounds_done and a spec with its rounds: never NULL
+            func.sum(runs.c.rounds_done).label("rounds_done"),
+            func.sum(planned).label("rounds"),
             func.count(runs.c.worker.distinct()).label("workers"),
         ).group_by(*groups)
         with self.engine.connect() as connection:
