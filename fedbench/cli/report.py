@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from fedbench.cli import completion
-from fedbench.cli.common import RegistryOption, console, err_console, user_errors
-from fedbench.cli.options import Add, Plugins, SetFor, additions, load_plugins
+from fedbench.cli.common import RegistryOption, console, err_console, label_filters, user_errors
+from fedbench.cli.options import Add, Only, Plugins, Seeds, SetFor, additions, load_plugins, parse_seeds
 from fedbench.errors import FedbenchError
 
 
@@ -93,6 +93,8 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to this file instead of the terminal."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write accuracy-vs-round PNGs to this folder."),
     recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    seeds: Seeds = None,
+    only: Only = [],  # noqa: B006
     add: Add = [],  # noqa: B006
     set_for: SetFor = [],  # noqa: B006
     registry: str | None = RegistryOption,
@@ -120,6 +122,11 @@ def report(
         writable_folder("--out", out.parent)
     if plots is not None:
         writable_folder("--plots", plots)
+    if (seeds is not None or only) and (plots is not None or fmt == "html"):
+        raise FedbenchError(
+            "--seeds/--only select the tables' cells; --plots and --format html draw every run of the recipe: "
+            "give them without --seeds/--only"
+        )
 
     load_plugins(plugin)
     extra = additions(add, set_for)
@@ -129,7 +136,15 @@ def report(
         err_console.print(
             f"no registry at {Registry.shown_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True
         )
-    tables = build_tables(recipes, store, scale=scale, table=table, synthetic=synthetic)
+    tables = build_tables(
+        recipes,
+        store,
+        scale=scale,
+        table=table,
+        synthetic=synthetic,
+        seeds=parse_seeds(seeds),
+        only=label_filters(only, "--only") or None,
+    )
     shown = (run.provenance for t in tables for cell in t.cells.values() for run in cell.runs)
     for warning in source_changes(shown):  # a plug-in that declares a revision, edited since these runs
         err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)

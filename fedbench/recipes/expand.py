@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,7 +101,7 @@ def expand(
     recipe: Recipe,
     scale: str = "full",
     seeds: list[int] | None = None,
-    only: dict[str, str | set[str]] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
     overrides: dict[str, Any] | None = None,
     synthetic: bool = False,
     check: bool = True,
@@ -179,7 +179,7 @@ def _each_seed(
 
 
 def _label_filter(
-    recipe: Recipe, only: dict[str, str | set[str]], items: dict[str, AxisItems], run_seeds: list[int]
+    recipe: Recipe, only: Mapping[str, str | set[str]], items: dict[str, AxisItems], run_seeds: list[int]
 ) -> dict[str, set[str]]:
     """``--only`` as {label key: the values kept}; a key or value the recipe does not have is a ConfigError (a
     filter that matches nothing is a typo, not an empty plan)."""

@@ -8,7 +8,7 @@ to a format is ``fedbench.report.render``; printing and writing the rendered tex
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -78,9 +78,12 @@ def build_tables(
     scale: str = "full",
     table: str | None = None,
     synthetic: bool = False,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> list[Table]:
-    """Every table view (or only ``table``) of ``recipes`` at ``scale``; recipes without that scale are left out,
-    and no table at all is an error."""
+    """Every table view (or only ``table``) of ``recipes`` at ``scale``, of ``seeds`` (None: each recipe's) and the
+    cells matching ``only`` (``report --seeds``/``--only``, as for ``run``); recipes without that scale are left
+    out, and no table at all is an error."""
     source: Any = store if store is not None else EmptyRegistry()
     tables = []
     cache: dict = {}  # one report's: each recipe expanded, each run's state and rounds read, once for all views
@@ -89,7 +92,11 @@ def build_tables(
             if recipe.setup and scale not in recipe.scale_names():
                 continue
             for view in _views(recipe, table):
-                tables.append(build_table(recipe, view, source, scale=scale, synthetic=synthetic, cache=cache))
+                tables.append(
+                    build_table(
+                        recipe, view, source, scale=scale, synthetic=synthetic, cache=cache, seeds=seeds, only=only
+                    )
+                )
         cache.clear()  # freed before the collector resumes: it then traverses the tables only
     if not tables:
         raise FedbenchError(

@@ -7,7 +7,7 @@ published value beside it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -170,14 +170,21 @@ def _with_rounds(view: TableView, planned: list[PlannedRun]) -> list[PlannedRun]
 
 
 def planned_for_view(
-    recipe: Recipe, view: TableView, scale: str = "full", synthetic: bool = False, cache: dict | None = None
+    recipe: Recipe,
+    view: TableView,
+    scale: str = "full",
+    synthetic: bool = False,
+    cache: dict | None = None,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> list[PlannedRun]:
-    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes). ``cache``
-    keeps a recipe's expansion for its other views (``build_tables``)."""
+    """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes), of ``seeds``
+    (None: the recipe's) and matching ``only`` (``report --seeds``/``--only``, as for ``run``). ``cache`` keeps a
+    recipe's expansion for its other views (``build_tables``)."""
     key = (id(recipe), scale, synthetic)
     planned = cache.get(key) if cache is not None else None
     if planned is None:
-        planned = expand(recipe, scale=scale, synthetic=synthetic, check=False)
+        planned = expand(recipe, scale=scale, synthetic=synthetic, check=False, seeds=seeds, only=only)
         if cache is not None:
             cache[key] = planned
     return [p for p in planned if view.selects(p.labels)]
@@ -227,16 +234,22 @@ def build_table(
     scale: str = "full",
     synthetic: bool = False,
     cache: dict | None = None,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> Table:
-    """The view's table: one query for the runs of its cells, one for their curves (``cache``: see
-    ``planned_for_view``)."""
+    """The view's table: one query for the runs of its cells, one for their curves (``cache``, ``seeds``, ``only``:
+    see ``planned_for_view``)."""
     if view.kind != "runs":
         # local: analytic tables build models and partitions (torch); keeps torch out of the run tables' report
         from fedbench.report.static import build_static_table
 
         return build_static_table(recipe, view, scale, synthetic)
-    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache))
-    other = _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache)) if not synthetic else []
+    planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache, seeds, only))
+    other = (
+        _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache, seeds, only))
+        if not synthetic
+        else []
+    )
     found = _run_states(registry, list(dict.fromkeys(p.spec_hash for p in planned + other)), cache)
     finished = [found[p.spec_hash] for p in planned if p.spec_hash in found and found[p.spec_hash].status in FINISHED]
     curves = _curves(registry, [row.id for row in finished], round_fields(view), cache)

@@ -71,3 +71,27 @@ def test_report_to_an_unwritable_place_is_a_user_error(tmp_path, registry_url):
         assert result.exit_code == 2, result.output
         assert "cannot" in result.stderr or "is a folder" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_seeds_and_only_select_the_reported_cells_as_they_select_trained_runs(write_recipe, registry_url):
+    """``report --seeds``/``--only`` mean what they mean for ``run``: the cells of the chosen labels, over the chosen
+    seeds (a seed the registry has no run of counts as missing); a bad value is one line, exit 2."""
+    recipe = write_recipe()
+    assert invoke("run", recipe, "--seeds", "0", "--registry", registry_url).exit_code == 0
+
+    def cells(*selection: str) -> dict[str, tuple[int, int]]:
+        out = invoke("report", "--recipe", recipe, "--registry", registry_url, "--format", "json", *selection)
+        assert out.exit_code == 0, out.output
+        return {c["row"]: (c["n"], c["expected"]) for c in json.loads(out.stdout)["tables"][0]["cells"]}
+
+    everything = cells()
+    assert all(expected == 2 and n == 1 for n, expected in everything.values())  # the recipe has 2 seeds
+    assert set(cells("--seeds", "0").values()) == {(1, 1)}  # only seed 0: complete
+    assert set(cells("--seeds", "1").values()) == {(0, 1)}  # seed 1 was not trained
+    fedavg_only = cells("--only", "algorithm=fedavg")
+    assert list(fedavg_only) == ["fedavg"] and len(everything) > 1
+    for bad in (["--seeds", "x"], ["--only", "algorithm=nothing-by-that-name"]):
+        result = invoke("report", "--recipe", recipe, "--registry", registry_url, *bad)
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    result = invoke("report", "--recipe", recipe, "--registry", registry_url, "--seeds", "0", "--format", "html")
+    assert result.exit_code == 2 and "--seeds/--only" in result.output
