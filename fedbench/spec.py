@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
 from fedbench.vocab.metrics import EVAL_METRICS
 
 PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
@@ -165,6 +166,13 @@ class RunSpec(_Strict):
     client_test_params: Annotated[dict[str, Any], HashNeutral({})] = {}
     eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()  # type: ignore[valid-type]  # per-client metrics besides accuracy
     finetune: FinetuneSpec | None = None  # fine-tune then evaluate after the last round
+    # per-round diagnostics to record (``fedbench/vocab/diagnostics.py``), on the rounds ``diagnoses`` picks: every
+    # ``diagnostics_every``-th round, the last, and those of ``diagnostics_rounds`` (a round past ``rounds``, as at a
+    # smaller scale, is ignored). They never change training, but a run records them only when asked, so they are
+    # part of the spec; added later, hence hash-neutral at their defaults
+    diagnostics: Annotated[tuple[Literal[DIAGNOSTIC_NAMES], ...], HashNeutral(())] = ()  # type: ignore[valid-type]
+    diagnostics_every: Annotated[int, HashNeutral(1)] = Field(1, ge=1)
+    diagnostics_rounds: Annotated[tuple[int, ...], HashNeutral(())] = ()
     seed: int = 0
     scale: str = "full"
     synthetic: bool = False
@@ -220,7 +228,30 @@ class RunSpec(_Strict):
                 )
         if self.eval_metrics and self.eval_mode == "global":
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
+        self._check_diagnostics()
         return self
+
+    def _check_diagnostics(self) -> None:
+        if not self.diagnostics and (self.diagnostics_every != 1 or self.diagnostics_rounds):
+            raise ValueError("diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics")
+        if len(set(self.diagnostics)) != len(self.diagnostics):
+            raise ValueError("diagnostics names a diagnostic twice")
+        if any(r < 1 for r in self.diagnostics_rounds):
+            raise ValueError("diagnostics_rounds are rounds, 1-based")
+        needs_validation = [n for n in self.diagnostics if DIAGNOSTICS[n].source == "evaluation"]
+        if needs_validation and (self.client_val_fraction <= 0 or self.eval_mode == "global"):
+            raise ValueError(
+                f"diagnostic {needs_validation[0]!r} is measured by personal evaluation on the clients' validation "
+                "splits: set client_val_fraction > 0 and eval_mode 'personal' or 'both'"
+            )
+
+    def diagnoses(self, round_index: int) -> bool:
+        """Whether round ``round_index`` (1-based) records ``diagnostics``: every ``diagnostics_every``-th round, the
+        last, and those of ``diagnostics_rounds``; never when none is asked for."""
+        if not self.diagnostics:
+            return False
+        every = round_index % self.diagnostics_every == 0 or round_index == self.rounds
+        return every or round_index in self.diagnostics_rounds
 
     def evaluates(self, round_index: int) -> bool:
         """Whether round ``round_index`` (1-based) is evaluated: every ``eval_every``-th round and always the last,

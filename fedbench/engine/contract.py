@@ -20,6 +20,10 @@ The properties (``PROPERTIES``, in the order they run):
   training losses, global figures and weights, in float64 to within ``F64_ATOL``.
 - ``empty-client``: with every client training every round and one of them holding no training sample, the run
   finishes and its losses, global weights and client states stay finite.
+- ``diagnostics``: recording every diagnostic the method can have, every round (``fedbench/vocab/diagnostics.py``;
+  those of source "method" only if it reports them), leaves training unchanged: the curve, global weights and
+  client states of the run without diagnostics, bit for bit; every round records them all; and a run stopped after
+  round R − 1 and resumed records the same diagnostics as the uninterrupted one.
 
 **Declaring a FedAvg setting.** A method states, when it registers, the parameters (and, where needed, the run
 settings) with which it is FedAvg: ``register_algorithm(name, fedavg_setting={"algorithm_params": {...}, "setup":
@@ -47,7 +51,7 @@ import numpy as np
 import torch
 from pydantic import ValidationError
 
-from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
+from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
 from fedbench.algorithms.context import ServerState
 from fedbench.data.federated import ArraysCache
 from fedbench.data.store import TensorData
@@ -55,6 +59,8 @@ from fedbench.engine.loop import RoundRecord, RunResult, Training, set_up, train
 from fedbench.engine.options import EngineOptions
 from fedbench.errors import ConfigError, FedbenchError, field_error
 from fedbench.spec import RunSpec
+from fedbench.vocab.diagnostics import DIAGNOSTICS
+from fedbench.vocab.status import RunStatus
 
 # Two computations that agree in exact arithmetic but not operation for operation (another summation order or
 # SIMD kernel, an algebraically equal update rule, a few SGD steps that amplify a rounding difference) are
@@ -85,8 +91,9 @@ SETUP: dict[str, Any] = {
     "client_val_fraction": 0.1,
 }
 
-# The figures of a round record the checks compare (not its wall time).
-FIGURES = tuple(f.name for f in fields(RoundRecord) if f.name not in ("round", "wall_seconds"))
+# The figures of a round record the checks compare (not its wall time, nor its diagnostics: the ``diagnostics``
+# property compares those).
+FIGURES = tuple(f.name for f in fields(RoundRecord) if f.name not in ("round", "wall_seconds", "diagnostics"))
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -399,7 +406,7 @@ def _state_difference(a: _Run, b: _Run, atol: float = 0.0) -> str | None:
 def _unfinished(run: _Run) -> str | None:
     if run.result is None:
         return "the run stopped before its last round"
-    if run.result.status != "done":
+    if run.result.status != RunStatus.DONE:
         return f"the run {run.result.message or run.result.status}"
     return None
 
@@ -616,6 +623,52 @@ def _empty_client(checker: Checker) -> str:
     return "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
 
 
+def diagnostics_of(spec: RunSpec) -> tuple[str, ...]:
+    """Every diagnostic ``spec``'s method can record in ``spec``'s setting: the engine's, personal evaluation's where
+    the setting has validation splits, and those the method reports."""
+    reported = build_algorithm(spec.algorithm, spec.algorithm_params).reported_diagnostics
+    validation = spec.client_val_fraction > 0 and spec.eval_mode != "global"
+    return tuple(
+        name
+        for name, d in DIAGNOSTICS.items()
+        if (d.source != "method" or name in reported) and (d.source != "evaluation" or validation)
+    )
+
+
+def _diagnostics(checker: Checker) -> str:
+    names = diagnostics_of(checker.spec)
+    spec = _variant(checker.spec, diagnostics=list(names))
+    diagnosed = checker.train(spec)
+    problem = _run_difference(checker.reference(), diagnosed)
+    if problem:
+        raise _Broken(
+            f"recording diagnostics ({', '.join(names)}) changed training: {problem}. round_diagnostics only reads: "
+            "it draws no random number from a training stream and writes nothing to ctx.state, server or self"
+        )
+    for record in diagnosed.records:
+        recorded = sorted(record.diagnostics or {})
+        if recorded != sorted(names):
+            raise _Broken(
+                f"round {record.round} recorded diagnostics {recorded}, not {sorted(names)}: a method whose "
+                "reported_diagnostics names one must return it from round_diagnostics every round asked"
+            )
+    if spec.rounds >= 2:
+        path, sink = checker.path(), _Sink()
+        checker.train(spec, stop_after=spec.rounds - 1, path=path, sink=sink)
+        resumed = checker.train(spec, path=path, sink=sink)
+        for a, b in zip(diagnosed.records, resumed.records, strict=True):
+            found = _difference(a.diagnostics, b.diagnostics, f"round {a.round}'s diagnostics")
+            if found:
+                raise _Broken(
+                    f"stopped after round {spec.rounds - 1} and resumed, the run records other diagnostics: {found}. "
+                    "A diagnostic must be computed from what the checkpoint restores"
+                )
+    return (
+        f"recording {', '.join(names)} every round: the curve, global weights and client states of the run without "
+        "diagnostics, bit for bit; the same diagnostics after a stop and resume"
+    )
+
+
 @dataclass(frozen=True)
 class Property:
     title: str
@@ -629,6 +682,7 @@ PROPERTIES: dict[str, Property] = {
     "packed": Property("packed == sequential", _packed),
     "fedavg-setting": Property("its declared FedAvg setting is FedAvg", _fedavg_setting),
     "empty-client": Property("a client with no training sample", _empty_client),
+    "diagnostics": Property("diagnostics leave training unchanged", _diagnostics),
 }
 
 

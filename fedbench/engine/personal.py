@@ -29,6 +29,7 @@ from fedbench import metrics
 from fedbench.algorithms import build_algorithm, finetune_objective
 from fedbench.algorithms.base import only_trainable
 from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
+from fedbench.engine.diagnostics import val_loss as diagnostic_val_loss
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
 from fedbench.models.base import FedModel
@@ -100,7 +101,7 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     built for evaluation (``RunState.client_context``): a copy of each client's state and evaluation's own random
     streams, so evaluating never changes what training does next."""
     spec, data = run.spec, run.data
-    accuracies, sizes, validation = [], [], []
+    accuracies, sizes, validation, val_losses = [], [], [], []
     extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
     x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
     for client in range(spec.num_clients):
@@ -114,7 +115,9 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
             extra[name].append(scores[name])
         if spec.client_val_fraction > 0:
             val_idx = data.client_val[client]
-            validation.append(evaluate(personal, x_all[val_idx], y_all[val_idx], run.eval_batch_size, task)[0])
+            val_accuracy, loss = evaluate(personal, x_all[val_idx], y_all[val_idx], run.eval_batch_size, task)
+            validation.append(val_accuracy)
+            val_losses.append(loss)
     record.personal_per_client = accuracies
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:
@@ -122,6 +125,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
         record.personal_val_mean = float(np.mean(validation))  # LG-Mix: mean over clients
     if extra:
         record.personal_metrics = extra
+    if "val_loss" in spec.diagnostics and spec.diagnoses(record.round):  # the losses of the passes above
+        record.diagnostics = {**(record.diagnostics or {}), "val_loss": diagnostic_val_loss(val_losses)}
 
 
 def track_finetune_start(spec: RunSpec, record, server: ServerState, current: dict[str, Any] | None):

@@ -1,0 +1,107 @@
+"""Per-round diagnostics (``fedbench/vocab/diagnostics.py``): computed on the rounds the spec diagnoses
+(``RunSpec.diagnoses``), from what the round already holds, so recording them never changes training. The engine's
+own (``weight_divergence``) read the round's client updates and the aggregated weights; the method's come through
+``Algorithm.round_diagnostics``; ``val_loss`` comes from personal evaluation's forward passes
+(``fedbench.engine.personal``). None draws a random number. Values are JSON, rounded to ``DIGITS`` significant
+digits: a diagnostic is drawn, never compared to a published number, and the rounding bounds its size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState
+from fedbench.errors import ConfigError
+from fedbench.spec import RunSpec
+from fedbench.vocab.diagnostics import DIAGNOSTICS
+
+DIGITS = 6  # significant digits of every stored value
+
+
+def rounded(value: float) -> float:
+    return float(f"{value:.{DIGITS}g}")
+
+
+def check_diagnostics(spec: RunSpec, algorithm: Algorithm) -> None:
+    """A ConfigError, when the run starts, for a diagnostic of source "method" that the spec's method does not
+    report (``Algorithm.reported_diagnostics``)."""
+    for name in spec.diagnostics:
+        if DIAGNOSTICS[name].source == "method" and name not in algorithm.reported_diagnostics:
+            raise ConfigError(
+                f"diagnostic {name!r} is reported by the method, and {spec.algorithm} does not report it "
+                f"(methods that do: those whose reported_diagnostics names it, e.g. lgmix, apfl)"
+            )
+
+
+def layer_slices(model: nn.Module) -> list[tuple[str, int, int]]:
+    """(layer, start, stop) over the flat parameter vector (``parameters_to_vector`` order): a layer is a module
+    that holds parameters directly (``fc1`` for ``fc1.weight`` and ``fc1.bias``), as FedImpro Fig. 3 and LG-Mix
+    Fig. 3 count layers (a BatchNorm layer included)."""
+    layers: list[tuple[str, int, int]] = []
+    offset = 0
+    for name, parameter in model.named_parameters():
+        layer = name.rpartition(".")[0] or name
+        stop = offset + parameter.numel()
+        if layers and layers[-1][0] == layer and layers[-1][2] == offset:
+            layers[-1] = (layer, layers[-1][1], stop)
+        else:
+            layers.append((layer, offset, stop))
+        offset = stop
+    return layers
+
+
+def weight_divergence(
+    layers: Sequence[tuple[str, int, int]], updates: Sequence[ClientUpdate], global_params: torch.Tensor
+) -> dict[str, Any]:
+    """Per layer ℓ and sampled client i: ‖θ_i,ℓ − θ̄_ℓ‖, θ̄ the aggregated weights of the round (FedImpro §4.1)."""
+    with torch.no_grad():
+        distance = [
+            [float((u.params[start:stop] - global_params[start:stop]).double().norm()) for _, start, stop in layers]
+            for u in updates
+        ]
+        global_norm = [float(global_params[start:stop].double().norm()) for _, start, stop in layers]
+    mean = [sum(column) / len(column) for column in zip(*distance)] if distance else []
+    return {
+        "layers": [name for name, _, _ in layers],
+        "clients": [u.client_id for u in updates],
+        "distance": [[rounded(v) for v in row] for row in distance],
+        "mean": [rounded(v) for v in mean],
+        "global_norm": [rounded(v) for v in global_norm],
+    }
+
+
+def round_diagnostics(
+    spec: RunSpec,
+    algorithm: Algorithm,
+    layers: Sequence[tuple[str, int, int]],
+    server: ServerState,
+    updates: Sequence[ClientUpdate],
+    contexts: Sequence[ClientContext],
+) -> dict[str, Any]:
+    """The diagnostics of an aggregated round that the engine and the method compute (personal evaluation adds
+    ``val_loss`` later in the round)."""
+    names = frozenset(spec.diagnostics)
+    out: dict[str, Any] = {}
+    if "weight_divergence" in names:
+        out["weight_divergence"] = weight_divergence(layers, updates, server.params)
+    method = names & algorithm.reported_diagnostics
+    if method:
+        out.update(algorithm.round_diagnostics(method, server, contexts))
+    return out
+
+
+def val_loss(losses: Sequence[float]) -> dict[str, Any]:
+    """The ``val_loss`` diagnostic from every client's validation loss (client order)."""
+    return {
+        "clients": list(range(len(losses))),
+        "loss": [rounded(v) for v in losses],
+        "mean": rounded(sum(losses) / len(losses)) if losses else None,
+    }
+
+
+__all__ = ["check_diagnostics", "layer_slices", "round_diagnostics", "val_loss", "weight_divergence", "DIGITS"]
