@@ -37,6 +37,12 @@ def test_every_method_diagnostic_is_reported_by_some_method():
     assert {n for n in ALGORITHMS.names() if ALGORITHMS.get(n).reported_diagnostics} == {"lgmix", "apfl"}
 
 
+def test_one_set_of_diagnostics_is_one_spec_whatever_the_order():
+    listed = RunSpec(**BASE, **VALIDATED, diagnostics=("val_loss", "weight_divergence"))
+    assert listed.diagnostics == ("weight_divergence", "val_loss")  # catalogue order
+    assert listed.spec_hash == RunSpec(**BASE, **VALIDATED, diagnostics=("weight_divergence", "val_loss")).spec_hash
+
+
 def test_the_diagnostic_fields_are_hash_neutral_at_their_defaults():
     plain = RunSpec(**BASE)
     assert '"diagnostics' not in plain.canonical_json()
