@@ -244,12 +244,16 @@ class RunSpec(_Strict):
             raise ValueError("diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics")
         if any(r < 1 for r in self.diagnostics_rounds):
             raise ValueError("diagnostics_rounds are rounds, 1-based")
-        needs_validation = [n for n in self.diagnostics if DIAGNOSTICS[n].source == "evaluation"]
-        if needs_validation and (self.client_val_fraction <= 0 or self.eval_mode == "global"):
-            raise ValueError(
-                f"diagnostic {needs_validation[0]!r} is measured by personal evaluation on the clients' validation "
-                "splits: set client_val_fraction > 0 and eval_mode 'personal' or 'both'"
-            )
+        for name in self.diagnostics:
+            needs = DIAGNOSTICS[name].needs
+            if "personal_evaluation" in needs and self.eval_mode == "global":
+                raise ValueError(
+                    f"diagnostic {name!r} is measured by personal evaluation: set eval_mode 'personal' or 'both'"
+                )
+            if "validation_split" in needs and self.client_val_fraction <= 0:
+                raise ValueError(
+                    f"diagnostic {name!r} is measured on the clients' validation splits: set client_val_fraction > 0"
+                )
 
     def diagnoses(self, round_index: int) -> bool:
         """Whether round ``round_index`` (1-based) records ``diagnostics``: every ``diagnostics_every``-th round, the

@@ -627,11 +627,11 @@ def diagnostics_of(spec: RunSpec) -> tuple[str, ...]:
     """Every diagnostic ``spec``'s method can record in ``spec``'s setting: the engine's, personal evaluation's where
     the setting has validation splits, and those the method reports."""
     reported = build_algorithm(spec.algorithm, spec.algorithm_params).reported_diagnostics
-    validation = spec.client_val_fraction > 0 and spec.eval_mode != "global"
+    has = {"personal_evaluation": spec.eval_mode != "global", "validation_split": spec.client_val_fraction > 0}
     return tuple(
         name
         for name, d in DIAGNOSTICS.items()
-        if (d.source != "method" or name in reported) and (d.source != "evaluation" or validation)
+        if (d.source != "method" or name in reported) and all(has[need] for need in d.needs)
     )
 
 

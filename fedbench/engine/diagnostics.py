@@ -1,8 +1,8 @@
 """Per-round diagnostics (``fedbench/vocab/diagnostics.py``): computed on the rounds the spec diagnoses
 (``RunSpec.diagnoses``), from what the round already holds, so recording them never changes training. The engine's
 own (``weight_divergence``) read the round's client updates and the aggregated weights; the method's come through
-``Algorithm.round_diagnostics``; ``val_loss`` comes from personal evaluation's forward passes
-(``fedbench.engine.personal``). None draws a random number. Values are JSON, rounded to ``DIGITS`` significant
+``Algorithm.round_diagnostics``; ``val_loss`` and ``personal_divergence`` come from personal evaluation's forward
+passes and models (``fedbench.engine.personal``). None draws a random number. Values are JSON, rounded to ``DIGITS`` significant
 digits: a diagnostic is drawn, never compared to a published number, and the rounding bounds its size.
 """
 
@@ -55,24 +55,37 @@ def layer_slices(model: nn.Module) -> list[tuple[str, int, int]]:
     return layers
 
 
+def layer_distances(
+    layers: Sequence[tuple[str, int, int]], params: torch.Tensor, reference: torch.Tensor
+) -> list[float]:
+    """‖params_ℓ − reference_ℓ‖ per layer ℓ of two flat parameter vectors (in float64)."""
+    with torch.no_grad():
+        return [float((params[start:stop] - reference[start:stop]).double().norm()) for _, start, stop in layers]
+
+
+def divergence(
+    layers: Sequence[tuple[str, int, int]], clients: Sequence[int], distance: Sequence[Sequence[float]], reference
+) -> dict[str, Any]:
+    """The per-layer divergence layout (``weight_divergence``, ``personal_divergence``): each client's distances,
+    their mean over the clients and the reference's norm, per layer."""
+    mean = [sum(column) / len(column) for column in zip(*distance)] if distance else []
+    with torch.no_grad():
+        norm = [float(reference[start:stop].double().norm()) for _, start, stop in layers]
+    return {
+        "layers": [name for name, _, _ in layers],
+        "clients": list(clients),
+        "distance": [[rounded(v) for v in row] for row in distance],
+        "mean": [rounded(v) for v in mean],
+        "global_norm": [rounded(v) for v in norm],
+    }
+
+
 def weight_divergence(
     layers: Sequence[tuple[str, int, int]], updates: Sequence[ClientUpdate], global_params: torch.Tensor
 ) -> dict[str, Any]:
-    """Per layer ℓ and sampled client i: ‖θ_i,ℓ − θ̄_ℓ‖, θ̄ the aggregated weights of the round (FedImpro §4.1)."""
-    with torch.no_grad():
-        distance = [
-            [float((u.params[start:stop] - global_params[start:stop]).double().norm()) for _, start, stop in layers]
-            for u in updates
-        ]
-        global_norm = [float(global_params[start:stop].double().norm()) for _, start, stop in layers]
-    mean = [sum(column) / len(column) for column in zip(*distance)] if distance else []
-    return {
-        "layers": [name for name, _, _ in layers],
-        "clients": [u.client_id for u in updates],
-        "distance": [[rounded(v) for v in row] for row in distance],
-        "mean": [rounded(v) for v in mean],
-        "global_norm": [rounded(v) for v in global_norm],
-    }
+    """Per layer ℓ and sampled client i: ‖θ_i,ℓ − θ̄_ℓ‖, θ̄ the aggregated weights of the round (FedImpro §5.1)."""
+    distance = [layer_distances(layers, u.params, global_params) for u in updates]
+    return divergence(layers, [u.client_id for u in updates], distance, global_params)
 
 
 def round_diagnostics(
@@ -104,4 +117,13 @@ def val_loss(losses: Sequence[float]) -> dict[str, Any]:
     }
 
 
-__all__ = ["check_diagnostics", "layer_slices", "round_diagnostics", "val_loss", "weight_divergence", "DIGITS"]
+__all__ = [
+    "check_diagnostics",
+    "divergence",
+    "layer_distances",
+    "layer_slices",
+    "round_diagnostics",
+    "val_loss",
+    "weight_divergence",
+    "DIGITS",
+]

@@ -18,6 +18,7 @@ from typing import Literal
 
 Shape = Literal["scalar", "per_layer", "per_client", "per_class"]
 Source = Literal["engine", "evaluation", "method"]
+Need = Literal["personal_evaluation", "validation_split"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class Diagnostic:
     layout: str  # the JSON value stored for one round
     meaning: str
     figures: tuple[str, ...]  # the paper figures it serves
+    # what the spec must have: personal evaluation (eval_mode 'personal' or 'both'), a validation split
+    # (client_val_fraction > 0); a diagnostic of personal evaluation is recorded on the rounds it evaluates
+    needs: tuple[Need, ...] = ()
 
 
 DIAGNOSTICS: dict[str, Diagnostic] = {
@@ -40,10 +44,11 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
             '{"layers": [name], "clients": [id], "distance": [[‖θ_i,ℓ − θ̄_ℓ‖ per layer] per client], '
             '"mean": [per layer], "global_norm": [‖θ̄_ℓ‖ per layer]}',
             "layer-wise weight divergence after aggregation: for each sampled client i and each layer ℓ (a module "
-            "with parameters, in parameter order), the L2 distance between its locally trained weights θ_i and the "
-            "aggregated global weights θ̄ of the round; ``mean`` is (1/|S^r|) Σ_i over the sampled clients "
-            "(FedImpro §4.1: (1/|S^r|) Σ_{i∈S^r} ‖θ̄ − θ_i‖, per layer for its Figs. 3 and 9, which normalise each "
-            "line by its maximum); divide by ``global_norm`` for the relative divergence",
+            "with parameters, in parameter order), the L2 distance between the weights θ_i it uploads (its locally "
+            "trained model) and the aggregated global weights θ̄ of the round; ``mean`` is (1/|S^r|) Σ_i over the "
+            "sampled clients. FedImpro §5.1–5.2 measure (1/|S^r|) Σ_{i∈S^r} ‖θ̄ − θ_i‖ over the whole model (Fig. "
+            "2(b): the mean over clients of √(Σ_ℓ distance²)) and §5.4 per layer (Figs. 3 and 9, each line "
+            "normalised by its maximum); divide by ``global_norm`` for the relative divergence",
             ("FedImpro Fig. 2(b)", "FedImpro Fig. 3", "FedImpro Fig. 9"),
         ),
         Diagnostic(
@@ -56,6 +61,20 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
             "panel). Recorded on the diagnosed rounds that are evaluated; needs client_val_fraction > 0 and "
             "eval_mode 'personal' or 'both'",
             ("LG-Mix Fig. 4",),
+            needs=("personal_evaluation", "validation_split"),
+        ),
+        Diagnostic(
+            "personal_divergence",
+            "per_layer",
+            "evaluation",
+            '{"layers": [name], "clients": [id], "distance": [[‖w_c,ℓ − u_ℓ‖ per layer] per client], '
+            '"mean": [per layer], "global_norm": [‖u_ℓ‖ per layer]}',
+            "per layer ℓ, the L2 distance between each client's own model w_c (``Algorithm.eval_model``: its "
+            "personalised model, the one personal evaluation scores) and the global model u of the round (LG-Mix "
+            "§5.3, Fig. 3: 'the differences (i.e., w_c − u in layer-wise) of each layer'); zero for a method whose "
+            "clients are evaluated with the global model. Recorded on the diagnosed rounds that are evaluated",
+            ("LG-Mix Fig. 3",),
+            needs=("personal_evaluation",),
         ),
         Diagnostic(
             "mixing_weights",
@@ -72,9 +91,8 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
 
 # Planned, not yet computed by any code (kept out of DIAGNOSTICS, so a spec cannot ask for them): FedDr+'s
 # observed/unobserved-class feature statistics (Figs. 2–5) and float16 feature snapshots of a sample of test
-# points for FedTrip Fig. 2's t-SNE; LG-Mix Fig. 3's per-layer distance of each client's personalised model to the
-# global one (its clients' own models, not their local updates) and Fig. 2(b)'s last-layer activations.
-PLANNED: tuple[str, ...] = ("feature_stats", "feature_snapshot", "personal_divergence", "activations")
+# points for FedTrip Fig. 2's t-SNE; LG-Mix Fig. 2(b)'s last-layer activations.
+PLANNED: tuple[str, ...] = ("feature_stats", "feature_snapshot", "activations")
 
 # The names a spec may ask for, in catalogue order (``RunSpec.diagnostics``).
 DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(DIAGNOSTICS)

@@ -21,6 +21,7 @@ def test_every_entry_says_its_shape_source_layout_meaning_and_figures():
         assert entry.shape in ("scalar", "per_layer", "per_client", "per_class")
         assert entry.source in ("engine", "evaluation", "method")
         assert entry.layout.startswith("{") and entry.meaning and entry.figures, name
+        assert (entry.source == "evaluation") == ("personal_evaluation" in entry.needs), name
     assert DIAGNOSTIC_NAMES == tuple(DIAGNOSTICS)
     assert not set(PLANNED) & set(DIAGNOSTICS), "a planned diagnostic is not one a spec may ask for"
 
@@ -65,8 +66,9 @@ def test_the_rounds_diagnosed_are_every_kth_the_last_and_those_named():
         ({"diagnostics_rounds": (2,)}, "diagnostics_every and diagnostics_rounds pick the rounds of diagnostics"),
         ({"diagnostics": ("val_loss", "val_loss"), **VALIDATED}, "names a diagnostic twice"),
         ({"diagnostics": ("weight_divergence",), "diagnostics_rounds": (0,)}, "rounds, 1-based"),
-        ({"diagnostics": ("val_loss",)}, "set client_val_fraction > 0 and eval_mode 'personal' or 'both'"),
-        ({"diagnostics": ("val_loss",), **VALIDATED, "eval_mode": "global"}, "eval_mode 'personal' or 'both'"),
+        ({"diagnostics": ("val_loss",), **VALIDATED, "client_val_fraction": 0.0}, "set client_val_fraction > 0"),
+        ({"diagnostics": ("val_loss",), **VALIDATED, "eval_mode": "global"}, "set eval_mode 'personal' or 'both'"),
+        ({"diagnostics": ("personal_divergence",)}, "is measured by personal evaluation: set eval_mode"),
     ],
 )
 def test_settings_the_diagnostics_cannot_have_are_refused(fields, message):
