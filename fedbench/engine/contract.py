@@ -51,15 +51,15 @@ import numpy as np
 import torch
 from pydantic import ValidationError
 
-from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
+from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
 from fedbench.algorithms.context import ServerState
 from fedbench.data.federated import ArraysCache
 from fedbench.data.store import TensorData
+from fedbench.engine.diagnostics import diagnostics_of
 from fedbench.engine.loop import RoundRecord, RunResult, Training, set_up, train
 from fedbench.engine.options import EngineOptions
 from fedbench.errors import ConfigError, FedbenchError, field_error
 from fedbench.spec import RunSpec
-from fedbench.vocab.diagnostics import DIAGNOSTICS
 from fedbench.vocab.status import RunStatus
 
 # Two computations that agree in exact arithmetic but not operation for operation (another summation order or
@@ -621,18 +621,6 @@ def _empty_client(checker: Checker) -> str:
             "skip it, and never divide by its sample or step count"
         )
     return "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
-
-
-def diagnostics_of(spec: RunSpec) -> tuple[str, ...]:
-    """Every diagnostic ``spec``'s method can record in ``spec``'s setting: the engine's, personal evaluation's where
-    the setting has validation splits, and those the method reports."""
-    reported = build_algorithm(spec.algorithm, spec.algorithm_params).reported_diagnostics
-    has = {"personal_evaluation": spec.eval_mode != "global", "validation_split": spec.client_val_fraction > 0}
-    return tuple(
-        name
-        for name, d in DIAGNOSTICS.items()
-        if (d.source != "method" or name in reported) and all(has[need] for need in d.needs)
-    )
 
 
 def _diagnostics(checker: Checker) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState
 from fedbench.errors import ConfigError
@@ -36,6 +37,18 @@ def check_diagnostics(spec: RunSpec, algorithm: Algorithm) -> None:
                 f"diagnostic {name!r} is reported by the method, and {spec.algorithm} does not report it "
                 f"(methods that do: those whose reported_diagnostics names it, e.g. lgmix, apfl)"
             )
+
+
+def diagnostics_of(spec: RunSpec) -> tuple[str, ...]:
+    """Every diagnostic ``spec``'s method can record in ``spec``'s setting: the engine's, personal evaluation's where
+    the setting has validation splits, and those the method reports."""
+    reported = build_algorithm(spec.algorithm, spec.algorithm_params).reported_diagnostics
+    has = {"personal_evaluation": spec.eval_mode != "global", "validation_split": spec.client_val_fraction > 0}
+    return tuple(
+        name
+        for name, d in DIAGNOSTICS.items()
+        if (d.source != "method" or name in reported) and all(has[need] for need in d.needs)
+    )
 
 
 def layer_slices(model: nn.Module) -> list[tuple[str, int, int]]:
@@ -119,6 +132,7 @@ def val_loss(losses: Sequence[float]) -> dict[str, Any]:
 
 __all__ = [
     "check_diagnostics",
+    "diagnostics_of",
     "divergence",
     "layer_distances",
     "layer_slices",
