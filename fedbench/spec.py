@@ -17,8 +17,9 @@ from collections.abc import Iterable
 from functools import cache
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
 from fedbench.vocab.metrics import EVAL_METRICS
 
 PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
@@ -156,6 +157,13 @@ class RunSpec(_Strict):
     # CPU. It changes results, so it is part of the spec; added later, hence hash-neutral at "fp32"
     precision: Annotated[Literal["fp32", "tf32"], HashNeutral("fp32")] = "fp32"
     eval_every: int = Field(1, ge=1)
+    # per-round diagnostics to record (``fedbench/vocab/diagnostics.py``), on the rounds ``diagnoses`` picks: every
+    # ``diagnostics_every``-th round, the last, and those of ``diagnostics_rounds`` (a round past ``rounds``, as at a
+    # smaller scale, is ignored). They never change training, but a run records them only when asked, so they are
+    # part of the spec; added later, hence hash-neutral at their defaults
+    diagnostics: Annotated[tuple[Literal[DIAGNOSTIC_NAMES], ...], HashNeutral(())] = ()  # type: ignore[valid-type]
+    diagnostics_every: Annotated[int, HashNeutral(1)] = Field(1, ge=1)
+    diagnostics_rounds: Annotated[tuple[int, ...], HashNeutral(())] = ()
     eval_mode: Literal["global", "personal", "both"] = "global"
     client_test_fraction: float = Field(0.0, ge=0, lt=1)  # per-client test split for personal evaluation
     client_val_fraction: float = Field(0.0, ge=0, lt=1)  # per-client validation split (validation-selected figures)
@@ -180,6 +188,14 @@ class RunSpec(_Strict):
     # sha256 of its source ("sha256:…"), or the revision it declares ("MODULE revision N"), so that a run trained by
     # an edited plug-in is never taken for the earlier result. Empty for fedbench's own plug-ins: hash-neutral at {}
     plugin_code: Annotated[dict[Literal[PLUGIN_KINDS], str], HashNeutral({})] = {}  # type: ignore[valid-type]
+
+    @field_validator("diagnostics")
+    @classmethod
+    def _catalogue_order(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        """The names in catalogue order: one set of diagnostics is one spec, whatever order a recipe lists them in."""
+        if len(set(names)) != len(names):
+            raise ValueError("diagnostics names a diagnostic twice")
+        return tuple(name for name in DIAGNOSTIC_NAMES if name in names)
 
     @model_validator(mode="after")
     def _consistent(self) -> RunSpec:
@@ -221,7 +237,32 @@ class RunSpec(_Strict):
                 )
         if self.eval_metrics and self.eval_mode == "global":
             raise ValueError("eval_metrics are computed per client: use eval_mode 'personal' or 'both'")
+        self._check_diagnostics()
         return self
+
+    def _check_diagnostics(self) -> None:
+        if not self.diagnostics and (self.diagnostics_every != 1 or self.diagnostics_rounds):
+            raise ValueError("diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics")
+        if any(r < 1 for r in self.diagnostics_rounds):
+            raise ValueError("diagnostics_rounds are rounds, 1-based")
+        for name in self.diagnostics:
+            needs = DIAGNOSTICS[name].needs
+            if "personal_evaluation" in needs and self.eval_mode == "global":
+                raise ValueError(
+                    f"diagnostic {name!r} is measured by personal evaluation: set eval_mode 'personal' or 'both'"
+                )
+            if "validation_split" in needs and self.client_val_fraction <= 0:
+                raise ValueError(
+                    f"diagnostic {name!r} is measured on the clients' validation splits: set client_val_fraction > 0"
+                )
+
+    def diagnoses(self, round_index: int) -> bool:
+        """Whether round ``round_index`` (1-based) records ``diagnostics``: every ``diagnostics_every``-th round, the
+        last, and those of ``diagnostics_rounds``; never when none is asked for."""
+        if not self.diagnostics:
+            return False
+        every = round_index % self.diagnostics_every == 0 or round_index == self.rounds
+        return every or round_index in self.diagnostics_rounds
 
     def evaluates(self, round_index: int) -> bool:
         """Whether round ``round_index`` (1-based) is evaluated: every ``eval_every``-th round and always the last,

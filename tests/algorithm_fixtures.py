@@ -242,9 +242,17 @@ def _flatten(node, path: str, out: dict) -> dict:
 
 
 def run_fingerprint(records, checkpoint: dict) -> dict:
-    """A run's result as plain JSON values: every round record (wall time left out) and every final tensor's
-    digest, keyed by its path in the checkpoint."""
-    curve = [{k: v for k, v in dataclasses.asdict(r).items() if k != "wall_seconds"} for r in records]
+    """A run's result as plain JSON values: every round record (wall time left out, and diagnostics where the run
+    records none: the stored fingerprints predate them) and every final tensor's digest, keyed by its path in the
+    checkpoint."""
+    curve = [
+        {
+            k: v
+            for k, v in dataclasses.asdict(r).items()
+            if k != "wall_seconds" and not (k == "diagnostics" and v is None)
+        }
+        for r in records
+    ]
     return {
         "curve": _flatten(curve, "curve", {}),
         "server": _flatten(checkpoint["server"], "server", {}),

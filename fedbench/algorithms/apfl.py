@@ -14,7 +14,7 @@ persist in ``ctx.state``. Evaluation uses v̄_k with the current global model w^
 import torch
 from torch.func import functional_call
 
-from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.base import Algorithm, mixing_weights
 from fedbench.algorithms.context import load_weights, param_views
 from fedbench.algorithms.functional import flat_parameters
 from fedbench.algorithms.losses import task_loss
@@ -24,6 +24,7 @@ from fedbench.algorithms.partial import initial_model_payload, remember_initial_
 
 class APFL(Algorithm):
     Params = APFLParams
+    reported_diagnostics = frozenset({"mixing_weights"})
     params: APFLParams
 
     def init_server(self, server):
@@ -64,6 +65,10 @@ class APFL(Algorithm):
         ctx.state["personal_params"] = ctx.scratch["v"].detach().clone()
         ctx.state["personal_buffers"] = ctx.scratch["v_buffers"]
         ctx.state["alpha"] = ctx.scratch["alpha"].detach().clone()
+
+    def round_diagnostics(self, names, server, contexts):
+        """α_k of each client of the round after its local steps (APFL Eq. 6; LG-Mix Fig. 2(a))."""
+        return {"mixing_weights": mixing_weights(contexts, "alpha", "α")} if "mixing_weights" in names else {}
 
     def eval_model(self, ctx):
         if "personal_params" not in ctx.state:

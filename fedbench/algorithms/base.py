@@ -113,6 +113,19 @@ class Algorithm:
         client's model) and ``server`` holds w^{t+1}. For client-side steps that need the new global model
         (LG-Mix Eq. 2's (1 − λ)Δu); the client's state is complete when the round ends."""
 
+    #: The diagnostics of source "method" (``fedbench/vocab/diagnostics.py``) that ``round_diagnostics`` reports: a
+    #: spec asking another method for one is refused when the run starts.
+    reported_diagnostics: ClassVar[frozenset[str]] = frozenset()
+
+    def round_diagnostics(
+        self, names: frozenset[str], server: ServerState, contexts: Sequence[ClientContext]
+    ) -> dict[str, Any]:
+        """{name: JSON value} of the diagnostics among ``names`` this method reports (``reported_diagnostics``), once
+        the round is aggregated: ``contexts`` are the contexts of the round's clients (their ``state`` complete) and
+        ``server`` holds w^{t+1}. The engine calls it only on the rounds the spec diagnoses. It only reads: it draws
+        nothing from a training stream and changes no state. Default: nothing."""
+        return {}
+
     def resume_states(
         self,
         server: ServerState,
@@ -292,6 +305,17 @@ def weighted_average(vectors: list[torch.Tensor], weights: torch.Tensor) -> torc
     for weight, vector in zip(weights.tolist(), vectors):
         total.add_(vector.to(torch.float64), alpha=weight)
     return total.to(vectors[0].dtype)
+
+
+def mixing_weights(contexts: Sequence[ClientContext], key: str, symbol: str) -> dict[str, Any]:
+    """The ``mixing_weights`` diagnostic: the scalar ``ctx.state[key]`` of each of the round's clients that holds
+    one (a client that took no step may not), named ``symbol``."""
+    held = [ctx for ctx in contexts if key in ctx.state]
+    return {
+        "clients": [ctx.client_id for ctx in held],
+        "weight": [float(ctx.state[key]) for ctx in held],
+        "symbol": symbol,
+    }
 
 
 def average_buffers(updates: list[ClientUpdate], weights: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.base import Algorithm, mixing_weights
 from fedbench.algorithms.params import LGMixParams
 from fedbench.algorithms.partial import restore_model
 from fedbench.errors import ConfigError, FedbenchError
@@ -86,6 +86,7 @@ def mixing_ratio(local_trace: float, global_trace: float) -> float:
 
 class LGMix(Algorithm):
     Params = LGMixParams
+    reported_diagnostics = frozenset({"mixing_weights"})
     params: LGMixParams
 
     # ---------------------------------------------------------------- the personal model w_c
@@ -145,6 +146,10 @@ class LGMix(Algorithm):
         ctx.scratch["mix_buffers"] = mixed_buffers
         update.params = ctx.global_params + delta  # so that Σ p_c (u + Δw_c) = u(t) + Δu(t)
         update.buffers = uploaded
+
+    def round_diagnostics(self, names, server, contexts):
+        """λ̄_c(t) of each client of the round (LG-Mix Fig. 2(a))."""
+        return {"mixing_weights": mixing_weights(contexts, "lambda", "λ")} if "mixing_weights" in names else {}
 
     def after_aggregation(self, ctx, server):
         """LG-Mix Eq. 2 once u(t+1) is known: w_c(t+1) = [w_c(t) + λ̄Δw_c − (1 − λ̄)u(t)] + (1 − λ̄)u(t+1)."""

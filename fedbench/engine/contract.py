@@ -20,6 +20,10 @@ The properties (``PROPERTIES``, in the order they run):
   training losses, global figures and weights, in float64 to within ``F64_ATOL``.
 - ``empty-client``: with every client training every round and one of them holding no training sample, the run
   finishes and its losses, global weights and client states stay finite.
+- ``diagnostics``: recording every diagnostic the method can have, every round (``fedbench/vocab/diagnostics.py``;
+  those of source "method" only if it reports them), leaves training unchanged: the curve, global weights and
+  client states of the run without diagnostics, bit for bit; every round records them all; and a run stopped after
+  round R − 1 and resumed records the same diagnostics as the uninterrupted one.
 
 **Declaring a FedAvg setting.** A method states, when it registers, the parameters (and, where needed, the run
 settings) with which it is FedAvg: ``register_algorithm(name, fedavg_setting={"algorithm_params": {...}, "setup":
@@ -51,6 +55,7 @@ from fedbench.algorithms import ALGORITHMS, validate_algorithm_params
 from fedbench.algorithms.context import ServerState
 from fedbench.data.federated import ArraysCache
 from fedbench.data.store import TensorData
+from fedbench.engine.diagnostics import diagnostics_of
 from fedbench.engine.loop import RoundRecord, RunResult, Training, set_up, train
 from fedbench.engine.options import EngineOptions
 from fedbench.errors import ConfigError, FedbenchError, field_error
@@ -86,8 +91,9 @@ SETUP: dict[str, Any] = {
     "client_val_fraction": 0.1,
 }
 
-# The figures of a round record the checks compare (not its wall time).
-FIGURES = tuple(f.name for f in fields(RoundRecord) if f.name not in ("round", "wall_seconds"))
+# The figures of a round record the checks compare (not its wall time, nor its diagnostics: the ``diagnostics``
+# property compares those).
+FIGURES = tuple(f.name for f in fields(RoundRecord) if f.name not in ("round", "wall_seconds", "diagnostics"))
 
 Status = Literal["pass", "fail", "skip"]
 
@@ -617,6 +623,40 @@ def _empty_client(checker: Checker) -> str:
     return "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
 
 
+def _diagnostics(checker: Checker) -> str:
+    names = diagnostics_of(checker.spec)
+    spec = _variant(checker.spec, diagnostics=list(names))
+    diagnosed = checker.train(spec)
+    problem = _run_difference(checker.reference(), diagnosed)
+    if problem:
+        raise _Broken(
+            f"recording diagnostics ({', '.join(names)}) changed training: {problem}. round_diagnostics only reads: "
+            "it draws no random number from a training stream and writes nothing to ctx.state, server or self"
+        )
+    for record in diagnosed.records:
+        recorded = sorted(record.diagnostics or {})
+        if recorded != sorted(names):
+            raise _Broken(
+                f"round {record.round} recorded diagnostics {recorded}, not {sorted(names)}: a method whose "
+                "reported_diagnostics names one must return it from round_diagnostics every round asked"
+            )
+    if spec.rounds >= 2:
+        path, sink = checker.path(), _Sink()
+        checker.train(spec, stop_after=spec.rounds - 1, path=path, sink=sink)
+        resumed = checker.train(spec, path=path, sink=sink)
+        for a, b in zip(diagnosed.records, resumed.records, strict=True):
+            found = _difference(a.diagnostics, b.diagnostics, f"round {a.round}'s diagnostics")
+            if found:
+                raise _Broken(
+                    f"stopped after round {spec.rounds - 1} and resumed, the run records other diagnostics: {found}. "
+                    "A diagnostic must be computed from what the checkpoint restores"
+                )
+    return (
+        f"recording {', '.join(names)} every round: the curve, global weights and client states of the run without "
+        "diagnostics, bit for bit; the same diagnostics after a stop and resume"
+    )
+
+
 @dataclass(frozen=True)
 class Property:
     title: str
@@ -630,6 +670,7 @@ PROPERTIES: dict[str, Property] = {
     "packed": Property("packed == sequential", _packed),
     "fedavg-setting": Property("its declared FedAvg setting is FedAvg", _fedavg_setting),
     "empty-client": Property("a client with no training sample", _empty_client),
+    "diagnostics": Property("diagnostics leave training unchanged", _diagnostics),
 }
 
 

@@ -39,6 +39,7 @@ from fedbench.engine.accel import (
     prepare_model,
     set_precision,
 )
+from fedbench.engine.diagnostics import check_diagnostics, layer_slices, round_diagnostics
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.options import EngineOptions
 from fedbench.engine.packed import ExecutorChoice, choose_executor
@@ -70,6 +71,8 @@ class RoundRecord:
     finetune_weighted_mean: float | None = None
     finetune_std: float | None = None
     finetune_per_client: list[float] | None = None
+    # {name: JSON value} on the rounds the spec diagnoses (``fedbench.engine.diagnostics``); None on the others
+    diagnostics: dict[str, Any] | None = None
 
 
 class RunSink(Protocol):
@@ -199,6 +202,7 @@ class Training:
     # train each round's clients last to first (still aggregated in the schedule's order): the engine contract's
     # check that no client's result depends on the clients trained before it (``fedbench.seeding``)
     reversed_order: bool = False
+    layers: list[tuple[str, int, int]] = field(default_factory=list)  # the model's layers (``layer_slices``)
 
 
 def set_up(spec: RunSpec, options: EngineOptions) -> Training:
@@ -236,6 +240,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
     algorithm.check_model(model, spec.algorithm)
     check_finetune(spec, algorithm, model)
+    check_diagnostics(spec, algorithm)
     algorithm.init_server(state.server)
     choice = choose_executor(options.packing, algorithm, spec, model, device)
     compiled_forward(model, options.acceleration)  # in place: the module keeps its parameters, hooks and methods
@@ -252,6 +257,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
         download=(num_params + algorithm.extra_download_floats(num_params)) * 4,
         settings={"packing": choice.as_dict(), "acceleration": options.acceleration.as_dict(), **precision},
         info=dict(data.info, num_params=num_params),
+        layers=layer_slices(model),
     )
 
 
@@ -323,12 +329,16 @@ def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
         raise RunDiverged(round_index, "aggregated global weights contain NaN/inf")
     for ctx in contexts:  # client-side steps that need w^{t+1}; evaluation only reads
         algorithm.after_aggregation(ctx, server)
+    diagnostics = None
+    if training.spec.diagnoses(round_index):  # reads the round's updates, weights and client states only
+        diagnostics = round_diagnostics(training.spec, algorithm, training.layers, server, updates, contexts)
     return RoundRecord(
         round=round_index,
         train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),
         wall_seconds=0.0,
         bytes_up=training.upload * len(updates),
         bytes_down=training.download * len(updates),
+        diagnostics=diagnostics,
     )
 
 

@@ -67,4 +67,7 @@ rounds = Table(
     Column("wall_seconds", Float),
     Column("bytes_up", Integer),
     Column("bytes_down", Integer),
+    # {diagnostic: JSON value} on the rounds the spec diagnoses (fedbench/vocab/diagnostics.py), NULL on the others:
+    # written in the round's row, so it is dropped and redone with the round; reports select it by name
+    Column("diagnostics", JSON),
 )

@@ -1,7 +1,7 @@
 """Moving finished runs between registries as JSON lines (``fedbench export`` / ``fedbench import``).
 
-A runs file is plain JSON, never pickle: its first line is a header ``{"format": "fedbench-runs", "version": 1,
-...}``, then one object per finished run (done or diverged) with everything a report needs: spec, spec_hash,
+A runs file is plain JSON, never pickle: its first line is a header ``{"format": "fedbench-runs", "version": 2,
+...}`` (version 1 files, without per-round diagnostics, are read too), then one object per finished run (done or diverged) with everything a report needs: spec, spec_hash,
 labels, status, provenance, summary and the per-round curve. Runs are identified by ``spec_hash`` (checked
 against the spec, so a line cannot file a result under another run's identity). Importing is idempotent: a
 run the registry lacks (or holds unfinished) gets the file's result; a finished run with the same result
@@ -34,7 +34,9 @@ from fedbench.urls import mask_passwords
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
 FORMAT = "fedbench-runs"
-VERSION = 1
+# Version 2 added each round's ``diagnostics``; a version 1 file (written before) reads as rounds without them.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 # The per-round columns a runs file carries: every column of the rounds table but its key to the run.
 ROUND_COLUMNS = [column for column in rounds.columns if column.name != "run_id"]
 # wall_seconds depends on the machine, not the run: two trainings of one spec agree on everything else.
@@ -155,10 +157,10 @@ def read_runs_file(path: Path, resolve_spec: Callable[[RunSpec], RunSpec]) -> li
             raise RunsFileError(f"{path} line {number}: not JSON ({exc.msg} at column {exc.colno})") from None
         if index == 0:
             header = _validated(Header, data, path, number)
-            if header.version != VERSION:
+            if header.version not in READABLE_VERSIONS:
                 raise RunsFileError(
                     f"{path} line {number}: key version: runs file version {header.version}, this fedbench "
-                    f"reads version {VERSION}; export it again with this fedbench"
+                    f"reads versions {', '.join(map(str, READABLE_VERSIONS))}; export it again with this fedbench"
                 )
             continue
         run = _validated(RunLine, data, path, number)
@@ -250,4 +252,14 @@ def _difference(existing: Row[Any], ours: list[dict[str, Any]], line: RunLine, t
     return "summary differs"
 
 
-__all__ = ["export_lines", "read_runs_file", "import_runs", "ImportOutcome", "Conflict", "redact", "FORMAT", "VERSION"]
+__all__ = [
+    "export_lines",
+    "read_runs_file",
+    "import_runs",
+    "ImportOutcome",
+    "Conflict",
+    "redact",
+    "FORMAT",
+    "VERSION",
+    "READABLE_VERSIONS",
+]

@@ -5,7 +5,8 @@ Two tables:
 * ``ROUND_FIELDS`` — every field a round stores, in storage order: the engine's ``RoundRecord`` fields and the
   registry's ``rounds`` columns (``run_id`` aside) are exactly these names (tests/vocab/test_vocab_metrics.py keeps
   the three equal). A field is a ``metric`` (the column of one curve metric below) or explicitly not one:
-  the round ``key``, a ``spread`` (std over clients), a ``per_client`` list or dict, a ``cost``.
+  the round ``key``, a ``spread`` (std over clients), a ``per_client`` list or dict, a ``cost``, the round's
+  ``diagnostics``.
 * ``METRICS`` — every curve metric a table view may name (``metric = ...``), with its unit, whether it is a
   fraction shown ×100 as % (when the view's ``percent = true``), its direction, where its value is read
   from (a ``rounds`` column, or the mean over clients of a per-client list), its per-client source (for
@@ -31,7 +32,7 @@ class RoundField:
     """A field every stored round has (``RoundRecord`` attribute = ``rounds`` column)."""
 
     name: str
-    kind: Literal["key", "metric", "spread", "per_client", "cost"]
+    kind: Literal["key", "metric", "spread", "per_client", "cost", "diagnostics"]
     meaning: str = ""  # for kind "metric": see METRICS[name]
     unit: str = ""
 
@@ -111,6 +112,13 @@ ROUND_FIELDS: dict[str, RoundField] = _by_name(
     RoundField("wall_seconds", "cost", "wall-clock time of the round (training and evaluation)", "s"),
     RoundField("bytes_up", "cost", "bytes sent by the round's clients to the server", "bytes"),
     RoundField("bytes_down", "cost", "bytes sent by the server to the round's clients", "bytes"),
+    RoundField(
+        "diagnostics",
+        "diagnostics",
+        "{diagnostic: value} on the rounds the spec diagnoses (DIAGNOSTICS in fedbench/vocab/diagnostics.py); "
+        "null on the others",
+        "",
+    ),
 )
 
 CLIENT_METRICS: dict[str, ClientMetric] = _by_name(

@@ -84,8 +84,16 @@ def test_a_built_in_passes_with_one_line_per_property():
     result = invoke("fedavg")
     assert result.exit_code == 0, result.output
     lines = lines_of(result.output)
-    assert list(lines) == ["evaluation", "keyed-streams", "resume", "packed", "fedavg-setting", "empty-client"]
-    assert [line.split()[0] for line in lines.values()] == ["PASS", "PASS", "PASS", "PASS", "SKIP", "PASS"]
+    assert list(lines) == [
+        "evaluation",
+        "keyed-streams",
+        "resume",
+        "packed",
+        "fedavg-setting",
+        "empty-client",
+        "diagnostics",
+    ]
+    assert [line.split()[0] for line in lines.values()] == ["PASS", "PASS", "PASS", "PASS", "SKIP", "PASS", "PASS"]
     assert lines["resume"].startswith("PASS resume: kill and resume gives the same curve — stopped after round 2")
     assert lines["fedavg-setting"].startswith(
         "SKIP fedavg-setting: its declared FedAvg setting is FedAvg — FedAvg itself"
@@ -104,6 +112,7 @@ def test_a_plugin_method_that_keeps_the_contract_passes_its_declared_fedavg_sett
         "packed": "SKIP",
         "fedavg-setting": "PASS",
         "empty-client": "PASS",
+        "diagnostics": "PASS",
     }
     assert "in its declared setting (mu=0.0) it trains as FedAvg, in float64 bit for bit" in lines["fedavg-setting"]
     assert "method checkedprox does not declare a packed local step" in lines["packed"]

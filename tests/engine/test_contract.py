@@ -62,6 +62,7 @@ def test_methods_that_keep_the_contract_pass_it(name, packed, fedavg_setting):
         "packed": packed,
         "fedavg-setting": fedavg_setting,
         "empty-client": "pass",
+        "diagnostics": "pass",
     }, {n: r.detail for n, r in results.items()}
     assert "bit for bit" in results["resume"].detail
     if packed == "skip":
@@ -297,3 +298,48 @@ def test_differences_are_named_where_they_first_occur():
     assert _difference(nan, nan.clone(), "w") is None  # NaN where both have NaN
     assert _difference(torch.tensor(float("nan")), torch.tensor(float("nan")), "w") is None
     assert _difference(nan, torch.tensor([0.0, 1.0]), "w") == "w differs by up to inf (max |Δ|, over 1 of 2 entries)"
+
+
+# ------------------------------------------------------------------------ diagnostics
+class MeddlingDiagnostics(FedAvg):
+    """Reports a mixing weight, and nudges the global weights while it reads them: recording changes training."""
+
+    reported_diagnostics = frozenset({"mixing_weights"})
+
+    def round_diagnostics(self, names, server, contexts):
+        server.params = server.params * 0.5
+        return {"mixing_weights": {"clients": [], "weight": [], "symbol": "m"}}
+
+
+class ForgetfulDiagnostics(FedAvg):
+    """Declares a diagnostic it never returns."""
+
+    reported_diagnostics = frozenset({"mixing_weights"})
+
+
+def test_diagnostics_that_change_training_fail_the_diagnostics_property(monkeypatch):
+    result = check(register(monkeypatch, "meddling", MeddlingDiagnostics), "diagnostics")["diagnostics"]
+    assert result.status == "fail"
+    assert result.detail.startswith(
+        "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights) changed"
+    )
+    assert "round_diagnostics only reads" in result.detail
+
+
+def test_a_declared_diagnostic_that_is_never_returned_fails(monkeypatch):
+    result = check(register(monkeypatch, "forgetful", ForgetfulDiagnostics), "diagnostics")["diagnostics"]
+    assert result.status == "fail"
+    assert result.detail.startswith(
+        "round 1 recorded diagnostics ['personal_divergence', 'val_loss', 'weight_divergence'], not ["
+    )
+
+
+def test_the_diagnostics_property_names_what_it_recorded():
+    result = check("fedavg", "diagnostics")["diagnostics"]
+    assert result.status == "pass"
+    assert result.detail.startswith("recording weight_divergence, val_loss, personal_divergence every round: the curve")
+
+
+def test_a_method_diagnostic_the_method_does_not_report_fails_before_round_1():
+    with pytest.raises(ConfigError, match="diagnostic 'mixing_weights' is reported by the method, and fedavg does not"):
+        check_method(contract_spec("fedavg", diagnostics=["mixing_weights"]), ["evaluation"])

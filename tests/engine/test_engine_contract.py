@@ -213,13 +213,16 @@ def test_every_method_keeps_the_engine_contract(algorithm):
     a round trained in the other order, in a process whose global generators were seeded otherwise, give the same
     run; stopped after round 2 and resumed, the run is the uninterrupted one; with client 0 holding no training
     sample and every client training every round, the run finishes with finite losses, weights and states (a method
-    may skip such a client's contribution; it may not crash on it or divide by its zero count). A method that
+    may skip such a client's contribution; it may not crash on it or divide by its zero count); recording every
+    diagnostic it can have, every round, trains as without them, bit for bit, and a resumed run records the same
+    diagnostics. A method that
     declares a packed step, or a setting in which it is FedAvg, has that checked too, never skipped."""
     results = {r.name: r for r in check_method(contract_spec(algorithm, **SETTINGS.get(algorithm, {})))}
     assert not [r for r in results.values() if r.failed], [r.detail for r in results.values() if r.failed]
     assert results["packed"].status == ("pass" if ALGORITHMS.get(algorithm).__dict__.get("packed_step") else "skip")
     declared = "fedavg_setting" in ALGORITHMS.info(algorithm)
     assert results["fedavg-setting"].status == ("pass" if declared else "skip")
+    assert results["diagnostics"].status == "pass"  # recording diagnostics trains the same, bit for bit
 
 
 DECLARED = [name for name in ALGORITHMS.names() if ALGORITHMS.info(name).get("fedavg_setting")]

@@ -129,12 +129,16 @@ def test_hash_neutral_spec_fields_live_on_the_field():
         "client_test": "split",
         "client_test_params": {},
         "precision": "fp32",
+        "diagnostics": (),
+        "diagnostics_every": 1,
+        "diagnostics_rounds": (),
         "algorithm_revision": 1,
         "plugin_code": {},
     }
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
     canonical = resolve_spec(BASE).canonical_json()
     assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
+    assert '"diagnostics' not in canonical
 
 
 @pytest.mark.parametrize(

@@ -234,7 +234,7 @@ def test_the_runs_file_is_a_header_then_one_sorted_json_object_per_finished_run(
     header, *lines = export_lines(source)
     assert json.loads(header) == {
         "format": "fedbench-runs",
-        "version": 1,
+        "version": 2,
         "fedbench": __version__,
         "schema": head_revision(),
     }
@@ -376,7 +376,10 @@ def test_a_spec_written_with_its_defaults_left_out_is_stored_in_full(tmp_path):
         (["", "  "], "empty; a runs file starts with a header line"),
         ([{"format": "fedbench-runs"}], "line 1: key version: Field required"),
         ([{"format": "other", "version": 1}], "line 1: key format:"),
-        ([{"format": "fedbench-runs", "version": 2}], "line 1: key version: runs file version 2, this fedbench reads version 1"),
+        (
+            [{"format": "fedbench-runs", "version": 3}],
+            "line 1: key version: runs file version 3, this fedbench reads versions 1, 2",
+        ),
         (["", {"format": "fedbench-runs", "version": 0}], "line 2: key version: runs file version 0"),
         ([HEADER, "", "[1, 2]"], "line 3: key (the line): Input should be a valid dictionary"),
         ([HEADER, '{"a": 1,}'], "line 2: not JSON (Expecting property name enclosed in double quotes at column 9)"),
@@ -537,4 +540,4 @@ def test_a_conflict_is_an_immutable_record_and_the_public_names_import():
         "VERSION",
     ]
     assert all(name in names for name in public)
-    assert names["FORMAT"] == "fedbench-runs" and names["VERSION"] == 1
+    assert names["FORMAT"] == "fedbench-runs" and names["VERSION"] == 2

@@ -189,7 +189,7 @@ def test_every_field_is_a_metric_column_or_explicitly_not_a_metric():
     columns = [m.column for m in METRICS.values() if m.column is not None]
     assert len(columns) == len(set(columns))
     for name, entry in ROUND_FIELDS.items():
-        assert entry.kind in ("key", "metric", "spread", "per_client", "cost")
+        assert entry.kind in ("key", "metric", "spread", "per_client", "cost", "diagnostics")
         assert (entry.kind == "metric") == (name in columns), name
         assert entry.kind == "metric" or entry.meaning, f"{name}: a non-metric field says what it holds"
     for m in METRICS.values():
@@ -426,16 +426,19 @@ def test_report_modules_import_without_a_circle():
 
 
 # ------------------------------------------------------------------------------------------ older registries
+ADDED_AFTER_0_1_0 = ("diagnostics",)  # rounds columns of later migrations (0004: per-round diagnostics)
+
+
 def test_a_registry_written_by_fedbench_0_1_0_reads_through_the_catalogue(tmp_path):
-    """The catalogue needs no new rounds column: a 0.1.0 registry's rounds table has exactly the catalogue's
-    fields, and every run of it reads through run_details and metric_value."""
+    """A 0.1.0 registry's rounds table has the catalogue's fields but those later migrations added (and no other),
+    and once opened (migrated) every run of it reads through run_details and metric_value."""
     import sqlite3
 
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as connection:
         connection.executescript((ROOT / "tests" / "fixtures" / "registry_v0.1.0.sql").read_text())
         stored = [row[1] for row in connection.execute("PRAGMA table_info(rounds)") if row[1] != "run_id"]
-    assert stored == list(ROUND_FIELDS)
+    assert stored == [name for name in ROUND_FIELDS if name not in ADDED_AFTER_0_1_0]
     registry = Registry(f"sqlite:///{path}")
     runs = registry.runs()
     assert runs

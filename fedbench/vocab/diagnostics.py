@@ -1,0 +1,98 @@
+"""The diagnostic catalogue: the one place that names the per-round diagnostics a spec may ask for.
+
+A diagnostic shows *why* a method works rather than how well: a run records it only when its spec asks for it
+(``RunSpec.diagnostics``, on the rounds ``RunSpec.diagnoses`` picks), in the round's ``diagnostics`` field
+(``{name: value}``, a JSON object stored with the round). Computing one never changes training: the engine reads
+the round's client updates and global weights, evaluation reuses personal evaluation's forward passes, and a
+method reports its own values through ``Algorithm.round_diagnostics``.
+
+Each entry says its shape (how its value is laid out), who computes it (``source``: the engine, personal
+evaluation, or the method), what it needs of the spec, and what it means, with the paper figure it serves.
+Plain data: no torch, no pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Shape = Literal["scalar", "per_layer", "per_client", "per_class"]
+Source = Literal["engine", "evaluation", "method"]
+Need = Literal["personal_evaluation", "validation_split"]
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    name: str
+    shape: Shape  # per_layer values come per sampled client too (``layout`` says how)
+    source: Source  # engine: from the round's updates and weights; evaluation: personal evaluation; method: its hook
+    layout: str  # the JSON value stored for one round
+    meaning: str
+    figures: tuple[str, ...]  # the paper figures it serves
+    # what the spec must have: personal evaluation (eval_mode 'personal' or 'both'), a validation split
+    # (client_val_fraction > 0); a diagnostic of personal evaluation is recorded on the rounds it evaluates
+    needs: tuple[Need, ...] = ()
+
+
+DIAGNOSTICS: dict[str, Diagnostic] = {
+    d.name: d
+    for d in (
+        Diagnostic(
+            "weight_divergence",
+            "per_layer",
+            "engine",
+            '{"layers": [name], "clients": [id], "distance": [[‖θ_i,ℓ − θ̄_ℓ‖ per layer] per client], '
+            '"mean": [per layer], "global_norm": [‖θ̄_ℓ‖ per layer]}',
+            "layer-wise weight divergence after aggregation: for each sampled client i and each layer ℓ (a module "
+            "with parameters, in parameter order), the L2 distance between the weights θ_i it uploads (its locally "
+            "trained model) and the aggregated global weights θ̄ of the round; ``mean`` is (1/|S^r|) Σ_i over the "
+            "sampled clients. FedImpro §5.1–5.2 measure (1/|S^r|) Σ_{i∈S^r} ‖θ̄ − θ_i‖ over the whole model (Fig. "
+            "2(b): the mean over clients of √(Σ_ℓ distance²)) and §5.4 per layer (Figs. 3 and 9, each line "
+            "normalised by its maximum); divide by ``global_norm`` for the relative divergence",
+            ("FedImpro Fig. 2(b)", "FedImpro Fig. 3", "FedImpro Fig. 9"),
+        ),
+        Diagnostic(
+            "val_loss",
+            "per_client",
+            "evaluation",
+            '{"clients": [id], "loss": [per client], "mean": float}',
+            "each client's own model (``Algorithm.eval_model``) on its validation split: the mean loss (cross-entropy, "
+            "or the task's loss), every client, and its plain mean over clients (LG-Mix Fig. 4's validation-loss "
+            "panel). Recorded on the diagnosed rounds that are evaluated; needs client_val_fraction > 0 and "
+            "eval_mode 'personal' or 'both'",
+            ("LG-Mix Fig. 4",),
+            needs=("personal_evaluation", "validation_split"),
+        ),
+        Diagnostic(
+            "personal_divergence",
+            "per_layer",
+            "evaluation",
+            '{"layers": [name], "clients": [id], "distance": [[‖w_c,ℓ − u_ℓ‖ per layer] per client], '
+            '"mean": [per layer], "global_norm": [‖u_ℓ‖ per layer]}',
+            "per layer ℓ, the L2 distance between each client's own model w_c (``Algorithm.eval_model``: its "
+            "personalised model, the one personal evaluation scores) and the global model u of the round (LG-Mix "
+            "§5.3, Fig. 3: 'the differences (i.e., w_c − u in layer-wise) of each layer'); zero for a method whose "
+            "clients are evaluated with the global model. Recorded on the diagnosed rounds that are evaluated",
+            ("LG-Mix Fig. 3",),
+            needs=("personal_evaluation",),
+        ),
+        Diagnostic(
+            "mixing_weights",
+            "per_client",
+            "method",
+            '{"clients": [id], "weight": [per client], "symbol": str}',
+            "the method's mixing weight of each client that trained in the round, after the round: LG-Mix's λ_c "
+            "(Eq. 6, averaged over rounds as §3.3 proposes when the method does) and APFL's α_k; ``symbol`` names "
+            "it (LG-Mix Fig. 2(a)). Only methods that mix report it (``Algorithm.round_diagnostics``)",
+            ("LG-Mix Fig. 2(a)",),
+        ),
+    )
+}
+
+# Planned, not yet computed by any code (kept out of DIAGNOSTICS, so a spec cannot ask for them): FedDr+'s
+# observed/unobserved-class feature statistics (Figs. 2–5) and float16 feature snapshots of a sample of test
+# points for FedTrip Fig. 2's t-SNE; LG-Mix Fig. 2(b)'s last-layer activations.
+PLANNED: tuple[str, ...] = ("feature_stats", "feature_snapshot", "activations")
+
+# The names a spec may ask for, in catalogue order (``RunSpec.diagnostics``).
+DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(DIAGNOSTICS)

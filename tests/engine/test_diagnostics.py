@@ -1,0 +1,83 @@
+"""The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the layers of a model over its flat
+vector, FedImpro's layer-wise weight divergence, the clients' validation losses from personal evaluation, and the
+rounds that record them. That they never change training, for every method, is the engine contract's
+``diagnostics`` property (tests/engine/test_engine_contract.py)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from conftest import ListSink
+from fedbench.algorithms.context import ClientUpdate
+from fedbench.engine import EngineOptions, run
+from fedbench.engine.contract import contract_spec
+from fedbench.engine.diagnostics import layer_slices, weight_divergence
+from fedbench.engine.loop import client_schedule
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+        self.head = nn.Linear(2, 1, bias=False)
+
+
+def test_a_layer_is_a_module_holding_parameters_in_flat_vector_order():
+    assert layer_slices(Net()) == [("body.0", 0, 8), ("body.1", 8, 12), ("head", 12, 14)]
+
+
+def test_weight_divergence_is_the_per_layer_distance_of_each_client_to_the_aggregate():
+    """FedImpro §5.1: (1/|S|) Σ_i ‖θ̄ − θ_i‖, here per layer."""
+    layers = [("a", 0, 2), ("b", 2, 3)]
+    global_params = torch.tensor([3.0, 4.0, 1.0])
+    updates = [
+        ClientUpdate(7, torch.tensor([3.0, 4.0, 3.0]), {}, 1, 1, 0.0),  # distance (0, 2)
+        ClientUpdate(1, torch.tensor([0.0, 0.0, 1.0]), {}, 1, 1, 0.0),  # distance (5, 0)
+    ]
+    value = weight_divergence(layers, updates, global_params)
+    assert value == {
+        "layers": ["a", "b"],
+        "clients": [7, 1],
+        "distance": [[0.0, 2.0], [5.0, 0.0]],
+        "mean": [2.5, 1.0],
+        "global_norm": [5.0, 1.0],
+    }
+
+
+def test_a_run_records_the_diagnostics_asked_on_the_rounds_asked(tmp_path):
+    spec = contract_spec(
+        "fedavg", rounds=4, diagnostics=["weight_divergence", "val_loss"], diagnostics_every=3, eval_every=2
+    )
+    sink = ListSink()
+    assert run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "c.pt")).status == "done"
+    diagnosed = {r.round: r.diagnostics for r in sink.records if r.diagnostics is not None}
+    assert sorted(diagnosed) == [3, 4]  # every 3rd round and the last
+    assert "val_loss" not in diagnosed[3]  # round 3 is not evaluated: no validation pass to read the loss from
+    divergence = diagnosed[3]["weight_divergence"]
+    assert divergence["layers"] == ["encoder.1", "classifier"]  # the MLP's hidden and output layers
+    assert divergence["clients"] == client_schedule(spec)[2]
+    for row in divergence["distance"]:
+        assert len(row) == len(divergence["layers"]) and all(v > 0 for v in row)
+    assert all(
+        math.isclose(m, sum(col) / len(col), rel_tol=1e-5)
+        for m, col in zip(divergence["mean"], zip(*divergence["distance"]))
+    )
+    val = diagnosed[4]["val_loss"]
+    assert val["clients"] == list(range(spec.num_clients)) and all(v > 0 for v in val["loss"])
+    assert math.isclose(val["mean"], sum(val["loss"]) / len(val["loss"]), rel_tol=1e-5)
+
+
+def test_personal_divergence_is_each_clients_own_model_against_the_global_one(tmp_path):
+    """LG-Mix Fig. 3: per layer ‖w_c − u‖ of every client's own model; FedAvg evaluates clients with u itself."""
+    found = {}
+    for algorithm in ("fedavg", "lgmix"):
+        spec = contract_spec(algorithm, rounds=2, diagnostics=["personal_divergence"])
+        sink = ListSink()
+        assert run(spec, sink, EngineOptions(checkpoint_path=tmp_path / f"{algorithm}.pt")).status == "done"
+        found[algorithm] = sink.records[-1].diagnostics["personal_divergence"]
+        assert found[algorithm]["clients"] == list(range(spec.num_clients))
+    assert all(v == 0 for row in found["fedavg"]["distance"] for v in row)
+    assert all(v > 0 for row in found["lgmix"]["distance"] for v in row)  # personalised in every layer
