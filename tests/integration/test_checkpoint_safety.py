@@ -213,8 +213,9 @@ def test_an_unexpected_layout_restarts_instead_of_failing_with_a_key_error(tmp_p
 
 
 def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_recipe):
-    """Revision 0003_checkpoint_hash adds ``runs.checkpoint_sha256``: a registry one revision older (a current one
-    with the column dropped and its version set back) is upgraded on opening, keeps its runs and reports them."""
+    """Revision 0003_checkpoint_hash adds ``runs.checkpoint_sha256``: a registry at revision 0002 (a current one with
+    the columns of 0003 and later dropped and its version set back) is upgraded on opening, keeps its runs and
+    reports them."""
     import sqlite3
 
     from fedbench.registry.schema import current_revision, head_revision
@@ -226,9 +227,10 @@ def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_
     before = CliRunner().invoke(app, ["runs", "--json", "--registry", url]).stdout
     with sqlite3.connect(database) as connection:
         connection.execute("ALTER TABLE runs DROP COLUMN checkpoint_sha256")
+        connection.execute("ALTER TABLE rounds DROP COLUMN diagnostics")  # revision 0004's
         connection.execute("UPDATE alembic_version SET version_num = '0002'")
     registry = Registry(url)
-    assert current_revision(registry.engine) == head_revision() == "0003_checkpoint_hash"
+    assert current_revision(registry.engine) == head_revision() == "0004_round_diagnostics"
     with sqlite3.connect(database) as connection:
         assert "checkpoint_sha256" in {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
     assert CliRunner().invoke(app, ["runs", "--json", "--registry", url]).stdout == before
