@@ -261,8 +261,9 @@ def test_a_select_only_postgresql_role_reports_and_cannot_run(write_recipe, post
         assert refused.exit_code == 2 and "may only read" in refused.output, refused.output
         assert password not in refused.output
         owner = create_engine(worker_url, isolation_level="AUTOCOMMIT")
-        with owner.connect() as connection:  # the registry of an older fedbench (one revision behind)
+        with owner.connect() as connection:  # the registry of an older fedbench (at revision 0002)
             connection.execute(text("ALTER TABLE runs DROP COLUMN checkpoint_sha256"))
+            connection.execute(text("ALTER TABLE rounds DROP COLUMN diagnostics"))  # revision 0004's
             connection.execute(text("UPDATE alembic_version SET version_num = '0002'"))
         owner.dispose()
         stale = CliRunner().invoke(app, ["runs", "--registry", reader_url])
