@@ -645,3 +645,12 @@ def test_hash_neutral_fields_are_left_out_of_every_kind_of_nested_section():
     assert _hash_layout(AugmentationSpec) == ({"cutout": 0}, {"affine": AffineSpec})
     # fixed per class, so worked out once: every spec hash (thousands per report) reuses it
     assert _hash_layout(RunSpec) is _hash_layout(RunSpec)
+
+
+def test_diagnosed_rounds_are_every_nth_the_last_and_the_listed_ones():
+    """``RunSpec.diagnoses``: with diagnostics asked for, every ``diagnostics_every``-th round, the last round and
+    those of ``diagnostics_rounds``; with none asked for, no round."""
+    base = dict(algorithm="fedavg", dataset="digits", model="digits_mlp", rounds=7)
+    spec = RunSpec(**base, diagnostics=["weight_divergence"], diagnostics_every=3, diagnostics_rounds=[1])
+    assert [r for r in range(1, 8) if spec.diagnoses(r)] == [1, 3, 6, 7]
+    assert not any(RunSpec(**base).diagnoses(r) for r in range(1, 8))

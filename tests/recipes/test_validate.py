@@ -726,3 +726,22 @@ def test_every_recipe_rule_accepts_a_valid_recipe_and_rejects_the_invalid_one(
     expand(load_recipe(write_recipe(accepted(TINY_RECIPE), "ok.toml")))
     with pytest.raises(RecipeError, match=re.escape(message)):
         expand(load_recipe(write_recipe(rejected(TINY_RECIPE), "bad.toml")))
+
+
+def test_cutout_needs_images_and_must_fit_them():
+    """``check_augmentation``: Cutout on inputs that are not (C, H, W) images, or larger than the images, is one
+    line naming the key, the value, the data set and what to do."""
+    from fedbench.recipes.validate import check_augmentation
+    from fedbench.spec import AugmentationSpec
+
+    check_augmentation(AugmentationSpec(cutout=8), (3, 8, 8), "cifar10")  # fits exactly: no error
+    check_augmentation(AugmentationSpec(), (27, 200), "pamap2")  # off: any shape
+    with pytest.raises(ConfigError) as signals:
+        check_augmentation(AugmentationSpec(cutout=4), (27, 200), "pamap2")
+    assert str(signals.value) == (
+        "augmentation.cutout = 4: dataset 'pamap2' has inputs of shape (27, 200), not (C, H, W) images"
+    )
+    with pytest.raises(
+        ConfigError, match=r"cutout = 9 is larger than the 8×8 images of dataset 'cifar10'; use at most 8"
+    ):
+        check_augmentation(AugmentationSpec(cutout=9), (3, 8, 8), "cifar10")
