@@ -745,3 +745,5 @@ def test_cutout_needs_images_and_must_fit_them():
         ConfigError, match=r"cutout = 9 is larger than the 8×8 images of dataset 'cifar10'; use at most 8"
     ):
         check_augmentation(AugmentationSpec(cutout=9), (3, 8, 8), "cifar10")
+    with pytest.raises(ConfigError, match=r"larger than the 4×10 images of dataset 'wide'; use at most 4"):
+        check_augmentation(AugmentationSpec(cutout=5), (1, 4, 10), "wide")  # the smaller side bounds it
