@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
 from fedbench.vocab.figures import FIGURE_NAMES
 from fedbench.vocab.metrics import CURVE_METRICS
 
@@ -48,7 +49,10 @@ class TableView(Strict):
     # (e.g. FedTrip Table III).  overheads: per-round attaching computation and extra communication of
     # each method of `static_rows` in the `setting` (FedTrip Table VIII).  partition: each row's per-client class
     # counts, from the partition its runs train on (the first seed's partition stream), no training (FedTR Fig. 2).
-    kind: Literal["runs", "models", "overheads", "partition"] = "runs"
+    # diagnostics: a figure drawn from the per-round diagnostic `diagnostic` its runs record
+    # (fedbench/vocab/diagnostics.py; fedbench/report/diagnostic_series.py reads them).
+    kind: Literal["runs", "models", "overheads", "partition", "diagnostics"] = "runs"
+    diagnostic: Literal[DIAGNOSTIC_NAMES] | None = None  # type: ignore[valid-type]
     static_rows: list[StaticRow] = []
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
     rows: list[str] = []
