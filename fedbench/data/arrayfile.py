@@ -34,7 +34,7 @@ import numpy as np
 
 from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import holdout_split
+from fedbench.data.common import split_arrays
 from fedbench.data.files import Source
 from fedbench.data.images import to_nchw
 from fedbench.data.own import (
@@ -44,6 +44,7 @@ from fedbench.data.own import (
     check_digest_param,
     class_index,
     content_manifest,
+    own_split,
     require_classes,
     resolve_path,
 )
@@ -275,11 +276,8 @@ def load_arrayfile(
         group_names, groups = class_index(np.concatenate([p[2] for p in parts]))
     how: dict[str, Any] = {"path": str(files[0]), "classes": classes, "input_shape": list(x.shape[1:])}
     if len(parts) == 2:
-        train, test = np.arange(sizes[0]), np.arange(sizes[0], sum(sizes))
         how["test_path"] = str(files[1])
-    else:
-        train, test = holdout_split(y, test_fraction, split_seed, groups)
-        how.update(test_fraction=test_fraction, split_seed=split_seed)
+    train, test = own_split(y, groups, sizes[0] if len(parts) == 2 else None, test_fraction, split_seed, how)
     if group_names is not None:
         how["group_names"] = group_names
     meta = replace(
@@ -288,13 +286,4 @@ def load_arrayfile(
         input_shape=tuple(x.shape[1:]),
         group_kind="group" if groups is not None else None,
     )
-    return DatasetArrays(
-        meta,
-        x[train],
-        y[train],
-        x[test],
-        y[test],
-        train_groups=None if groups is None else groups[train],
-        test_groups=None if groups is None else groups[test],
-        info=check_and_record(NAME, manifest, digest, verify, how),
-    )
+    return split_arrays(meta, x, y, groups, train, test, check_and_record(NAME, manifest, digest, verify, how))

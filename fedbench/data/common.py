@@ -57,6 +57,19 @@ def from_pool(
     info = {**info, "test_fraction": test_fraction, "split_seed": split_seed}
     if group_names is not None:
         info["group_names"] = list(group_names)
+    return split_arrays(meta, x, y, groups, train, test, info)
+
+
+def split_arrays(
+    meta: DatasetMeta,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    train: np.ndarray,
+    test: np.ndarray,
+    info: dict,
+) -> DatasetArrays:
+    """The arrays of a pool of samples, split by the ``train`` and ``test`` indices (groups too, where it has them)."""
     return DatasetArrays(
         meta,
         x[train],

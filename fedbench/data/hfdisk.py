@@ -29,7 +29,7 @@ import numpy as np
 from fedbench.data._registry import register_dataset
 from fedbench.data.arrayfile import as_inputs
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import NONE3, holdout_split
+from fedbench.data.common import NONE3, split_arrays
 from fedbench.data.files import Source
 from fedbench.data.images import EncodedImage, read_images
 from fedbench.data.own import (
@@ -39,6 +39,7 @@ from fedbench.data.own import (
     check_digest_param,
     class_index,
     content_manifest,
+    own_split,
     require_classes,
     resolve_path,
 )
@@ -201,11 +202,8 @@ def load_hf_disk(
     x = np.concatenate(xs) if len(xs) == 2 else xs[0]
     how: dict[str, Any] = {"path": str(folder), "classes": classes, "image_column": image_column}
     if len(tables) == 2:
-        train, test = np.arange(len(xs[0])), np.arange(len(xs[0]), len(x))
         how["splits"] = [train_split, test_split]
-    else:
-        train, test = holdout_split(y, test_fraction, split_seed, groups)
-        how.update(test_fraction=test_fraction, split_seed=split_seed)
+    train, test = own_split(y, groups, len(xs[0]) if len(tables) == 2 else None, test_fraction, split_seed, how)
     if group_names is not None:
         how["group_names"] = group_names
     images = x.dtype == np.uint8
@@ -218,13 +216,4 @@ def load_hf_disk(
         used_by=USED_BY,
         group_kind="group" if groups is not None else None,
     )
-    return DatasetArrays(
-        meta,
-        x[train],
-        y[train],
-        x[test],
-        y[test],
-        train_groups=None if groups is None else groups[train],
-        test_groups=None if groups is None else groups[test],
-        info=check_and_record(NAME, manifest, digest, verify, how),
-    )
+    return split_arrays(meta, x, y, groups, train, test, check_and_record(NAME, manifest, digest, verify, how))

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data._registry import DATASETS, data_root
+from fedbench.data.common import holdout_split
 from fedbench.data.files import file_digest
 from fedbench.errors import DataError
 
@@ -206,3 +207,20 @@ def changed_data_warning(
         f"{now.sha256[:12]}…); their results are kept and reported: pass --force to retrain them, or pin "
         "dataset_params.digest so that new data gets new runs"
     )
+
+
+def own_split(
+    y: np.ndarray,
+    groups: np.ndarray | None,
+    train_size: int | None,
+    test_fraction: float,
+    split_seed: int,
+    how: dict[str, Any],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Train and test indices of a team's own data. Data that came with its own test part (a second file, a test
+    split) holds it after its ``train_size`` training samples; other data holds out a stratified ``test_fraction``
+    of every (group, class), seeded by ``split_seed`` (``holdout_split``), and ``how`` records those two."""
+    if train_size is not None:
+        return np.arange(train_size), np.arange(train_size, len(y))
+    how.update(test_fraction=test_fraction, split_seed=split_seed)
+    return holdout_split(y, test_fraction, split_seed, groups)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedbench.data.own import (
@@ -15,6 +16,7 @@ from fedbench.data.own import (
     check_and_record,
     class_index,
     content_manifest,
+    own_split,
     resolve_path,
 )
 from fedbench.errors import DataError
@@ -114,3 +116,21 @@ def test_finished_runs_on_other_content_are_warned_of(tmp_path):
     assert line and "--force" in line and str(folder) in line and "\n" not in line
     assert changed_data_warning("imagefolder", data_root, {**params, "digest": now}, [other]) is None  # pinned
     assert changed_data_warning("mnist", data_root, {}, [other]) is None  # not a user's path
+
+
+def test_own_split_keeps_a_given_test_part_after_the_training_samples():
+    how: dict = {}
+    train, test = own_split(np.array([0, 1, 0, 1, 1]), None, 3, 0.5, 7, how)
+    assert train.tolist() == [0, 1, 2] and test.tolist() == [3, 4]
+    assert how == {}  # nothing was held out, so no fraction or seed describes the split
+
+
+def test_own_split_holds_out_a_stratified_fraction_of_every_group_and_class():
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 1] * 2)
+    groups = np.repeat([0, 1], 8)
+    how: dict = {}
+    train, test = own_split(y, groups, None, 0.25, 3, how)
+    assert sorted(train.tolist() + test.tolist()) == list(range(16))
+    # one of the four samples of each (group, class) is held out
+    assert sorted(zip(groups[test].tolist(), y[test].tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert how == {"test_fraction": 0.25, "split_seed": 3}
