@@ -114,10 +114,12 @@ def load_map() -> list[tuple[list[str], list[str]]]:
 def own_tests(module: str) -> str | None:
     """The test file of ``module`` by the layout: ``fedbench/<package>/<module>.py`` →
     ``tests/<package>/test_<module>.py`` (``fedbench/<module>.py`` → ``tests/test_<module>.py``), or
-    ``tests/<package>/test_<package>_<module>.py`` where two packages share a module name; None if it has neither."""
+    ``tests/<package>/test_<package>_<module>.py`` where two packages share a module name; None if it has neither.
+    A private module's leading underscore is not part of the name (``_registry.py`` → ``test_registry.py``)."""
     path = Path(module).relative_to("fedbench")
     folder = Path("tests", *path.parent.parts)
-    names = [f"test_{path.stem}.py"] + ([f"test_{path.parent.name}_{path.stem}.py"] if path.parent.parts else [])
+    stem = path.stem.lstrip("_")
+    names = [f"test_{stem}.py"] + ([f"test_{path.parent.name}_{stem}.py"] if path.parent.parts else [])
     return next((str(folder / name) for name in names if (ROOT / folder / name).is_file()), None)
 
 

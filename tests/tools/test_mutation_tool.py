@@ -52,7 +52,13 @@ def test_a_modules_own_test_file_follows_from_the_layout_and_needs_no_entry(tmp_
     """fedbench/<package>/<module>.py → tests/<package>/test_<module>.py (or test_<package>_<module>.py), top-level
     modules → tests/test_<module>.py; an entry adds tests to the own file, a package's glob covers only the modules
     without one."""
-    for name in ("tests/pkg/test_a.py", "tests/pkg/test_pkg_b.py", "tests/test_top.py", "tests/other/test_x.py"):
+    for name in (
+        "tests/pkg/test_a.py",
+        "tests/pkg/test_pkg_b.py",
+        "tests/test_top.py",
+        "tests/other/test_x.py",
+        "tests/pkg/test_pkg_registry.py",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("")
     monkeypatch.setattr(mutation, "ROOT", tmp_path)
@@ -60,6 +66,7 @@ def test_a_modules_own_test_file_follows_from_the_layout_and_needs_no_entry(tmp_
     assert mutation.own_tests("fedbench/pkg/b.py") == "tests/pkg/test_pkg_b.py"
     assert mutation.own_tests("fedbench/top.py") == "tests/test_top.py"
     assert mutation.own_tests("fedbench/pkg/c.py") is None
+    assert mutation.own_tests("fedbench/pkg/_registry.py") == "tests/pkg/test_pkg_registry.py"
     assert mutation.tests_for("fedbench/pkg/a.py", []) == ["tests/pkg/test_a.py"]
     catch_all = (["fedbench/pkg/*.py"], ["tests/other/test_x.py"])
     assert mutation.tests_for("fedbench/pkg/a.py", [catch_all]) == ["tests/pkg/test_a.py"]
