@@ -161,6 +161,7 @@ def test_evaluation_uses_the_clients_own_model_or_the_global_one():
     assert torch.equal(flat(algorithm.eval_model(ctx)), own)
 
 
+@pytest.mark.usefixtures("float64")  # the mix is compared with Eq. 7 summed in another order: in float64
 def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
     """FedFomo Eq. 6–7 on a BatchNorm model: each peer θ_j is scored on client i's validation split with its own
     running statistics, and they are mixed with the same weights as the parameters (FL-bench [code] loads and
@@ -225,12 +226,12 @@ def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
     assert all(w > 0 for w in raw.values()) and len(ctx.holdout) > 0
     weights = {j: w / sum(raw.values()) for j, w in raw.items()}  # Eq. 7, normalised
     expected = own[0] + sum(w * (peers[j][0] - own[0]) for j, w in weights.items())
-    assert torch.allclose(ctx.current_params(), expected, atol=1e-6)
+    assert torch.allclose(ctx.current_params(), expected, rtol=0, atol=F64_ATOL)
     assert ctx.scratch["fomo_weights"] == pytest.approx(weights)
     mixed = ctx.current_buffers()
     for name, b in own[1].items():
         if b.is_floating_point():
             expected_b = b + sum(w * (peers[j][1][name] - b) for j, w in weights.items())
-            assert torch.allclose(mixed[name], expected_b, atol=1e-6), name
+            assert torch.allclose(mixed[name], expected_b, rtol=0, atol=F64_ATOL), name
         else:
             assert torch.equal(mixed[name], b), name

@@ -172,8 +172,13 @@ def test_scaffold_server_step_and_buffers(eta_g):
         for k, n in enumerate((10, 30))
     ]
     algorithm.aggregate(server, updates, 1)
-    averaged = 0.25 * updates[0].params + 0.75 * updates[1].params
-    assert torch.allclose(server.params, x + eta_g * (averaged - x), rtol=0, atol=1e-5)
+    # exact arithmetic on the float32 inputs (in float64, which holds their products and sums here exactly enough),
+    # against the float32 step: each of its roundings (the weighted sum's three, η_g(ȳ − x)'s two and the final
+    # addition) errs by at most half an ulp of a value no larger than (1 + 2η_g)·max|input|
+    exact = x.double() + eta_g * (0.25 * updates[0].params.double() + 0.75 * updates[1].params.double() - x.double())
+    largest = max(float(t.abs().max()) for t in (x, updates[0].params, updates[1].params))
+    bound = 6 * 0.5 * torch.finfo(torch.float32).eps * (1 + 2 * eta_g) * largest
+    assert torch.allclose(server.params.double(), exact, rtol=0, atol=bound)
     if eta_g == 1.0:  # FedAvg's own average, to the bit (not x + 1·(ȳ − x), which rounds differently)
         fedavg = weighted_average([u.params for u in updates], torch.tensor([0.25, 0.75], dtype=torch.float64))
         assert torch.equal(server.params, fedavg)
