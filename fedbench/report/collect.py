@@ -50,6 +50,9 @@ class EmptyRegistry:
     def curves(self, ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
         return {}
 
+    def diagnostic_values(self, ids: Iterable[int], name: str) -> dict[int, dict[int, Any]]:
+        return {}
+
 
 @contextmanager
 def _no_cycle_collection() -> Iterator[None]:
