@@ -103,6 +103,12 @@ def _title(view: TableView, key: str) -> str:
     return " · ".join(parts + ([key] if key not in ("", "all") else []))
 
 
+def _figure_name(key: str, method: str, methods: int) -> str:
+    """A figure of one method's runs: its key, with the method where the key alone does not tell it."""
+    parts = [part for part in (key if key != "all" else "", method if methods > 1 or key == "all" else "") if part]
+    return " / ".join(parts) or "all"
+
+
 def _grouped(view: TableView, runs: list[RunDiagnostics]) -> dict[str, dict[str, list[RunDiagnostics]]]:
     """{figure: {line: runs (one per seed)}}, as the curve plots group runs (``figure_and_line``)."""
     out: dict[str, dict[str, list[RunDiagnostics]]] = {}
@@ -160,7 +166,7 @@ def _normalised_parts(view: TableView, runs: list[RunDiagnostics], per_stage: bo
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("round")
             ax.set_ylabel("weight divergence / its maximum")
-            name = key if len(lines) == 1 else f"{key} / {method}"
+            name = _figure_name(key, method, len(lines))
             ax.set_title(_title(view, name), fontsize=9)
             what = "stage" if per_stage else "layer"
             ax.legend(fontsize=7, title=f"{what}; mean over clients, {len(members)} seed(s)", title_fontsize=7)
@@ -203,7 +209,7 @@ def draw_personal_divergence(view: TableView, runs: list[RunDiagnostics]) -> lis
             ax.set_xlabel("layer")
             ax.set_ylabel("‖w_c − u‖ per layer")
             rounds = sorted({last_round(run) for run in members})
-            name = key if len(lines) == 1 else f"{key} / {method}"
+            name = _figure_name(key, method, len(lines))
             ax.set_title(f"{_title(view, name)} · round {', '.join(map(str, rounds))} (last diagnosed)", fontsize=9)
             ax.legend(fontsize=7, title=f"client; mean over {len(members)} seed(s)", title_fontsize=7)
             fig.tight_layout()
