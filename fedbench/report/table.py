@@ -239,11 +239,6 @@ def build_table(
 ) -> Table:
     """The view's table: one query for the runs of its cells, one for their curves (``cache``, ``seeds``, ``only``:
     see ``planned_for_view``)."""
-    if view.kind == "diagnostics":
-        # local: diagnostic_series reads this module's planned_for_view
-        from fedbench.report.diagnostic_series import diagnostic_table
-
-        return diagnostic_table(recipe, view, registry, scale, synthetic)
     if view.kind != "runs":
         # local: analytic tables build models and partitions (torch); keeps torch out of the run tables' report
         from fedbench.report.static import build_static_table
