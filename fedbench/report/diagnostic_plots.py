@@ -197,7 +197,7 @@ def draw_personal_divergence(view: TableView, runs: list[RunDiagnostics]) -> lis
             finals = [run.rounds[last_round(run)] for run in members]
             layers, clients = finals[0]["layers"], finals[0]["clients"]
             distance = np.array([value["distance"] for value in finals], dtype=float).mean(0)  # clients × layers
-            fig = Figure(figsize=(max(6, 0.12 * len(layers) * len(clients) + 2), 4))
+            fig = Figure(figsize=(min(16, max(6, 0.06 * len(layers) * len(clients) + 2)), 4))  # U-Net: 41 layers
             ax = fig.subplots()
             width = 0.8 / max(len(clients), 1)
             positions = np.arange(1, len(layers) + 1)
