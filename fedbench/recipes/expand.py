@@ -112,7 +112,7 @@ def expand(
     views all need no training (partitions) has nothing to train: its cells compile only with ``untrained``."""
     if not recipe.setup and not recipe.matrix:
         return []  # analytic tables only
-    if not untrained and recipe.tables and all(view.kind != "runs" for view in recipe.tables):
+    if not untrained and recipe.tables and not any(view.of_runs for view in recipe.tables):
         return []  # e.g. FedTrip Fig. 4: partitions drawn from the cells' specs, no runs
     if scale not in recipe.scale_names():
         raise RecipeError(f"{recipe.source}: no scale {scale!r}; scales: {', '.join(recipe.scale_names())}")
@@ -213,6 +213,16 @@ def _cells(
         combined = _combined(recipe, setup, {**labels, "scale": scale})
         if combined is not None:
             yield labels, combined
+
+
+def cell_setups(recipe: Recipe, scale: str) -> Iterator[tuple[dict[str, str], dict[str, Any]]]:
+    """(labels, setup) of every cell of the recipe at ``scale``, merged as ``expand`` merges them up to the scale
+    profile, without ``--set`` and without building a spec: what a rule about the cells' settings reads (a
+    diagnostics view's runs record its diagnostic, ``fedbench.recipes.validate``)."""
+    profile = {key: value for key, value in recipe.scale.get(scale, {}).items() if key != "seeds"}
+    items = {axis: [recipe.axis_item(axis, v) for v in values] for axis, values in recipe.matrix.items()}
+    for labels, setup in _cells(recipe, items, {}, scale):
+        yield labels, merge_setup(setup, profile)
 
 
 def _with_added(recipe: Recipe, labels: dict[str, str]) -> dict[str, str]:

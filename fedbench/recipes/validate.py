@@ -14,6 +14,7 @@ from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
 from fedbench.recipes.views import TableView, alternatives
 from fedbench.spec import RunSpec
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
 from fedbench.vocab.figures import FIGURES
 
 
@@ -111,6 +112,7 @@ def _check_view(recipe: Recipe, view: TableView) -> None:
     """An analytic view (models, overheads) needs its static rows; a view of runs, every rule below in turn."""
     _check_reproduces(recipe, view)
     _check_derived(recipe, view)
+    _check_diagnostic(recipe, view)
     if view.kind in ("models", "overheads"):
         if not view.static_rows:
             raise _view_error(recipe, view, f"kind {view.kind!r} needs static_rows")
@@ -220,6 +222,40 @@ def _check_where(recipe: Recipe, view: TableView) -> None:
             if label not in labels:
                 raise _view_error(
                     recipe, view, f"where.{key} = {label!r}: no such value on axis {key!r} ({', '.join(labels)})"
+                )
+
+
+def _check_diagnostic(recipe: Recipe, view: TableView) -> None:
+    """A diagnostics view names its diagnostic, and every run it selects records it, at every scale (a figure
+    of runs that record nothing would stay empty after days of training); a view of another kind names none.
+    ``layout`` arranges weight_divergence only, ``layers`` picks the lines of its per_layer layout."""
+    if view.kind != "diagnostics":
+        if view.diagnostic is not None or view.layout != "default" or view.layers:
+            key = "diagnostic" if view.diagnostic is not None else "layout" if view.layout != "default" else "layers"
+            raise _view_error(
+                recipe, view, f"{key} is for a view of kind 'diagnostics' (this one is {view.kind!r}): drop it"
+            )
+        return
+    name = view.diagnostic
+    if name is None:
+        raise _view_error(
+            recipe, view, f"kind 'diagnostics' needs diagnostic = one of {', '.join(map(repr, DIAGNOSTIC_NAMES))}"
+        )
+    if view.layout != "default" and name != "weight_divergence":
+        raise _view_error(recipe, view, f"layout {view.layout!r} arranges weight_divergence only; drop it")
+    if view.layers and view.layout != "per_layer":
+        raise _view_error(recipe, view, "layers picks the lines of layout 'per_layer'; set it or drop layers")
+    from fedbench.recipes.expand import cell_setups  # local: expand imports this module
+
+    for scale in recipe.scale_names():
+        for labels, setup in cell_setups(recipe, scale):
+            if view.selects(labels) and name not in setup.get("diagnostics", ()):
+                cell = ", ".join(f"{k}={v}" for k, v in labels.items()) or "all"
+                raise _view_error(
+                    recipe,
+                    view,
+                    f"diagnostic {name!r} is not recorded by run {cell} (scale {scale}): add it to the setup's "
+                    f'diagnostics (diagnostics = ["{name}"]) or leave that run out of the view (where)',
                 )
 
 

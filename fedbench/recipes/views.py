@@ -53,6 +53,16 @@ class TableView(Strict):
     # (fedbench/vocab/diagnostics.py; fedbench/report/diagnostic_series.py reads them).
     kind: Literal["runs", "models", "overheads", "partition", "diagnostics"] = "runs"
     diagnostic: Literal[DIAGNOSTIC_NAMES] | None = None  # type: ignore[valid-type]
+    # How a diagnostics view lays its diagnostic out (fedbench/report/diagnostic_plots.py); "default": the
+    # diagnostic's own figure. For weight_divergence: "whole_model" (its default: the mean over the sampled clients of
+    # √(Σ_ℓ distance²), methods overlaid, FedImpro Fig. 2(b)), "per_layer" (a line per layer, FedImpro Figs. 3(a)
+    # and 9) or "per_stage" (a line per stage, the layers grouped by the block that holds them, ResNet's layer1 to
+    # layer4: FedImpro Fig. 3(b)), each line normalised by its maximum as FedImpro §5.4 does.
+    layout: Literal["default", "whole_model", "per_layer", "per_stage"] = "default"
+    # per_layer: the layers drawn, by name (``fedbench.engine.diagnostics.layer_slices``: "encoder.layer1.0.conv1");
+    # empty: ten spread evenly over the model, its first and last included (FedImpro Fig. 3(a) draws "10 chosen
+    # layers" without naming them)
+    layers: list[str] = []
     static_rows: list[StaticRow] = []
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs
     rows: list[str] = []
@@ -103,6 +113,12 @@ class TableView(Strict):
     # A cell reproduces the paper when the published value is inside our 95 % interval, or within this much of
     # our value (in the cell's displayed unit, e.g. 1.0 = one percentage point of accuracy).
     tolerance: float = Field(0.0, ge=0)
+
+    @property
+    def of_runs(self) -> bool:
+        """Whether the view draws on trained runs (a table of runs, or a figure of their diagnostics), so its recipe
+        has runs to train."""
+        return self.kind in ("runs", "diagnostics")
 
     def selects(self, labels: Mapping[str, str]) -> bool:
         """Whether a run with these labels belongs to the view (its `where`)."""

@@ -145,6 +145,25 @@ class Store(Connection):
     def curve(self, run_id: int) -> list[Any]:
         return self.curves([run_id])[run_id]
 
+    def diagnostic_values(self, run_ids: Iterable[int], name: str) -> dict[int, dict[int, Any]]:
+        """{run id: {round: the stored value of diagnostic ``name``}} over the rounds that recorded it, in round
+        order (``rounds.diagnostics``; ``fedbench/vocab/diagnostics.py`` says each value's layout). Only that
+        diagnostic's value leaves the database (the JSON object's member), one statement per chunk of ids."""
+        ids = list(run_ids)
+        out: dict[int, dict[int, Any]] = {i: {} for i in ids}
+        value = rounds.c.diagnostics[name]
+        query = (
+            select(rounds.c.run_id, rounds.c.round, value)
+            .where(rounds.c.run_id.in_(bindparam("ids", expanding=True)), rounds.c.diagnostics.is_not(None))
+            .order_by(rounds.c.run_id, rounds.c.round)
+        )
+        with self.engine.connect() as connection:
+            for start in range(0, len(ids), 500):
+                for run_id, round_index, recorded in connection.execute(query, {"ids": ids[start : start + 500]}):
+                    if recorded is not None:  # a diagnosed round without this diagnostic
+                        out[run_id][round_index] = recorded
+        return out
+
     # ------------------------------------------------------------------ progress (aggregated by the database)
     def status_counts(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
         """Per paper, recipe, scale and status: ``runs`` (how many), ``rounds_done`` and ``rounds`` (their sums:

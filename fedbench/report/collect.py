@@ -18,6 +18,7 @@ from fedbench.recipes.load import load_recipe
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
+from fedbench.report.diagnostic_series import diagnostic_table
 from fedbench.report.table import Table, build_table
 
 
@@ -48,6 +49,9 @@ class EmptyRegistry:
         return []
 
     def curves(self, ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
+        return {}
+
+    def diagnostic_values(self, ids: Iterable[int], name: str) -> dict[int, dict[int, Any]]:
         return {}
 
 
@@ -92,6 +96,9 @@ def build_tables(
             if recipe.setup and scale not in recipe.scale_names():
                 continue
             for view in _views(recipe, table):
+                if view.kind == "diagnostics":  # a figure, no cells: its table is one line about its runs
+                    tables.append(diagnostic_table(recipe, view, source, scale=scale, synthetic=synthetic))
+                    continue
                 tables.append(
                     build_table(
                         recipe, view, source, scale=scale, synthetic=synthetic, cache=cache, seeds=seeds, only=only

@@ -18,6 +18,8 @@ from fedbench.metrics import ema
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
+from fedbench.report.diagnostic_plots import draw
+from fedbench.report.diagnostic_series import diagnostic_runs, figure_and_line
 from fedbench.report.render.notes import figure_heading
 from fedbench.report.static import partition_panels
 from fedbench.report.table import build_table, planned_for_view
@@ -47,25 +49,12 @@ def curve_series(
         # metric itself, e.g. the mean over clients); a "metric" axis draws each of its metrics
         for label, metric in view.view_metrics():
             labels = {**p.labels, "metric": label} if label is not None else p.labels
-            row, column = _figure_and_line(view, labels)
+            row, column = figure_and_line(view, labels)
             factor = display_factor(metric, view.percent)
             curve = [(r, v * factor) for r, v in metric_curve(curves[runs[p.spec_hash].id], metric)]
             if curve:  # a run that does not record the metric (no eval_metrics, a segmentation-only one) draws nothing
                 by_row.setdefault(row, {}).setdefault(column, []).append(curve)
     return by_row
-
-
-def _figure_and_line(view: TableView, labels: dict[str, str]) -> tuple[str, str]:
-    """(figure, line) of a run's curve: with the method axis (``baseline_axis``) among the view's keys, one figure
-    per value of the other keys and a line per method; else one figure per row (or column) and a line per column
-    (or row)."""
-    keys = [k for k in view.rows + view.columns if k in labels]
-    axis = view.baseline_axis
-    if axis in keys:
-        return " / ".join(labels[k] for k in keys if k != axis) or "all", labels[axis]
-    row = " / ".join(labels[k] for k in view.rows if k in labels)
-    column = " / ".join(labels[k] for k in view.columns if k in labels)
-    return (column, row) if view.plot_by == "columns" else (row, column)
 
 
 BAND = "min–max over seeds"
@@ -79,11 +68,14 @@ def figures(
     synthetic: bool = False,
     smoothing: float = 0.0,
 ) -> list[tuple[str, Figure]]:
-    """The view's figures as (file stem, matplotlib Figure): curves, box plots or partition panels."""
+    """The view's figures as (file stem, matplotlib Figure): curves, box plots, partition panels or the figures of
+    a per-round diagnostic."""
     if view.plot == "none":
         return []
     if view.kind == "partition":
         return _partition_plots(recipe, view, scale, synthetic)
+    if view.kind == "diagnostics":
+        return _diagnostic_plots(recipe, view, registry, scale, synthetic)
     if view.kind != "runs":
         return []
     if view.plot == "box":
@@ -193,3 +185,13 @@ def _partition_plots(recipe, view, scale: str, synthetic: bool) -> list[tuple[st
         fig.tight_layout()
         written.append((f"{recipe.name}_{view.name}_{row}", fig))
     return written
+
+
+def _diagnostic_plots(recipe, view, registry, scale: str, synthetic: bool) -> list[tuple[str, Figure]]:
+    """The figures of a diagnostics view (``fedbench.report.diagnostic_plots``), from its runs' recorded values."""
+    made = draw(view, diagnostic_runs(recipe, view, registry, scale, synthetic))
+    if synthetic:
+        for _, fig in made:
+            for ax in fig.axes:
+                ax.set_title(ax.get_title() + " [synthetic]", fontsize=9)
+    return [(f"{recipe.name}_{view.name}_{suffix}", fig) for suffix, fig in made]

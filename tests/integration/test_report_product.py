@@ -7,9 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import sqlite3
-import subprocess
 import textwrap
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
+from browser_fixtures import CHROMIUM, probe_in_chromium
 from fedbench.cli import app
 from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
@@ -288,47 +287,9 @@ def test_html_page_is_self_contained_with_summary_marks_plots_and_runs(registrie
     assert "<svg" in page and "spec</p><pre>" in page
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-PROBE = """<script>
-window.addEventListener('load', function () {
-  var images = Array.prototype.slice.call(document.images);
-  var out = document.createElement('pre');
-  out.id = 'probe';
-  out.textContent = JSON.stringify({
-    images: images.length,
-    decoded: images.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length,
-    scrollWidth: document.documentElement.scrollWidth,
-    innerWidth: window.innerWidth,
-    text: document.body.innerText.length
-  });
-  document.body.appendChild(out);
-});
-</script>"""
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium): no browser test")
 def test_html_page_renders_in_headless_chromium(registries, tmp_path):
-    page = html_report(registries, tmp_path)
-    probed = tmp_path / "probed.html"
-    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    command = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--window-size=1024,768",
-        "--virtual-time-budget=5000",
-        "--dump-dom",
-        probed.as_uri(),
-    ]
-    dom = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
-    probe = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1))
+    probe, dom = probe_in_chromium(html_report(registries, tmp_path), tmp_path)
     assert probe["images"] == 2 and probe["decoded"] == 2
     assert probe["scrollWidth"] <= probe["innerWidth"], "the page overflows horizontally"
     assert "cells with a published number reproduced" in dom and "Best accuracy" in dom and "Rounds to 40%" in dom

@@ -145,7 +145,12 @@ def test_report_paper_lists_the_fedimpro_tables_in_the_papers_order():
     from fedbench.report.collect import report_recipes
 
     names = [r.name for r in report_recipes("fedimpro", [], RECIPES)]
-    assert names == [*(f"fedimpro_table{n}" for n in (1, 3, 6, 7, 8, 9, 10, 11)), "fedimpro_fig8"]
+    assert names == [
+        *(f"fedimpro_table{n}" for n in (1, 3, 6, 7, 8, 9, 10, 11)),
+        "fedimpro_fig8",
+        "fedimpro_fig2b",
+        "fedimpro_fig3_9",
+    ]
 
 
 # ------------------------------------------------------------------------------------------------ Fig. 8(a)

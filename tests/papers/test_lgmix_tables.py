@@ -520,8 +520,11 @@ def test_paper_order_of_the_lgmix_recipes():
         "lgmix_table2",
         "lgmix_table3",
         "lgmix_table4",
+        "lgmix_fig2a",
         "lgmix_fig2c",
+        "lgmix_fig3",
         "lgmix_table6",
+        "lgmix_fig4",
         "lgmix_table8_9",
         "lgmix_table10",
     ]

@@ -52,22 +52,11 @@ NOT_REPRODUCED: dict[str, dict[str, str]] = {
         )
     },
     "lgmix": {
-        "Fig. 2(a)": DIAGNOSTICS.format("the per-client mixing weights (λ_c, APFL's α) are"),
         "Fig. 2(b)": DIAGNOSTICS.format("the last-layer activations on the clients' test sets are"),
-        "Fig. 3 (classification)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
-        "Fig. 3 (segmentation)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
-        "Fig. 4 (validation loss)": DIAGNOSTICS.format("weight divergence / validation loss are"),
     },
     "fedimpro": {
-        "Fig. 2(b)": DIAGNOSTICS.format("weight divergence / validation loss are"),
-        **{
-            panel: DIAGNOSTICS.format("the layer-wise weight divergence of FedAvg is")
-            for panel in ("Fig. 3(a)", "Fig. 3(b)", "Fig. 9 (FMNIST)", "Fig. 9 (SVHN)", "Fig. 9 (CIFAR-100)")
-        },
-        **{
-            figure: "model-inversion study (App. F.7): outside fedbench's scope"
-            for figure in ("Fig. 11", "Fig. 12", "Fig. 13")
-        },
+        figure: "model-inversion study (App. F.7): outside fedbench's scope"
+        for figure in ("Fig. 11", "Fig. 12", "Fig. 13")
     },
 }
 

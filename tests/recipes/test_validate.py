@@ -747,3 +747,74 @@ def test_cutout_needs_images_and_must_fit_them():
         check_augmentation(AugmentationSpec(cutout=9), (3, 8, 8), "cifar10")
     with pytest.raises(ConfigError, match=r"larger than the 4×10 images of dataset 'wide'; use at most 4"):
         check_augmentation(AugmentationSpec(cutout=5), (1, 4, 10), "wide")  # the smaller side bounds it
+
+
+# ------------------------------------------------------------------------------------------- diagnostics views
+DIAGNOSED = GRID.replace("rounds = 3\n", 'rounds = 3\ndiagnostics = ["weight_divergence"]\n', 1)
+
+
+def diagnostics_view(extra: str = "", recipe: str = DIAGNOSED) -> str:
+    """``recipe`` with a diagnostics view of weight_divergence added (``extra``: more lines of that view)."""
+    return recipe + (
+        '\n[[tables]]\nname = "d"\nkind = "diagnostics"\ndiagnostic = "weight_divergence"\nrows = ["algorithm"]\n'
+        + extra
+    )
+
+
+def test_a_diagnostics_view_of_runs_that_record_it_compiles_and_trains(write_recipe):
+    recipe = load_recipe(write_recipe(diagnostics_view('layout = "per_layer"\nlayers = ["fc1"]')))
+    assert recipe.tables[1].diagnostic == "weight_divergence" and recipe.tables[1].layers == ["fc1"]
+    only_diagnostics = DIAGNOSED.split("[[tables]]")[0]
+    planned = expand(load_recipe(write_recipe(diagnostics_view(recipe=only_diagnostics))))
+    assert len(planned) == 8  # a recipe whose only view draws diagnostics still has its runs to train
+    assert all(p.spec.diagnostics == ("weight_divergence",) for p in planned)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            diagnostics_view().replace('diagnostic = "weight_divergence"\n', ""),
+            "FILE: tables 'd': kind 'diagnostics' needs diagnostic = one of 'weight_divergence', 'val_loss', "
+            "'personal_divergence', 'mixing_weights'",
+        ),
+        (
+            with_view('diagnostic = "val_loss"'),
+            "FILE: tables 't': diagnostic is for a view of kind 'diagnostics' (this one is 'runs'): drop it",
+        ),
+        (
+            with_view('layout = "per_stage"'),
+            "FILE: tables 't': layout is for a view of kind 'diagnostics' (this one is 'runs'): drop it",
+        ),
+        (
+            diagnostics_view('layers = ["fc1"]'),
+            "FILE: tables 'd': layers picks the lines of layout 'per_layer'; set it or drop layers",
+        ),
+        (
+            diagnostics_view('layout = "per_layer"').replace('"weight_divergence"\nrows', '"val_loss"\nrows'),
+            "FILE: tables 'd': layout 'per_layer' arranges weight_divergence only; drop it",
+        ),
+        (
+            diagnostics_view(recipe=GRID),
+            "FILE: tables 'd': diagnostic 'weight_divergence' is not recorded by run algorithm=fedavg, "
+            'local_epochs=1 (scale full): add it to the setup\'s diagnostics (diagnostics = ["weight_divergence"]) '
+            "or leave that run out of the view (where)",
+        ),
+    ],
+)
+def test_a_diagnostics_view_names_a_diagnostic_its_runs_record(write_recipe, text, message):
+    assert error(write_recipe, text) == message
+
+
+def test_every_run_the_view_selects_records_the_diagnostic_at_every_scale(write_recipe):
+    """A run left out of the view by `where` may record nothing; a scale profile or a combination that drops the
+    diagnostic from a selected run is an error naming that run and scale."""
+    unrecorded = DIAGNOSED + '\n[[combination]]\nmatch = { algorithm = "fedprox" }\nset = { diagnostics = [] }\n'
+    load_recipe(write_recipe(diagnostics_view('where = { algorithm = "fedavg" }', recipe=unrecorded)))
+    assert "run algorithm=fedprox, local_epochs=1 (scale full)" in error(
+        write_recipe, diagnostics_view(recipe=unrecorded)
+    )
+    smoke_off = DIAGNOSED.replace("rounds = 1\n", "rounds = 1\ndiagnostics = []\n", 1)
+    assert "run algorithm=fedavg, local_epochs=1 (scale smoke)" in error(
+        write_recipe, diagnostics_view(recipe=smoke_off)
+    )

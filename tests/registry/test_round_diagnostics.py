@@ -61,6 +61,24 @@ def test_diagnostics_are_stored_with_their_round_and_redone_with_it(registry_url
     assert registry.curve(run_id)[1].diagnostics["weight_divergence"]["mean"] == [2.0, 1.0]
 
 
+def test_diagnostic_values_read_one_diagnostic_by_run_and_round(any_registry_url):
+    """What a diagnostics view draws from: {run: {round: value}} of the one diagnostic asked for, only the rounds
+    that recorded it, every run asked for present (empty when it recorded none); on SQLite and PostgreSQL."""
+    registry = Registry(any_registry_url)
+    run_id = finished_run(registry)
+    registry.log_round(run_id, record(3, {"val_loss": {"clients": [0], "loss": [0.5], "mean": 0.5}}))
+    registry.log_round(run_id, record(4, {"weight_divergence": {**DIVERGENCE, "mean": [3.0, 2.0]}, "val_loss": None}))
+    assert registry.diagnostic_values([run_id, run_id + 1], "weight_divergence") == {
+        run_id: {2: DIVERGENCE, 4: {**DIVERGENCE, "mean": [3.0, 2.0]}},
+        run_id + 1: {},
+    }
+    assert registry.diagnostic_values([run_id], "val_loss") == {
+        run_id: {3: {"clients": [0], "loss": [0.5], "mean": 0.5}}
+    }
+    assert list(registry.diagnostic_values([run_id], "weight_divergence")[run_id]) == [2, 4]  # round order
+    assert registry.diagnostic_values([], "val_loss") == {}
+
+
 def test_show_json_prints_each_rounds_diagnostics(registry_url):
     finished_run(Registry(registry_url))
     result = CliRunner().invoke(app, ["show", "1", "--json", "--registry", registry_url])

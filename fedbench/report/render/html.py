@@ -18,6 +18,7 @@ from fedbench.report.render.notes import (
     baseline_mark,
     column_names,
     diff_text,
+    has_grid,
     header,
     legend,
     ours_text,
@@ -94,13 +95,14 @@ def table_html(table: Table) -> str:
     out = [f"<h3>{html.escape(header(table))}</h3>"]
     if table.view.caption:
         out.append(f"<p>{html.escape(table.view.caption)}</p>")
-    out += ['<div class="scroll"><table>', "<thead><tr>"]
-    out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
-    out.append("</tr></thead><tbody>")
-    for row in table.rows:
-        cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
-        out.append(f"<tr><th>{html.escape(row_name(table, row))}</th>{cells}</tr>")
-    out.append("</tbody></table></div>")
+    if has_grid(table):
+        out += ['<div class="scroll"><table>', "<thead><tr>"]
+        out += [f"<th>{html.escape(x)}</th>" for x in [row_header(table), *column_names(table)]]
+        out.append("</tr></thead><tbody>")
+        for row in table.rows:
+            cells = "".join(cell_html(table.cells.get((row, c)), figure) for c in table.columns)
+            out.append(f"<tr><th>{html.escape(row_name(table, row))}</th>{cells}</tr>")
+        out.append("</tbody></table></div>")
     out += ['<ul class="notes">', *(f"<li>{html.escape(n)}</li>" for n in table_notes(table)), "</ul>"]
     return "\n".join(out) + "\n"
 

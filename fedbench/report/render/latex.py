@@ -7,6 +7,7 @@ from fedbench.report.cells import Table
 from fedbench.report.render.notes import (
     column_names,
     flat_cell,
+    has_grid,
     header,
     legend,
     row_header,
@@ -48,19 +49,18 @@ def _latex_escape(text: str) -> str:
 def to_latex(table: Table) -> str:
     figure = table.view.figure
     spec = "l" + "r" * len(table.columns)
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        f"\\caption{{{_latex_escape(header(table))}}}",
-        f"\\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(_latex_escape(x) for x in [row_header(table), *column_names(table)]) + r" \\",
-        r"\midrule",
-    ]
-    for row in table.rows:
-        cells = [_latex_escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
-        lines.append(" & ".join([_latex_escape(row_name(table, row)), *cells]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines = [r"\begin{table}[t]", r"\centering", f"\\caption{{{_latex_escape(header(table))}}}"]
+    if has_grid(table):
+        lines += [
+            f"\\begin{{tabular}}{{{spec}}}",
+            r"\toprule",
+            " & ".join(_latex_escape(x) for x in [row_header(table), *column_names(table)]) + r" \\",
+            r"\midrule",
+        ]
+        for row in table.rows:
+            cells = [_latex_escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
+            lines.append(" & ".join([_latex_escape(row_name(table, row)), *cells]) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
     if table.view.caption:
         lines.append(f"\\par\\footnotesize {_latex_escape(table.view.caption)}")
     lines += [f"\\par\\footnotesize {_latex_escape(note)}" for note in table_notes(table)]

@@ -321,6 +321,11 @@ def row_name(table: Table, row: str) -> str:
     return row + ADDED_MARK if row in table.added_rows else row
 
 
+def has_grid(table: Table) -> bool:
+    """Whether the table shows a grid of cells: a diagnostics view has none, only its note (its figure is drawn)."""
+    return table.view.kind != "diagnostics"
+
+
 def row_header(table: Table) -> str:
     return {"models": "model", "overheads": "method"}.get(table.view.kind) or " / ".join(table.view.rows)
 

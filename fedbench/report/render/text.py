@@ -15,6 +15,7 @@ from fedbench.report.render.notes import (
     column_names,
     diff_text,
     flat_cell,
+    has_grid,
     header,
     legend,
     ours_text,
@@ -66,7 +67,8 @@ def to_rich(table: Table) -> Group:
     parts: list[Any] = [Indented(header(table), 0, "bold")]
     if table.view.caption:
         parts.append(Indented(table.view.caption, 0))
-    parts.append(rich_table)
+    if has_grid(table):
+        parts.append(rich_table)
     parts += [Indented(note, 0, "dim") for note in table_notes(table)]
     return Group(*parts)
 
@@ -99,12 +101,13 @@ def to_markdown(table: Table) -> str:
     lines = [f"### {header(table)}", ""]
     if table.view.caption:
         lines += [table.view.caption, ""]
-    lines.append("| " + " | ".join(_escape(x) for x in [row_header(table), *column_names(table)]) + " |")
-    lines.append("|" + "---|" * (len(table.columns) + 1))
-    for row in table.rows:
-        cells = [_escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
-        lines.append("| " + " | ".join([_escape(row_name(table, row)), *cells]) + " |")
-    lines.append("")
+    if has_grid(table):
+        lines.append("| " + " | ".join(_escape(x) for x in [row_header(table), *column_names(table)]) + " |")
+        lines.append("|" + "---|" * (len(table.columns) + 1))
+        for row in table.rows:
+            cells = [_escape(flat_cell(table.cells.get((row, c)), figure)) for c in table.columns]
+            lines.append("| " + " | ".join([_escape(row_name(table, row)), *cells]) + " |")
+        lines.append("")
     lines += [f"- {note}" for note in table_notes(table)]
     return "\n".join(lines) + "\n"
 
