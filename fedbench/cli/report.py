@@ -122,12 +122,6 @@ def report(
         writable_folder("--out", out.parent)
     if plots is not None:
         writable_folder("--plots", plots)
-    if (seeds is not None or only) and (plots is not None or fmt == "html"):
-        raise FedbenchError(
-            "--seeds/--only select the tables' cells; --plots and --format html draw every run of the recipe: "
-            "give them without --seeds/--only"
-        )
-
     load_plugins(plugin)
     extra = additions(add, set_for)
     recipes = extra.extend(report_recipes(paper, recipe, recipes_dir))
@@ -136,25 +130,24 @@ def report(
         err_console.print(
             f"no registry at {Registry.shown_url(registry)} yet: the tables hold no runs of ours", soft_wrap=True
         )
+    chosen_seeds, matching = parse_seeds(seeds), label_filters(only, "--only") or None
     tables = build_tables(
-        recipes,
-        store,
-        scale=scale,
-        table=table,
-        synthetic=synthetic,
-        seeds=parse_seeds(seeds),
-        only=label_filters(only, "--only") or None,
+        recipes, store, scale=scale, table=table, synthetic=synthetic, seeds=chosen_seeds, only=matching
     )
     shown = (run.provenance for t in tables for cell in t.cells.values() for run in cell.runs)
     for warning in source_changes(shown):  # a plug-in that declares a revision, edited since these runs
         err_console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
     if fmt == "html" and out is not None:
-        for path in write_html(out, html_pages(recipes, tables, store, scale=scale, synthetic=synthetic)):
+        for path in write_html(
+            out, html_pages(recipes, tables, store, scale=scale, synthetic=synthetic, seeds=chosen_seeds, only=matching)
+        ):
             console.print(f"wrote {path}")
     else:
         print_or_write(render(tables, fmt), fmt, out)
     if plots:
-        for path in write_plots(recipes, store, plots, scale=scale, table=table, synthetic=synthetic):
+        for path in write_plots(
+            recipes, store, plots, scale=scale, table=table, synthetic=synthetic, seeds=chosen_seeds, only=matching
+        ):
             console.print(f"wrote {path}")
 
 

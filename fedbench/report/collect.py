@@ -97,7 +97,9 @@ def build_tables(
                 continue
             for view in _views(recipe, table):
                 if view.kind == "diagnostics":  # a figure, no cells: its table is one line about its runs
-                    tables.append(diagnostic_table(recipe, view, source, scale=scale, synthetic=synthetic))
+                    tables.append(
+                        diagnostic_table(recipe, view, source, scale=scale, synthetic=synthetic, seeds=seeds, only=only)
+                    )
                     continue
                 tables.append(
                     build_table(
@@ -120,9 +122,12 @@ def write_plots(
     scale: str = "full",
     table: str | None = None,
     synthetic: bool = False,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> Iterator[Path]:
-    """Write accuracy-vs-round PNGs of every table view (or only ``table``) into ``folder``; yields each path
-    as it is written. Without a registry only the views that need no runs draw (partitions)."""
+    """Write the figures of every table view (or only ``table``) into ``folder`` as PNGs, drawn from the runs
+    ``seeds`` and ``only`` select (as for ``build_tables``); yields each path as it is written. Without a registry
+    only the views that need no runs draw (partitions)."""
     # local: keeps matplotlib out of report's start-up (only --plots draws)
     from fedbench.report.plots import plot_table
 
@@ -131,7 +136,9 @@ def write_plots(
         if scale not in recipe.scale_names():
             continue
         for view in _views(recipe, table):
-            yield from plot_table(recipe, view, source, folder, scale=scale, synthetic=synthetic)
+            yield from plot_table(
+                recipe, view, source, folder, scale=scale, synthetic=synthetic, seeds=seeds, only=only
+            )
 
 
 __all__ = ["report_recipes", "build_tables", "write_plots", "EmptyRegistry"]

@@ -49,11 +49,16 @@ def figure_and_line(view: TableView, labels: Mapping[str, str]) -> tuple[str, st
     return (column, row) if view.plot_by == "columns" else (row, column)
 
 
+# Which runs of a recipe's view: its seeds (None: the recipe's) and the label filters of ``report --only``.
+Seeds = list[int] | None
+Only = Mapping[str, str | set[str]] | None
+
+
 def _finished_runs(
-    recipe: Recipe, view: TableView, registry: Any, scale: str, synthetic: bool
+    recipe: Recipe, view: TableView, registry: Any, scale: str, synthetic: bool, seeds: Seeds, only: Only
 ) -> tuple[int, list[RunDiagnostics]]:
     """(how many runs the view selects, one RunDiagnostics per finished one, in the recipe's order)."""
-    planned = planned_for_view(recipe, view, scale, synthetic)
+    planned = planned_for_view(recipe, view, scale, synthetic, seeds=seeds, only=only)
     found = {
         r.spec_hash: r
         for r in registry.run_states(list(dict.fromkeys(p.spec_hash for p in planned)))
@@ -69,20 +74,32 @@ def _finished_runs(
 
 
 def diagnostic_runs(
-    recipe: Recipe, view: TableView, registry: Any, scale: str = "full", synthetic: bool = False
+    recipe: Recipe,
+    view: TableView,
+    registry: Any,
+    scale: str = "full",
+    synthetic: bool = False,
+    seeds: Seeds = None,
+    only: Only = None,
 ) -> list[RunDiagnostics]:
-    """The view's finished runs that recorded its diagnostic, with their values by round (``registry``: a
-    ``Registry``, or anything with its ``run_states`` and ``diagnostic_values``)."""
-    return [run for run in _finished_runs(recipe, view, registry, scale, synthetic)[1] if run.rounds]
+    """The view's finished runs (of ``seeds``, matching ``only``) that recorded its diagnostic, with their values by
+    round (``registry``: a ``Registry``, or anything with its ``run_states`` and ``diagnostic_values``)."""
+    return [run for run in _finished_runs(recipe, view, registry, scale, synthetic, seeds, only)[1] if run.rounds]
 
 
 def diagnostic_table(
-    recipe: Recipe, view: TableView, registry: Any, scale: str = "full", synthetic: bool = False
+    recipe: Recipe,
+    view: TableView,
+    registry: Any,
+    scale: str = "full",
+    synthetic: bool = False,
+    seeds: Seeds = None,
+    only: Only = None,
 ) -> Table:
     """A diagnostics view as a report table: no cells, one note saying what the view draws and how many of its
     runs recorded the diagnostic (``--plots`` and the HTML page draw it)."""
     name = view.diagnostic or ""
-    planned, finished = _finished_runs(recipe, view, registry, scale, synthetic)
+    planned, finished = _finished_runs(recipe, view, registry, scale, synthetic, seeds, only)
     recorded = sum(bool(run.rounds) for run in finished)
     layout = f", layout {view.layout}" if view.layout != "default" else ""
     line = (

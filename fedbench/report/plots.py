@@ -8,6 +8,7 @@ Box plots of a figure over seeds (FedTrip Fig. 6), and per-client label distribu
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,11 +32,17 @@ Curve = list[tuple[int, float]]
 
 
 def curve_series(
-    recipe: Recipe, view: TableView, registry: Registry, scale: str = "full", synthetic: bool = False
+    recipe: Recipe,
+    view: TableView,
+    registry: Registry,
+    scale: str = "full",
+    synthetic: bool = False,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> dict[str, dict[str, list[Curve]]]:
     """What the curve plots of a view draw: {figure: {line: [one curve per seed]}}, values in the unit the
     view's table shows (×100 for a fraction metric when ``percent``), read through the metric catalogue."""
-    planned = planned_for_view(recipe, view, scale, synthetic)
+    planned = planned_for_view(recipe, view, scale, synthetic, seeds=seeds, only=only)
     runs = {
         r.spec_hash: r for r in registry.run_states(dict.fromkeys(p.spec_hash for p in planned)) if r.status in FINISHED
     }
@@ -67,22 +74,25 @@ def figures(
     scale: str = "full",
     synthetic: bool = False,
     smoothing: float = 0.0,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> list[tuple[str, Figure]]:
     """The view's figures as (file stem, matplotlib Figure): curves, box plots, partition panels or the figures of
-    a per-round diagnostic."""
+    a per-round diagnostic. ``seeds`` and ``only`` select runs as they select a table's cells (``report --seeds`` /
+    ``--only``); a partition view draws the partitions of its rows whatever they select, as its table shows them."""
     if view.plot == "none":
         return []
     if view.kind == "partition":
         return _partition_plots(recipe, view, scale, synthetic)
     if view.kind == "diagnostics":
-        return _diagnostic_plots(recipe, view, registry, scale, synthetic)
+        return _diagnostic_plots(recipe, view, registry, scale, synthetic, seeds, only)
     if view.kind != "runs":
         return []
     if view.plot == "box":
-        return _box_plots(recipe, view, registry, scale, synthetic)
+        return _box_plots(recipe, view, registry, scale, synthetic, seeds, only)
     smoothing = smoothing or view.smoothing
     out = []
-    for key, lines in curve_series(recipe, view, registry, scale, synthetic).items():
+    for key, lines in curve_series(recipe, view, registry, scale, synthetic, seeds, only).items():
         fig = Figure(figsize=(6, 4))
         ax = fig.subplots()
         for line, seed_curves in lines.items():
@@ -114,9 +124,11 @@ def plot_table(
     scale: str = "full",
     synthetic: bool = False,
     smoothing: float = 0.0,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> list[Path]:
-    """Write the view's figures as PNGs into ``out_dir``; returns their paths."""
-    made = figures(recipe, view, registry, scale, synthetic, smoothing)
+    """Write the view's figures (``figures``) as PNGs into ``out_dir``; returns their paths."""
+    made = figures(recipe, view, registry, scale, synthetic, smoothing, seeds, only)
     if made:
         out_dir.mkdir(parents=True, exist_ok=True)
     return [_save(fig, out_dir, stem) for stem, fig in made]
@@ -135,9 +147,9 @@ def _save(fig: Figure, out_dir: Path, stem: str) -> Path:
     return path
 
 
-def _box_plots(recipe, view, registry, scale: str, synthetic: bool) -> list[tuple[str, Figure]]:
+def _box_plots(recipe, view, registry, scale: str, synthetic: bool, seeds, only) -> list[tuple[str, Figure]]:
     """One box per column of the per-seed figure values (FedTrip Fig. 6: final accuracy over trials)."""
-    table = build_table(recipe, view, registry, scale=scale, synthetic=synthetic)
+    table = build_table(recipe, view, registry, scale=scale, synthetic=synthetic, seeds=seeds, only=only)
     written = []
     for row in table.rows:
         columns = [c for c in table.columns if table.cells.get((row, c)) and table.cells[(row, c)].n]
@@ -187,9 +199,9 @@ def _partition_plots(recipe, view, scale: str, synthetic: bool) -> list[tuple[st
     return written
 
 
-def _diagnostic_plots(recipe, view, registry, scale: str, synthetic: bool) -> list[tuple[str, Figure]]:
+def _diagnostic_plots(recipe, view, registry, scale: str, synthetic: bool, seeds, only) -> list[tuple[str, Figure]]:
     """The figures of a diagnostics view (``fedbench.report.diagnostic_plots``), from its runs' recorded values."""
-    made = draw(view, diagnostic_runs(recipe, view, registry, scale, synthetic))
+    made = draw(view, diagnostic_runs(recipe, view, registry, scale, synthetic, seeds, only))
     if synthetic:
         for _, fig in made:
             for ax in fig.axes:

@@ -93,5 +93,43 @@ def test_seeds_and_only_select_the_reported_cells_as_they_select_trained_runs(wr
     for bad in (["--seeds", "x"], ["--only", "algorithm=nothing-by-that-name"]):
         result = invoke("report", "--recipe", recipe, "--registry", registry_url, *bad)
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
-    result = invoke("report", "--recipe", recipe, "--registry", registry_url, "--seeds", "0", "--format", "html")
-    assert result.exit_code == 2 and "--seeds/--only" in result.output
+
+
+def test_seeds_and_only_select_the_plotted_runs_too(write_recipe, registry_url, tmp_path):
+    """The figures of ``--plots`` and the HTML page draw the runs the tables show: a line per selected method over
+    the selected seeds, nothing for a seed never trained."""
+    from fedbench.recipes.load import load_recipe
+    from fedbench.registry import Registry
+    from fedbench.report.plots import curve_series
+
+    recipe = write_recipe()
+    assert invoke("run", recipe, "--seeds", "0", "--registry", registry_url).exit_code == 0
+    loaded, store = load_recipe(Path(recipe)), Registry(registry_url)
+    view = loaded.tables[0]
+    drawn = curve_series(loaded, view, store, only={"algorithm": "fedavg"})
+    assert [list(lines) for lines in drawn.values()] == [["fedavg"]]
+    assert [len(seeds) for lines in drawn.values() for seeds in lines.values()] == [1]
+    assert curve_series(loaded, view, store, seeds=[1]) == {}  # seed 1 was never trained
+    everything = curve_series(loaded, view, store)
+    assert {line for lines in everything.values() for line in lines} > {"fedavg"}
+
+    selection = ["--seeds", "0", "--only", "algorithm=fedavg"]
+    out = tmp_path / "page" / "index.html"
+    result = invoke(
+        "report",
+        "--recipe",
+        recipe,
+        "--registry",
+        registry_url,
+        *selection,
+        "--plots",
+        str(tmp_path / "plots"),
+        "--format",
+        "html",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    assert list((tmp_path / "plots").glob("*.png"))
+    pages = list(out.parent.glob("*.html"))
+    assert pages and all("fedprox" not in page.read_text() and "fedavg" in page.read_text() for page in pages)

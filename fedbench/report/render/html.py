@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fedbench.recipes.schema import Recipe
@@ -186,10 +186,18 @@ def plots_html(images: list[tuple[str, bytes]]) -> str:
 
 
 def html_pages(
-    recipes: Iterable[Recipe], tables: list[Table], store: Any, *, scale: str = "full", synthetic: bool = False
+    recipes: Iterable[Recipe],
+    tables: list[Table],
+    store: Any,
+    *,
+    scale: str = "full",
+    synthetic: bool = False,
+    seeds: list[int] | None = None,
+    only: Mapping[str, str | set[str]] | None = None,
 ) -> dict[str, str]:
     """{paper: page} of ``tables``: each paper's tables with their plots and run drill-down (one query for the
-    curves of all runs shown, one per plotted view for the plot curves)."""
+    curves of all runs shown, one per plotted view for the plot curves); the plots draw the runs ``seeds`` and
+    ``only`` select, as the tables do."""
     # local: keeps matplotlib out of report's start-up (only --format html draws)
     from fedbench.report.plots import figures, png_bytes
 
@@ -204,7 +212,9 @@ def html_pages(
         mine = [t for t in tables if t.paper == paper]
         extras = {}
         for i, table in enumerate(mine):
-            made = figures(by_name[table.recipe], table.view, source, scale=scale, synthetic=synthetic)
+            made = figures(
+                by_name[table.recipe], table.view, source, scale=scale, synthetic=synthetic, seeds=seeds, only=only
+            )
             extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(table, curves, specs)
         pages[paper] = page(mine, title=f"fedbench report: {paper}", extras=extras)
     return pages
