@@ -93,9 +93,13 @@ def imports_torch(argv: list[str]) -> bool:
 def machine() -> dict[str, object]:
     """The CPU model (/proc/cpuinfo), the cores, the Python and the load average (1, 5, 15 minutes) now."""
     try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        cpu = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-    except (OSError, StopIteration):
+        fields = dict(
+            (key.strip(), value.strip())
+            for key, _, value in (line.partition(":") for line in Path("/proc/cpuinfo").read_text().splitlines())
+            if value
+        )
+        cpu = f"{fields['model name']} (family {fields.get('cpu family', '?')}, model {fields.get('model', '?')})"
+    except (OSError, KeyError):
         cpu = platform.processor() or "unknown"
     return {
         "cpu": cpu,
