@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class RegularizerSpec(BaseModel):
     """One composable local regularizer of ``NoParams.regularizers`` (``fedbench.algorithms.regularizers``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     name: Literal["prox", "kd", "ntd", "ld", "fd"]
     weight: float = Field(ge=0)  # 1 − β (convex; FedDr+ β = 0.9 → 0.1) or λ / μ (add)
@@ -40,7 +40,9 @@ class RegularizerSpec(BaseModel):
 class NoParams(BaseModel):
     """Base of every method's hyperparameters: the composable regularizers every method accepts."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a method's validator is built when its parameters are first checked, not for every method when
+    # this module is imported (a command that resolves one spec needs one)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     regularizers: tuple[RegularizerSpec, ...] = ()
 

@@ -8,15 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from fedbench.cli.common import (
     RegistryOption,
@@ -46,13 +37,14 @@ from fedbench.cli.options import (
     parse_seeds,
 )
 from fedbench.errors import FedbenchError
-from fedbench.execution.devices import parse_gpus
-from fedbench.execution.events import Event, Note, RoundDone, RunEnded, RunStarted, RunWarning
-from fedbench.execution.options import ExecutionOptions
 from fedbench.vocab.status import RunStatus
 
 if TYPE_CHECKING:
+    from rich.progress import TaskID
+
     from fedbench.execution.batch import Batch
+    from fedbench.execution.events import Event
+    from fedbench.execution.options import ExecutionOptions
 
 
 @user_errors
@@ -202,6 +194,8 @@ def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
     (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
     another form are converted here."""
     from fedbench.checkpoint.location import resolve_checkpoints
+    from fedbench.execution.devices import parse_gpus
+    from fedbench.execution.options import ExecutionOptions
     from fedbench.plugins import plugin_source
 
     same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
@@ -254,6 +248,17 @@ def cluster_options(
 
 def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
     """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from fedbench.execution.events import Note, RoundDone, RunEnded, RunStarted, RunWarning
+
     todo = work.todo
     progress = Progress(
         TextColumn("{task.description}"),

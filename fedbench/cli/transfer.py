@@ -25,14 +25,18 @@ def export(
 
     Example: `fedbench export --paper fedtrip --registry postgresql+psycopg://me@dbhost/fedbench > runs.jsonl`
     """
-    from fedbench.recipes.load import load_recipe
     from fedbench.registry import Registry
     from fedbench.registry.transfer import export_lines
 
     store = Registry.open_existing(registry)
     if store is None:
         raise FedbenchError(f"no registry at {Registry.resolve_url(registry)}: nothing to export")
-    name = load_recipe(recipe).name if recipe is not None and Path(recipe).is_file() else recipe
+    name = recipe
+    if recipe is not None and Path(recipe).is_file():
+        # local, and only for a recipe file: reading one imports the recipe schema (pydantic models, the spec)
+        from fedbench.recipes.load import load_recipe
+
+        name = load_recipe(recipe).name
     lines = export_lines(store, paper=paper, recipe=name)
     if out is None:
         count = _write(lines, sys.stdout)

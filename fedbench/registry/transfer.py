@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from sqlalchemy import Float, Integer, Row, delete, insert, select, update
@@ -29,9 +29,11 @@ from fedbench.errors import RunsFileError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.schema import head_revision
 from fedbench.registry.tables import rounds, runs
-from fedbench.spec import RunSpec
 from fedbench.urls import mask_passwords
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
+
+if TYPE_CHECKING:
+    from fedbench.spec import RunSpec
 
 FORMAT = "fedbench-runs"
 # Version 2 added each round's ``diagnostics``; a version 1 file (written before) reads as rounds without them.
@@ -62,21 +64,22 @@ def _column_type(column) -> Any:
     return Any  # JSON columns: per-client lists, per-metric dicts
 
 
+# defer_build: the line schemas are built when `fedbench import` first reads a line; `fedbench export` never does
 class Header(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     format: Literal["fedbench-runs"]
     version: int
 
 
 RoundLine: type[BaseModel] = create_model(  # type: ignore[call-overload]
     "RoundLine",
-    __config__=ConfigDict(extra="forbid"),
+    __config__=ConfigDict(extra="forbid", defer_build=True),
     **{c.name: ((int, ...) if c.name == "round" else (_column_type(c) | None, None)) for c in ROUND_COLUMNS},
 )
 
 
 class RunLine(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     spec_hash: str = Field(pattern=r"^[0-9a-f]{8,32}$")
     spec: dict[str, Any]
     labels: dict[str, str]
@@ -140,6 +143,7 @@ def read_runs_file(path: Path, resolve_spec: Callable[[RunSpec], RunSpec]) -> li
     """Parse and check every line of a runs file (RunsFileError naming the line and key at the first bad one).
     ``resolve_spec`` (``fedbench.recipes.resolve.resolve_spec``, given by the caller: resolving needs the plug-ins,
     a layer above the registry) fills in a spec's resolved fields, so its hash can be checked."""
+    from fedbench.spec import RunSpec  # local: `fedbench export` starts without building the spec's schema
 
     try:
         text = path.read_text(encoding="utf-8")

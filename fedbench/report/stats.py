@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import special
 
 from fedbench.report.cells import Cell, Comparison, Verdict
 from fedbench.vocab.figures import FIGURES
@@ -55,6 +54,8 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     n = len(x)
     if n < 2:
         raise ValueError("a t interval needs at least two values")
+    from scipy import special  # local: scipy (0.3 s) is imported by the first test, not by every report
+
     mean = float(x.mean())
     # scipy.special's Student t functions are what scipy.stats.t calls, without its per-call argument handling (a
     # report computes hundreds of intervals: benchmarks/report_scale.py)
@@ -71,6 +72,8 @@ def one_sample_p(differences: Sequence[float]) -> float:
     if sd == 0.0:
         return 1.0 if float(d.mean()) == 0.0 else 0.0
     t = float(d.mean()) / (sd / math.sqrt(n))
+    from scipy import special  # local: scipy (0.3 s) is imported by the first test, not by every report
+
     return float(2 * special.stdtr(n - 1, -abs(t)))
 
 
@@ -85,6 +88,8 @@ def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     t = diff / math.sqrt(va + vb)
     # Welch–Satterthwaite degrees of freedom
     dof = (va + vb) ** 2 / (va**2 / (len(x) - 1) + vb**2 / (len(y) - 1))
+    from scipy import special  # local: scipy (0.3 s) is imported by the first test, not by every report
+
     return diff, float(2 * special.stdtr(dof, -abs(t)))
 
 
