@@ -88,23 +88,33 @@ def write_plugged_recipe(
     return path
 
 
-@pytest.fixture
-def fresh_plugins():
-    """Every plug-in a test loads (and each name it registers, and its modules) is forgotten after the test; the
-    installed entry points are looked up again by the next ``load_plugins``."""
+def remember_plugins():
+    """What is loaded now; calling the returned function forgets every plug-in loaded since (each name it
+    registered, and its modules), and the installed entry points are looked up again by the next ``load_plugins``."""
     for catalogue in plugins.CATALOGUES:  # their registries exist before the test, as load_plugins makes sure
         importlib.import_module(catalogue)
     loaded = dict(plugins._LOADED)
     names = {registry: set(registry._info) for registry in plugins._REGISTRIES}
     entry_points_loaded = plugins._entry_points_loaded
+
+    def forget() -> None:
+        for source, plugin in list(plugins._LOADED.items()):
+            if source not in loaded:
+                for name in list(sys.modules):
+                    if name == plugin.module or name.startswith(f"{plugin.module}."):
+                        sys.modules.pop(name, None)
+                del plugins._LOADED[source]
+        for registry, before in names.items():
+            registry._remove(set(registry._info) - before)
+        plugins._entry_points_loaded = entry_points_loaded
+        plugins._changed()
+
+    return forget
+
+
+@pytest.fixture
+def fresh_plugins():
+    """Every plug-in a test loads is forgotten after the test (``remember_plugins``)."""
+    forget = remember_plugins()
     yield
-    for source, plugin in list(plugins._LOADED.items()):
-        if source not in loaded:
-            for name in list(sys.modules):
-                if name == plugin.module or name.startswith(f"{plugin.module}."):
-                    sys.modules.pop(name, None)
-            del plugins._LOADED[source]
-    for registry, before in names.items():
-        registry._remove(set(registry._info) - before)
-    plugins._entry_points_loaded = entry_points_loaded
-    plugins._changed()
+    forget()

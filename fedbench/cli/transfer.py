@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from fedbench.cli.common import RegistryOption, console, err_console, user_errors
+from fedbench.cli.options import Plugins, load_plugins
 from fedbench.errors import FedbenchError
 
 
@@ -61,16 +62,20 @@ def _write(lines, handle) -> int:
 def import_runs(
     runs_file: Path = typer.Argument(..., help="A runs file written by `fedbench export`.", show_default=False),
     registry: str | None = RegistryOption,
+    plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Merge finished runs from a runs file into the registry (idempotent; conflicts are reported, not overwritten).
+    Runs of a plug-in's method, model or data set need that plug-in (``--plugin``) to check their specs.
 
-    Example: `fedbench import runs.jsonl` then `fedbench report --paper fedtrip`
+    Example: `fedbench import runs.jsonl` then `fedbench report --paper fedtrip` ·
+    `fedbench import runs.jsonl --plugin my_methods.py`
     """
     from fedbench.recipes.resolve import resolve_spec
     from fedbench.registry import Registry
     from fedbench.registry.transfer import import_runs as merge
     from fedbench.registry.transfer import read_runs_file
 
+    load_plugins(plugin)
     runs = read_runs_file(runs_file, resolve_spec)  # the whole file is checked before the registry is opened
     outcome = merge(Registry(registry), runs)
     console.print(

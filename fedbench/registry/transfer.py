@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from sqlalchemy import Float, Integer, Row, delete, insert, select, update
 
 from fedbench import __version__
-from fedbench.errors import RunsFileError, field_error
+from fedbench.errors import RunsFileError, UnknownNameError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.schema import head_revision
 from fedbench.registry.tables import rounds, runs
@@ -169,7 +169,10 @@ def read_runs_file(path: Path, resolve_spec: Callable[[RunSpec], RunSpec]) -> li
             continue
         run = _validated(RunLine, data, path, number)
         # resolved: a line written before specs held their result revision gets the current one, as before
-        spec = resolve_spec(_validated(RunSpec, run.spec, path, number, prefix="spec."))
+        try:
+            spec = resolve_spec(_validated(RunSpec, run.spec, path, number, prefix="spec."))
+        except UnknownNameError as exc:  # a plug-in's method, model or data set, not loaded here
+            raise RunsFileError(f"{path} line {number}: {exc}{_plugin_hint(run)}") from None
         if spec.spec_hash != run.spec_hash:
             raise RunsFileError(
                 f"{path} line {number}: key spec_hash: {run.spec_hash} is not the hash of the line's spec "
@@ -183,6 +186,14 @@ def read_runs_file(path: Path, resolve_spec: Callable[[RunSpec], RunSpec]) -> li
         run.spec = spec.model_dump(mode="json")
         runs.append((number, run))
     return runs
+
+
+def _plugin_hint(run: RunLine) -> str:
+    """Where the plug-ins a run was trained with came from (its provenance), to load them with ``--plugin``."""
+    sources = [str(p.get("distribution") or p.get("source")) for p in run.provenance.get("plugins") or []]
+    if not sources:
+        return "; load the plug-in that defines it with --plugin"
+    return f"; the run was trained with the plug-in {', '.join(sources)}: load it with --plugin"
 
 
 def _validated(model: Any, data: Any, path: Path, number: int, prefix: str = "") -> Any:

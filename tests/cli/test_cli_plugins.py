@@ -10,7 +10,13 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_fixtures import fresh_plugins, method_source, write_method, write_plugged_recipe  # noqa: F401 (fixture)
+from plugin_fixtures import (  # noqa: F401 (fresh_plugins: a fixture)
+    fresh_plugins,
+    method_source,
+    remember_plugins,
+    write_method,
+    write_plugged_recipe,
+)
 from typer.testing import CliRunner
 
 from fedbench.cli import app
@@ -148,3 +154,23 @@ def test_a_declared_revision_keeps_the_runs_and_warns_when_the_source_changed(tm
     reported = invoke("report", "--recipe", recipe, "--registry", registry_url, "--plugin", method)
     assert reported.exit_code == 0 and warning in reported.output
     assert report_cells(recipe, registry_url, "--plugin", method)["growingprox"]["run_ids"] == [trained["id"]]
+
+
+def test_runs_of_a_plugin_import_with_it_and_without_it_are_one_line(tmp_path, registry_url):
+    method = write_method(tmp_path)
+    recipe = write_plugged_recipe(tmp_path)
+    forget = remember_plugins()
+    assert invoke("run", recipe, "--plugin", method, "--registry", registry_url).exit_code == 0
+    runs_file = tmp_path / "runs.jsonl"
+    assert invoke("export", "--registry", registry_url, "--out", runs_file).exit_code == 0
+    forget()  # as a new process would start: without the plug-in
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    refused = invoke("import", runs_file, "--registry", other)
+    assert refused.exit_code == 2 and len(refused.output.strip().splitlines()) == 1, refused.output
+    assert "runs.jsonl line " in refused.output and "unknown algorithm 'growingprox'" in refused.output
+    assert f"trained with the plug-in {method.resolve()}: load it with --plugin" in refused.output
+    assert not (tmp_path / "other.db").exists()  # the file is checked before the registry is opened
+    imported = invoke("import", runs_file, "--plugin", method, "--registry", other)
+    assert imported.exit_code == 0, imported.output
+    assert "imported 2 new run(s)" in imported.output
+    assert runs_of(other)["growingprox"]["spec_hash"] == runs_of(registry_url)["growingprox"]["spec_hash"]
