@@ -34,8 +34,8 @@ from fedbench.seeding import numpy_rng
 from fedbench.spec import RunSpec
 
 NAME = "feature_snapshot"
-# Test points per snapshot: t-SNE of 500 points takes about a second on one CPU core, enough to see the clusters of
-# FedTrip Fig. 2's 10 classes (≈ 50 points each) without storing the whole test set.
+# Test points per snapshot: enough to see the clusters of FedTrip Fig. 2's 10 classes (≈ 50 points each) without
+# storing the whole test set; t-SNE of 500 points takes ~5 s on one core of a busy 2-core machine.
 SAMPLE_SIZE = 500
 # float16 values stored per model at most (500 points of 512-d features, ResNet-18's width): wider features keep
 # fewer points, so one snapshot stays under 512 KiB of raw bytes whatever the model.

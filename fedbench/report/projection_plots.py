@@ -6,9 +6,9 @@ R, then client 1's local model (client 0 here) at each round, latest first ((b) 
 gets its panels. A panel the run cannot fill (a round it did not record, a round client 0 did not train in) is a
 figure that says so, never a silent gap.
 
-The projection is scikit-learn's ``TSNE`` with ``init="pca"`` on the ≤ 500 stored points (about a second each), its
-``random_state`` derived from the run's seed (``projection_seed``) and written, with the perplexity, in the figure's
-title, so that anyone can redo it. A stored value is checked before it is trusted (a registry may have been imported
+The projection is scikit-learn's ``TSNE`` with ``init="pca"`` on the ≤ 500 stored points (~5 s a panel on one
+core), its ``random_state`` derived from the run's seed (``projection_seed``) and written, with the perplexity, in the
+figure's title, so that anyone can redo it. A stored value is checked before it is trusted (a registry may have been imported
 from someone else's file): a malformed one is a one-line ``RegistryError``.
 """
 
