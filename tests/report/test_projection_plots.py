@@ -5,6 +5,8 @@ stored value that is malformed gives one line, never a crash."""
 from __future__ import annotations
 
 import base64
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -146,3 +148,10 @@ def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
         for seed in (1, 2)
         for panel in ("global_r50", "client1_r50")
     ]
+
+
+def test_the_module_imports_neither_torch_nor_scikit_learn():
+    """Drawing reports trains nothing: projections seed without torch and import scikit-learn only to project."""
+    code = "import sys, fedbench.report.projection_plots; print(sorted({'torch', 'sklearn'} & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "[]"
