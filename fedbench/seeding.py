@@ -9,9 +9,12 @@ on whether the run was resumed: there is no RNG state to carry, only the keys.
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a torch generator is made: the report's projections seed without it
+    import torch
 
 
 def derive_seed(seed: int, stream: str, *keys: int) -> int:
@@ -24,6 +27,8 @@ def numpy_rng(seed: int, stream: str, *keys: int) -> np.random.Generator:
 
 
 def torch_generator(seed: int, stream: str, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
+    import torch
+
     generator = torch.Generator(device=device)
     generator.manual_seed(derive_seed(seed, stream, *keys))
     return generator

@@ -2,8 +2,10 @@
 (``RunSpec.diagnoses``), from what the round already holds, so recording them never changes training. The engine's
 own (``weight_divergence``) read the round's client updates and the aggregated weights; the method's come through
 ``Algorithm.round_diagnostics``; ``val_loss`` and ``personal_divergence`` come from personal evaluation's forward
-passes and models (``fedbench.engine.personal``). None draws a random number. Values are JSON, rounded to ``DIGITS`` significant
-digits: a diagnostic is drawn, never compared to a published number, and the rounding bounds its size.
+passes and models (``fedbench.engine.personal``); ``feature_snapshot`` runs a fixed sample of test points through
+the round's global and local models (``fedbench.engine.snapshots``, its sample from a stream of its own). None draws
+from a stream training draws from. Values are JSON, rounded to ``DIGITS`` significant digits (snapshots: float16): a
+diagnostic is drawn, never compared to a published number, and the rounding bounds its size.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from fedbench.engine.evaluation import evaluate
 from fedbench.engine.options import EngineOptions
 from fedbench.engine.packed import ExecutorChoice, choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
+from fedbench.engine.snapshots import check_snapshot, feature_snapshot
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
@@ -241,6 +242,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     algorithm.check_model(model, spec.algorithm)
     check_finetune(spec, algorithm, model)
     check_diagnostics(spec, algorithm)
+    check_snapshot(spec, data.tensors.task, model)
     algorithm.init_server(state.server)
     choice = choose_executor(options.packing, algorithm, spec, model, device)
     compiled_forward(model, options.acceleration)  # in place: the module keeps its parameters, hooks and methods
@@ -332,6 +334,8 @@ def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
     diagnostics = None
     if training.spec.diagnoses(round_index):  # reads the round's updates, weights and client states only
         diagnostics = round_diagnostics(training.spec, algorithm, training.layers, server, updates, contexts)
+        if "feature_snapshot" in training.spec.diagnostics:
+            diagnostics["feature_snapshot"] = feature_snapshot(state, server, updates)
     return RoundRecord(
         round=round_index,
         train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),

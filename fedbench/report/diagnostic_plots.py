@@ -29,6 +29,7 @@ from matplotlib.ticker import MaxNLocator
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
 from fedbench.report.diagnostic_series import Drawer, RunDiagnostics, figure_and_line
+from fedbench.report.projection_plots import PROJECTION_DRAWERS
 
 BAND = "min–max over seeds"
 CHOSEN_LAYERS = 10  # FedImpro Fig. 3(a): "We choose and show the divergence of 10 layers"
@@ -263,6 +264,7 @@ DRAWERS: dict[str, Drawer] = {
     "personal_divergence": draw_personal_divergence,
     "mixing_weights": draw_mixing_weights,
     "val_loss": draw_val_loss,
+    **PROJECTION_DRAWERS,  # feature_snapshot: FedTrip Fig. 2's t-SNE
 }
 
 

@@ -3,8 +3,8 @@
 A diagnostic shows *why* a method works rather than how well: a run records it only when its spec asks for it
 (``RunSpec.diagnostics``, on the rounds ``RunSpec.diagnoses`` picks), in the round's ``diagnostics`` field
 (``{name: value}``, a JSON object stored with the round). Computing one never changes training: the engine reads
-the round's client updates and global weights, evaluation reuses personal evaluation's forward passes, and a
-method reports its own values through ``Algorithm.round_diagnostics``.
+the round's client updates and global weights (and runs a sample of test points through them), evaluation reuses
+personal evaluation's forward passes, and a method reports its own values through ``Algorithm.round_diagnostics``.
 
 Each entry says its shape (how its value is laid out), who computes it (``source``: the engine, personal
 evaluation, or the method), what it needs of the spec, and what it means, with the paper figure it serves.
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Shape = Literal["scalar", "per_layer", "per_client", "per_class"]
+Shape = Literal["scalar", "per_layer", "per_client", "per_class", "per_point"]
 Source = Literal["engine", "evaluation", "method"]
 Need = Literal["personal_evaluation", "validation_split"]
 
@@ -86,13 +86,28 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
             "it (LG-Mix Fig. 2(a)). Only methods that mix report it (``Algorithm.round_diagnostics``)",
             ("LG-Mix Fig. 2(a)",),
         ),
+        Diagnostic(
+            "feature_snapshot",
+            "per_point",
+            "engine",
+            '{"points": [test index], "labels": [class], "shape": [n, d], "dtype": "float16", "global": base64, '
+            '"client": 0, "local": base64 | null, "note": str (when local is null)}',
+            "the features FedModel.features(x) (the penultimate representation, FedTrip's 84-d CNN layer as the spec "
+            "resolves Fig. 2's unnamed layer) of a fixed sample of n ≤ 500 test points (the same every round and for "
+            "every method: its own random stream of the seed), of the global model after the round's aggregation "
+            "(``global``) and of client 0's local model, the weights it uploaded that round (``local``; null with a "
+            "``note`` when it did not train in the round); each n × d float16 little-endian, row-major, base64; at "
+            "most 500 × 512 values per model (wider features keep fewer points). FedTrip Fig. 2: t-SNE of test-set "
+            "features of (a) the global model at round 50, client 1's local model at rounds (b) 50 and (c) 30 "
+            "(the paper's client 1 is client 0 here); fedbench/engine/snapshots.py",
+            ("FedTrip Fig. 2(a)", "FedTrip Fig. 2(b)", "FedTrip Fig. 2(c)"),
+        ),
     )
 }
 
 # Planned, not yet computed by any code (kept out of DIAGNOSTICS, so a spec cannot ask for them): FedDr+'s
-# observed/unobserved-class feature statistics (Figs. 2–5) and float16 feature snapshots of a sample of test
-# points for FedTrip Fig. 2's t-SNE; LG-Mix Fig. 2(b)'s last-layer activations.
-PLANNED: tuple[str, ...] = ("feature_stats", "feature_snapshot", "activations")
+# observed/unobserved-class feature statistics (Figs. 2–5); LG-Mix Fig. 2(b)'s last-layer activations.
+PLANNED: tuple[str, ...] = ("feature_stats", "activations")
 
 # The names a spec may ask for, in catalogue order (``RunSpec.diagnostics``).
 DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(DIAGNOSTICS)

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
+from fedbench.engine.loop import client_schedule
 from fedbench.metrics import rounds_to_target
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
@@ -53,11 +54,35 @@ def test_table_v_cost_formula_reproduces_the_paper_for_the_mlp():
 @pytest.mark.parametrize("name", sorted(p.name for p in RECIPES.glob("fedtrip_*.toml")))
 def test_every_fedtrip_recipe_compiles_at_every_scale(name):
     recipe = load_recipe(RECIPES / name)
-    trains = any(view.kind == "runs" for view in recipe.tables)  # Tables III/VIII and Fig. 4 train nothing
+    trains = any(view.of_runs for view in recipe.tables)  # Tables III/VIII and Fig. 4 train nothing
     for scale in recipe.scale_names() if recipe.setup else ["full"]:
         runs = expand(recipe, scale=scale)
         assert bool(runs) == trains
         assert expand(recipe, scale=scale, untrained=True) or not recipe.setup
+
+
+def test_fig2_recipe_is_fedavg_on_the_cnn_with_client_1_training_in_the_rounds_drawn():
+    """§III: "we train a CNN model using FedAvg on MNIST (... default experiment settings)"; client 1 (client 0 here)
+    at rounds 30 and 50: the run's seed samples it in both, and those rounds and the last record snapshots."""
+    recipe = load_recipe(RECIPES / "fedtrip_fig2.toml")
+    for scale in ("full", "smoke"):
+        runs = {r.labels["algorithm"]: r.spec for r in expand(recipe, scale=scale)}
+        assert sorted(runs) == ["fedavg", "fedtrip"]
+        spec = runs["fedavg"]
+        assert (spec.algorithm, spec.model, spec.dataset, spec.num_clients, spec.clients_per_round) == (
+            "fedavg",
+            "fedtrip_cnn",
+            "mnist",
+            10,
+            4,
+        )
+        schedule = client_schedule(spec)
+        assert all(0 in schedule[r - 1] for r in (30, 50))
+        assert [r for r in range(1, spec.rounds + 1) if spec.diagnoses(r)] == sorted({30, 50, spec.rounds})
+        assert spec.diagnostics == ("feature_snapshot",)
+    assert runs["fedtrip"].algorithm_params["mu"] == 0.4
+    views = {view.name: view for view in recipe.tables}
+    assert views["tsne"].where == {"algorithm": "fedavg"} and views["tsne"].at_rounds == [30, 50]
 
 
 def test_table4_recipe_matches_the_paper_setting():

@@ -18,7 +18,7 @@ VALIDATED = {"eval_mode": "both", "client_test_fraction": 0.2, "client_val_fract
 def test_every_entry_says_its_shape_source_layout_meaning_and_figures():
     for name, entry in DIAGNOSTICS.items():
         assert entry.name == name
-        assert entry.shape in ("scalar", "per_layer", "per_client", "per_class")
+        assert entry.shape in ("scalar", "per_layer", "per_client", "per_class", "per_point")
         assert entry.source in ("engine", "evaluation", "method")
         assert entry.layout.startswith("{") and entry.meaning and entry.figures, name
         assert (entry.source == "evaluation") == ("personal_evaluation" in entry.needs), name

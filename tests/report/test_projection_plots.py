@@ -1,0 +1,157 @@
+"""Projections of recorded feature snapshots (``fedbench.report.projection_plots``): FedTrip Fig. 2's panels, one
+figure each; a t-SNE whose random_state comes from the run's seed and is shown, so that it can be redone; and a
+stored value that is malformed gives one line, never a crash."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from fedbench.errors import FedbenchError, RegistryError
+from fedbench.recipes.views import TableView
+from fedbench.report.diagnostic_series import RunDiagnostics
+from fedbench.report.projection_plots import (
+    PROJECTION_DRAWERS,
+    decode_snapshot,
+    panels,
+    project,
+    projection_seed,
+)
+from fedbench.vocab.diagnostics import DIAGNOSTICS
+
+VIEW = TableView(name="tsne", kind="diagnostics", diagnostic="feature_snapshot", at_rounds=[30, 50])
+N, D = 40, 6
+
+
+def features(offset: float = 0.0) -> np.ndarray:
+    """Two well-separated classes in D dimensions."""
+    rng = np.random.default_rng(0)
+    return np.concatenate([rng.normal(offset, 0.1, (N // 2, D)), rng.normal(offset + 5, 0.1, (N // 2, D))])
+
+
+def encoded(x: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(x, "<f2").tobytes()).decode()
+
+
+def snapshot(local: bool = True, **changes) -> dict:
+    value = {
+        "points": list(range(N)),
+        "labels": [0] * (N // 2) + [1] * (N // 2),
+        "shape": [N, D],
+        "dtype": "float16",
+        "global": encoded(features()),
+        "client": 0,
+        "local": encoded(features(1.0)) if local else None,
+    }
+    if not local:
+        value["note"] = "client 0 did not train in this round"
+    return {**value, **changes}
+
+
+def titles(fig: Figure) -> str:
+    return fig._suptitle.get_text() if fig._suptitle else ""
+
+
+def test_the_drawer_is_the_one_of_the_catalogued_diagnostic():
+    assert set(PROJECTION_DRAWERS) == {"feature_snapshot"} <= set(DIAGNOSTICS)
+
+
+def test_a_snapshot_decodes_to_its_features_within_float16_precision():
+    x, labels = decode_snapshot(snapshot(), "global", "here")
+    assert x.dtype == np.float32 and x.shape == (N, D)
+    assert np.allclose(x, features(), rtol=2**-11, atol=1e-7)
+    assert labels.tolist() == snapshot()["labels"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("not an object", "is not a JSON object"),
+        (snapshot(shape=[N]), "has shape [40], not [points, features]"),
+        (snapshot(dtype="float32"), "has dtype 'float32', not 'float16'"),
+        (snapshot(labels=[0, 1]), "does not hold 40 integer labels"),
+        (snapshot(**{"global": None}), "has no global features"),
+        (snapshot(**{"global": "@@not base64@@"}), "global features are not base64"),
+        (snapshot(**{"global": encoded(features())[:-8]}), "global features hold 474 bytes, not the 480 of 40×6"),
+        (snapshot(**{"global": encoded(np.full((N, D), np.inf))}), "global features are not all finite"),
+    ],
+)
+def test_a_malformed_snapshot_is_a_one_line_registry_error(value, message):
+    with pytest.raises(RegistryError) as raised:
+        decode_snapshot(value, "global", "run seed 1, round 50")
+    text = str(raised.value)
+    assert message in text and text.startswith("run seed 1, round 50: ") and "\n" not in text
+    assert isinstance(raised.value, FedbenchError)  # the CLI prints it on one line and exits 2
+
+
+def test_a_truncated_snapshot_stops_the_drawer_with_that_line():
+    run = RunDiagnostics({"algorithm": "fedavg"}, 1, {30: snapshot(), 50: snapshot(local=False) | {"global": "AAAA"}})
+    with pytest.raises(RegistryError, match="run seed 1, round 50: the stored feature_snapshot global features hold 3"):
+        PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run])
+
+
+def test_panels_follow_the_papers_layout():
+    """FedTrip Fig. 2: (a) global at 50, (b) client 1 at 50, (c) client 1 at 30."""
+    assert panels([30, 50], [30, 50, 100]) == [("global", 50), ("local", 50), ("local", 30)]
+    assert panels([], [30, 50, 100]) == [("global", 100), ("local", 100)]
+    assert panels([], []) == []
+
+
+def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_can_be_redone():
+    run = RunDiagnostics({"algorithm": "fedavg"}, 10, {30: snapshot(), 50: snapshot(), 100: snapshot()})
+    drawn = PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run])
+    assert [stem for stem, _ in drawn] == ["global_r50", "client1_r50", "client1_r30"]
+    random_state = projection_seed(10)
+    assert random_state != projection_seed(11) and 0 <= random_state < 2**32
+    for (stem, fig), letter in zip(drawn, "abc", strict=True):
+        title = titles(fig)
+        assert title.startswith(f"({letter}) ") and f"random_state {random_state}" in title and "seed 10" in title
+        assert "init='pca'" in title and "perplexity 13" in title  # (40 − 1) / 3: fewer points than 91
+        assert ("global model" in title) == (stem == "global_r50")
+    # redone from what the figure says: the same coordinates as plotted
+    points, _ = project(decode_snapshot(snapshot(), "global", "here")[0], random_state)
+    plotted = np.concatenate([c.get_offsets() for c in drawn[0][1].axes[0].collections])
+    assert np.allclose(np.sort(plotted, axis=0), np.sort(points, axis=0))
+    # the classes separate: every point is nearer its own class's centre than the other's
+    labels = np.array(snapshot()["labels"])
+    centres = np.stack([points[labels == c].mean(0) for c in (0, 1)])
+    nearest = np.linalg.norm(points[:, None] - centres[None], axis=2).argmin(1)
+    assert (nearest == labels).all()
+
+
+def test_a_panel_the_run_cannot_fill_is_a_figure_saying_why():
+    run = RunDiagnostics({"algorithm": "fedavg"}, 1, {50: snapshot(local=False)})
+    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run]))
+    assert list(drawn) == ["global_r50", "client1_r50", "client1_r30"]
+    texts = {stem: " ".join(t.get_text() for t in fig.axes[0].texts) for stem, fig in drawn.items()}
+    assert texts["global_r50"] == ""  # drawn
+    assert texts["client1_r50"] == "client 0 did not train in this round"
+    assert texts["client1_r30"] == "round 30 not recorded (recorded: 50)"
+
+
+def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
+    runs = [
+        RunDiagnostics({"algorithm": name}, seed, {30: snapshot(), 50: snapshot()})
+        for name in ("fedtrip", "fedavg")
+        for seed in (2, 1)
+    ]
+    view = VIEW.model_copy(update={"at_rounds": [50]})
+    stems = [stem for stem, _ in PROJECTION_DRAWERS["feature_snapshot"](view, runs)]
+    assert stems == [
+        f"{name}_s{seed}_{panel}"
+        for name in ("fedavg", "fedtrip")
+        for seed in (1, 2)
+        for panel in ("global_r50", "client1_r50")
+    ]
+
+
+def test_the_module_imports_neither_torch_nor_scikit_learn():
+    """Drawing reports trains nothing: projections seed without torch and import scikit-learn only to project."""
+    code = "import sys, fedbench.report.projection_plots; print(sorted({'torch', 'sklearn'} & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert found.strip() == "[]"
