@@ -110,7 +110,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     diagnosed = spec.diagnoses(record.round)
     layers = layer_slices(run.model) if diagnosed and "personal_divergence" in spec.diagnostics else None
     distances = []  # per client, per layer: ‖w_c − u‖ of its own model to the round's global model
-    summaries = [] if diagnosed and "activations" in spec.diagnostics else None  # per client: its features' values
+    # per client: the distribution of its own model's last-hidden-layer values (``activations``)
+    summaries: list | None = [] if diagnosed and "activations" in spec.diagnostics else None
     for client in range(spec.num_clients):
         ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
         personal = algorithm.eval_model(ctx)  # may adapt (Per-FedAvg) or load a personal model

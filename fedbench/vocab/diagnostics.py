@@ -92,7 +92,7 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
             "engine",
             '{"clients": [id], "test_points": int, "observed_classes": [|O^i| per client], "observed": {"count": '
             '[per client], q: [per client]}, "unobserved": {same}, "mean": {"observed": {q: float}, "unobserved": '
-            '{q: float}}}, q ∈ alignment, alignment_gap, accuracy, accuracy_gap, distance, angle, norm, norm_gap',
+            "{q: float}}}, q ∈ alignment, alignment_gap, accuracy, accuracy_gap, distance, angle, norm, norm_gap",
             "FedDr+ §3's analysis of each sampled client's locally trained model θ_r^i (the weights it uploads) "
             "against the global model θ_{r−1}^g it started from, on the test points of the classes it observed "
             "(O^i: present in the samples it trained on; the spec's resolution of 'rarely existing' classes, #29: a "

@@ -520,6 +520,7 @@ def test_paper_order_of_the_lgmix_recipes():
         "lgmix_table2",
         "lgmix_table3",
         "lgmix_table4",
+        "lgmix_fig2b",
         "lgmix_fig2c",
         "lgmix_table6",
         "lgmix_table8_9",

@@ -34,26 +34,8 @@ NOT_REPRODUCED: dict[str, dict[str, str]] = {
         "the engine keeps no per-client model snapshots and the report has no feature projection"
         for panel in ("Fig. 2(a)", "Fig. 2(b)", "Fig. 2(c)")
     },
-    "feddrplus": {
-        panel: DIAGNOSTICS.format(
-            "the sampled clients' local models on their observed and unobserved classes (feature-classifier "
-            "alignment, accuracy, feature distance / angle / norm to the global model) are"
-        )
-        for panel in (
-            "Fig. 2(a)",
-            "Fig. 2(b)",
-            "Fig. 3(a)",
-            "Fig. 3(b)",
-            "Fig. 4(a)",
-            "Fig. 4(b)",
-            "Fig. 4(c)",
-            "Fig. 5 (alignment)",
-            "Fig. 5 (accuracy)",
-        )
-    },
     "lgmix": {
         "Fig. 2(a)": DIAGNOSTICS.format("the per-client mixing weights (λ_c, APFL's α) are"),
-        "Fig. 2(b)": DIAGNOSTICS.format("the last-layer activations on the clients' test sets are"),
         "Fig. 3 (classification)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
         "Fig. 3 (segmentation)": DIAGNOSTICS.format("the per-layer distance ‖w_c − u‖ is"),
         "Fig. 4 (validation loss)": DIAGNOSTICS.format("weight divergence / validation loss are"),
