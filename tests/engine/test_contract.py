@@ -321,7 +321,8 @@ def test_diagnostics_that_change_training_fail_the_diagnostics_property(monkeypa
     result = check(register(monkeypatch, "meddling", MeddlingDiagnostics), "diagnostics")["diagnostics"]
     assert result.status == "fail"
     assert result.detail.startswith(
-        "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights) changed"
+        "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights, feature_stats, "
+        "activations) changed"
     )
     assert "round_diagnostics only reads" in result.detail
 
@@ -330,14 +331,17 @@ def test_a_declared_diagnostic_that_is_never_returned_fails(monkeypatch):
     result = check(register(monkeypatch, "forgetful", ForgetfulDiagnostics), "diagnostics")["diagnostics"]
     assert result.status == "fail"
     assert result.detail.startswith(
-        "round 1 recorded diagnostics ['personal_divergence', 'val_loss', 'weight_divergence'], not ["
+        "round 1 recorded diagnostics ['activations', 'feature_stats', 'personal_divergence', 'val_loss', "
+        "'weight_divergence'], not ["
     )
 
 
 def test_the_diagnostics_property_names_what_it_recorded():
     result = check("fedavg", "diagnostics")["diagnostics"]
     assert result.status == "pass"
-    assert result.detail.startswith("recording weight_divergence, val_loss, personal_divergence every round: the curve")
+    assert result.detail.startswith(
+        "recording weight_divergence, val_loss, personal_divergence, feature_stats, activations every round: the curve"
+    )
 
 
 def test_a_method_diagnostic_the_method_does_not_report_fails_before_round_1():
