@@ -110,6 +110,7 @@ def draw_feature_stats(view: TableView, runs: list[RunDiagnostics]) -> list[tupl
                         values,
                         SPLIT_STYLES[split],
                         color=colours[method],
+                        marker="." if len(points) < 30 else None,  # a few diagnosed rounds: each one visible
                         label=f"{method} ({SPLIT_LABELS[split]})",
                     )
         unit = " (%)" if panel.unit == "percent" and view.percent else " (°)" if panel.unit == "degrees" else ""
@@ -164,7 +165,7 @@ def draw_activations(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[
     clients = sorted({b["client"] for method_boxes in boxes.values() for b in method_boxes})
     names = {c: view.clients[c] if c < len(view.clients) else f"client {c}" for c in clients}
     width = 0.8 / max(1, len(boxes))
-    fig = Figure(figsize=(max(5, 1.4 * len(clients) * max(1, len(boxes)) / 2), 4))
+    fig = Figure(figsize=(min(14, max(5, 0.7 * len(clients) * max(1, len(boxes)))), 4))
     ax = fig.add_subplot()
     for k, (method, method_boxes) in enumerate(boxes.items()):
         positions = [clients.index(b["client"]) + (k - (len(boxes) - 1) / 2) * width for b in method_boxes]
