@@ -41,6 +41,7 @@ from fedbench.engine.accel import (
 )
 from fedbench.engine.diagnostics import check_diagnostics, layer_slices, round_diagnostics
 from fedbench.engine.evaluation import evaluate
+from fedbench.engine.feature_diagnostics import check_feature_diagnostics, feature_stats
 from fedbench.engine.options import EngineOptions
 from fedbench.engine.packed import ExecutorChoice, choose_executor
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
@@ -243,6 +244,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     check_finetune(spec, algorithm, model)
     check_diagnostics(spec, algorithm)
     check_snapshot(spec, data.tensors.task, model)
+    check_feature_diagnostics(spec, data.tensors.task)
     algorithm.init_server(state.server)
     choice = choose_executor(options.packing, algorithm, spec, model, device)
     compiled_forward(model, options.acceleration)  # in place: the module keeps its parameters, hooks and methods
@@ -336,6 +338,8 @@ def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
         diagnostics = round_diagnostics(training.spec, algorithm, training.layers, server, updates, contexts)
         if "feature_snapshot" in training.spec.diagnostics:
             diagnostics["feature_snapshot"] = feature_snapshot(state, server, updates)
+        if "feature_stats" in training.spec.diagnostics:  # the local models against the global one they started from
+            diagnostics["feature_stats"] = feature_stats(training.spec, updates, contexts, state.eval_batch_size)
     return RoundRecord(
         round=round_index,
         train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),

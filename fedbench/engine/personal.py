@@ -34,6 +34,7 @@ from fedbench.engine.diagnostics import divergence, layer_distances, layer_slice
 from fedbench.engine.diagnostics import val_loss as diagnostic_val_loss
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
+from fedbench.engine.feature_diagnostics import activation_summary, activations
 from fedbench.models.base import FedModel
 from fedbench.spec import RunSpec, ScheduleSpec
 
@@ -109,6 +110,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     diagnosed = spec.diagnoses(record.round)
     layers = layer_slices(run.model) if diagnosed and "personal_divergence" in spec.diagnostics else None
     distances = []  # per client, per layer: ‖w_c − u‖ of its own model to the round's global model
+    # per client: the distribution of its own model's last-hidden-layer values (``activations``)
+    summaries: list | None = [] if diagnosed and "activations" in spec.diagnostics else None
     for client in range(spec.num_clients):
         ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
         personal = algorithm.eval_model(ctx)  # may adapt (Per-FedAvg) or load a personal model
@@ -116,6 +119,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
             distances.append(layer_distances(layers, flat_parameters(personal.parameters()), run.server.params))
         test_x, test_y = data.client_test_data(client)  # from the training pool or the global test set
         accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, run.eval_batch_size, task)
+        if summaries is not None:
+            summaries.append(activation_summary(personal, test_x, capped_batch_size(run.eval_batch_size, test_x, task)))
         accuracies.append(accuracy)
         sizes.append(len(test_y))
         for name in spec.eval_metrics:
@@ -137,6 +142,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
         found["val_loss"] = diagnostic_val_loss(val_losses)
     if layers is not None:
         found["personal_divergence"] = divergence(layers, range(spec.num_clients), distances, run.server.params)
+    if summaries is not None:
+        found["activations"] = activations(summaries)
     if found:
         record.diagnostics = {**(record.diagnostics or {}), **found}
 

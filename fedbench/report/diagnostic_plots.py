@@ -29,6 +29,7 @@ from matplotlib.ticker import MaxNLocator
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
 from fedbench.report.diagnostic_series import Drawer, RunDiagnostics, figure_and_line
+from fedbench.report.feature_plots import FEATURE_DRAWERS
 from fedbench.report.projection_plots import PROJECTION_DRAWERS
 
 BAND = "min–max over seeds"
@@ -265,6 +266,7 @@ DRAWERS: dict[str, Drawer] = {
     "mixing_weights": draw_mixing_weights,
     "val_loss": draw_val_loss,
     **PROJECTION_DRAWERS,  # feature_snapshot: FedTrip Fig. 2's t-SNE
+    **FEATURE_DRAWERS,  # feature_stats: FedDr+ Figs. 2–5; activations: LG-Mix Fig. 2(b)
 }
 
 

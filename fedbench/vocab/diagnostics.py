@@ -102,12 +102,54 @@ DIAGNOSTICS: dict[str, Diagnostic] = {
             "(the paper's client 1 is client 0 here); fedbench/engine/snapshots.py",
             ("FedTrip Fig. 2(a)", "FedTrip Fig. 2(b)", "FedTrip Fig. 2(c)"),
         ),
+        Diagnostic(
+            "feature_stats",
+            "per_client",
+            "engine",
+            '{"clients": [id], "test_points": int, "observed_classes": [|O^i| per client], "observed": {"count": '
+            '[per client], q: [per client]}, "unobserved": {same}, "mean": {"observed": {q: float}, "unobserved": '
+            "{q: float}}}, q ∈ alignment, alignment_gap, accuracy, accuracy_gap, distance, angle, norm, norm_gap",
+            "FedDr+ §3's analysis of each sampled client's locally trained model θ_r^i (the weights it uploads) "
+            "against the global model θ_{r−1}^g it started from, on the test points of the classes it observed "
+            "(O^i: present in the samples it trained on; the spec's resolution of 'rarely existing' classes, #29: a "
+            "zero count) and of the others (U^i), each averaged over those points: alignment cos(f(x;θ_r^i), v_y) "
+            "(Figs. 2(a), 5) and its gap to the global model's (Fig. 3(a)); accuracy (Figs. 2(b), 5) and its gap "
+            "(Fig. 3(b)); feature distance ‖f(x;θ_r^i) − f(x;θ_{r−1}^g)‖₂ (Fig. 4(a)); feature angle "
+            "∠(f(x;θ_r^i), f(x;θ_{r−1}^g)) in radians (Fig. 4(b); the spec's resolution #30: logged in radians, "
+            "plots convert to degrees); feature norm ‖f(x;θ_r^i)‖₂ and its difference ‖f(x;θ_r^i)‖₂ − "
+            "‖f(x;θ_{r−1}^g)‖₂ (Fig. 4(c)). f: the penultimate features; v_y: row y of each model's own linear "
+            "classifier (FedDr+'s frozen ETF: the same for both), null for a head that is not one linear map "
+            "(FedETF). ``mean`` is the plain mean over the sampled clients that have test points of the split "
+            "(FedDr+: 'averaged over the clients in S_r'); null where none has. On a fixed sample of at most 2,000 "
+            "test points (engine/feature_diagnostics.py's FEATURE_SAMPLE, from a stream of its own); classification "
+            "only",
+            (
+                "FedDr+ Fig. 2(a)",
+                "FedDr+ Fig. 2(b)",
+                "FedDr+ Fig. 3(a)",
+                "FedDr+ Fig. 3(b)",
+                "FedDr+ Fig. 4(a)",
+                "FedDr+ Fig. 4(b)",
+                "FedDr+ Fig. 4(c)",
+                "FedDr+ Fig. 5",
+            ),
+        ),
+        Diagnostic(
+            "activations",
+            "per_client",
+            "evaluation",
+            '{"clients": [id], "quantile_levels": [p], "mean": [per client], "std": [per client], '
+            '"zero_fraction": [per client], "quantiles": [[value at each level] per client]}',
+            "the distribution of the last-hidden-layer values (``FedModel.features``: after the model's last ReLU) "
+            "of each client's own model (``Algorithm.eval_model``, FedAvg's global model, local-only training's "
+            "local one) over its test set, every point and unit: mean, std, the fraction of zeros and the quantiles "
+            "at ``quantile_levels`` (0 and 1: min and max), LG-Mix Fig. 2(b)'s 'feature values' per client. "
+            "Recorded on the diagnosed rounds that are evaluated; needs eval_mode 'personal' or 'both'",
+            ("LG-Mix Fig. 2(b)",),
+            needs=("personal_evaluation",),
+        ),
     )
 }
-
-# Planned, not yet computed by any code (kept out of DIAGNOSTICS, so a spec cannot ask for them): FedDr+'s
-# observed/unobserved-class feature statistics (Figs. 2–5); LG-Mix Fig. 2(b)'s last-layer activations.
-PLANNED: tuple[str, ...] = ("feature_stats", "activations")
 
 # The names a spec may ask for, in catalogue order (``RunSpec.diagnostics``).
 DIAGNOSTIC_NAMES: tuple[str, ...] = tuple(DIAGNOSTICS)

@@ -321,7 +321,8 @@ def test_diagnostics_that_change_training_fail_the_diagnostics_property(monkeypa
     result = check(register(monkeypatch, "meddling", MeddlingDiagnostics), "diagnostics")["diagnostics"]
     assert result.status == "fail"
     assert result.detail.startswith(
-        "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights, feature_snapshot) changed"
+        "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights, feature_snapshot, "
+        "feature_stats, activations) changed"
     )
     assert "round_diagnostics only reads" in result.detail
 
@@ -330,7 +331,8 @@ def test_a_declared_diagnostic_that_is_never_returned_fails(monkeypatch):
     result = check(register(monkeypatch, "forgetful", ForgetfulDiagnostics), "diagnostics")["diagnostics"]
     assert result.status == "fail"
     assert result.detail.startswith(
-        "round 1 recorded diagnostics ['feature_snapshot', 'personal_divergence', 'val_loss', 'weight_divergence'], not ["
+        "round 1 recorded diagnostics [\x27activations\x27, \x27feature_snapshot\x27, \x27feature_stats\x27, \x27personal_divergence\x27, "
+        "\x27val_loss\x27, \x27weight_divergence\x27], not ["
     )
 
 
@@ -338,7 +340,8 @@ def test_the_diagnostics_property_names_what_it_recorded():
     result = check("fedavg", "diagnostics")["diagnostics"]
     assert result.status == "pass"
     assert result.detail.startswith(
-        "recording weight_divergence, val_loss, personal_divergence, feature_snapshot every round: the curve"
+        "recording weight_divergence, val_loss, personal_divergence, feature_snapshot, feature_stats, activations "
+        "every round: the curve"
     )
 
 

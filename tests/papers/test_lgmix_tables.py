@@ -521,6 +521,7 @@ def test_paper_order_of_the_lgmix_recipes():
         "lgmix_table3",
         "lgmix_table4",
         "lgmix_fig2a",
+        "lgmix_fig2b",
         "lgmix_fig2c",
         "lgmix_fig3",
         "lgmix_table6",

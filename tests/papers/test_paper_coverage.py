@@ -25,30 +25,9 @@ PAPER_ITEMS: dict[str, list[str]] = {
 }
 PAPERS = sorted(PAPER_ITEMS)
 
-DIAGNOSTICS = "needs per-round diagnostics: {} not recorded yet"
 
 # The items no view reproduces yet, and why: an item that a view declares must leave this list, so it only shrinks.
 NOT_REPRODUCED: dict[str, dict[str, str]] = {
-    "feddrplus": {
-        panel: DIAGNOSTICS.format(
-            "the sampled clients' local models on their observed and unobserved classes (feature-classifier "
-            "alignment, accuracy, feature distance / angle / norm to the global model) are"
-        )
-        for panel in (
-            "Fig. 2(a)",
-            "Fig. 2(b)",
-            "Fig. 3(a)",
-            "Fig. 3(b)",
-            "Fig. 4(a)",
-            "Fig. 4(b)",
-            "Fig. 4(c)",
-            "Fig. 5 (alignment)",
-            "Fig. 5 (accuracy)",
-        )
-    },
-    "lgmix": {
-        "Fig. 2(b)": DIAGNOSTICS.format("the last-layer activations on the clients' test sets are"),
-    },
     "fedimpro": {
         figure: "model-inversion study (App. F.7): outside fedbench's scope"
         for figure in ("Fig. 11", "Fig. 12", "Fig. 13")

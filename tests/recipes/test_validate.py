@@ -776,7 +776,8 @@ def test_a_diagnostics_view_of_runs_that_record_it_compiles_and_trains(write_rec
         (
             diagnostics_view().replace('diagnostic = "weight_divergence"\n', ""),
             "FILE: tables 'd': kind 'diagnostics' needs diagnostic = one of 'weight_divergence', 'val_loss', "
-            "'personal_divergence', 'mixing_weights', 'feature_snapshot'",
+            "'personal_divergence', 'mixing_weights', 'feature_snapshot', "
+            "'feature_stats', 'activations'",
         ),
         (
             with_view('diagnostic = "val_loss"'),

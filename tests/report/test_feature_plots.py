@@ -1,0 +1,157 @@
+"""The drawers of the feature diagnostics (``fedbench.report.feature_plots``): FedDr+ Figs. 2–5 one panel each, the
+methods overlaid with observed classes solid and unobserved dashed, each point the mean over seeds of the stored
+mean over the sampled clients; LG-Mix Fig. 2(b) one box per client and method from the stored quantiles."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from matplotlib.figure import Figure
+
+from conftest import ListSink
+from fedbench.engine import EngineOptions, run
+from fedbench.engine.contract import contract_spec
+from fedbench.recipes.views import TableView
+from fedbench.report.diagnostic_series import RunDiagnostics
+from fedbench.report.feature_plots import (
+    FEATURE_DRAWERS,
+    FEATURE_PANELS,
+    activation_boxes,
+    draw_activations,
+    draw_feature_stats,
+)
+from fedbench.vocab.diagnostics import DIAGNOSTICS
+
+QUANTITIES = ("alignment", "alignment_gap", "accuracy", "accuracy_gap", "distance", "angle", "norm", "norm_gap")
+
+
+def stats_value(scale: float, unobserved: bool = True) -> dict:
+    """A feature_stats value whose means are ``scale`` × (1, 2, …) on O and their negatives on U."""
+    mean = {
+        "observed": {q: scale * (k + 1) for k, q in enumerate(QUANTITIES)},
+        "unobserved": {q: (-scale * (k + 1) if unobserved else None) for k, q in enumerate(QUANTITIES)},
+    }
+    return {"clients": [0], "test_points": 10, "observed_classes": [2], "mean": mean}
+
+
+def view(diagnostic: str, reproduces=(), **fields) -> TableView:
+    return TableView(
+        name="v", kind="diagnostics", diagnostic=diagnostic, rows=["algorithm"], reproduces=list(reproduces), **fields
+    )
+
+
+def feature_runs() -> list[RunDiagnostics]:
+    return [
+        RunDiagnostics({"algorithm": "DR"}, 0, {1: stats_value(0.1), 2: stats_value(0.2)}),
+        RunDiagnostics({"algorithm": "DR"}, 1, {1: stats_value(0.3), 2: stats_value(0.4, unobserved=False)}),
+        RunDiagnostics({"algorithm": "Dr+"}, 0, {1: stats_value(1.0), 2: stats_value(2.0)}),
+    ]
+
+
+def lines(fig: Figure) -> dict[str, tuple[list, list]]:
+    (ax,) = fig.axes
+    return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+
+
+def test_every_diagnostic_drawn_here_is_in_the_catalogue():
+    assert set(FEATURE_DRAWERS) == {"feature_stats", "activations"} and set(FEATURE_DRAWERS) <= set(DIAGNOSTICS)
+
+
+def test_a_view_declaring_no_panel_draws_every_panel_of_figs_2_to_5():
+    drawn = draw_feature_stats(view("feature_stats"), feature_runs())
+    assert [stem for stem, _ in drawn] == [p.stem for p in FEATURE_PANELS]
+    assert [stem for stem, _ in drawn] == [
+        "fig2a_alignment",
+        "fig2b_accuracy",
+        "fig3a_alignment_gap",
+        "fig3b_accuracy_gap",
+        "fig4a_distance",
+        "fig4b_angle",
+        "fig4c_norm_gap",
+        "fig5_alignment",
+        "fig5_accuracy",
+    ]
+    assert all(isinstance(fig, Figure) for _, fig in drawn)
+
+
+def test_a_view_draws_the_panels_it_declares():
+    drawn = draw_feature_stats(view("feature_stats", ["Fig. 4(b)", "Fig. 5 (accuracy)"]), feature_runs())
+    assert [stem for stem, _ in drawn] == ["fig4b_angle", "fig5_accuracy"]
+
+
+def test_the_lines_are_the_seed_means_of_the_stored_client_means():
+    """O solid, U dashed, one colour per method; a round where a seed has no value averages the others."""
+    drawn = dict(draw_feature_stats(view("feature_stats"), feature_runs()))
+    distance = lines(drawn["fig4a_distance"])  # the 5th quantity: 5 × scale
+    assert set(distance) == {"DR (O)", "DR (U)", "Dr+ (O)", "Dr+ (U)"}
+    assert distance["DR (O)"][0] == [1, 2]
+    assert distance["DR (O)"][1] == pytest.approx([5 * 0.2, 5 * 0.3])  # mean of seeds (0.1, 0.3) and (0.2, 0.4)
+    assert distance["DR (U)"][1] == pytest.approx([-5 * 0.2, -5 * 0.2])  # round 2: seed 1 has no unobserved points
+    assert distance["Dr+ (U)"][1] == pytest.approx([-5.0, -10.0])
+    (ax,) = drawn["fig4a_distance"].axes
+    styles = {line.get_label(): (line.get_linestyle(), line.get_color()) for line in ax.get_lines()}
+    assert styles["DR (O)"][0] == "-" and styles["DR (U)"][0] == "--" and styles["DR (O)"][1] == styles["DR (U)"][1]
+    assert styles["DR (O)"][1] != styles["Dr+ (O)"][1]
+
+
+def test_accuracies_are_drawn_in_percent_and_angles_in_degrees():
+    drawn = dict(draw_feature_stats(view("feature_stats"), feature_runs()))
+    accuracy = lines(drawn["fig2b_accuracy"])["Dr+ (O)"][1]  # the 3rd quantity
+    assert accuracy == pytest.approx([100 * 3 * 1.0, 100 * 3 * 2.0])
+    angle = lines(drawn["fig4b_angle"])["Dr+ (O)"][1]  # the 6th
+    assert angle == pytest.approx([math.degrees(6 * 1.0), math.degrees(6 * 2.0)])
+    as_fraction = dict(draw_feature_stats(view("feature_stats", percent=False), feature_runs()))
+    assert lines(as_fraction["fig2b_accuracy"])["Dr+ (O)"][1] == pytest.approx([3.0, 6.0])
+
+
+def activation_value(shift: float, clients: int = 3) -> dict:
+    levels = [0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0]
+    return {
+        "clients": list(range(clients)),
+        "quantile_levels": levels,
+        "mean": [shift + c for c in range(clients)],
+        "std": [1.0] * clients,
+        "zero_fraction": [0.5] * clients,
+        "quantiles": [[shift + c + p for p in levels] for c in range(clients)],
+    }
+
+
+def test_activation_boxes_are_the_last_rounds_quantiles_averaged_over_seeds():
+    runs = [
+        RunDiagnostics({"algorithm": "LG-Mix"}, 0, {10: activation_value(100.0), 20: activation_value(1.0)}),
+        RunDiagnostics({"algorithm": "LG-Mix"}, 1, {20: activation_value(3.0)}),
+        RunDiagnostics({"algorithm": "FedAvg"}, 0, {20: activation_value(0.0)}),
+    ]
+    boxes = activation_boxes(view("activations"), runs)
+    assert list(boxes) == ["LG-Mix", "FedAvg"]
+    client_1 = boxes["LG-Mix"][1]
+    assert client_1["med"] == pytest.approx(2.0 + 1 + 0.5)  # mean of shifts 1 and 3, client 1, level 0.5
+    assert (client_1["whislo"], client_1["q1"], client_1["q3"], client_1["whishi"]) == pytest.approx(
+        (3.05, 3.25, 3.75, 3.95)
+    )
+    assert client_1["mean"] == pytest.approx(3.0)
+    ((stem, fig),) = draw_activations(view("activations", clients=["A", "B", "C"]), runs)
+    assert stem == "fig2b_activations"
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["A", "B", "C"]
+    medians = sorted(
+        line.get_ydata()[0] for line in ax.get_lines() if line.get_color() == "black" and len(line.get_ydata()) == 2
+    )
+    assert medians == pytest.approx(sorted([2.5, 3.5, 4.5, 0.5, 1.5, 2.5]))  # a box per client and method
+
+
+def test_the_drawers_draw_what_a_run_records(tmp_path):
+    """From the engine's records to the panels: a run's stored means are the points of the lines."""
+    spec = contract_spec("fedavg", rounds=2, diagnostics=["feature_stats", "activations"])
+    sink = ListSink()
+    assert run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "c.pt")).status == "done"
+    runs = {
+        name: [RunDiagnostics({"algorithm": "FedAvg"}, 0, {r.round: r.diagnostics[name] for r in sink.records})]
+        for name in ("feature_stats", "activations")
+    }
+    drawn = dict(FEATURE_DRAWERS["feature_stats"](view("feature_stats"), runs["feature_stats"]))
+    stored = [r.diagnostics["feature_stats"]["mean"]["observed"]["norm_gap"] for r in sink.records]
+    assert lines(drawn["fig4c_norm_gap"])["FedAvg (O)"][1] == pytest.approx(stored)
+    ((_, fig),) = FEATURE_DRAWERS["activations"](view("activations"), runs["activations"])
+    assert len(fig.axes[0].get_xticklabels()) == spec.num_clients
