@@ -4,9 +4,10 @@ every renderer and the HTML report read."""
 
 from __future__ import annotations
 
+from report_fixtures import cell, small_table
+
 from fedbench.recipes.views import TableView
 from fedbench.report.cells import VERDICTS, Cell, Comparison, Verdict, reproduction_counts
-from report_fixtures import cell, small_table
 
 
 def test_a_cell_is_partial_only_with_some_but_not_all_seeds():

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from report_fixtures import cell, small_table
 from scipy import stats as scipy_stats
 
 from fedbench.report.compare import compare_tables, pair_cells, render_comparison, summary_line
-from report_fixtures import cell, small_table
 
 
 def test_welch_decides_whether_a_difference_is_seed_noise():

@@ -8,8 +8,9 @@ import csv
 import io
 import json
 
-from fedbench.report.render.csv_json import csv_document, to_csv, to_json
 from report_fixtures import small_table
+
+from fedbench.report.render.csv_json import csv_document, to_csv, to_json
 
 
 def rows(text: str) -> list[dict[str, str]]:

@@ -4,8 +4,9 @@ once."""
 
 from __future__ import annotations
 
-from fedbench.report.render.latex import _latex_escape, report_latex, to_latex
 from report_fixtures import small_table
+
+from fedbench.report.render.latex import _latex_escape, report_latex, to_latex
 
 
 def test_special_characters_are_escaped_and_the_backslash_first():
