@@ -19,6 +19,8 @@ a timeout.
     python benchmarks/mutation.py                       # every module of TARGETS (hours)
     python benchmarks/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
     python benchmarks/mutation.py --changed-since main  # only the functions a change touched since main
+    python benchmarks/mutation.py fedbench/engine/contract.py --max-mutants 120   # an evenly spaced sample of a
+                                                        # large module (its record says "sampled")
     python benchmarks/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
                                                         # module's recorded run (the recorded scores stay true)
 
@@ -62,6 +64,7 @@ TARGETS = (
     "fedbench/recipes/expand.py",
     "fedbench/report/table.py",
     "fedbench/cost.py",
+    "fedbench/models/zoo.py",  # the builders' signatures are every model's model_params
 )
 MAP = ROOT / "tests" / "mutation_map.toml"
 EQUIVALENTS = ROOT / "tests" / "mutation_equivalents.toml"
@@ -639,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
     changed_only = bool(args.changed_since or args.changed_since_record)
     if unrecorded:
         print(f"mutation: no recorded run (or its commit is not in this clone) for: {', '.join(unrecorded)}")
+    totals = {module: len(mutants) for module, (_, mutants) in plan.items()}
     if args.max_mutants:
         selected = spread([m for _, mutants in plan.values() for m in mutants], args.max_mutants)
         total = sum(len(mutants) for _, mutants in plan.values())
@@ -690,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         for entry in [] if args.survivors else r["unmatched_equivalents"]:  # a re-run sees the survivors only
             print(f"warning: {module}: equivalents entry matched no surviving mutant: {entry}")
 
-    if not changed_only and not args.max_mutants:  # the per-module record is of whole-module runs only
+    if not changed_only:  # the per-module record is of whole-module runs only (a --max-mutants sample says so)
         from importlib.metadata import version
 
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -704,6 +708,8 @@ def main(argv: list[str] | None = None) -> int:
                 record["modules"][module] = merge_survivors(recorded[module], r, stamp)
                 continue
             scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
+            if r["mutants"] < totals[module]:  # evenly spaced over the module (``spread``): the score is an estimate
+                scope["sampled"] = {"of": totals[module], "by": f"--max-mutants {args.max_mutants}"}
             record["modules"][module] = {**scope, **r, **stamp}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")

@@ -88,6 +88,8 @@ def test_every_baseline_is_registered_and_accepts_regularizers():
         ("slowmo", {"beta": 0.9, "slow_lr": 1.0}),  # FedTrip [code] server_momentum
         ("fedntd", {"beta": 1.0, "tau": 3.0}),  # FedNTD's β = 1, τ = 3 (FedDr+ spec's baseline settings)
         ("fedetf", {"beta": 1.0}),  # balanced softmax with the plain class counts
+        ("fedhkd", {"lam": 0.05, "gamma": 0.05, "temperature": 0.5, "noise_std": 2.0}),  # FedHKD [code], LG-Mix none
+        ("local", {"loss": "ce"}),  # plain local training minimises the task loss
     ],
 )
 def test_method_defaults_are_the_documented_ones(name, defaults):
@@ -158,5 +160,33 @@ def test_personalised_method_defaults_are_the_documented_ones(name, defaults):
 )
 def test_personalised_method_parameter_bounds(name, accepted, rejected):
     validate_algorithm_params(name, accepted)
+    with pytest.raises(ConfigError, match=next(iter(rejected))):
+        validate_algorithm_params(name, rejected)
+
+
+def test_feddr_plus_is_dot_regression_with_the_feature_distillation_weight_of_eq_4():
+    """FedDr+ Eq. 4 with β = 0.9: L_Dr+ = β·L_DR + (1 − β)·L_FD, the FD term a convex regularizer of weight 0.1."""
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
+
+    assert FEDDR_PLUS_PARAMS == {"regularizers": [{"name": "fd", "weight": 0.1}]}
+    (regularizer,) = validate_algorithm_params("dot_regression", FEDDR_PLUS_PARAMS).regularizers
+    assert (regularizer.name, regularizer.weight, regularizer.mode) == ("fd", 0.1, "convex")
+
+
+@pytest.mark.parametrize(
+    "name, choices, rejected",
+    [
+        ("fedimpro", {"sample_from": ["local", "global"]}, {"sample_from": "server"}),
+        ("local", {"loss": ["ce", "dr"]}, {"loss": "mse"}),
+    ],
+)
+def test_every_documented_choice_is_accepted(name, choices, rejected):
+    from fedbench.algorithms import validate_algorithm_params
+    from fedbench.errors import ConfigError
+
+    for key, values in choices.items():
+        for value in values:
+            assert getattr(validate_algorithm_params(name, {key: value}), key) == value
     with pytest.raises(ConfigError, match=next(iter(rejected))):
         validate_algorithm_params(name, rejected)

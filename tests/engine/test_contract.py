@@ -348,3 +348,27 @@ def test_the_diagnostics_property_names_what_it_recorded():
 def test_a_method_diagnostic_the_method_does_not_report_fails_before_round_1():
     with pytest.raises(ConfigError, match="diagnostic 'mixing_weights' is reported by the method, and fedavg does not"):
         check_method(contract_spec("fedavg", diagnostics=["mixing_weights"]), ["evaluation"])
+
+
+def test_a_result_has_failed_only_when_its_property_fails():
+    from fedbench.engine.contract import PropertyResult
+
+    assert [PropertyResult("resume", "t", status, "", 0.0).failed for status in ("pass", "skip", "fail")] == [
+        False,
+        False,
+        True,
+    ]
+
+
+def test_the_properties_are_those_check_method_lists_in_its_help_and_the_readme():
+    """One line each in `fedbench check-method`'s report: the titles are that report's (README's table, the
+    command's help)."""
+    assert {name: p.title for name, p in PROPERTIES.items()} == {
+        "evaluation": "evaluation leaves training unchanged",
+        "keyed-streams": "results independent of client order and of the process",
+        "resume": "kill and resume gives the same curve",
+        "packed": "packed == sequential",
+        "fedavg-setting": "its declared FedAvg setting is FedAvg",
+        "empty-client": "a client with no training sample",
+        "diagnostics": "diagnostics leave training unchanged",
+    }

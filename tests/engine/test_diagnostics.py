@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from torch import nn
 
@@ -81,3 +82,81 @@ def test_personal_divergence_is_each_clients_own_model_against_the_global_one(tm
         assert found[algorithm]["clients"] == list(range(spec.num_clients))
     assert all(v == 0 for row in found["fedavg"]["distance"] for v in row)
     assert all(v > 0 for row in found["lgmix"]["distance"] for v in row)  # personalised in every layer
+
+
+# ------------------------------------------------------------------------------------------- which diagnostics
+def test_a_method_diagnostic_the_method_does_not_report_is_refused_when_the_run_starts():
+    from fedbench.algorithms import build_algorithm
+    from fedbench.engine.diagnostics import check_diagnostics
+    from fedbench.errors import ConfigError
+
+    asked = contract_spec("fedavg", diagnostics=["mixing_weights"])
+    with pytest.raises(
+        ConfigError,
+        match=r"^diagnostic 'mixing_weights' is reported by the method, and fedavg does not report it "
+        r"\(methods that do: those whose reported_diagnostics names it, e.g. lgmix, apfl\)$",
+    ):
+        check_diagnostics(asked, build_algorithm("fedavg", {}))
+    check_diagnostics(contract_spec("lgmix", diagnostics=["mixing_weights"]), build_algorithm("lgmix", {}))
+    engine_and_evaluation = contract_spec("fedavg", diagnostics=["weight_divergence", "personal_divergence"])
+    check_diagnostics(engine_and_evaluation, build_algorithm("fedavg", {}))  # not the method's: never refused
+
+
+@pytest.mark.parametrize(
+    "algorithm,eval_mode,val_fraction,expected",
+    [
+        ("fedavg", "global", 0.0, ("weight_divergence",)),
+        ("fedavg", "personal", 0.0, ("weight_divergence", "personal_divergence")),
+        ("fedavg", "both", 0.2, ("weight_divergence", "val_loss", "personal_divergence")),
+        ("lgmix", "global", 0.0, ("weight_divergence", "mixing_weights")),
+        ("lgmix", "personal", 0.2, ("weight_divergence", "val_loss", "personal_divergence", "mixing_weights")),
+    ],
+)
+def test_the_diagnostics_a_setting_can_record(algorithm, eval_mode, val_fraction, expected):
+    """The engine's always; personal evaluation's where the spec evaluates personally (val_loss also needs a
+    validation split); the method's only where the method reports it. In the catalogue's order."""
+    from fedbench.engine.diagnostics import diagnostics_of
+
+    spec = contract_spec(algorithm, eval_mode=eval_mode, client_val_fraction=val_fraction)
+    assert diagnostics_of(spec) == expected
+
+
+def test_values_are_stored_to_six_significant_digits():
+    from fedbench.engine.diagnostics import val_loss
+
+    assert val_loss([1 / 3, 2 / 3, 123456.789]) == {
+        "clients": [0, 1, 2],
+        "loss": [0.333333, 0.666667, 123457.0],
+        "mean": 41152.6,
+    }
+    assert val_loss([]) == {"clients": [], "loss": [], "mean": None}
+
+
+def test_the_method_is_asked_for_exactly_the_diagnostics_it_reports_among_those_asked():
+    import types
+
+    from fedbench.algorithms.base import Algorithm
+    from fedbench.engine.diagnostics import round_diagnostics
+
+    class Mixing(Algorithm):
+        reported_diagnostics = frozenset({"mixing_weights"})
+
+        def __init__(self):
+            self.asked = []
+
+        def round_diagnostics(self, names, server, contexts):
+            self.asked.append(set(names))
+            return {name: {"asked": True} for name in names}
+
+    server = types.SimpleNamespace(params=torch.tensor([1.0, 2.0]))
+    updates = [ClientUpdate(0, torch.tensor([1.0, 0.0]), {}, 1, 1, 0.0)]
+    layers = [("a", 0, 2)]
+    for asked, called, keys in (
+        (["weight_divergence"], [], ["weight_divergence"]),
+        (["mixing_weights"], [{"mixing_weights"}], ["mixing_weights"]),
+        (["weight_divergence", "mixing_weights"], [{"mixing_weights"}], ["weight_divergence", "mixing_weights"]),
+    ):
+        method = Mixing()
+        spec = types.SimpleNamespace(diagnostics=asked)
+        out = round_diagnostics(spec, method, layers, server, updates, [])
+        assert method.asked == called and sorted(out) == sorted(keys)

@@ -84,16 +84,6 @@ def test_fig2_partition_view_counts_the_partition_the_runs_train_on():
     assert len(clients) == np.count_nonzero(cifar.counts) and np.allclose(drawn, cifar.counts)
 
 
-def test_a_partition_view_needs_rows_that_fix_the_partition():
-    from fedbench.errors import RecipeError
-    from fedbench.report.static import partition_panels
-
-    recipe = load_recipe(RECIPES / "fedtr_table1.toml")
-    by_method = recipe.table("partition").model_copy(update={"rows": ["algorithm"]})  # six data sets per row
-    with pytest.raises(RecipeError, match="different partitions"):
-        partition_panels(recipe, by_method, "smoke", synthetic=True)
-
-
 def test_fig2_through_the_cli_with_and_without_data(tmp_path, monkeypatch):
     """The partition view renders and plots without any registry; a data set that is missing is said, not fatal."""
     import json

@@ -23,8 +23,6 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.engine.loop import RoundRecord
-from fedbench.recipes.expand import expand
-from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, claims
 from fedbench.registry.tables import runs
 from registry_fixtures import entry, register_recipe
@@ -155,27 +153,6 @@ def test_the_heartbeat_beats_at_the_interval_given_or_else_at_heartbeat_every(re
 def test_the_claim_timeout_is_ten_missed_heartbeats_of_thirty_seconds():
     """The documented figures (connection.py's comment, docs): a beat every 30 s, a claim free after ten missed beats."""
     assert claims.HEARTBEAT_EVERY.total_seconds() == 30 and claims.STALE_AFTER == 10 * claims.HEARTBEAT_EVERY
-
-
-def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
-    """work_through runs each claimed run inside a Heartbeat (the thread is what keeps long rounds alive)."""
-    from fedbench.execution import worker
-    from fedbench.execution.options import ExecutionOptions
-
-    started = []
-
-    class Recording(claims.Heartbeat):
-        def __enter__(self):
-            started.append((self.run_id, self.worker))
-            return super().__enter__()
-
-    monkeypatch.setattr(worker, "Heartbeat", Recording)
-    planned = expand(load_recipe(write_recipe()), scale="smoke")[:1]
-    Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
-    options = ExecutionOptions(registry_url=registry_url, device="cpu")
-    worker.work_through(planned, options, lambda event: None)
-    assert started == [(1, claims.worker_id())]
-    assert Registry(registry_url).get_run(1).status == "done"
 
 
 # ------------------------------------------------------------------------------------------- taking a claim over

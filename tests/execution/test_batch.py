@@ -1,0 +1,90 @@
+"""A batch of planned runs (``fedbench/execution/batch.py``): planning with filters, the dry run's statuses, what
+``prepare_batch`` trains, skips or puts back (bad input changes nothing in the registry), ``preflight`` loading each
+distinct data set and partition once, and the outcome's counts and last error lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedbench.errors import FedbenchError
+from fedbench.execution import batch
+from fedbench.execution.batch import dry_run, plan_runs, preflight, prepare_batch
+from fedbench.execution.options import ExecutionOptions
+from fedbench.registry import Registry
+
+
+def finish(url: str, spec_hash: str, status: str, error: str | None = None) -> None:
+    registry = Registry(url)
+    run_id = registry.claim(spec_hash, "host:1")
+    registry.finish(run_id, status, error=error)
+
+
+def test_only_filters_select_runs_and_one_that_keeps_nothing_names_the_filters(write_recipe, monkeypatch):
+    recipe = write_recipe()
+    assert len(plan_runs([recipe], scale="smoke")) == 2
+    (kept,) = plan_runs([recipe], scale="smoke", only={"algorithm": {"fedprox"}})
+    assert kept.labels["algorithm"] == "fedprox"
+    # filters whose combination matches no cell (each value exists, as the compiler checks)
+    monkeypatch.setattr(batch, "compile_recipes", lambda *args, **kwargs: [])
+    with pytest.raises(FedbenchError, match=r"^no runs match --only algorithm=fedavg\|fedprox seed=3: check the"):
+        plan_runs([recipe], only={"algorithm": {"fedprox", "fedavg"}, "seed": {"3"}})
+    assert plan_runs([recipe]) == []  # recipes without runs (analytic tables only): nothing to train, no error
+
+
+def test_a_dry_run_reads_statuses_without_creating_a_registry(write_recipe, registry_url, tmp_path):
+    planned = plan_runs([write_recipe()], scale="smoke")
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    assert [row.status for row in dry_run(planned, missing)] == ["new", "new"]
+    assert not (tmp_path / "none.db").exists()
+    Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
+    finish(registry_url, planned[0].spec_hash, "done")
+    rows = dry_run(planned, registry_url)
+    assert [(r.spec_hash, r.status, r.rounds, r.seed) for r in rows] == [
+        (planned[0].spec_hash, "done", 2, 0),
+        (planned[1].spec_hash, "pending", 2, 0),
+    ]
+
+
+def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry_url):
+    planned = plan_runs([write_recipe()], scale="smoke")
+    options = ExecutionOptions(registry_url=registry_url, device="cpu")
+    first = prepare_batch(planned, options)
+    assert [p.spec_hash for p in first.todo] == [p.spec_hash for p in planned] and not first.skipped
+    finish(registry_url, planned[0].spec_hash, "done")
+    again = prepare_batch(planned, options)
+    assert [p.spec_hash for p in again.todo] == [planned[1].spec_hash]
+    assert [p.spec_hash for p in again.skipped] == [planned[0].spec_hash] and not again.rerun
+    forced = prepare_batch(planned, options, force=True)
+    assert len(forced.todo) == 2 and [p.spec_hash for p in forced.rerun] == [planned[0].spec_hash]
+    assert Registry(registry_url).statuses([planned[0].spec_hash]) == {planned[0].spec_hash: "pending"}
+    assert forced.options.registry_url == Registry(registry_url).url  # what every worker opens
+
+
+def test_bad_input_changes_nothing_in_the_registry(write_recipe, tmp_path):
+    recipe = write_recipe().read_text().replace("num_clients = 4", "num_clients = 100000")
+    planned = plan_runs([write_recipe(recipe, "big.toml")], scale="smoke")
+    url = f"sqlite:///{tmp_path / 'untouched.db'}"
+    with pytest.raises(FedbenchError):
+        prepare_batch(planned, ExecutionOptions(registry_url=url, device="cpu"))
+    assert not (tmp_path / "untouched.db").exists()
+
+
+def test_preflight_loads_each_data_set_and_partition_once(write_recipe, monkeypatch):
+    planned = plan_runs([write_recipe()], scale="smoke")  # two methods, one data set and one partition
+    built = []
+    original = batch.partition_clients
+    monkeypatch.setattr(
+        batch, "partition_clients", lambda spec, arrays: built.append(spec.seed) or original(spec, arrays)
+    )
+    assert preflight(planned) == []
+    assert built == [0]
+
+
+def test_the_outcome_counts_statuses_and_gives_each_failures_last_line(write_recipe, registry_url):
+    planned = plan_runs([write_recipe()], scale="smoke")
+    work = prepare_batch(planned, ExecutionOptions(registry_url=registry_url, device="cpu"))
+    finish(registry_url, planned[0].spec_hash, "failed", error="Traceback …\n  line 3\nValueError: bad value\n")
+    outcome = work.outcome()
+    assert outcome.counts == {"failed": 1, "pending": 1}
+    assert [(f.spec_hash, f.error) for f in outcome.failed] == [(planned[0].spec_hash, "ValueError: bad value")]
+    assert outcome.registry_url == Registry(registry_url).display_url

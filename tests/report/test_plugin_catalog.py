@@ -1,0 +1,38 @@
+"""The plug-in registries as plain data (``fedbench/report/plugin_catalog.py``) for ``fedbench algorithms`` and
+``fedbench models``: every method with its parameters' defaults, papers and one-line description; model cards at the
+paper configuration or with overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedbench.algorithms import ALGORITHMS, params_class
+from fedbench.models import MODELS
+from fedbench.report.plugin_catalog import algorithm_entries, model_entries
+
+
+def test_every_method_once_in_name_order_with_its_parameter_defaults():
+    entries = algorithm_entries()
+    assert [e["name"] for e in entries] == ALGORITHMS.names()
+    by_name = {e["name"]: e for e in entries}
+    assert by_name["fedprox"]["params"] == {"regularizers": (), "mu": 0.01}
+    assert set(by_name["fedprox"]["papers"]) == {"fedtr", "fedtrip", "fedimpro"}
+    assert by_name["spherefed"]["papers"] == ["feddrplus"]
+    for entry in entries:
+        assert list(entry["params"]) == list(params_class(entry["name"]).model_fields)
+        assert entry["description"] and "\n" not in entry["description"]
+        assert entry["description"] == ALGORITHMS.doc(entry["name"]).strip().splitlines()[0]
+
+
+@pytest.mark.slow  # builds every model at its paper size (seconds)
+def test_model_cards_of_every_model_at_its_paper_configuration():
+    cards = model_entries()
+    assert [c["name"] for c in cards] == MODELS.names()
+    mlp = next(c for c in cards if c["name"] == "mlp")
+    assert (mlp["params"], mlp["num_classes"], mlp["input_shape"]) == (79_510, 10, [1, 28, 28])
+
+
+def test_a_model_card_with_overrides():
+    (card,) = model_entries("mlp", {"num_classes": 47, "hidden": [50]})
+    assert (card["num_classes"], card["model_params"], card["feature_dim"]) == (47, {"hidden": [50]}, 50)
+    assert card["params"] == (784 * 50 + 50) + (50 * 47 + 47)
