@@ -19,9 +19,6 @@ import torch
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.fixed_classifier import require_classifier
 
-# FedDr+ (Eq. 4, β = 0.9) as this method's algorithm_params: L_Dr+ = 0.9·L_DR + 0.1·L_FD.
-FEDDR_PLUS_PARAMS = {"regularizers": [{"name": "fd", "weight": 0.1}]}
-
 
 def dot_regression_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """L_DR = ½·mean_b (cos_b − 1)², the cosines being the logits of an ``etf`` head: ⟨f/‖f‖, v_y⟩."""
