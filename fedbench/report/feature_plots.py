@@ -187,7 +187,8 @@ def draw_activations(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[
     ax.set_xticks(range(len(clients)), [names[c] for c in clients])
     ax.set_xlabel("client")
     ax.set_ylabel("last-hidden-layer value")
-    ax.set_title(f"{ACTIVATIONS_ITEM}: feature values per client (box 25–75 %, whiskers 5–95 %, ○ mean)")
+    # two lines: one would be wider than a figure of few clients
+    ax.set_title(f"{ACTIVATIONS_ITEM}: feature values per client\nbox 25–75 %, whiskers 5–95 %, ○ mean", fontsize=10)
     if boxes:
         ax.legend(fontsize="small")
     fig.tight_layout()
