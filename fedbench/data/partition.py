@@ -37,6 +37,41 @@ def iid(labels: np.ndarray, groups: np.ndarray | None, num_clients: int, rng: np
     return [np.sort(part) for part in np.array_split(order, num_clients)]
 
 
+def _dirichlet_split(
+    by_class: list[np.ndarray],
+    num_clients: int,
+    alpha: float,
+    balance: bool,
+    min_size: int,
+    max_tries: int,
+    rng: np.random.Generator,
+    shuffle: bool,
+) -> list[np.ndarray] | None:
+    """The Dirichlet label-skew draw shared by ``dirichlet`` and ``dirichlet_pfl``: for every class's members (shuffled
+    first with ``shuffle``), shares p ~ Dir_N(alpha) cut them among the N clients; with ``balance`` a client already
+    holding ≥ pool/N samples gets share 0. The whole draw is repeated until every client holds ``min_size`` samples;
+    the clients' sorted indices, or None when ``max_tries`` draws all left a client short."""
+    pool = sum(len(members) for members in by_class)
+    for _ in range(max_tries):
+        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+        sizes = np.zeros(num_clients, dtype=np.int64)
+        for members in by_class:
+            if shuffle:
+                members = rng.permutation(members)
+            shares = rng.dirichlet(np.full(num_clients, alpha))
+            if balance:
+                capped = shares * (sizes < pool / num_clients)
+                # all clients full can only happen once the pool is exhausted; keep the raw shares then
+                shares = capped / capped.sum() if capped.sum() > 0 else shares
+            cuts = (np.cumsum(shares) * len(members)).astype(np.int64)[:-1]
+            for client, chunk in enumerate(np.split(members, cuts)):
+                parts[client].append(chunk)
+                sizes[client] += len(chunk)
+        if sizes.min() >= min_size:
+            return [np.sort(np.concatenate(p)) for p in parts]
+    return None
+
+
 @register_partitioner("dirichlet", covers_all=True, disjoint=True)
 def dirichlet(
     labels: np.ndarray,
@@ -60,23 +95,10 @@ def dirichlet(
             f"partition_params.min_size={min_size} × {num_clients} clients exceeds the {len(labels)} training samples; "
             "lower min_size or the number of clients"
         )
-    classes = np.unique(labels)
-    by_class = [np.flatnonzero(labels == c) for c in classes]
-    for _ in range(max_tries):
-        parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
-        sizes = np.zeros(num_clients, dtype=np.int64)
-        for members in by_class:
-            members = rng.permutation(members)
-            shares = rng.dirichlet(np.full(num_clients, alpha))
-            if balance:
-                shares = shares * (sizes < len(labels) / num_clients)
-                shares = shares / shares.sum()
-            cuts = (np.cumsum(shares) * len(members)).astype(np.int64)[:-1]
-            for client, chunk in enumerate(np.split(members, cuts)):
-                parts[client].append(chunk)
-                sizes[client] += len(chunk)
-        if sizes.min() >= min_size:
-            return [np.sort(np.concatenate(p)) for p in parts]
+    by_class = [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    parts = _dirichlet_split(by_class, num_clients, alpha, balance, min_size, max_tries, rng, shuffle=True)
+    if parts is not None:
+        return parts
     raise ConfigError(
         f"dirichlet partition could not give every one of {num_clients} clients {min_size} samples "
         f"in {max_tries} draws at alpha={alpha}; lower partition_params.min_size or raise alpha"
@@ -475,25 +497,11 @@ def dirichlet_pfl(
         chunk_labels = labels[chunk]
         members_by_class = [chunk[chunk_labels == c] for c in classes]
         need = int(min_fraction * len(chunk) / workers)
-        for _ in range(max_tries):
-            pieces: list[list[np.ndarray]] = [[] for _ in range(workers)]
-            sizes = np.zeros(workers, dtype=np.int64)
-            for members in members_by_class:
-                shares = rng.dirichlet(np.full(workers, alpha))
-                if balance:
-                    capped = shares * (sizes < len(chunk) / workers)
-                    # all clients full can only happen once the chunk is exhausted; keep the raw shares then
-                    shares = capped / capped.sum() if capped.sum() > 0 else shares
-                split_at = (np.cumsum(shares) * len(members)).astype(np.int64)[:-1]
-                for worker, piece in enumerate(np.split(members, split_at)):
-                    pieces[worker].append(piece)
-                    sizes[worker] += len(piece)
-            if sizes.min() >= need:
-                break
-        else:
+        pieces = _dirichlet_split(members_by_class, workers, alpha, balance, need, max_tries, rng, shuffle=False)
+        if pieces is None:
             raise ConfigError(
                 f"dirichlet_pfl: chunk {chunk_index} ({len(chunk)} samples) could not give each of its {workers} clients "
                 f"{need} samples in {max_tries} draws at alpha={alpha}; lower partition_params.min_fraction or raise alpha"
             )
-        parts.extend(np.sort(np.concatenate(p)) for p in pieces)
+        parts.extend(pieces)
     return parts
