@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -79,6 +80,22 @@ def split_arrays(
         train_groups=None if groups is None else groups[train],
         test_groups=None if groups is None else groups[test],
         info=info,
+    )
+
+
+def read_train_test(
+    meta: DatasetMeta,
+    read: Callable[[Any], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+    train: Any,
+    test: Any,
+    info: dict,
+) -> DatasetArrays:
+    """The arrays of a data set read one split at a time: ``read(train)`` and ``read(test)`` each give (inputs,
+    labels, group ids or None)."""
+    train_x, train_y, train_groups = read(train)
+    test_x, test_y, test_groups = read(test)
+    return DatasetArrays(
+        meta, train_x, train_y, test_x, test_y, train_groups=train_groups, test_groups=test_groups, info=info
     )
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import HALF3, IMAGENET, NONE3, with_normalization
+from fedbench.data.common import HALF3, IMAGENET, NONE3, read_train_test, with_normalization
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.data.images import read_images, resize_uint8, to_nchw
 from fedbench.data.safe_pickle import load_arrays_pickle
@@ -103,19 +103,8 @@ def load_digits5(
                 raise DataError(f"dataset 'digits5': {path} has {len(xs[-1])} images and {len(ys[-1])} labels")
         return np.concatenate(xs), np.concatenate(ys), np.concatenate(gs)
 
-    train_x, train_y, train_g = read(train_paths)
-    test_x, test_y, test_g = read(test_paths)
     info.update(group_names=list(DIGITS5_DOMAINS), train_file=train_file)
-    return DatasetArrays(
-        replace(meta, input_shape=(3, image_size, image_size)),
-        train_x,
-        train_y,
-        test_x,
-        test_y,
-        train_groups=train_g,
-        test_groups=test_g,
-        info=info,
-    )
+    return read_train_test(replace(meta, input_shape=(3, image_size, image_size)), read, train_paths, test_paths, info)
 
 
 # ---- Office-Caltech10 and DomainNet: (paths, text labels) pickles + image files -----------------------
@@ -175,21 +164,10 @@ def _path_based(
             gs.append(np.full(len(keep), domain_id, dtype=np.int64))
         return np.concatenate(xs), np.concatenate(ys), np.concatenate(gs)
 
-    train_x, train_y, train_g = read("train")
-    test_x, test_y, test_g = read("test")
     info.update(
         group_names=list(domains), image_size=image_size, normalization=normalization, max_per_client=max_per_client
     )
-    return DatasetArrays(
-        replace(meta, input_shape=(3, image_size, image_size)),
-        train_x,
-        train_y,
-        test_x,
-        test_y,
-        train_groups=train_g,
-        test_groups=test_g,
-        info=info,
-    )
+    return read_train_test(replace(meta, input_shape=(3, image_size, image_size)), read, "train", "test", info)
 
 
 OFFICE_DOMAINS = ("amazon", "caltech", "dslr", "webcam")  # FedBN's client order

@@ -27,7 +27,7 @@ import numpy as np
 
 from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import NONE3, pool_train_test
+from fedbench.data.common import NONE3, pool_train_test, read_train_test
 from fedbench.data.files import FileSpec, Source, missing_error, verify_files
 from fedbench.data.images import read_images
 from fedbench.errors import DataError
@@ -95,17 +95,7 @@ def load_retinal(
             raise DataError("dataset 'retinal': image and mask sizes differ")
         return x, masks_from_gray(m), np.asarray(groups, dtype=np.int64)
 
-    train_x, train_y, train_g = read("train")
-    test_x, test_y, test_g = read("test")
     info.update(group_names=list(sites), image_size=image_size, files=["Fundus"] if len(rel) > 64 else rel)
-    arrays = DatasetArrays(
-        replace(RETINAL_META, input_shape=(3, image_size, image_size)),
-        train_x,
-        train_y,
-        test_x,
-        test_y,
-        train_groups=train_g,
-        test_groups=test_g,
-        info=info,
-    )
+    meta = replace(RETINAL_META, input_shape=(3, image_size, image_size))
+    arrays = read_train_test(meta, read, "train", "test", info)
     return pool_train_test(arrays) if pool_splits else arrays

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedbench.data._registry import DATASETS, dataset_meta
 from fedbench.data.base import DatasetArrays, DatasetMeta
-from fedbench.data.common import pool_train_test
+from fedbench.data.common import pool_train_test, read_train_test
 
 
 def synthetic_like(
@@ -45,18 +45,7 @@ def synthetic_like(
             return x.astype(np.float32), y.astype(np.int64), groups
         return (x * 255).astype(np.uint8), y.astype(np.int64), groups
 
-    train_x, train_y, train_g = draw(train_size)
-    test_x, test_y, test_g = draw(test_size)
-    return DatasetArrays(
-        meta=meta,
-        train_x=train_x,
-        train_y=train_y,
-        test_x=test_x,
-        test_y=test_y,
-        train_groups=train_g,
-        test_groups=test_g,
-        info={"synthetic": True, "verified": False},
-    )
+    return read_train_test(meta, draw, train_size, test_size, {"synthetic": True, "verified": False})
 
 
 def default_test_size(train_size: int, num_groups: int | None) -> int:

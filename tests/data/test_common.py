@@ -1,5 +1,6 @@
 """The helpers of loaders whose data has no official train/test split: a stratified hold-out inside every group, a
-per-group cap, the pool split into arrays, the normalisation choice and the pooling of train and test files."""
+per-group cap, the pool split into arrays, arrays read split by split, the normalisation choice and the pooling of
+train and test files."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fedbench.data.common import (
     from_pool,
     holdout_split,
     pool_train_test,
+    read_train_test,
     with_normalization,
 )
 from fedbench.errors import ConfigError
@@ -68,6 +70,22 @@ def test_from_pool_splits_inputs_labels_and_groups_alike_and_records_how():
     assert arrays.info == {"source": "here", "test_fraction": 0.2, "split_seed": 3, "group_names": ["a", "b"]}
     ungrouped = from_pool(META, x, y, None, 0.2, 3, {})
     assert ungrouped.train_groups is None and ungrouped.test_groups is None
+
+
+def test_read_train_test_reads_the_training_split_first_and_keeps_each_splits_parts():
+    calls = []
+
+    def read(split: str):
+        calls.append(split)  # a seeded generator (the synthetic stand-ins) draws the training split first
+        n = 3 if split == "train" else 2
+        return np.full((n, 1, 1, 2), len(calls)), np.arange(n), np.full(n, 7 if split == "train" else 8)
+
+    arrays = read_train_test(META, read, "train", "test", {"files": 1})
+    assert calls == ["train", "test"]
+    assert arrays.train_x.shape == (3, 1, 1, 2) and (arrays.train_x == 1).all() and (arrays.test_x == 2).all()
+    assert arrays.train_y.tolist() == [0, 1, 2] and arrays.test_y.tolist() == [0, 1]
+    assert arrays.train_groups.tolist() == [7, 7, 7] and arrays.test_groups.tolist() == [8, 8]
+    assert arrays.meta == META and arrays.info == {"files": 1}
 
 
 def test_with_normalization_names_the_choices_of_a_wrong_one():
