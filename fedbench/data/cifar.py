@@ -11,6 +11,7 @@ import numpy as np
 
 from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
+from fedbench.data.common import IMAGENET, NONE3, with_normalization
 from fedbench.data.files import Download, FileSpec, Source, verify_files
 from fedbench.data.safe_pickle import load_arrays_pickle
 from fedbench.errors import ConfigError, DataError
@@ -20,14 +21,14 @@ CIFAR10_NORMALIZATION = {
     # FedImpro [code] (and FedTR's "per-channel mean/std" [proposal]): the data set's own statistics.
     "cifar": ((0.49139968, 0.48215827, 0.44653124), (0.24703233, 0.24348505, 0.26158768)),
     # FedDr+ and FedTrip [code]: ImageNet statistics.
-    "imagenet": ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225)),
-    "none": ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0)),
+    "imagenet": IMAGENET,
+    "none": NONE3,
 }
 CIFAR100_NORMALIZATION = {
     # FedImpro [code]; FedDr+ [code] uses the same values rounded to 3 digits.
     "cifar": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
-    "imagenet": CIFAR10_NORMALIZATION["imagenet"],
-    "none": CIFAR10_NORMALIZATION["none"],
+    "imagenet": IMAGENET,
+    "none": NONE3,
 }
 
 
@@ -42,15 +43,6 @@ def read_cifar_pickle(path: Path, label_key: str) -> tuple[np.ndarray, np.ndarra
         raise DataError(f"CIFAR batch {path} has data {data.shape} and {len(labels)} labels; expected (N, 3072)")
     # Rows are 1024 red, 1024 green, 1024 blue values in row-major order: already CHW.
     return data.reshape(-1, 3, 32, 32), labels
-
-
-def _normalized(meta: DatasetMeta, table: dict, normalization: str) -> DatasetMeta:
-    if normalization not in table:
-        raise ConfigError(
-            f"dataset_params.normalization={normalization!r} for {meta.name}; choose one of {', '.join(table)}"
-        )
-    mean, std = table[normalization]
-    return replace(meta, mean=mean, std=std)
 
 
 # ---- CIFAR-10 ---------------------------------------------------------------------------------------
@@ -89,7 +81,7 @@ CIFAR10_META = DatasetMeta(
 )
 def load_cifar10(root: Path, verify: bool = True, normalization: str = "cifar") -> DatasetArrays:
     """``normalization``: 'cifar' (FedImpro, FedTR), 'imagenet' (FedDr+, FedTrip), 'none'."""
-    meta = _normalized(CIFAR10_META, CIFAR10_NORMALIZATION, normalization)
+    meta = with_normalization(CIFAR10_META, CIFAR10_NORMALIZATION, normalization)
     info = verify_files("cifar10", root, CIFAR10_FILES, CIFAR10_SOURCE.how_to_get, verify, pickled=True)
     train = [read_cifar_pickle(root / f.path, "labels") for f in CIFAR10_FILES[:5]]
     test_x, test_y = read_cifar_pickle(root / CIFAR10_FILES[5].path, "labels")
@@ -133,7 +125,7 @@ def load_cifar100(root: Path, verify: bool = True, normalization: str = "cifar",
     """``labels``: 'fine' (100 classes) or 'coarse' (20 superclasses)."""
     if labels not in ("fine", "coarse"):
         raise ConfigError(f"dataset_params.labels={labels!r} for cifar100; choose 'fine' or 'coarse'")
-    meta = _normalized(CIFAR100_META, CIFAR100_NORMALIZATION, normalization)
+    meta = with_normalization(CIFAR100_META, CIFAR100_NORMALIZATION, normalization)
     if labels == "coarse":
         meta = replace(meta, num_classes=20)
     info = verify_files("cifar100", root, CIFAR100_FILES, CIFAR100_SOURCE.how_to_get, verify, pickled=True)
