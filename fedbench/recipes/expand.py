@@ -153,10 +153,7 @@ def _seed_specs(
     (tests/recipes/test_seed_expansion.py), which seeds that are not plain ints (a caller's ``seeds``) take."""
     if not seeds or any(type(seed) is not int for seed in seeds):
         return _each_seed(recipe, setup, seeds, scale, synthetic, labels, check)
-    first = _build_spec(recipe, setup, seeds[0], scale, synthetic, labels)
-    if check:
-        check_spec(first, recipe.source)
-    return first.with_seeds(seeds)
+    return _build_spec(recipe, setup, seeds[0], scale, synthetic, labels, check).with_seeds(seeds)
 
 
 def _each_seed(
@@ -169,13 +166,8 @@ def _each_seed(
     check: bool,
 ) -> list[tuple[RunSpec, str]]:
     """(spec, spec_hash) of one cell at each of ``seeds``, each resolved, checked and hashed on its own."""
-    out = []
-    for seed in seeds:
-        spec = _build_spec(recipe, setup, seed, scale, synthetic, labels)
-        if check:
-            check_spec(spec, recipe.source)
-        out.append((spec, spec.spec_hash))
-    return out
+    specs = [_build_spec(recipe, setup, seed, scale, synthetic, labels, check) for seed in seeds]
+    return [(spec, spec.spec_hash) for spec in specs]
 
 
 def _label_filter(
@@ -255,11 +247,12 @@ def _targets(values: Any, source: Path | str | None) -> tuple[float, ...]:
 
 
 def _build_spec(
-    recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool, labels: dict[str, str]
+    recipe: Recipe, setup: dict[str, Any], seed: int, scale: str, synthetic: bool, labels: dict[str, str], check: bool
 ) -> RunSpec:
+    """One cell's spec at ``seed``, checked against its plug-ins and data (``check_spec``) when ``check``."""
     cell = ", ".join(f"{k}={v}" for k, v in labels.items())
     try:
-        return resolve_spec({**setup, "seed": seed, "scale": scale, "synthetic": synthetic})
+        spec = resolve_spec({**setup, "seed": seed, "scale": scale, "synthetic": synthetic})
     except (ConfigError, UnknownNameError) as exc:  # a plug-in parameter, resolved while the spec is built
         raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
     except ValidationError as exc:
@@ -269,6 +262,9 @@ def _build_spec(
         if bad.kind == "missing":
             raise RecipeError(f"{recipe.source}: setup key {key!r} is required (run {cell or 'all'})") from None
         raise RecipeError(f"{recipe.source}: {key}: {msg} (run {cell or 'all'}, value {bad.value!r})") from None
+    if check:
+        check_spec(spec, recipe.source)
+    return spec
 
 
 def _check_distinct(recipe: Recipe, planned: list[PlannedRun], scale: str) -> None:
