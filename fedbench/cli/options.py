@@ -5,7 +5,8 @@
 ``--add`` and ``--set-for``: a command declares such a parameter with the alias (``scale: Scale = "full"``), so its
 names, type and bounds are written here only. A command for which an option means something more specific says so
 with ``reworded`` (same option, its own help line). ``parse_seeds`` reads ``--seeds`` for both; ``additions`` reads
-``--add`` and ``--set-for`` for all three. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
+``--add`` and ``--set-for`` for all three; ``compile_options`` turns the options ``run`` and ``plan`` share into the
+keyword arguments that compile their recipes. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
 lists plug-ins; ``load_plugins`` loads them (and the installed entry points) at the command's start.
 """
 
@@ -108,6 +109,25 @@ def additions(add: list[str], set_for: list[str]) -> Additions:
     return Additions.parse(add, set_for)
 
 
+def compile_options(
+    scale: str, seeds: str | None, only: list[str], set_: list[str], synthetic: bool, add: list[str], set_for: list[str]
+) -> dict[str, Any]:
+    """The keyword arguments that compile recipes into runs (``plan_runs``, ``plan_recipes``) from the options
+    ``run`` and ``plan`` share: ``--scale``, ``--seeds``, ``--only``, ``--set``, ``--synthetic``, ``--add`` and
+    ``--set-for``, each parsed and checked in that order."""
+    from fedbench.recipes.assignments import label_filters
+    from fedbench.recipes.expand import assignments_to_dict  # local: the CLI's start-up imports no library
+
+    return {
+        "scale": scale,
+        "seeds": parse_seeds(seeds),
+        "only": label_filters(only, "--only"),
+        "overrides": assignments_to_dict(set_, "--set"),
+        "synthetic": synthetic,
+        "additions": additions(add, set_for),
+    }
+
+
 def reworded(option: Any, help: str) -> Any:
     """``option`` (its names, type bounds and parsing) with another help line, for a command where it means
     something more specific (``fedbench plan --jobs``: the workers its wall time is divided over)."""
@@ -132,6 +152,7 @@ __all__ = [
     "Threads",
     "load_plugins",
     "additions",
+    "compile_options",
     "parse_seeds",
     "reworded",
 ]

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from fedbench.cli.common import console, label_filters, labels_lines, print_json, print_listing, user_errors
+from fedbench.cli.common import console, labels_lines, print_json, print_listing, user_errors
 from fedbench.cli.options import (
     DATA_DIR,
     DEVICE,
@@ -23,9 +23,8 @@ from fedbench.cli.options import (
     Recipes,
     Seeds,
     SetFor,
-    additions,
+    compile_options,
     load_plugins,
-    parse_seeds,
     reworded,
 )
 
@@ -66,22 +65,16 @@ def plan(
     `fedbench plan recipes/fedtrip_table4.toml --scale quick --add algorithm=scaffold`
     """
     from fedbench.execution import planning
-    from fedbench.recipes.expand import assignments_to_dict
 
     load_plugins(plugin)
     result = planning.plan_recipes(
         recipes,
-        scale=scale,
-        seeds=parse_seeds(seeds),
-        only=label_filters(only, "--only"),
-        overrides=assignments_to_dict(set_, "--set"),
-        synthetic=synthetic,
+        **compile_options(scale, seeds, only, set_, synthetic, add, set_for),
         device=device,
         jobs=jobs,
         threads=threads,
         throughput_tflops=throughput,
         data_root=str(data_dir) if data_dir is not None else None,
-        additions=additions(add, set_for),
     )
     if as_json:
         print_json(result.as_dict())

@@ -13,7 +13,6 @@ from fedbench.cli.common import (
     RegistryOption,
     console,
     err_console,
-    label_filters,
     labels_lines,
     print_listing,
     user_errors,
@@ -32,9 +31,8 @@ from fedbench.cli.options import (
     SetFor,
     Synthetic,
     Threads,
-    additions,
+    compile_options,
     load_plugins,
-    parse_seeds,
 )
 from fedbench.errors import FedbenchError
 from fedbench.vocab.status import RunStatus
@@ -136,7 +134,6 @@ def run(
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
     from fedbench.execution import batch
-    from fedbench.recipes.expand import assignments_to_dict
 
     load_plugins(plugin)  # every worker loads them too (ExecutionOptions.plugins)
     cluster = cluster_options(
@@ -144,14 +141,7 @@ def run(
     )
     options = execution_options(ctx.params)
     planned = batch.plan_runs(
-        recipes,
-        scale=scale,
-        seeds=parse_seeds(seeds),
-        only=label_filters(only, "--only"),
-        overrides=assignments_to_dict(set_, "--set"),
-        synthetic=synthetic,
-        device=options.device,
-        additions=additions(add, set_for),
+        recipes, **compile_options(scale, seeds, only, set_, synthetic, add, set_for), device=options.device
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
         names = " ".join(f"--recipe {r}" for r in recipes)

@@ -1,15 +1,22 @@
 """The options ``fedbench run`` and ``fedbench plan`` share are declared once (``fedbench/cli/options.py``), and
-``fedbench run`` builds its ``ExecutionOptions`` from its parameters of the same names (``run.execution_options``)."""
+``fedbench run`` builds its ``ExecutionOptions`` from its parameters of the same names (``run.execution_options``);
+both turn the options that compile recipes into the compiler's keyword arguments in one place (``compile_options``)."""
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import fields
 
+import pytest
 import typer
 
 from fedbench.cli import app
+from fedbench.cli.options import additions, compile_options
 from fedbench.cli.run import execution_options
+from fedbench.errors import FedbenchError
+from fedbench.execution.batch import plan_runs
 from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.planning import plan_recipes
 
 SHARED = ("recipes", "scale", "seeds", "only", "set_", "synthetic", "device", "jobs", "threads", "data_dir")
 
@@ -80,3 +87,15 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
     assert changed == {f.name for f in fields(ExecutionOptions)} - {"eval_batch_size"}
     defaults = execution_options(group.commands["run"].make_context("run", ["recipe.toml"]).params)
     assert defaults == ExecutionOptions()
+
+
+def test_compile_options_parses_what_run_and_plan_pass_to_the_compiler():
+    kwargs = compile_options("smoke", "0,2", ["algorithm=fedavg"], ["rounds=3"], True, ["algorithm=fedprox"], [])
+    assert kwargs["scale"] == "smoke" and kwargs["seeds"] == [0, 2] and kwargs["synthetic"] is True
+    assert kwargs["only"] == {"algorithm": {"fedavg"}} and kwargs["overrides"] == {"rounds": 3}
+    assert kwargs["additions"] == additions(["algorithm=fedprox"], [])
+    for keyword in ("scale", "seeds", "only", "overrides", "synthetic", "additions"):  # plan_runs and plan_recipes
+        assert keyword in inspect.signature(plan_runs).parameters
+        assert keyword in inspect.signature(plan_recipes).parameters
+    with pytest.raises(FedbenchError, match="--seeds"):  # checked in the order the options are listed
+        compile_options("full", "x", ["bad"], [], False, [], [])
