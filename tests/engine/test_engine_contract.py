@@ -18,24 +18,9 @@ from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.checkpoint.format import load_checkpoint
 from fedbench.engine import EngineOptions, personal, run
 from fedbench.engine.contract import Checker, check_method, contract_spec
-from fedbench.spec import FinetuneSpec, RunSpec
+from fedbench.spec import FinetuneSpec
 
 DEVICE = torch.device("cpu")
-BASE = {
-    "dataset": "digits",
-    "model": "digits_mlp",
-    "model_params": {"hidden": 16},
-    "partition": "dirichlet",
-    "partition_params": {"alpha": 0.5, "min_size": 20},
-    "num_clients": 4,
-    "clients_per_round": 3,
-    "rounds": 3,
-    "batch_size": 32,
-    "optimizer": {"lr": 0.05, "momentum": 0.5},
-    "eval_mode": "both",
-    "client_test_fraction": 0.2,
-    "client_val_fraction": 0.1,
-}
 BN = {"model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2, "batch_size": 16}
 
 
@@ -47,7 +32,7 @@ def register(monkeypatch, name: str, cls: type) -> str:
 
 
 def train(tmp_path, algorithm: str, params: dict | None = None, **overrides):
-    spec = RunSpec(algorithm=algorithm, algorithm_params=params or {}, **{**BASE, **overrides})
+    spec = contract_spec(algorithm, params, **overrides)
     path = tmp_path / f"{algorithm}-{spec.spec_hash}.pt"
     sink = ListSink()
     result = run(spec, sink, EngineOptions(checkpoint_path=path))
@@ -179,7 +164,7 @@ def test_the_spec_is_bound_by_bind_model_and_no_other_hook_sets_it(tmp_path, mon
             super().aggregate(server, updates, round_index)
 
     name = register(monkeypatch, "watched", Watched)
-    spec = RunSpec(algorithm=name, **{**BASE, "finetune": FINETUNE})
+    spec = contract_spec(name, finetune=FINETUNE)
     bound = []
     original = Watched.bind_model
 
