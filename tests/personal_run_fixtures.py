@@ -43,13 +43,19 @@ BN = {
 }
 
 
-def train(tmp_path, sink=None, **overrides):
-    spec = RunSpec(**{**BASE, **overrides})
+def train_from(base, tmp_path, sink=None, **overrides):
+    """The spec ``base`` with ``overrides``, trained to the end: the spec, its round records and final checkpoint."""
+    spec = RunSpec(**{**base, **overrides})
     path = tmp_path / f"{spec.spec_hash}.pt"
     sink = sink if sink is not None else ListSink()
     result = run(spec, sink, EngineOptions(checkpoint_path=path))
     assert result.status == "done", result.message
     return spec, sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
+
+
+def train(tmp_path, sink=None, **overrides):
+    """``train_from`` the four-client ``BASE``."""
+    return train_from(BASE, tmp_path, sink, **overrides)
 
 
 def initial_weights(spec):

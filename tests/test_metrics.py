@@ -5,38 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from conftest import ListSink
 from fedbench import metrics
-from fedbench.checkpoint.format import load_checkpoint
-from fedbench.engine import EngineOptions, run
-from fedbench.spec import RunSpec
-
-DEVICE = torch.device("cpu")
-BASE = {
-    "dataset": "digits",
-    "model": "digits_mlp",
-    "model_params": {"hidden": 32},
-    "partition": "dirichlet",
-    "partition_params": {"alpha": 0.5, "min_size": 20},
-    "num_clients": 4,
-    "clients_per_round": 4,
-    "rounds": 2,
-    "batch_size": 32,
-    "optimizer": {"lr": 0.1},
-    "eval_mode": "both",
-    "client_test_fraction": 0.2,
-}
-
-
-def train(tmp_path, sink=None, **overrides):
-    spec = RunSpec(**{**BASE, **overrides})
-    path = tmp_path / f"{spec.spec_hash}.pt"
-    sink = sink if sink is not None else ListSink()
-    result = run(spec, sink, EngineOptions(checkpoint_path=path))
-    assert result.status == "done", result.message
-    return spec, sink.records, load_checkpoint(path, spec.spec_hash, DEVICE)
+from personal_run_fixtures import train
 
 
 def test_extra_metrics_match_scikit_learn(tmp_path):

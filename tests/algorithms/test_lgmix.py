@@ -32,38 +32,16 @@ from fedbench.data.store import TensorData
 from fedbench.engine import EngineOptions, run
 from fedbench.registry import Registry
 from fedbench.spec import RunSpec
+from personal_run_fixtures import BASE as PERSONAL_BASE
+from personal_run_fixtures import BN
 from pfl_formula_fixtures import CLASSES, DIM
 
 DEVICE = torch.device("cpu")
 
 
-BASE = {
-    "dataset": "digits",
-    "model": "digits_mlp",
-    "model_params": {"hidden": 32},
-    "partition": "dirichlet",
-    "partition_params": {"alpha": 0.5, "min_size": 20},
-    "num_clients": 4,
-    "clients_per_round": 4,
-    "rounds": 3,
-    "batch_size": 32,
-    "optimizer": {"lr": 0.1},
-    "eval_mode": "both",
-    "client_test_fraction": 0.2,
-}
-
-
-# BatchNorm buffers are mixed too: LG-Mix's Digits model on the 8×8 digits, a few steps.
-BN = {
-    **BASE,
-    "model": "fedbn_digit_cnn",
-    "model_params": {},
-    "num_clients": 3,
-    "clients_per_round": 3,
-    "local_steps": 2,
-    "batch_size": 16,
-    "rounds": 2,
-}
+# The personal methods' four-client setting, three rounds; and BN (LG-Mix's Digits model on the 8×8 digits, a few
+# steps, two rounds) as they have it: BatchNorm buffers are mixed too.
+BASE = {**PERSONAL_BASE, "rounds": 3}
 
 
 def train(tmp_path, algorithm, params=None, stop_after_round=None, **overrides):

@@ -15,16 +15,17 @@ import torch
 from torch import nn
 
 from algorithm_fixtures import head_mlp, linear_model, run_until  # noqa: F401  (fixtures)
-from conftest import ListSink
 from fedbench import metrics
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ServerState, load_weights
-from fedbench.checkpoint.format import load_checkpoint
 from fedbench.data.federated import prepare_data
-from fedbench.engine import EngineOptions, personal, run
+from fedbench.engine import personal
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.spec import OptimizerSpec, RunSpec, ScheduleSpec
+from personal_run_fixtures import BASE as FOUR_CLIENTS  # the fine-tuning and validation tests: 4 clients, 2 rounds
+from personal_run_fixtures import train as train_four_clients
+from personal_run_fixtures import train_from
 
 # A binary task: logits (0, s), so p(class 1) = sigmoid(s) and the prediction is 1 iff s > 0.
 NEGATIVE_SCORES = [-2.0, -1.0, 0.5, 0.7]  # label 0: two right (TN = 2), two wrong (FP = 2)
@@ -197,12 +198,7 @@ BASE = {
 
 
 def train(tmp_path, **overrides):
-    spec = RunSpec(**{**BASE, **overrides})
-    path = tmp_path / f"{spec.spec_hash}.pt"
-    sink = ListSink()
-    result = run(spec, sink, EngineOptions(checkpoint_path=path))
-    assert result.status == "done", result.message
-    return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+    return train_from(BASE, tmp_path, **overrides)
 
 
 def accuracy_by_hand(spec: RunSpec, params: torch.Tensor, buffers, indices_of) -> list[float]:
@@ -316,32 +312,6 @@ def test_fine_tuning_keeps_what_the_model_fixes_and_trains_a_head_the_method_fro
     start = ckpt["server"]["params"]
     for params in seen[-spec.num_clients :]:
         assert not torch.equal(params[head], start[head]) and torch.equal(params[~head], start[~head])
-
-
-# the fine-tuning and validation tests: four clients of a wider MLP, two rounds
-FOUR_CLIENTS = {
-    "dataset": "digits",
-    "model": "digits_mlp",
-    "model_params": {"hidden": 32},
-    "partition": "dirichlet",
-    "partition_params": {"alpha": 0.5, "min_size": 20},
-    "num_clients": 4,
-    "clients_per_round": 4,
-    "rounds": 2,
-    "batch_size": 32,
-    "optimizer": {"lr": 0.1},
-    "eval_mode": "both",
-    "client_test_fraction": 0.2,
-}
-
-
-def train_four_clients(tmp_path, sink=None, **overrides):
-    spec = RunSpec(**{**FOUR_CLIENTS, **overrides})
-    path = tmp_path / f"{spec.spec_hash}.pt"
-    sink = sink if sink is not None else ListSink()
-    result = run(spec, sink, EngineOptions(checkpoint_path=path))
-    assert result.status == "done", result.message
-    return spec, sink.records, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 
 # ------------------------------------------------------------------------------------ evaluation
