@@ -32,7 +32,6 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import split_arrays
 from fedbench.data.files import Source
@@ -45,6 +44,7 @@ from fedbench.data.own import (
     class_index,
     content_manifest,
     own_split,
+    register_user_dataset,
     require_classes,
     resolve_path,
 )
@@ -230,13 +230,7 @@ def arrays_manifest(root: Path, path: str, test_path: str | None = None, **_: ob
     return content_manifest(NAME, base, files)
 
 
-@register_dataset(
-    ARRAYS_META,
-    source=ARRAYS_SOURCE,
-    present=lambda folder: False,  # the data is wherever dataset_params.path points
-    preparable=False,
-    manifest=arrays_manifest,
-)
+@register_user_dataset(ARRAYS_META, arrays_manifest, source=ARRAYS_SOURCE)
 def load_arrayfile(
     root: Path,
     path: str,

@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fedbench.data._registry import register_dataset
 from fedbench.data.arrayfile import as_inputs
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import NONE3, split_arrays
@@ -40,6 +39,7 @@ from fedbench.data.own import (
     class_index,
     content_manifest,
     own_split,
+    register_user_dataset,
     require_classes,
     resolve_path,
 )
@@ -143,13 +143,7 @@ def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np
     return None, np.asarray(values)
 
 
-@register_dataset(
-    HF_META,
-    source=HF_SOURCE,
-    present=lambda folder: False,  # the data is wherever dataset_params.path points
-    preparable=False,
-    manifest=hf_manifest,
-)
+@register_user_dataset(HF_META, hf_manifest, source=HF_SOURCE)
 def load_hf_disk(
     root: Path,
     path: str,

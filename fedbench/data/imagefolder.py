@@ -31,7 +31,6 @@ from typing import Literal
 
 import numpy as np
 
-from fedbench.data._registry import register_dataset
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import HALF3, IMAGENET, NONE3, holdout_split
 from fedbench.data.files import Source
@@ -42,6 +41,7 @@ from fedbench.data.own import (
     check_and_record,
     check_digest_param,
     content_manifest,
+    register_user_dataset,
     require_classes,
     resolve_path,
 )
@@ -183,14 +183,7 @@ def imagefolder_manifest(
 NORMALIZATION = {"none": NONE3, "half": HALF3, "imagenet": IMAGENET}
 
 
-@register_dataset(
-    IMAGEFOLDER_META,
-    source=IMAGEFOLDER_SOURCE,
-    present=lambda folder: False,  # the data is wherever dataset_params.path points
-    preparable=False,
-    manifest=imagefolder_manifest,
-    groups_param="sites",
-)
+@register_user_dataset(IMAGEFOLDER_META, imagefolder_manifest, source=IMAGEFOLDER_SOURCE, groups_param="sites")
 def load_imagefolder(
     root: Path,
     path: str,

@@ -48,14 +48,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedbench.data._registry import DATASETS, data_root
+from fedbench.data._registry import DATASETS, data_root, register_dataset
+from fedbench.data.base import DatasetMeta
 from fedbench.data.common import holdout_split
 from fedbench.data.files import file_digest
 from fedbench.errors import DataError
@@ -164,6 +165,12 @@ def require_classes(dataset: str, classes: Sequence[str], where: Path) -> None:
             f"dataset {dataset!r}: {where} has {len(classes)} class(es) ({', '.join(classes) or 'none'}); "
             "a classification data set needs at least 2"
         )
+
+
+def register_user_dataset(meta: DatasetMeta, manifest: Callable[..., Manifest], **info: Any):
+    """Register a data set read from a user's ``dataset_params.path``: never present in the data root nor prepared
+    there (the data is wherever ``path`` points), its content listed by ``manifest`` (``reads_user_path``)."""
+    return register_dataset(meta, present=lambda folder: False, preparable=False, manifest=manifest, **info)
 
 
 def reads_user_path(name: str) -> bool:
