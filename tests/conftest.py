@@ -21,6 +21,27 @@ from postgres_server import start_server
 torch.set_num_threads(1)
 
 
+def pytest_sessionstart(session):
+    """Test files need unique basenames: pytest imports them by basename (rootdir-relative "prepend" mode), so a
+    second tests/<package>/test_<module>.py of the same name fails collection of the whole suite. Said at once, for
+    any run (a single file's too), with the names to use instead."""
+    tests = Path(__file__).parent
+    seen: dict[str, Path] = {}
+    for path in sorted(tests.rglob("test_*.py")):
+        if path.name in seen:
+            clash = (seen[path.name], path)
+            renames = [
+                f"{p.relative_to(tests)} → test_{p.parent.name}_{p.name.removeprefix('test_')}"
+                for p in clash
+                if p.parent != tests
+            ]
+            raise pytest.UsageError(
+                f"tests/{clash[0].relative_to(tests)} and tests/{clash[1].relative_to(tests)} share a basename, which "
+                f"pytest cannot import twice; rename {' or '.join(renames)}"
+            )
+        seen[path.name] = path
+
+
 @pytest.fixture
 def float64(monkeypatch):
     """Run the test in float64: models and tensors it builds follow the default dtype, set to float64, and
