@@ -24,12 +24,11 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
 from fedbench.report.diagnostic_series import Drawer, RunDiagnostics, figure_and_line
-from fedbench.report.feature_plots import FEATURE_DRAWERS
+from fedbench.report.feature_plots import FEATURE_DRAWERS, round_axis
 from fedbench.report.projection_plots import PROJECTION_DRAWERS
 
 BAND = "min–max over seeds"
@@ -135,7 +134,7 @@ def _overlay(
             ax.fill_between(rounds, values.min(0), values.max(0), alpha=0.2)
         if log:
             ax.set_yscale("log")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        round_axis(ax)
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
         ax.set_title(_title(view, key), fontsize=9)
@@ -165,7 +164,7 @@ def _normalised_parts(view: TableView, runs: list[RunDiagnostics], per_stage: bo
                 ]
                 rounds, values = seed_mean(series)
                 ax.plot(rounds, normalised(values.mean(0)), label=part)
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            round_axis(ax)
             ax.set_xlabel("round")
             ax.set_ylabel("weight divergence / its maximum")
             name = _figure_name(key, method, len(lines))
@@ -245,7 +244,7 @@ def draw_mixing_weights(view: TableView, runs: list[RunDiagnostics]) -> list[tup
                 ax.plot(rounds, values.mean(0), style, color=colour, label=f"{method} {symbol} {name}")
                 ax.fill_between(rounds, values.min(0), values.max(0), color=colour, alpha=0.12)
         ax.set_yscale("log")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        round_axis(ax)
         ax.set_xlabel("round")
         ax.set_ylabel("mixing weight (log scale)")
         ax.set_title(_title(view, key), fontsize=9)

@@ -53,6 +53,16 @@ SPLIT_STYLES = {"observed": "-", "unobserved": "--"}
 ACTIVATIONS_ITEM, ACTIVATIONS_STEM = "Fig. 2(b)", "fig2b_activations"
 
 
+def round_axis(ax) -> None:
+    """Communication rounds on an x axis: integer ticks, and a window of at least two rounds around a single
+    diagnosed round (matplotlib would otherwise spread fractional rounds over ±0.1 of it)."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    low, high = ax.get_xlim()
+    if high - low < 2:
+        middle = round((low + high) / 2)
+        ax.set_xlim(middle - 1, middle + 1)
+
+
 def method_label(view: TableView, labels: dict[str, str] | Any) -> str:
     """A run's line: its labels of the view's rows and columns (the method axis), or "all"."""
     return " / ".join(labels[k] for k in view.rows + view.columns if k in labels) or "all"
@@ -117,7 +127,7 @@ def draw_feature_stats(view: TableView, runs: list[RunDiagnostics]) -> list[tupl
         ax.set_xlabel("communication round")
         ax.set_ylabel(panel.ylabel + unit)
         ax.set_title(f"{panel.item}: {panel.ylabel}")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        round_axis(ax)
         if series:
             ax.legend(fontsize="small")
         fig.tight_layout()

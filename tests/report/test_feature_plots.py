@@ -155,3 +155,21 @@ def test_the_drawers_draw_what_a_run_records(tmp_path):
     assert lines(drawn["fig4c_norm_gap"])["FedAvg (O)"][1] == pytest.approx(stored)
     ((_, fig),) = FEATURE_DRAWERS["activations"](view("activations"), runs["activations"])
     assert len(fig.axes[0].get_xticklabels()) == spec.num_clients
+
+
+def test_a_single_diagnosed_round_is_drawn_on_a_window_of_whole_rounds():
+    from matplotlib.figure import Figure
+
+    from fedbench.report.feature_plots import round_axis
+
+    ax = Figure().add_subplot()
+    ax.plot([2], [0.5], ".")
+    round_axis(ax)
+    assert ax.get_xlim() == (1.0, 3.0)
+    ticks = [t for t in ax.get_xticks() if 1 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    wide = Figure().add_subplot()
+    wide.plot([1, 10], [0.0, 1.0])
+    before = wide.get_xlim()
+    round_axis(wide)
+    assert wide.get_xlim() == before  # several rounds: matplotlib's own window
