@@ -32,10 +32,11 @@ from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET, ClientState
 from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
 from fedbench.checkpoint.location import client_state_folder
 from fedbench.engine import EngineOptions, run
+from fedbench.engine.contract import contract_spec
 from fedbench.engine.loop import client_schedule
 from fedbench.spec import RunSpec
 from personal_run_fixtures import BASE as PERSONAL_BASE
-from tests.engine.test_engine_contract import BASE, SETTINGS, assert_same_tree
+from tests.engine.test_engine_contract import SETTINGS, assert_same_tree
 
 NAME = re.compile(r"^(\d+)-r(\d+)\.state$")
 
@@ -76,10 +77,9 @@ def test_a_checkpoint_writes_only_the_clients_its_round_changed(tmp_path):
     }
 
 
-def stateful_setting(algorithm: str) -> dict:
-    setting = dict(BASE, **SETTINGS.get(algorithm, {}))
-    setting.update(rounds=4, eval_every=2)
-    return setting
+def stateful_spec(algorithm: str):
+    """The engine contract's setting (with the model a method needs), 4 rounds evaluated every second."""
+    return contract_spec(algorithm, **{**SETTINGS.get(algorithm, {}), "rounds": 4, "eval_every": 2})
 
 
 @pytest.mark.usefixtures("head_mlp")
@@ -87,10 +87,7 @@ def stateful_setting(algorithm: str) -> dict:
 def test_spilled_states_give_the_in_memory_run_also_across_a_resume(tmp_path, algorithm):
     """Every method: states read back from their files (memory budget 0, interrupted after round 2 and resumed)
     give the curve and final states of a run that keeps every state in memory and is never interrupted."""
-    from fedbench.spec import RunSpec
-
-    setting = stateful_setting(algorithm)
-    spec = RunSpec(algorithm=algorithm, **setting)
+    spec = stateful_spec(algorithm)
     _, whole_sink, whole = train(spec, tmp_path, "whole.pt", client_state_memory=1 << 40)
     sink = Sink()
     interrupt(spec, tmp_path, 2, "split.pt", sink=sink, client_state_memory=0)
