@@ -102,14 +102,22 @@ def test_a_method_diagnostic_the_method_does_not_report_is_refused_when_the_run_
     check_diagnostics(engine_and_evaluation, build_algorithm("fedavg", {}))  # not the method's: never refused
 
 
+FEATURES = ("feature_snapshot", "feature_stats")  # the engine's, from the round's models: every setting has them
+
+
 @pytest.mark.parametrize(
     "algorithm,eval_mode,val_fraction,expected",
     [
-        ("fedavg", "global", 0.0, ("weight_divergence",)),
-        ("fedavg", "personal", 0.0, ("weight_divergence", "personal_divergence")),
-        ("fedavg", "both", 0.2, ("weight_divergence", "val_loss", "personal_divergence")),
-        ("lgmix", "global", 0.0, ("weight_divergence", "mixing_weights")),
-        ("lgmix", "personal", 0.2, ("weight_divergence", "val_loss", "personal_divergence", "mixing_weights")),
+        ("fedavg", "global", 0.0, ("weight_divergence", *FEATURES)),
+        ("fedavg", "personal", 0.0, ("weight_divergence", "personal_divergence", *FEATURES, "activations")),
+        ("fedavg", "both", 0.2, ("weight_divergence", "val_loss", "personal_divergence", *FEATURES, "activations")),
+        ("lgmix", "global", 0.0, ("weight_divergence", "mixing_weights", *FEATURES)),
+        (
+            "lgmix",
+            "personal",
+            0.2,
+            ("weight_divergence", "val_loss", "personal_divergence", "mixing_weights", *FEATURES, "activations"),
+        ),
     ],
 )
 def test_the_diagnostics_a_setting_can_record(algorithm, eval_mode, val_fraction, expected):
