@@ -134,6 +134,8 @@ def test_a_local_model_equal_to_the_global_one_is_at_distance_zero(round_one):
 def test_the_test_sample_is_bounded_fixed_and_drawn_from_its_own_stream(monkeypatch, round_one):
     spec, training, updates, contexts, _ = round_one
     assert torch.equal(sample_indices(spec, 50), torch.arange(50))  # a small test set: all of it
+    # 2,000 points: CIFAR-100's 10,000 test points give ~200 of a client's 10 observed classes (shard s = 10)
+    assert torch.equal(sample_indices(spec, 2000), torch.arange(2000)) and len(sample_indices(spec, 10_000)) == 2000
     monkeypatch.setattr(feature_diagnostics, "FEATURE_SAMPLE", 100)
     chosen = sample_indices(spec, 5000)
     assert len(chosen) == 100 and len(set(chosen.tolist())) == 100 and bool((chosen.diff() > 0).all())
@@ -163,7 +165,8 @@ def test_a_head_that_is_not_one_linear_map_has_no_alignment(head_mlp):
 def test_feature_stats_needs_class_labels():
     spec = contract_spec("fedavg", diagnostics=["feature_stats"])
     check_feature_diagnostics(spec, "classification")
-    with pytest.raises(ConfigError, match="splits the test set by class, and dataset 'digits' is a segmentation"):
+    message = "^diagnostic 'feature_stats' splits the test set by class, and dataset 'digits' is a segmentation task$"
+    with pytest.raises(ConfigError, match=message):  # the whole one-line error
         check_feature_diagnostics(spec, "segmentation")
 
 
