@@ -6,6 +6,8 @@ grouped into figures and lines)."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import pytest
 
 from fedbench.engine.loop import RoundRecord
@@ -120,6 +122,14 @@ def test_the_finished_runs_that_recorded_the_diagnostic_in_the_recipes_order(sto
     assert runs[0].labels == {"algorithm": "fedavg", "lr": "small"}
 
 
+def test_a_runs_values_cannot_be_changed_by_a_drawer(stored):
+    """The runs one read gives are shared by the drawers of a view's figures: frozen."""
+    recipe, registry = stored
+    run = diagnostic_runs(recipe, diagnostics_view(recipe), registry)[0]
+    with pytest.raises(FrozenInstanceError):
+        run.seed = 1  # type: ignore[misc]
+
+
 def test_the_views_where_and_the_reports_seeds_and_only_select_the_runs(stored):
     recipe, registry = stored
     view = diagnostics_view(recipe, where={"lr": "large"})
@@ -152,12 +162,12 @@ def test_the_table_is_one_line_counting_the_runs_that_recorded_it_and_those_that
         "full",
         False,
     )
-    assert table.rows == [] and table.columns == [] and table.cells == {}
-    (line,) = table.notes
+    assert table.rows == [] and table.columns == [] and table.cells == {} and table.unit == ""  # no numbers
     # 8 planned; finished: 4 fedavg and 2 fedprox (the failed and the pending one are not); 5 recorded val_loss
-    assert "per-round diagnostic 'val_loss' (per client)" in line
-    assert "5 of 8 runs recorded it (6 finished)" in line
-    assert "layout" not in line
+    assert table.notes == [
+        "a figure of the per-round diagnostic 'val_loss' (per client), drawn by --plots and the HTML report: 5 of 8 "
+        "runs recorded it (6 finished); the paper publishes no numbers for it."
+    ]
     (line,) = diagnostic_table(recipe, view, registry, seeds=[1], only={"lr": "large"}).notes
     assert "1 of 2 runs recorded it (1 finished)" in line
     (line,) = diagnostic_table(recipe, diagnostics_view(recipe, where={"lr": "small"}), registry).notes
@@ -221,6 +231,12 @@ def test_the_registry_is_asked_once_for_the_states_and_once_for_the_values_of_th
             {"rows": ["lr"], "columns": ["dataset"], "plot_by": "columns"},
             {"lr": "small", "dataset": "C"},
             ("C", "small"),
+        ),
+        # several keys on one side: their labels joined
+        (
+            {"rows": ["lr", "dataset"], "columns": ["partition", "scale"]},
+            {"lr": "small", "dataset": "C", "partition": "iid", "scale": "x2"},
+            ("small / C", "iid / x2"),
         ),
         # keys the run has no label of are left out
         ({"rows": ["lr", "seed"], "columns": ["dataset", "x"]}, {"lr": "small", "dataset": "C"}, ("small", "C")),
