@@ -234,3 +234,6 @@ def test_activation_boxes_of_each_client_sit_on_its_tick_methods_left_to_right()
     five = [RunDiagnostics({"algorithm": m}, 0, {5: activation_value(0.0, clients=5)}) for m in ("LG-Mix", "FedAvg")]
     one, two = (draw_activations(view("activations"), five[:n])[0][1] for n in (1, 2))
     assert one.get_figwidth() < two.get_figwidth()  # a box per method and client: wider with more methods
+    # what a box is, said on the figure (the paper's Fig. 2(b))
+    assert ax.get_title() == "Fig. 2(b): feature values per client\nbox 25–75 %, whiskers 5–95 %, ○ mean"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("client", "last-hidden-layer value")
