@@ -217,7 +217,7 @@ def test_titles_name_the_reproduced_items_and_the_figures_key():
     assert name == "fedavg" and fig.axes[0].get_title() == "Fig. 3(a), Fig. 9 · fedavg"
     # a key that tells the figure alone: the method is not added (one method per key)
     keyed = TableView(
-        name="v", kind="diagnostics", diagnostic="weight_divergence", layout="per_layer", rows=["dataset"]
+        name="v", kind="diagnostics", diagnostic="weight_divergence", layout="per_layer", rows=["dataset", "algorithm"]
     )
     ((name, fig),) = draw(keyed, [run("fedavg", 0, rounds, dataset="C10")])
     assert name == "C10" and fig.axes[0].get_title() == "v · C10"
