@@ -63,6 +63,10 @@ TARGETS = (
     "fedbench/recipes/load.py",
     "fedbench/recipes/expand.py",
     "fedbench/report/table.py",
+    "fedbench/report/diagnostic_series.py",  # the per-round diagnostics' runs and their figures
+    "fedbench/report/diagnostic_plots.py",
+    "fedbench/report/feature_plots.py",
+    "fedbench/report/projection_plots.py",
     "fedbench/cost.py",
     "fedbench/models/zoo.py",  # the builders' signatures are every model's model_params
 )

@@ -30,6 +30,7 @@ from fedbench.engine.feature_diagnostics import (
 )
 from fedbench.engine.loop import resume, set_up
 from fedbench.errors import ConfigError
+from fedbench.models.base import FedModel
 
 
 def trained_round(spec, round_index: int = 1):
@@ -134,6 +135,8 @@ def test_a_local_model_equal_to_the_global_one_is_at_distance_zero(round_one):
 def test_the_test_sample_is_bounded_fixed_and_drawn_from_its_own_stream(monkeypatch, round_one):
     spec, training, updates, contexts, _ = round_one
     assert torch.equal(sample_indices(spec, 50), torch.arange(50))  # a small test set: all of it
+    # 2,000 points: CIFAR-100's 10,000 test points give ~200 of a client's 10 observed classes (shard s = 10)
+    assert torch.equal(sample_indices(spec, 2000), torch.arange(2000)) and len(sample_indices(spec, 10_000)) == 2000
     monkeypatch.setattr(feature_diagnostics, "FEATURE_SAMPLE", 100)
     chosen = sample_indices(spec, 5000)
     assert len(chosen) == 100 and len(set(chosen.tolist())) == 100 and bool((chosen.diff() > 0).all())
@@ -163,7 +166,8 @@ def test_a_head_that_is_not_one_linear_map_has_no_alignment(head_mlp):
 def test_feature_stats_needs_class_labels():
     spec = contract_spec("fedavg", diagnostics=["feature_stats"])
     check_feature_diagnostics(spec, "classification")
-    with pytest.raises(ConfigError, match="splits the test set by class, and dataset 'digits' is a segmentation"):
+    message = "^diagnostic 'feature_stats' splits the test set by class, and dataset 'digits' is a segmentation task$"
+    with pytest.raises(ConfigError, match=message):  # the whole one-line error
         check_feature_diagnostics(spec, "segmentation")
 
 
@@ -185,7 +189,34 @@ def test_activation_summary_is_the_distribution_of_the_last_hidden_layer_values(
     step = -(-values.size // 100)
     assert strided["quantiles"] == pytest.approx(list(np.quantile(values[::step], QUANTILES)), rel=1e-5, abs=1e-9)
     assert strided["mean"] == summary["mean"] and strided["std"] == pytest.approx(summary["std"], rel=1e-5)
-    assert activation_summary(model, x[:0])["quantiles"] is None
+    one_by_one = activation_summary(model, x, batch_size=1)  # the batches change nothing, one point each too
+    assert one_by_one["quantiles"] == pytest.approx(strided["quantiles"], rel=1e-4, abs=1e-7)  # float32 sums
+    # a stride that does not divide a batch's values: every k-th of the whole set still, across the batches
+    monkeypatch.setattr(feature_diagnostics, "QUANTILE_VALUES", -(-values.size // 5))
+    step = 5
+    assert (7 * values.size // 50) % step != 0  # a batch of 7 points
+    uneven = activation_summary(model, x, batch_size=7)
+    assert uneven["quantiles"] == pytest.approx(list(np.quantile(values[::step], QUANTILES)), rel=1e-5, abs=1e-9)
+    empty = {"mean": None, "std": None, "zero_fraction": None, "quantiles": None}
+    assert activation_summary(model, x[:0]) == empty
+
+
+class Identity(FedModel):
+    """Features = the input (a feature map as large as one likes, built by hand)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.encoder, self.classifier, self.feature_dim = torch.nn.Identity(), torch.nn.Identity(), width
+
+
+def test_the_quantiles_of_a_large_feature_map_are_of_at_most_2_to_the_22_values():
+    """A segmentation model's feature maps hold millions of values per test set: the quantiles are of every k-th
+    (at most 4,194,304 of them, a bounded memory), the mean and std of all."""
+    x = torch.zeros(5, 1_000_000)  # 5,000,000 values: every 2nd one is kept
+    x[:, 1::2] = 1.0
+    summary = activation_summary(Identity(1_000_000), x, batch_size=2)
+    assert summary["quantiles"] == [0.0] * len(QUANTILES)  # the even positions only
+    assert summary["mean"] == 0.5 and summary["zero_fraction"] == 0.5
 
 
 def test_activations_are_each_clients_own_model_on_its_test_set_on_evaluated_diagnosed_rounds(tmp_path):

@@ -26,6 +26,7 @@ from fedbench.engine.snapshots import (
     sample_order,
 )
 from fedbench.errors import ConfigError
+from fedbench.seeding import numpy_rng
 
 DIGITS_TEST = 360  # scikit-learn's digits: the test split the contract setting evaluates on
 
@@ -52,6 +53,9 @@ def test_the_sample_is_the_same_every_round_and_for_every_method_and_only_the_se
     assert len(points) == min(SAMPLE_SIZE, DIGITS_TEST) and len(set(points)) == len(points)
     assert all(v["points"] == points and v["labels"] == values[0]["labels"] for v in values)
     assert points == sample_order(contract_spec("fedavg").seed, DIGITS_TEST)[: len(points)].tolist()
+    # drawn from its own stream, the one the module names: the snapshots a registry holds keep their points
+    stream = numpy_rng(contract_spec("fedavg").seed, "feature_snapshot")
+    assert points == stream.permutation(DIGITS_TEST)[: len(points)].tolist()
     other = snapshots(contract_spec("fedavg", rounds=1, seed=1, diagnostics=["feature_snapshot"]))[1]
     assert other["points"] != points
 
@@ -109,6 +113,8 @@ def test_a_round_client_0_did_not_train_in_says_so_and_stores_no_local_model():
 
 def test_wider_features_keep_a_prefix_of_the_same_sample_within_the_size_bound():
     narrow = snapshots(contract_spec("fedavg", rounds=1, diagnostics=["feature_snapshot"]))[1]
+    # ResNet-18's 512-d features keep the whole sample; any wider one keeps fewer points
+    assert MAX_VALUES // 512 == SAMPLE_SIZE and MAX_VALUES // 513 < SAMPLE_SIZE
     wide = snapshots(
         contract_spec("fedavg", rounds=1, model_params={"hidden": 1024}, diagnostics=["feature_snapshot"])
     )[1]
@@ -138,9 +144,14 @@ def test_recording_snapshots_leaves_training_bit_for_bit_unchanged():
 
 def test_a_run_that_cannot_record_snapshots_fails_when_it_starts():
     spec = contract_spec("fedavg", diagnostics=["feature_snapshot"])
-    with pytest.raises(ConfigError, match="colours test points by class"):
+    message = "^diagnostic 'feature_snapshot' colours test points by class: digits is a segmentation task$"
+    with pytest.raises(ConfigError, match=message):
         check_snapshot(spec, "segmentation", None)
-    with pytest.raises(ConfigError, match="not a FedModel"):
+    message = (
+        r"^diagnostic 'feature_snapshot' records FedModel\.features\(x\): model 'digits_mlp' is not a FedModel "
+        r"\(fedbench\.models\)$"
+    )
+    with pytest.raises(ConfigError, match=message):
         check_snapshot(spec, "classification", torch.nn.Linear(2, 2))
     check_snapshot(contract_spec("fedavg"), "segmentation", None)  # not asked for: nothing to check
 

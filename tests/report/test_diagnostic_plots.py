@@ -182,3 +182,74 @@ def test_figures_follow_the_views_keys_one_per_value_of_the_other_keys():
     assert [key for key, _ in made] == ["C10", "SVHN"]
     assert all(len(fig.axes[0].get_lines()) == 2 for _, fig in made)
     assert np.isclose(lines(made[0][1])["fedavg (n=1)"][1], [1.0, 2.0]).all()
+
+
+# ------------------------------------------------------------------------------------------- what a figure says
+def legend_title(fig) -> str:
+    return fig.axes[0].get_legend().get_title().get_text()
+
+
+def test_each_figure_names_its_quantity_its_band_and_its_normalisation():
+    """A reader can tell from the figure alone what its axis, its lines and its band are."""
+    layers = ["encoder.conv1", "encoder.layer1.0.conv1", "classifier"]
+    rounds = {1: divergence(layers, [[1.0, 2.0, 3.0]]), 2: divergence(layers, [[2.0, 1.0, 1.0]])}
+    runs = [run("fedavg", 0, rounds), run("fedavg", 1, rounds)]
+    ((_, whole),) = draw(view("weight_divergence"), runs)
+    assert whole.axes[0].get_ylabel() == "weight divergence (1/|S|) Σ_i ‖θ̄ − θ_i‖"
+    assert whole.axes[0].get_yscale() == "linear"  # only the mixing weights are drawn on a log axis
+    assert legend_title(whole) == "mean; band: min–max over seeds"
+    for layout, part in (("per_layer", "layer"), ("per_stage", "stage")):
+        ((_, fig),) = draw(view("weight_divergence", layout=layout), runs)
+        assert fig.axes[0].get_ylabel() == "weight divergence / its maximum"
+        assert legend_title(fig) == f"{part}; mean over clients, 2 seed(s)"
+    mixing = {r: {"clients": [0], "weight": [0.5], "symbol": "λ"} for r in (1, 2)}
+    ((_, fig),) = draw(view("mixing_weights"), [run("lgmix", 0, mixing)])
+    assert fig.axes[0].get_ylabel() == "mixing weight (log scale)"
+    assert legend_title(fig) == "mean; band: min–max over seeds"
+    ((_, fig),) = draw(view("personal_divergence"), [run("lgmix", 0, {3: personal([[1.0, 2.0]])})])
+    assert legend_title(fig) == "client; mean over 1 seed(s)"
+
+
+def test_titles_name_the_reproduced_items_and_the_figures_key():
+    rounds = {1: divergence(["a"], [[1.0]]), 2: divergence(["a"], [[2.0]])}
+    both = view("weight_divergence", reproduces=["Fig. 3(a)", "Fig. 9"], layout="per_layer")
+    ((name, fig),) = draw(both, [run("fedavg", 0, rounds)])
+    assert name == "fedavg" and fig.axes[0].get_title() == "Fig. 3(a), Fig. 9 · fedavg"
+    # a key that tells the figure alone: the method is not added (one method per key)
+    keyed = TableView(
+        name="v", kind="diagnostics", diagnostic="weight_divergence", layout="per_layer", rows=["dataset", "algorithm"]
+    )
+    ((name, fig),) = draw(keyed, [run("fedavg", 0, rounds, dataset="C10")])
+    assert name == "C10" and fig.axes[0].get_title() == "v · C10"
+    # a view without keys: one figure, titled by the view alone
+    bare = TableView(name="v", kind="diagnostics", diagnostic="val_loss")
+    loss = {1: {"clients": [0], "loss": [1.0], "mean": 1.0}, 2: {"clients": [0], "loss": [0.5], "mean": 0.5}}
+    ((_, fig),) = draw(bare, [run("fedavg", 0, loss)])
+    assert fig.axes[0].get_title() == "v"
+
+
+def test_personal_divergence_of_one_seed_and_its_bars_sit_on_their_layer_without_overlapping():
+    clients = ["A", "B", "C", "D", "E"]
+    value = personal([[float(c + layer) for layer in range(41)] for c in range(5)])  # U-Net: 41 layers
+    ((_, fig),) = draw(view("personal_divergence", clients=clients), [run("lgmix", 0, {7: value})])
+    (ax,) = fig.axes
+    for layer in range(41):
+        bars = sorted((container[layer] for container in ax.containers), key=lambda bar: bar.get_x())
+        assert [bar.get_height() for bar in bars] == [float(c + layer) for c in range(5)]  # clients in order
+        left, right = bars[0].get_x(), bars[-1].get_x() + bars[-1].get_width()
+        assert layer + 1 - 0.4 == pytest.approx(left) and right == pytest.approx(layer + 1 + 0.4)  # on tick layer+1
+        assert all(a.get_x() + a.get_width() <= b.get_x() + 1e-9 for a, b in zip(bars, bars[1:]))
+    small = draw(view("personal_divergence"), [run("lgmix", 0, {7: personal([[1.0, 2.0]])})])[0][1]
+    assert small.get_figwidth() < fig.get_figwidth() <= 16  # wider with more layers and clients, bounded
+
+
+def test_the_mixing_weights_band_is_the_min_and_max_over_seeds_per_round():
+    def weights(values):
+        return {r: {"clients": [0], "weight": [w], "symbol": "λ"} for r, w in zip((1, 2, 3), values)}
+
+    runs = [run("lgmix", 0, weights([0.9, 0.2, 0.5])), run("lgmix", 1, weights([0.3, 0.6, 0.1]))]
+    ((_, fig),) = draw(view("mixing_weights"), runs)
+    band = fig.axes[0].collections[0].get_paths()[0].vertices
+    top = {x: y for x, y in band if x in (1, 2, 3) and y == max(yy for xx, yy in band if xx == x)}
+    bottom = {x: y for x, y in band if x in (1, 2, 3) and y == min(yy for xx, yy in band if xx == x)}
+    assert top == pytest.approx({1: 0.9, 2: 0.6, 3: 0.5}) and bottom == pytest.approx({1: 0.3, 2: 0.2, 3: 0.1})

@@ -173,3 +173,67 @@ def test_a_single_diagnosed_round_is_drawn_on_a_window_of_whole_rounds():
     before = wide.get_xlim()
     round_axis(wide)
     assert wide.get_xlim() == before  # several rounds: matplotlib's own window
+
+
+def test_the_panels_are_frozen_and_each_is_drawn_by_the_papers_label_for_it():
+    from dataclasses import FrozenInstanceError
+
+    with pytest.raises(FrozenInstanceError):
+        FEATURE_PANELS[0].ylabel = "x"  # type: ignore[misc]  # the catalogue every view draws from
+    items = ["Fig. 2(a)", "Fig. 2(b)", "Fig. 3(a)", "Fig. 3(b)", "Fig. 4(a)", "Fig. 4(b)", "Fig. 4(c)"]
+    items += ["Fig. 5 (alignment)", "Fig. 5 (accuracy)"]
+    for item, panel in zip(items, FEATURE_PANELS, strict=True):
+        assert [stem for stem, _ in draw_feature_stats(view("feature_stats", [item]), feature_runs())] == [panel.stem]
+
+
+def test_each_panel_says_its_quantity_and_unit_on_its_axis_and_title():
+    drawn = dict(draw_feature_stats(view("feature_stats"), feature_runs()))
+    ylabels = {stem: fig.axes[0].get_ylabel() for stem, fig in drawn.items()}
+    assert ylabels == {
+        "fig2a_alignment": "alignment cos(f(x; θ_r^i), v_y)",
+        "fig2b_accuracy": "accuracy (%)",
+        "fig3a_alignment_gap": "alignment gap (local − global)",
+        "fig3b_accuracy_gap": "accuracy gap (local − global) (%)",
+        "fig4a_distance": "feature distance ‖f(x; θ_r^i) − f(x; θ_{r−1}^g)‖₂",
+        "fig4b_angle": "feature angle ∠(f(x; θ_r^i), f(x; θ_{r−1}^g)) (°)",
+        "fig4c_norm_gap": "feature norm difference ‖f(x; θ_r^i)‖₂ − ‖f(x; θ_{r−1}^g)‖₂",
+        "fig5_alignment": "alignment cos(f(x; θ_r^i), v_y)",
+        "fig5_accuracy": "accuracy (%)",
+    }
+    assert drawn["fig3a_alignment_gap"].axes[0].get_title() == "Fig. 3(a): alignment gap (local − global)"
+    assert all(fig.axes[0].get_xlabel() == "communication round" for fig in drawn.values())
+    fractions = dict(draw_feature_stats(view("feature_stats", ["Fig. 2(b)"], percent=False), feature_runs()))
+    assert fractions["fig2b_accuracy"].axes[0].get_ylabel() == "accuracy"  # no % on fractions
+
+
+def test_a_window_of_two_rounds_or_more_is_left_as_matplotlib_set_it():
+    from fedbench.report.feature_plots import round_axis
+
+    ax = Figure().add_subplot()
+    ax.plot([1, 2], [0.0, 1.0])
+    ax.set_xlim(0.5, 2.5)  # exactly two rounds wide
+    round_axis(ax)
+    assert ax.get_xlim() == (0.5, 2.5)
+
+
+def test_activation_boxes_of_each_client_sit_on_its_tick_methods_left_to_right():
+    runs = [
+        RunDiagnostics({"algorithm": "LG-Mix"}, 0, {5: activation_value(0.0)}),
+        RunDiagnostics({"algorithm": "FedAvg"}, 0, {5: activation_value(100.0)}),
+    ]
+    ((_, fig),) = draw_activations(view("activations"), runs)
+    (ax,) = fig.axes
+    medians = {
+        round(float(line.get_ydata()[0]), 6): list(line.get_xdata())
+        for line in ax.get_lines()
+        if line.get_color() == "black" and len(line.get_ydata()) == 2
+    }
+    for client in range(3):
+        first, second = medians[client + 0.5], medians[100.0 + client + 0.5]  # LG-Mix's box, then FedAvg's
+        assert client - 0.4 <= min(first) < max(first) <= client <= min(second) < max(second) <= client + 0.4
+    five = [RunDiagnostics({"algorithm": m}, 0, {5: activation_value(0.0, clients=5)}) for m in ("LG-Mix", "FedAvg")]
+    one, two = (draw_activations(view("activations"), five[:n])[0][1] for n in (1, 2))
+    assert one.get_figwidth() < two.get_figwidth()  # a box per method and client: wider with more methods
+    # what a box is, said on the figure (the paper's Fig. 2(b))
+    assert ax.get_title() == "Fig. 2(b): feature values per client\nbox 25–75 %, whiskers 5–95 %, ○ mean"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("client", "last-hidden-layer value")

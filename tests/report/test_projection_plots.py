@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from fedbench.errors import FedbenchError, RegistryError
@@ -73,6 +74,7 @@ def test_a_snapshot_decodes_to_its_features_within_float16_precision():
     [
         ("not an object", "is not a JSON object"),
         (snapshot(shape=[N]), "has shape [40], not [points, features]"),
+        (snapshot(shape=[N, 0]), "has shape [40, 0], not [points, features]"),
         (snapshot(dtype="float32"), "has dtype 'float32', not 'float16'"),
         (snapshot(labels=[0, 1]), "does not hold 40 integer labels"),
         (snapshot(**{"global": None}), "has no global features"),
@@ -85,7 +87,7 @@ def test_a_malformed_snapshot_is_a_one_line_registry_error(value, message):
     with pytest.raises(RegistryError) as raised:
         decode_snapshot(value, "global", "run seed 1, round 50")
     text = str(raised.value)
-    assert message in text and text.startswith("run seed 1, round 50: ") and "\n" not in text
+    assert text == f"run seed 1, round 50: the stored feature_snapshot {message}; record the run again or re-import it"
     assert isinstance(raised.value, FedbenchError)  # the CLI prints it on one line and exits 2
 
 
@@ -111,14 +113,19 @@ def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_ca
     for (stem, fig), letter in zip(drawn, "abc", strict=True):
         title = titles(fig)
         assert title.startswith(f"({letter}) ") and f"random_state {random_state}" in title and "seed 10" in title
-        assert "init='pca'" in title and "perplexity 13" in title  # (40 − 1) / 3: fewer points than 91
+        assert "init='pca'" in title and "perplexity 13, " in title  # (40 − 1) / 3: fewer points than 91
         assert ("global model" in title) == (stem == "global_r50")
+        if stem != "global_r50":  # the paper's client 1 is our client 0
+            assert "client 1's local model (client 0)" in title
     # redone from what the figure says: the same coordinates as plotted
     points, _ = project(decode_snapshot(snapshot(), "global", "here")[0], random_state)
-    plotted = np.concatenate([c.get_offsets() for c in drawn[0][1].axes[0].collections])
-    assert np.allclose(np.sort(plotted, axis=0), np.sort(points, axis=0))
-    # the classes separate: every point is nearer its own class's centre than the other's
     labels = np.array(snapshot()["labels"])
+    (ax,) = drawn[0][1].axes
+    for collection in ax.collections:  # a scatter per class, holding that class's points
+        mine = points[labels == int(collection.get_label())]
+        assert np.allclose(np.sort(collection.get_offsets(), axis=0), np.sort(mine, axis=0))
+    assert ax.get_legend().get_title().get_text() == "class"
+    # the classes separate: every point is nearer its own class's centre than the other's
     centres = np.stack([points[labels == c].mean(0) for c in (0, 1)])
     nearest = np.linalg.norm(points[:, None] - centres[None], axis=2).argmin(1)
     assert (nearest == labels).all()
@@ -132,6 +139,46 @@ def test_a_panel_the_run_cannot_fill_is_a_figure_saying_why():
     assert texts["global_r50"] == ""  # drawn
     assert texts["client1_r50"] == "client 0 did not train in this round"
     assert texts["client1_r30"] == "round 30 not recorded (recorded: 50)"
+    # the stored note, or the reason itself where an older value has none; in the middle of the figure
+    other = snapshot(local=False) | {"note": "client 0 held no data"}
+    bare = {key: value for key, value in snapshot(local=False).items() if key != "note"}
+    view = VIEW.model_copy(update={"at_rounds": [50]})
+    for value, expected in ((other, "client 0 held no data"), (bare, "client 0 did not train in this round")):
+        fig = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})]))["client1_r50"]
+        (text,) = fig.axes[0].texts
+        assert text.get_text() == expected
+        FigureCanvasAgg(fig).draw()
+        box, page = text.get_window_extent(), fig.bbox
+        assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
+
+
+def scatter_of(classes: int) -> Figure:
+    value = snapshot(labels=[i % classes for i in range(N)])
+    view = VIEW.model_copy(update={"at_rounds": [50]})
+    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})]))
+    return drawn["global_r50"]
+
+
+@pytest.mark.parametrize("classes", [2, 12, 25])
+def test_every_class_has_a_colour_of_its_own_and_a_legend_up_to_twenty(classes):
+    fig = scatter_of(classes)
+    (ax,) = fig.axes
+    colours = {tuple(np.round(c.get_facecolor()[0], 6)) for c in ax.collections}
+    assert len(ax.collections) == classes and len(colours) == classes
+    legend = ax.get_legend()
+    assert (legend is not None) == (classes <= 20)
+    if legend is not None:  # right of the axes, centred on them
+        FigureCanvasAgg(fig).draw()
+        box, axes = legend.get_window_extent(), ax.get_window_extent()
+        assert box.x0 >= axes.x1 - 1 and box.y0 < (axes.y0 + axes.y1) / 2 < box.y1
+
+
+def test_the_perplexity_is_scikit_learns_default_once_there_are_enough_points():
+    from sklearn.manifold import TSNE
+
+    rng = np.random.default_rng(1)
+    _, perplexity = project(rng.normal(size=(92, 2)).astype(np.float32), 0)
+    assert perplexity == TSNE().perplexity == 30.0
 
 
 def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
@@ -148,6 +195,9 @@ def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
         for seed in (1, 2)
         for panel in ("global_r50", "client1_r50")
     ]
+    # every label, joined, in a file name's characters
+    named = [RunDiagnostics({"algorithm": "fed avg", "dataset": "C/10"}, seed, {50: snapshot()}) for seed in (1, 2)]
+    assert [stem for stem, _ in PROJECTION_DRAWERS["feature_snapshot"](view, named)][0] == "fed-avg_C-10_s1_global_r50"
 
 
 def test_the_module_imports_neither_torch_nor_scikit_learn():
