@@ -549,7 +549,7 @@ def test_with_seeds_hashes_each_copy_when_another_field_holds_the_seeds_placehol
     assert [(copy.seed, digest) for copy, digest in spec.with_seeds([1, 2])] == [
         (seed, spec.model_copy(update={"seed": seed}).spec_hash) for seed in (1, 2)
     ]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"^with_seeds takes int seeds, not \[True\]$"):
         spec.with_seeds([True])
 
 
