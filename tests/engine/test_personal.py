@@ -348,3 +348,20 @@ def test_validation_split_is_recorded_and_disjoint(tmp_path):
     plain = prepare_data(RunSpec(**{**FOUR_CLIENTS, "algorithm": "fedavg"}), torch.device("cpu"))
     assert all(torch.equal(a, b) for a, b in zip(plain.client_test, data.client_test))
     assert all(r.personal_val_mean == pytest.approx(np.mean(r.personal_val_per_client)) for r in records)
+
+
+def test_personal_evaluation_adds_its_diagnostics_beside_the_engines(tmp_path):
+    """On a diagnosed round the engine's diagnostics (weight divergence) and personal evaluation's (validation
+    loss, personal divergence, activations) are stored together, each with one entry per client it covers."""
+    asked = ("weight_divergence", "val_loss", "personal_divergence", "activations")
+    _, records, _ = train_four_clients(
+        tmp_path, algorithm="fedavg", client_val_fraction=0.2, diagnostics=asked, diagnostics_every=2
+    )
+    by_round = {r.round: r.diagnostics for r in records}
+    assert by_round[1] is None  # not diagnosed: every 2nd round, and the last
+    recorded = by_round[2]
+    assert set(recorded) == set(asked)
+    assert recorded["val_loss"]["clients"] == [0, 1, 2, 3]
+    assert recorded["personal_divergence"]["clients"] == [0, 1, 2, 3]
+    assert recorded["activations"]["clients"] == [0, 1, 2, 3]
+    assert len(recorded["weight_divergence"]["clients"]) == 4  # the round's sampled clients: all four

@@ -541,3 +541,20 @@ def test_a_conflict_is_an_immutable_record_and_the_public_names_import():
     ]
     assert all(name in names for name in public)
     assert names["FORMAT"] == "fedbench-runs" and names["VERSION"] == 2
+
+
+def test_a_run_of_an_unloaded_plugin_says_where_its_plugin_came_from():
+    """The line of a run whose method is not registered names the plug-in it was trained with (an installed
+    distribution by name, else the file it was loaded from), for ``fedbench import --plugin``."""
+    from fedbench.registry.transfer import RunLine, _plugin_hint
+
+    def hint(plugins) -> str:
+        return _plugin_hint(RunLine.model_construct(provenance={"plugins": plugins} if plugins is not None else {}))
+
+    assert hint([{"source": "/work/my_methods.py", "distribution": None}]) == (
+        "; the run was trained with the plug-in /work/my_methods.py: load it with --plugin"
+    )
+    assert hint([{"source": "/site/pkg/__init__.py", "distribution": "fed-extras"}]).startswith(
+        "; the run was trained with the plug-in fed-extras:"
+    )
+    assert hint(None) == hint([]) == "; load the plug-in that defines it with --plugin"
