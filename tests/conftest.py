@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,10 @@ def pytest_sessionstart(session):
         seen[path.name] = path
 
 
-@pytest.fixture
-def float64(monkeypatch):
-    """Run the test in float64: models and tensors it builds follow the default dtype, set to float64, and
-    so do the data tensors the engine prepares (the data set's float32 values, exactly representable)."""
+@contextmanager
+def float64_mode(monkeypatch):
+    """Within it, models and tensors follow the default dtype, set to float64, and so do the data tensors the
+    engine prepares (the data set's float32 values, exactly representable)."""
     from_arrays = TensorData.from_arrays.__func__
 
     def float64_arrays(cls, arrays, device):
@@ -59,8 +60,17 @@ def float64(monkeypatch):
     monkeypatch.setattr(TensorData, "from_arrays", classmethod(float64_arrays))
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """Run the test in float64 (``float64_mode``)."""
+    with float64_mode(monkeypatch):
+        yield
 
 
 @pytest.fixture
