@@ -27,7 +27,7 @@ def numpy_rng(seed: int, stream: str, *keys: int) -> np.random.Generator:
 
 
 def torch_generator(seed: int, stream: str, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
-    import torch  # local: the report's drawers derive seeds here and must not import torch
+    import torch
 
     generator = torch.Generator(device=device)
     generator.manual_seed(derive_seed(seed, stream, *keys))
