@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from fedbench.errors import DataError
 
@@ -76,6 +75,9 @@ def read_images(
     """Decode image files (or encoded images in memory) with Pillow into one (N, C, H, W) uint8 array, resizing each
     to ``size``. ``remedy``: what an error about an undecodable image tells the user to do (default: fetch the
     file from the dataset's download again)."""
+    # local: compiling a recipe imports every loader, and only reading image files needs Pillow
+    from PIL import Image
+
     channels = 1 if mode == "L" else 3
     if not paths:
         if size is None:

@@ -2,7 +2,7 @@
 ``export``, ``import``, ``report`` (of tables that need no model statistics) and ``algorithms`` run in a fresh
 process (on a registry holding one finished run of recipes/quickstart.toml) that then says which of the heavy
 libraries it imported. None imports torch; none imports scipy (the report's t-tests import it, and one seed gives
-none), matplotlib (plots) or Alembic (migrations: only ``import``, which creates its registry, needs it); the
+none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only ``import``, which creates its registry, needs it); the
 commands that read no recipe nor spec import no numpy, and ``export`` does not build the spec's schema.
 ``benchmarks/startup.py`` times them; this test checks no timing."""
 
@@ -23,7 +23,7 @@ from fedbench.registry import Registry
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
 
 # The modules the probe reports on: the heavy libraries, and the spec (its pydantic schema is built on import).
-WATCHED = ("torch", "scipy", "matplotlib", "alembic", "numpy", "fedbench.spec")
+WATCHED = ("torch", "scipy", "matplotlib", "alembic", "PIL", "numpy", "fedbench.spec")
 # Runs one fedbench command line (sys.argv[1:]) in this process, then prints on a last line of its own its exit code
 # and which of the WATCHED modules were imported.
 PROBE = f"""
@@ -37,7 +37,7 @@ except SystemExit as exit:
     code = exit.code or 0
 print("\\n" + json.dumps({{"exit": code, "imported": [m for m in {WATCHED!r} if m in sys.modules]}}))
 """
-HEAVY = {"torch", "scipy", "matplotlib", "alembic"}
+HEAVY = {"torch", "scipy", "matplotlib", "alembic", "PIL"}  # PIL: only reading image files needs it
 # What each command must not import beyond HEAVY (show, import and report resolve specs: the data sets' loaders,
 # hence numpy, and the spec; import creates its registry, so it migrates it with Alembic)
 NOT_IMPORTED = {
