@@ -27,6 +27,7 @@ def numpy_rng(seed: int, stream: str, *keys: int) -> np.random.Generator:
 
 
 def torch_generator(seed: int, stream: str, *keys: int, device: torch.device | str = "cpu") -> torch.Generator:
+    # local: recipes, the engine's numpy streams and the report derive seeds here without torch
     import torch
 
     generator = torch.Generator(device=device)

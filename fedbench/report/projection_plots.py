@@ -71,7 +71,7 @@ def decode_snapshot(value: Any, key: str, where: str) -> tuple[np.ndarray, np.nd
 
 def project(features: np.ndarray, random_state: int) -> tuple[np.ndarray, float]:
     """The 2-d t-SNE of ``features`` (scikit-learn, ``init="pca"``) and the perplexity it used."""
-    from sklearn.manifold import TSNE  # deferred: a report that draws no projection does not import scikit-learn
+    from sklearn.manifold import TSNE  # local: a report that draws no projection does not import scikit-learn
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # scikit-learn's own dependency
 
     perplexity = min(PERPLEXITY, max(1.0, (len(features) - 1) / 3))

@@ -4,10 +4,12 @@ process (on a registry holding one finished run of recipes/quickstart.toml) that
 libraries it imported. None imports torch; none imports scipy (the report's t-tests import it, and one seed gives
 none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only ``import``, which creates its registry, needs it); the
 commands that read no recipe nor spec import no numpy, and ``export`` does not build the spec's schema.
-``benchmarks/startup.py`` times them; this test checks no timing."""
+``benchmarks/startup.py`` times them; this test checks no timing. The imports deferred into functions for that (or
+for an optional dependency) each say why, in a ``# local:`` comment."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -20,7 +22,8 @@ from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import compile_recipes
 from fedbench.registry import Registry
 
-RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "quickstart.toml"
 
 # The modules the probe reports on: the heavy libraries, and the spec (its pydantic schema is built on import).
 WATCHED = ("torch", "scipy", "matplotlib", "alembic", "PIL", "numpy", "fedbench.spec")
@@ -130,3 +133,54 @@ def test_the_probe_sees_torch_where_a_command_needs_it(tmp_path):
     assert verdict["exit"] == 0, printed
     assert json.loads(printed)["params"] > 0
     assert "torch" in verdict["imported"]
+
+
+def unexplained_imports(source: str) -> list[int]:
+    """The lines of the function-level imports of ``source`` that do not say why they are not at the top: a
+    ``# local: <reason>`` comment on a line of the block of imports it belongs to (blank lines may group them) or
+    in the comment above that block (CONTRIBUTING.md, "The layer rule")."""
+    lines = source.splitlines()
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        imports = [node for node in ast.walk(function) if isinstance(node, ast.Import | ast.ImportFrom)]
+        block = {line for node in imports for line in range(node.lineno, node.end_lineno + 1)}
+        for node in imports:
+            said = [lines[node.lineno - 1]]
+            above = node.lineno - 1  # 1-based number of the line above the import
+            # up over the block's other imports, the blank lines that group them and the comment above them
+            while above >= 1 and (
+                above in block or not lines[above - 1].strip() or lines[above - 1].lstrip()[0] == "#"
+            ):
+                said.append(lines[above - 1])
+                above -= 1
+            if not any("# local:" in line for line in said):
+                found.append(node.lineno)
+    return found
+
+
+def test_every_function_level_import_says_why():
+    # cli/: its package docstring gives the one reason for all of them (a command imports the library it calls)
+    modules = [path for path in (ROOT / "fedbench").rglob("*.py") if path.parent.name != "cli"]
+    unexplained = [
+        f"{path.relative_to(ROOT)}:{line}" for path in modules for line in unexplained_imports(path.read_text())
+    ]
+    assert not unexplained, "function-level imports without a '# local: <reason>' comment: " + ", ".join(unexplained)
+
+
+def test_an_import_without_its_reason_is_found():
+    source = """
+def explained():
+    # local: keeps torch out of the report's start-up
+    import torch
+
+    from fedbench.models import build_model
+    return torch, build_model
+
+def unexplained():
+    x = 1
+    import numpy
+    return numpy, x
+"""
+    assert unexplained_imports(source) == [11]

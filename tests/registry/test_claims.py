@@ -75,7 +75,7 @@ def beats_seen(registry: Registry, times: int) -> tuple[threading.Event, list[da
 
 
 # ------------------------------------------------------------------------------------------- heartbeats
-@pytest.mark.parametrize("holder", ["otherhost:4242", LOCAL_ALIVE])
+@pytest.mark.parametrize("holder", ["otherhost:4242", LOCAL_ALIVE], ids=["remote", "local-alive"])  # ids: no pid
 def test_a_live_worker_in_a_long_round_keeps_its_claim(registered, clock, holder):
     registry, spec_hash = registered
     run_id = registry.claim(spec_hash, worker=holder)

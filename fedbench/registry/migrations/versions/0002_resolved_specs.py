@@ -39,6 +39,8 @@ def resolve_v0_1_0(spec: dict[str, Any], defaults: dict[str, dict[str, dict[str,
     """The RunSpec a 0.1.0 registry row meant: its parameters over 0.1.0's defaults, then resolved. 0.1.0 trained
     every method at its first result revision: a spec a later fix changes (the method's ``Params.result_revision`` > 1) must
     not be taken for the fixed result, so it keeps revision 1."""
+    # local: Alembic imports every revision script to find the ones to run; only this revision's upgrade of an old
+    # registry needs the spec schema and the plug-in catalogues
     from fedbench.recipes.resolve import resolve_spec
     from fedbench.spec import PLUGIN_KINDS
 
@@ -64,6 +66,7 @@ def _move_checkpoint(directory: Path | None, old: str, new: str) -> None:
 
 
 def upgrade() -> None:
+    # local: as in resolve_v0_1_0, only an upgrade that runs needs them
     from pydantic import ValidationError
 
     from fedbench.errors import FedbenchError
