@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fedbench.cli import completion
 from fedbench.cli.common import console, print_json, user_errors
 from fedbench.cli.options import SET, THREADS, DataDir, Plugins, Synthetic, load_plugins, reworded
 
@@ -24,10 +25,19 @@ Settings = Annotated[
 
 @user_errors
 def check_method(
-    name: str = typer.Argument(..., help="The method to check: a built-in or one a --plugin registers."),
+    name: str = typer.Argument(
+        ..., help="The method to check: a built-in or one a --plugin registers.", autocompletion=completion.algorithms
+    ),
     plugin: Plugins = [],  # noqa: B006 (a default Typer hands over; never mutated)
-    dataset: str = typer.Option("digits", "--dataset", help="Data set the checks train on."),
-    model: str = typer.Option("digits_mlp", "--model", help="Model the checks train (digits_mlp: 16 hidden units)."),
+    dataset: str = typer.Option(
+        "digits", "--dataset", help="Data set the checks train on.", autocompletion=completion.datasets
+    ),
+    model: str = typer.Option(
+        "digits_mlp",
+        "--model",
+        help="Model the checks train (digits_mlp: 16 hidden units).",
+        autocompletion=completion.models,
+    ),
     rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of each check's runs (resume stops one before)."),
     clients: int = typer.Option(4, "--clients", min=1, help="Clients (all but one train each round)."),
     set_: Settings = [],  # noqa: B006

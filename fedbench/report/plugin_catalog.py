@@ -11,7 +11,9 @@ from fedbench.algorithms import ALGORITHMS, params_class
 
 
 def algorithm_entries() -> list[dict[str, Any]]:
-    """Every registered FL method: name, hyperparameters with their defaults, papers, one-line description."""
+    """Every registered FL method: name, hyperparameters with their defaults, papers, one-line description, and the
+    setting in which it trains as FedAvg (``fedavg_setting``, None where it declares none: the engine contract's
+    ``fedavg-setting`` check, ``fedbench check-method``)."""
     entries = []
     for name in ALGORITHMS.names():  # read from the catalogue and the methods' sources: no method is imported
         params = {k: f.default for k, f in params_class(name).model_fields.items()}
@@ -22,6 +24,7 @@ def algorithm_entries() -> list[dict[str, Any]]:
                 "params": params,
                 "papers": list(ALGORITHMS.info(name).get("papers", ())),
                 "description": doc[0] if doc else "",
+                "fedavg_setting": ALGORITHMS.info(name).get("fedavg_setting"),
             }
         )
     return entries

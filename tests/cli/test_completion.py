@@ -57,6 +57,9 @@ def test_assignments_offer_axes_then_their_values_and_registered_names():
 def test_registered_names():
     assert offered("fedbench models resnet18_f") == ["resnet18_femnist"]
     assert offered("fedbench datasets check digi") == ["digits", "digits5"]
+    assert offered("fedbench check-method fedpr") == ["fedprox"]
+    assert offered("fedbench check-method fedprox --dataset digi") == ["digits", "digits5"]
+    assert offered("fedbench check-method fedprox --model digits_m") == ["digits_mlp"]
 
 
 def test_a_broken_recipe_completes_nothing_and_raises_nothing(tmp_path):

@@ -18,6 +18,10 @@ def test_every_method_once_in_name_order_with_its_parameter_defaults():
     assert by_name["fedprox"]["params"] == {"regularizers": (), "mu": 0.01}
     assert set(by_name["fedprox"]["papers"]) == {"fedtr", "fedtrip", "fedimpro"}
     assert by_name["spherefed"]["papers"] == ["feddrplus"]
+    # the setting in which the method is FedAvg, as declared; None where none is
+    assert by_name["fedprox"]["fedavg_setting"] == {"algorithm_params": {"mu": 0.0}}
+    assert by_name["fednova"]["fedavg_setting"] == {"setup": {"local_steps": 2}}
+    assert by_name["lgmix"]["fedavg_setting"] is None
     for entry in entries:
         assert list(entry["params"]) == list(params_class(entry["name"]).model_fields)
         assert entry["description"] and "\n" not in entry["description"]
