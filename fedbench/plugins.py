@@ -379,6 +379,10 @@ def load_plugins(
         kind, source = _resolve_source(str(text), Path(base) if base is not None else None)
         if kind == "path":
             name = _path_module(Path(source))
+            installed = None if source in _LOADED else _loaded_from(Path(source), name)
+            if installed is not None:  # e.g. an installed package's folder: its entry point loaded it already
+                loaded.append(installed)
+                continue
             loaded.append(_load(source, source, name, functools.partial(_import_path, Path(source), name)))
         else:
             loaded.append(_load(source, source, source, functools.partial(_import_module, source)))
@@ -498,13 +502,27 @@ def _path_module(path: Path) -> str:
     return name
 
 
+def _loaded_from(path: Path, name: str) -> Plugin | None:
+    """The plug-in loaded already (by another source: an entry point, a module name) whose module ``name`` is the
+    file or package folder ``path`` itself; None if there is none."""
+    module = sys.modules.get(name)
+    location = getattr(module, "__file__", None)
+    if location is None:
+        return None
+    own = path / "__init__.py" if path.is_dir() else path
+    if Path(location).resolve() != own.resolve():
+        return None
+    return next((plugin for plugin in _LOADED.values() if plugin.module == name), None)
+
+
 def _import_path(path: Path, name: str) -> tuple[dict[str, str], str | None]:
     """Import a ``.py`` file as the module ``name``, or a package folder as the package ``name``."""
     existing = sys.modules.get(name)
     if existing is not None:
         raise PluginError(
             f"plug-in {path}: a module named {name} is imported already "
-            f"(from {getattr(existing, '__file__', None) or 'elsewhere'}); rename the plug-in"
+            f"(from {getattr(existing, '__file__', None) or 'elsewhere'}: another package or plug-in of that name); "
+            "rename the plug-in"
         )
     files = _digests(path)
     location, search = (path / "__init__.py", [str(path)]) if path.is_dir() else (path, None)

@@ -279,6 +279,25 @@ def test_an_entry_point_of_an_installed_distribution_is_loaded_once(tmp_path, mo
     }
 
 
+def test_the_folder_of_an_installed_plugin_is_that_plugin_not_a_clash(tmp_path, monkeypatch):
+    write_entry_point_distribution(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    load_plugins()
+    [installed] = [p for p in loaded_plugins() if p.module == "fedbench_ep_demo"]
+    # its source folder named with --plugin too (a developer's checkout of the installed package): the same plug-in,
+    # registered once
+    assert load_plugins([str(tmp_path / "fedbench_ep_demo")]) == [installed]
+    assert "epprox" in ALGORITHMS and len(loaded_plugins()) == len(set(p.source for p in loaded_plugins()))
+    # another folder whose package has the installed one's name is a clash, said as one
+    other = tmp_path / "elsewhere" / "fedbench_ep_demo"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text(method_source(name="otherprox"))
+    with pytest.raises(PluginError, match="imported already .*another package or plug-in of that name"):
+        load_plugins([str(other)])
+    assert "otherprox" not in ALGORITHMS
+
+
 def write_entry_point_distribution(folder) -> None:
     """An installed distribution, as pip leaves one: a package and its ``.dist-info`` naming the entry point."""
     package = folder / "fedbench_ep_demo"
