@@ -1,4 +1,5 @@
-"""``fedbench run``: compile recipes into runs and train those not done yet (library: ``fedbench.execution.batch``)."""
+"""``fedbench run``: compile recipes into runs and train those not done yet (library: ``fedbench.execution.selection``
+compiles them, ``fedbench.execution.batch`` trains them)."""
 
 from __future__ import annotations
 
@@ -133,14 +134,14 @@ def run(
     `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
-    from fedbench.execution import batch
+    from fedbench.execution import selection
 
     load_plugins(plugin)  # every worker loads them too (ExecutionOptions.plugins)
     cluster = cluster_options(
         executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
     )
     options = execution_options(ctx.params)
-    planned = batch.plan_runs(
+    planned = selection.plan_runs(
         recipes, **compile_options(scale, seeds, only, set_, synthetic, add, set_for), device=options.device
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
@@ -151,7 +152,7 @@ def run(
         )
         return
     if dry_run:
-        rows = batch.dry_run(planned, options.registry_url)
+        rows = selection.dry_run(planned, options.registry_url)
         entries = [
             [row.spec_hash, escape(labels_lines(row.labels)), str(row.seed), str(row.rounds), str(row.status)]
             for row in rows
@@ -160,6 +161,8 @@ def run(
         columns = ("spec_hash", "labels", "seed", "rounds", "status")
         print_listing(f"{len(rows)} runs", columns, entries, whole=(1,), one_line=True)
         return
+
+    from fedbench.execution import batch  # local: it imports torch, which a dry run never needs
 
     work = batch.prepare_batch(planned, options, force=force)
     for warning in work.warnings:
@@ -214,8 +217,8 @@ def cluster_options(
     slurm_cluster: str,
     threads: int,
 ) -> Any:
-    """``--executor`` and its options as ``fedbench.execution.cluster`` options (None: local workers)."""
-    from fedbench.execution.cluster import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
+    """``--executor`` and its options as ``fedbench.execution.options`` cluster options (None: local workers)."""
+    from fedbench.execution.options import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
 
     if executor not in EXECUTORS:
         raise FedbenchError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")

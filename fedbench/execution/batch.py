@@ -1,74 +1,28 @@
 """A batch of planned runs against one registry: what ``fedbench run`` trains, skips and reports.
 
-``plan_runs`` compiles recipes with the command line's seeds, filters and overrides; ``dry_run`` lists each
-run's registry status without touching the registry; ``prepare_batch`` checks the ``ExecutionOptions``, data and
+The runs come from ``selection.plan_runs``; ``prepare_batch`` checks the ``ExecutionOptions``, data and
 partitions (``preflight``), registers the runs and decides which to train; ``Batch.train`` trains them; ``Batch.outcome`` summarises the registry
 afterwards. Printing, progress bars and exit codes belong to the CLI.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.data.files import unchecked_pickle_warning
 from fedbench.data.own import changed_data_warning, reads_user_path
 from fedbench.engine.packed import check_packing
-from fedbench.errors import FedbenchError
 from fedbench.execution.cluster import execute_on_cluster
-from fedbench.execution.devices import check_placement, resolve_device
+from fedbench.execution.devices import check_placement
 from fedbench.execution.events import Emit
 from fedbench.execution.local import execute
 from fedbench.execution.options import ExecutionOptions
 from fedbench.plugins import plugin_sources, source_changes
-from fedbench.recipes.additions import Additions
-from fedbench.recipes.expand import PlannedRun, compile_recipes
+from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
 from fedbench.vocab.status import FINISHED, RunStatus
-
-
-def plan_runs(
-    recipes: Sequence[str | Path],
-    *,
-    scale: str = "full",
-    seeds: list[int] | None = None,
-    only: dict[str, set[str]] | None = None,
-    overrides: dict[str, Any] | None = None,
-    synthetic: bool = False,
-    device: str = "auto",
-    additions: Additions | None = None,
-) -> list[PlannedRun]:
-    """Compile ``recipes`` (extended by ``additions``: ``--add``, ``--set-for``) into runs (deduplicated by
-    spec_hash) and check ``device``; an ``only`` filter that keeps nothing is an error. An empty list means the
-    recipes define no runs (analytic tables only)."""
-    planned = compile_recipes(
-        list(recipes), additions, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
-    )
-    resolve_device(device)
-    if not planned and only:
-        filters = " ".join(f"{key}={'|'.join(sorted(values))}" for key, values in only.items())
-        raise FedbenchError(f"no runs match --only {filters}: check the filters against the recipe's labels")
-    return planned
-
-
-@dataclass(frozen=True)
-class DryRunRow:
-    spec_hash: str
-    labels: dict[str, str]
-    seed: int
-    rounds: int
-    status: str  # the registry's status, or "new"
-
-
-def dry_run(planned: list[PlannedRun], registry_url: str | None) -> list[DryRunRow]:
-    """Each planned run with its registry status ("new" if absent); reads the registry only if it exists."""
-    statuses = Registry.peek_statuses(registry_url, [p.spec_hash for p in planned])
-    return [
-        DryRunRow(p.spec_hash, p.labels, p.spec.seed, p.spec.rounds, statuses.get(p.spec_hash, "new")) for p in planned
-    ]
 
 
 @dataclass(frozen=True)
@@ -103,7 +57,7 @@ class Batch:
 
     def train(self, jobs: int, on_event: Emit, cluster: Any = None) -> None:
         """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
-        ``cluster``: a ``fedbench.execution.cluster.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
+        ``cluster``: a ``fedbench.execution.options.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
         if cluster is not None:
             execute_on_cluster(self.todo, self.options, jobs, on_event, cluster)
             return
@@ -226,4 +180,4 @@ def changed_data_warnings(finished: list[PlannedRun], store: Registry, data_root
     return lines
 
 
-__all__ = ["plan_runs", "dry_run", "DryRunRow", "preflight", "prepare_batch", "Batch", "Outcome", "FailedRun"]
+__all__ = ["preflight", "prepare_batch", "Batch", "Outcome", "FailedRun"]

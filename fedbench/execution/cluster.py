@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from sqlalchemy.engine import make_url
 
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
-from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.options import ExecutionOptions, RayOptions, SlurmOptions, slurm_minutes
 from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
@@ -37,44 +35,12 @@ from fedbench.registry.claims import worker_id
 from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import ENDED, WAITING, RunStatus
 
-EXECUTORS = ("local", "ray", "slurm")  # --executor: where the --jobs workers run
 POLL_SECONDS = 2.0  # how often the submitting process reads the registry for progress
 # How long a cluster worker that found runs held by other workers waits before it looks again: one of them may die
 # (a node lost, a job preempted), and its run is then taken over (at once for a dead process on the same host,
 # after the stale-claim delay for another host) instead of being left for the next `fedbench run`.
 REPASS_SECONDS = 10.0
 WAIT_STEP_SECONDS = 1.0  # how often it reads the statuses meanwhile (it stops once every run has ended)
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    partition: str | None = None
-    time: str = "01:00:00"  # sbatch --time, HH:MM:SS (or D-HH:MM:SS)
-    folder: Path | None = None  # submitit's job folder (scripts, logs, pickled calls): shared storage
-    cluster: str = "slurm"  # submitit executor: "slurm", or "local" to try an array on this machine without Slurm
-    gpus_per_job: int = 0
-    cpus_per_job: int | None = None  # default: the --threads of one run
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    address: str | None = None  # None: a local Ray started here; "auto": the running cluster; "ray://host:10001"
-    gpus_per_run: float = 0.0  # a worker trains one run at a time: 0.25 packs four on one GPU
-    cpus_per_run: float = 1.0
-
-
-def slurm_minutes(text: str) -> int:
-    """``--slurm-time`` as whole minutes (rounded up): HH:MM:SS, MM:SS or D-HH:MM:SS, as sbatch reads them."""
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
-    if match is None:
-        raise ConfigError(f"--slurm-time {text!r}: expected HH:MM:SS (or D-HH:MM:SS), e.g. --slurm-time 04:00:00")
-    days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
-    if match.group(2) is None:  # MM:SS
-        hours, minutes, seconds = 0, minutes, seconds
-    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    if total <= 0:
-        raise ConfigError(f"--slurm-time {text!r}: a job needs some time, e.g. --slurm-time 04:00:00")
-    return math.ceil(total / 60)
 
 
 def _interrupt(signum, frame) -> None:
@@ -341,10 +307,6 @@ def execute_on_cluster(
 
 
 __all__ = [
-    "EXECUTORS",
-    "SlurmOptions",
-    "RayOptions",
-    "slurm_minutes",
     "cluster_worker",
     "RegistryWatcher",
     "watch_until",

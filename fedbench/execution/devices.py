@@ -87,10 +87,20 @@ def resolve_device(name: str) -> torch.device:
     elif name.startswith("cuda") and not torch.cuda.is_available():
         raise FedbenchError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
     else:
-        device = torch.device(name)
+        try:
+            device = torch.device(name)
+        except RuntimeError:  # torch's message lists every device type it knows: one line names the usual ones
+            raise ConfigError(f"--device {name!r}: not a device; use auto, cpu, cuda or cuda:N") from None
     if device.type == "cuda":
         deterministic_cuda()
     return device
+
+
+def check_device(name: str) -> None:
+    """A ``--device`` this machine cannot train on is a user error before anything is registered. ``auto`` and
+    ``cpu`` always can, so they are not checked: a dry run or a plan on them does not import torch."""
+    if name not in ("auto", "cpu"):
+        resolve_device(name)
 
 
 def check_placement(device: str, gpus: tuple[int, ...] | None) -> None:

@@ -4,7 +4,8 @@ every stage below it (``batch.prepare_batch`` checks it, ``local``/``cluster`` h
 
 Nothing here is part of a run's spec (``fedbench/spec.py``): these options choose where and how fast a run trains,
 never its result, so the same spec gives the same curve whatever they are (up to floating-point summation order
-where a comment says so; provenance records those). No torch here: planning and dry runs read it too.
+where a comment says so; provenance records those). The executor beyond this machine (``--executor``) and its
+options are here too. No torch here: planning and dry runs read it too.
 
 A new option that reaches the engine is a field here, a parameter of ``fedbench run`` named like the field (read by
 name: ``cli/run.py``) and its use in ``worker.train``.
@@ -12,7 +13,12 @@ name: ``cli/run.py``) and its use in ``worker.train``.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
+
+from fedbench.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -49,4 +55,40 @@ class ExecutionOptions:
     plugins: tuple[str, ...] = ()
 
 
-__all__ = ["ExecutionOptions"]
+# --executor: where the --jobs workers run (local processes, Ray tasks, Slurm array jobs: ``cluster.py``), and the
+# options of the latter two, checked by ``fedbench run`` before anything is registered.
+EXECUTORS = ("local", "ray", "slurm")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    partition: str | None = None
+    time: str = "01:00:00"  # sbatch --time, HH:MM:SS (or D-HH:MM:SS)
+    folder: Path | None = None  # submitit's job folder (scripts, logs, pickled calls): shared storage
+    cluster: str = "slurm"  # submitit executor: "slurm", or "local" to try an array on this machine without Slurm
+    gpus_per_job: int = 0
+    cpus_per_job: int | None = None  # default: the --threads of one run
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    address: str | None = None  # None: a local Ray started here; "auto": the running cluster; "ray://host:10001"
+    gpus_per_run: float = 0.0  # a worker trains one run at a time: 0.25 packs four on one GPU
+    cpus_per_run: float = 1.0
+
+
+def slurm_minutes(text: str) -> int:
+    """``--slurm-time`` as whole minutes (rounded up): HH:MM:SS, MM:SS or D-HH:MM:SS, as sbatch reads them."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
+    if match is None:
+        raise ConfigError(f"--slurm-time {text!r}: expected HH:MM:SS (or D-HH:MM:SS), e.g. --slurm-time 04:00:00")
+    days, hours, minutes, seconds = (int(part) if part else 0 for part in match.groups())
+    if match.group(2) is None:  # MM:SS
+        hours, minutes, seconds = 0, minutes, seconds
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    if total <= 0:
+        raise ConfigError(f"--slurm-time {text!r}: a job needs some time, e.g. --slurm-time 04:00:00")
+    return math.ceil(total / 60)
+
+
+__all__ = ["EXECUTORS", "ExecutionOptions", "RayOptions", "SlurmOptions", "slurm_minutes"]

@@ -41,9 +41,9 @@ from fedbench.data.catalog import is_present
 from fedbench.data.federated import load_arrays
 from fedbench.data.synthetic import synthetic_sizes
 from fedbench.errors import ConfigError
-from fedbench.execution.batch import plan_runs
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.provenance import device_name
+from fedbench.execution.selection import plan_runs
 from fedbench.models import build_model
 from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun

@@ -14,9 +14,9 @@ from fedbench.cli import app
 from fedbench.cli.options import additions, compile_options
 from fedbench.cli.run import execution_options
 from fedbench.errors import FedbenchError
-from fedbench.execution.batch import plan_runs
 from fedbench.execution.options import ExecutionOptions
 from fedbench.execution.planning import plan_recipes
+from fedbench.execution.selection import plan_runs
 
 SHARED = ("recipes", "scale", "seeds", "only", "set_", "synthetic", "device", "jobs", "threads", "data_dir")
 

@@ -1,11 +1,11 @@
 """Commands that train nothing and build no model start without importing torch: ``--help``, ``runs``, ``show``,
-``export``, ``import``, ``report`` (of tables that need no model statistics) and ``algorithms`` run in a fresh
-process (on a registry holding one finished run of recipes/quickstart.toml) that then says which of the heavy
-libraries it imported. None imports torch; none imports scipy (the report's t-tests import it, and one seed gives
-none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only ``import``, which creates its registry, needs it); the
-commands that read no recipe nor spec import no numpy, and ``export`` does not build the spec's schema.
-``benchmarks/startup.py`` times them; this test checks no timing. The imports deferred into functions for that (or
-for an optional dependency) each say why, in a ``# local:`` comment."""
+``export``, ``import``, ``report`` (of tables that need no model statistics), ``algorithms`` and ``run --dry-run``
+run in a fresh process (on a registry holding one finished run of recipes/quickstart.toml) that then says which of
+the heavy libraries it imported. None imports torch; none imports scipy (the report's t-tests import it, and one
+seed gives none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only
+``import``, which creates its registry, needs it); the commands that read no recipe nor spec import no numpy, and
+``export`` does not build the spec's schema. ``benchmarks/startup.py`` times them; this test checks no timing. The
+imports deferred into functions for that (or for an optional dependency) each say why, in a ``# local:`` comment."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ NOT_IMPORTED = {
     "import": HEAVY - {"alembic"},
     "report": HEAVY,
     "algorithms": HEAVY | {"numpy"},
+    "run --dry-run": HEAVY,  # compiles the recipe (numpy, the spec) and reads statuses: trains nothing
 }
 
 
@@ -89,7 +90,9 @@ def probe(tmp_path: Path, *args: str) -> tuple[dict, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["--help", "runs", "show", "status", "export", "import", "report", "algorithms"])
+@pytest.mark.parametrize(
+    "command", ["--help", "runs", "show", "status", "export", "import", "report", "algorithms", "run --dry-run"]
+)
 def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path, command):
     url, spec_hash = finished_run
     out = tmp_path / "runs.jsonl"
@@ -105,6 +108,7 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         "report": ["report", "--recipe", str(RECIPE), "--scale", "smoke", "--registry", url, "--format", "csv"],
         "algorithms": ["algorithms", "--json"],
         "status": ["status", "--registry", url],
+        "run --dry-run": ["run", str(RECIPE), "--scale", "smoke", "--dry-run", "--registry", url],
     }[command]
     verdict, printed = probe(tmp_path, *args)
     assert verdict["exit"] == 0, printed
@@ -121,6 +125,8 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         assert {"fedavg", "fedprox", "lgmix"} <= {entry["name"] for entry in json.loads(printed)}
     elif command == "status":
         assert "quickstart" in printed and "done" in printed
+    elif command == "run --dry-run":
+        assert spec_hash in printed and "done" in printed  # the finished run, as the registry has it
     else:
         assert spec_hash in printed
     unwanted = sorted(NOT_IMPORTED[command] & set(verdict["imported"]))

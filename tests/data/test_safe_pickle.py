@@ -135,8 +135,9 @@ def test_a_planted_digits5_pickle_is_refused(tmp_path):
 
 def test_reading_pickles_unchecked_warns_once(tmp_path, monkeypatch):
     """--no-verify on CIFAR, and Digits5 (no checksum published): one warning line each, through the CLI."""
-    from fedbench.execution.batch import plan_runs, prepare_batch
+    from fedbench.execution.batch import prepare_batch
     from fedbench.execution.options import ExecutionOptions
+    from fedbench.execution.selection import plan_runs
 
     fx.write_cifar10(tmp_path)
     fx.write_digits5(tmp_path)

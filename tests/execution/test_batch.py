@@ -1,5 +1,4 @@
-"""A batch of planned runs (``fedbench/execution/batch.py``): planning with filters, the dry run's statuses, what
-``prepare_batch`` trains, skips or puts back (bad input changes nothing in the registry), ``preflight`` loading each
+"""A batch of planned runs (``fedbench/execution/batch.py``): what ``prepare_batch`` trains, skips or puts back (bad input changes nothing in the registry), ``preflight`` loading each
 distinct data set and partition once, and the outcome's counts and last error lines."""
 
 from __future__ import annotations
@@ -8,8 +7,9 @@ import pytest
 
 from fedbench.errors import FedbenchError
 from fedbench.execution import batch
-from fedbench.execution.batch import dry_run, plan_runs, preflight, prepare_batch
+from fedbench.execution.batch import preflight, prepare_batch
 from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.selection import plan_runs
 from fedbench.registry import Registry
 
 
@@ -17,32 +17,6 @@ def finish(url: str, spec_hash: str, status: str, error: str | None = None) -> N
     registry = Registry(url)
     run_id = registry.claim(spec_hash, "host:1")
     registry.finish(run_id, status, error=error)
-
-
-def test_only_filters_select_runs_and_one_that_keeps_nothing_names_the_filters(write_recipe, monkeypatch):
-    recipe = write_recipe()
-    assert len(plan_runs([recipe], scale="smoke")) == 2
-    (kept,) = plan_runs([recipe], scale="smoke", only={"algorithm": {"fedprox"}})
-    assert kept.labels["algorithm"] == "fedprox"
-    # filters whose combination matches no cell (each value exists, as the compiler checks)
-    monkeypatch.setattr(batch, "compile_recipes", lambda *args, **kwargs: [])
-    with pytest.raises(FedbenchError, match=r"^no runs match --only algorithm=fedavg\|fedprox seed=3: check the"):
-        plan_runs([recipe], only={"algorithm": {"fedprox", "fedavg"}, "seed": {"3"}})
-    assert plan_runs([recipe]) == []  # recipes without runs (analytic tables only): nothing to train, no error
-
-
-def test_a_dry_run_reads_statuses_without_creating_a_registry(write_recipe, registry_url, tmp_path):
-    planned = plan_runs([write_recipe()], scale="smoke")
-    missing = f"sqlite:///{tmp_path / 'none.db'}"
-    assert [row.status for row in dry_run(planned, missing)] == ["new", "new"]
-    assert not (tmp_path / "none.db").exists()
-    Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
-    finish(registry_url, planned[0].spec_hash, "done")
-    rows = dry_run(planned, registry_url)
-    assert [(r.spec_hash, r.status, r.rounds, r.seed) for r in rows] == [
-        (planned[0].spec_hash, "done", 2, 0),
-        (planned[1].spec_hash, "pending", 2, 0),
-    ]
 
 
 def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry_url):

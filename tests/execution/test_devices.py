@@ -78,9 +78,17 @@ def test_execute_hands_each_worker_its_gpu(monkeypatch):
     assert started == ["cuda:2", "cuda:0", "cuda:2"]
 
 
-@pytest.mark.parametrize(("args", "message"), [(["--gpus", "0,x"], "--gpus '0,x'"), (["--gpus", "0"], "--gpus needs")])
-def test_bad_gpus_option_exits_2_with_one_line_and_no_registry(write_recipe, registry_url, args, message):
-    result = CliRunner().invoke(app, ["run", str(write_recipe()), "--device", "cpu", *args, "--registry", registry_url])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "cpu", "--gpus", "0,x"], "--gpus '0,x'"),
+        (["--device", "cpu", "--gpus", "0"], "--gpus needs"),
+        (["--device", "gpu"], "--device 'gpu': not a device; use auto, cpu, cuda or cuda:N"),  # torch's own: 20 names
+        (["--device", "gpu", "--dry-run"], "--device 'gpu': not a device"),  # a dry run checks it too
+    ],
+)
+def test_bad_device_options_exit_2_with_one_line_and_no_registry(write_recipe, registry_url, args, message):
+    result = CliRunner().invoke(app, ["run", str(write_recipe()), *args, "--registry", registry_url])
     assert result.exit_code == 2
     assert message in result.output and len(result.output.strip().splitlines()) == 1
     assert not Path(registry_url.removeprefix("sqlite:///")).exists()

@@ -1,5 +1,5 @@
 """``ExecutionOptions`` is one frozen, torch-free object (``fedbench/execution/options.py``), and the engine gets
-from it what ``engine.run`` takes (``worker.train``)."""
+from it what ``engine.run`` takes (``worker.train``); ``--slurm-time`` is read as sbatch reads it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from fedbench.execution.options import ExecutionOptions
+from fedbench.errors import ConfigError
+from fedbench.execution.options import ExecutionOptions, slurm_minutes
 
 
 def test_the_options_are_frozen():
@@ -46,3 +47,16 @@ def test_what_the_engine_gets_is_what_engine_run_takes(monkeypatch, tmp_path):
     # None: the engine's defaults
     assert given.client_state_memory == EngineOptions().client_state_memory and with_memory.client_state_memory == 9
     assert with_memory.eval_batch_size == EVAL_BATCH_SIZE
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"), [("01:30:00", 90), ("00:00:01", 1), ("1-00:00:00", 1440), ("45:30", 46), ("12:00:00", 720)]
+)
+def test_slurm_time_is_read_as_sbatch_reads_it(text, minutes):
+    assert slurm_minutes(text) == minutes
+
+
+@pytest.mark.parametrize("text", ["90", "1h", "00:00:00", "1:2:3:4", ""])
+def test_a_bad_slurm_time_is_a_user_error(text):
+    with pytest.raises(ConfigError, match="--slurm-time"):
+        slurm_minutes(text)

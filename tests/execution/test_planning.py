@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.execution import planning
-from fedbench.execution.batch import plan_runs
+from fedbench.execution.selection import plan_runs
 from fedbench.spec import RunSpec
 
 # TINY_RECIPE (conftest): digits (1,437 training / 360 test images, registered), digits_mlp with 32 hidden units,

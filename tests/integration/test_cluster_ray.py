@@ -8,9 +8,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.execution.cluster import RayOptions, execute_on_ray
+from fedbench.execution.cluster import execute_on_ray
 from fedbench.execution.events import RoundDone, RunStarted
-from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.options import ExecutionOptions, RayOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry

@@ -12,28 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.errors import ConfigError, FedbenchError
-from fedbench.execution.cluster import SlurmOptions, slurm_executor, slurm_minutes, submit_slurm_workers
-from fedbench.execution.options import ExecutionOptions
+from fedbench.errors import FedbenchError
+from fedbench.execution.cluster import slurm_executor, submit_slurm_workers
+from fedbench.execution.options import ExecutionOptions, SlurmOptions
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 
 submitit = pytest.importorskip("submitit", reason="submitit not installed (pip install 'fedbench[slurm]')")
 runner = CliRunner()
-
-
-@pytest.mark.parametrize(
-    ("text", "minutes"), [("01:30:00", 90), ("00:00:01", 1), ("1-00:00:00", 1440), ("45:30", 46), ("12:00:00", 720)]
-)
-def test_slurm_time_is_read_as_sbatch_reads_it(text, minutes):
-    assert slurm_minutes(text) == minutes
-
-
-@pytest.mark.parametrize("text", ["90", "1h", "00:00:00", "1:2:3:4", ""])
-def test_a_bad_slurm_time_is_a_user_error(text):
-    with pytest.raises(ConfigError, match="--slurm-time"):
-        slurm_minutes(text)
 
 
 def test_the_sbatch_script_holds_partition_time_array_and_the_worker(tmp_path, write_recipe, monkeypatch):

@@ -15,8 +15,9 @@ from plugin_fixtures import fresh_plugins, method_source, write_method, write_pl
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.execution.batch import plan_runs, prepare_batch
+from fedbench.execution.batch import prepare_batch
 from fedbench.execution.options import ExecutionOptions
+from fedbench.execution.selection import plan_runs
 from fedbench.registry import Registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_plugins")]
