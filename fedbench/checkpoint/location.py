@@ -42,8 +42,9 @@ def resolve_checkpoints(text: str | None) -> str | None:
         return check_url(text)
     _scheme, sep, rest = text.partition("://")
     folder = Path(rest if sep else text).expanduser().resolve()
-    if folder.exists() and not folder.is_dir():
-        raise ConfigError(f"--checkpoints {text!r}: {folder} is a file; give a folder")
+    existing = next(path for path in (folder, *folder.parents) if path.exists())  # the folder, or what it is made in
+    if not existing.is_dir():
+        raise ConfigError(f"--checkpoints {text!r}: {existing} is a file; give a folder")
     return str(folder)
 
 

@@ -66,6 +66,9 @@ def test_the_checkpoints_option_is_an_absolute_folder_or_a_storage_url(tmp_path,
     with pytest.raises(ConfigError) as refused:
         resolve_checkpoints("file")
     assert str(refused.value) == f"--checkpoints 'file': {tmp_path / 'file'} is a file; give a folder"
+    with pytest.raises(ConfigError) as refused:  # a folder to be made inside a file: refused before any run starts
+        resolve_checkpoints("file/ckpt/deeper")
+    assert str(refused.value) == f"--checkpoints 'file/ckpt/deeper': {tmp_path / 'file'} is a file; give a folder"
 
 
 def test_the_client_state_folder_sits_beside_the_checkpoint():
