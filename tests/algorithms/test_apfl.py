@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.func import functional_call
 from torch.nn import functional as F
 
 from conftest import F64_ATOL
+from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import load_weights, param_views
 from personal_run_fixtures import train
 from pfl_formula_fixtures import BNModel, flat, gd, loss_and_grad, mlp, setup
@@ -103,3 +106,12 @@ def test_apfl_alpha_stays_in_unit_interval(tmp_path):
     assert any(a in (0.0, 1.0) for a in alphas)  # the step is large enough to hit the clip
     _, _, fixed = train(tmp_path, algorithm="apfl", algorithm_params={"adaptive_alpha": False, "alpha": 0.3})
     assert all(float(fixed["client_states"][k]["alpha"]) == pytest.approx(0.3) for k in range(4))
+
+
+def test_apfl_reports_each_clients_alpha_when_asked_and_nothing_otherwise():
+    """LG-Mix Fig. 2(a)'s APFL curve: α_k of each client of the round that holds one."""
+    apfl = build_algorithm("apfl", {})
+    contexts = [SimpleNamespace(client_id=0, state={}), SimpleNamespace(client_id=2, state={"alpha": 0.5})]
+    weights = {"clients": [2], "weight": [0.5], "symbol": "α"}
+    assert apfl.round_diagnostics({"mixing_weights"}, None, contexts) == {"mixing_weights": weights}
+    assert apfl.round_diagnostics(set(), None, contexts) == {}

@@ -570,3 +570,12 @@ def test_lgmix_needs_penultimate_features():
         ConfigError, match=r"^lgmix needs a model with a features/head split \(penultimate features h\)$"
     ):
         algorithm.local_train(ctx)
+
+
+def test_lgmix_reports_each_clients_mixing_weight_when_asked_and_nothing_otherwise():
+    """Fig. 2(a)'s values: λ̄_c of each client of the round that holds one (a client that took no step holds none)."""
+    lgmix = build_algorithm("lgmix", {})
+    contexts = [SimpleNamespace(client_id=3, state={"lambda": 0.25}), SimpleNamespace(client_id=5, state={})]
+    weights = {"clients": [3], "weight": [0.25], "symbol": "λ"}
+    assert lgmix.round_diagnostics({"mixing_weights", "val_loss"}, None, contexts) == {"mixing_weights": weights}
+    assert lgmix.round_diagnostics({"val_loss"}, None, contexts) == {}

@@ -6,6 +6,7 @@ recipe's seeds and scale, with the cell's other settings and none of another val
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -182,9 +183,14 @@ def test_bad_input_is_one_line_naming_the_option(write_recipe, add, set_for, err
 
 
 def test_an_added_cell_that_is_already_a_cell_of_the_recipe_is_refused(write_recipe):
-    recipe = extended(load_recipe(write_recipe()), ['algorithm={ label = "FedAvg again", algorithm = "fedavg" }'])
-    with pytest.raises(RecipeError, match=r"the added cell .*FedAvg again.* compiles to the same run as .*fedavg"):
+    path = write_recipe()
+    recipe = extended(load_recipe(path), ['algorithm={ label = "FedAvg again", algorithm = "fedavg" }'])
+    with pytest.raises(RecipeError) as refused:
         expand(recipe)
+    message = str(refused.value)
+    assert message.startswith(f"{path}: the added cell ")  # the recipe file first, as every recipe error
+    assert re.search(r"FedAvg again.* compiles to the same run as the recipe's cell .*fedavg", message)
+    assert message.endswith(": it is already in the table")
 
 
 def test_an_added_value_may_not_be_a_row_the_paper_quotes(write_recipe):
