@@ -30,6 +30,11 @@ def report_recipes(paper: str | None, recipe_paths: Sequence[str | Path], recipe
         folder = Path(recipes_dir)
         found = [load_recipe(p) for p in sorted(folder.glob("*.toml"))]
         matching = sorted((r for r in found if r.paper == paper), key=lambda r: (r.order, r.name))
+        if not found:  # e.g. run outside the checkout: recipes/ is relative to the working directory
+            raise FedbenchError(
+                f"--paper {paper!r}: no recipes in {folder}/; run from the folder that holds recipes/ or give "
+                "--recipes-dir DIR"
+            )
         if not matching:
             papers = sorted({r.paper for r in found})
             raise FedbenchError(

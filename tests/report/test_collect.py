@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 from sqlalchemy import insert
 
+from fedbench.errors import FedbenchError
 from fedbench.recipes import expand as expansion
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry, tables
 from fedbench.report import collect
-from fedbench.report.collect import build_tables
+from fedbench.report.collect import build_tables, report_recipes
 from fedbench.report.render import render
 from fedbench.report.table import build_table
 from fedbench.vocab.metrics import METRICS
@@ -166,3 +167,23 @@ def test_building_the_tables_pauses_the_cycle_collector_and_resumes_it(generated
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+
+
+def test_a_paper_is_found_by_its_recipes_and_a_folder_without_recipes_says_where_to_look(tmp_path):
+    found = report_recipes("fedtrip", [], RECIPES)
+    assert found and {r.paper for r in found} == {"fedtrip"}
+    assert [(r.order, r.name) for r in found] == sorted((r.order, r.name) for r in found)  # the paper's order
+    with pytest.raises(
+        FedbenchError, match=r"^--paper 'nope': no recipe in .*recipes/ has paper = 'nope'; papers: .*fedtrip"
+    ):
+        report_recipes("nope", [], RECIPES)
+    # run outside the checkout: recipes/ is relative to the working directory, and there is none there
+    with pytest.raises(FedbenchError) as refused:
+        report_recipes("fedtrip", [], tmp_path / "recipes")
+    assert str(refused.value) == (
+        f"--paper 'fedtrip': no recipes in {tmp_path / 'recipes'}/; run from the folder that holds recipes/ or give "
+        "--recipes-dir DIR"
+    )
