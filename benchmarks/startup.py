@@ -9,8 +9,8 @@ shared, busy machine) and both as a multiple of the baseline's (the goal: at mos
 imported torch. The second row is the floor under every Typer command: a two-command Typer app parsing one option
 (Typer imports its pydantic adapters to parse), about 1.3× the import baseline on its own; the third, the floor
 under ``--help``: the same app printing its help (Typer renders it with rich's markdown and syntax modules).
-``import`` resolves every spec of the runs file and ``report`` compiles the quickstart recipe (its tables need no
-model statistics): both read the methods' parameter classes and the models' builders, not torch.
+``import`` resolves every spec of the runs file, and ``report`` and ``run --dry-run`` compile the quickstart recipe
+(its tables need no model statistics): they read the methods' parameter classes and the models' builders, not torch.
 
     python benchmarks/startup.py [--repeat 11] [--json benchmarks/results/startup.json --label after]
     PYTHONPATH=OLD_CHECKOUT python benchmarks/startup.py --json ... --label before   # an older fedbench, alike
@@ -140,6 +140,7 @@ def main() -> None:
             "fedbench export": [*cli, "export", "--registry", url, "--out", str(runs_file)],
             "fedbench import": [*cli, "import", str(runs_file), "--registry", url],
             "fedbench report": [*cli, "report", "--recipe", str(RECIPE), "--scale", "smoke", "--registry", url],
+            "fedbench run --dry-run": [*cli, "run", str(RECIPE), "--scale", "smoke", "--dry-run", "--registry", url],
         }
         subprocess.run(commands["fedbench export"], check=True, stderr=subprocess.DEVNULL)  # import reads it
         torch = {name: imports_torch(argv) for name, argv in commands.items()}
