@@ -90,6 +90,9 @@ def test_every_baseline_is_registered_and_accepts_regularizers():
         ("fedetf", {"beta": 1.0}),  # balanced softmax with the plain class counts
         ("fedhkd", {"lam": 0.05, "gamma": 0.05, "temperature": 0.5, "noise_std": 2.0}),  # FedHKD [code], LG-Mix none
         ("local", {"loss": "ce"}),  # plain local training minimises the task loss
+        ("fedexp", {"epsilon": 0.001, "variant": "original"}),  # ε = 0.001 (FedDr+ spec), the paper's Eq. 9
+        ("fedfomo", {"m": 5, "val_fraction": 0.2}),  # M = 5, a 0.2 validation split (LG-Mix spec)
+        ("l2sgd", {"lam": 0.1, "p": 0.5}),  # [proposal]: the LG-Mix spec leaves λ and p open
     ],
 )
 def test_method_defaults_are_the_documented_ones(name, defaults):
@@ -113,6 +116,11 @@ def test_method_defaults_are_the_documented_ones(name, defaults):
         ("fedntd", {"beta": 0.0, "tau": 1e-9}, {"tau": 0.0}),
         ("fedntd", {"beta": 0.0}, {"beta": -1e-9}),
         ("fedetf", {"beta": 0.0}, {"beta": -1e-9}),
+        ("fedfomo", {"m": 1, "val_fraction": 0.999}, {"val_fraction": 1.0}),  # M ≥ 1 peer, a split of the data
+        ("fedfomo", {"val_fraction": 1e-9}, {"m": 0}),
+        ("fedhkd", {"noise_std": 0.0}, {"noise_std": -1e-9}),  # no noise allowed
+        ("l2sgd", {"p": 1.0, "lam": 0.0}, {"p": 1 + 1e-9}),  # a probability; p = 1: average every round
+        ("l2sgd", {"p": 1e-9}, {"p": 0.0}),
     ],
 )
 def test_method_parameter_bounds(name, accepted, rejected):
@@ -179,6 +187,16 @@ def test_feddr_plus_is_dot_regression_with_the_feature_distillation_weight_of_eq
     [
         ("fedimpro", {"sample_from": ["local", "global"]}, {"sample_from": "server"}),
         ("local", {"loss": ["ce", "dr"]}, {"loss": "mse"}),
+        ("fedexp", {"variant": ["original", "feddrplus_code"]}, {"variant": "code"}),
+        ("fedimpro", {"stat_weight": ["code", "count", "beta"]}, {"stat_weight": "paper"}),
+        ("fedimpro", {"feature_weight_sched": ["gradual", "capped", "constant"]}, {"feature_weight_sched": "linear"}),
+        (
+            "fedtr",
+            {"r_reduction": ["mse", "sum_dim_mean_batch"], "drift_update": ["feddc", "grad"]},
+            {"r_reduction": "l1"},
+        ),
+        ("fedtrip", {"xi_rule": ["inverse_gap", "gap", "const"]}, {"xi_rule": "linear"}),
+        ("moon", {"representation": ["features", "pre_activation"]}, {"representation": "logits"}),
     ],
 )
 def test_every_documented_choice_is_accepted(name, choices, rejected):
@@ -190,3 +208,20 @@ def test_every_documented_choice_is_accepted(name, choices, rejected):
             assert getattr(validate_algorithm_params(name, {key: value}), key) == value
     with pytest.raises(ConfigError, match=next(iter(rejected))):
         validate_algorithm_params(name, rejected)
+
+
+def test_importing_the_parameters_builds_no_validator():
+    """Every method's validator is built when its parameters are first checked (pydantic's defer_build), not all of
+    them when the module is imported: a command that resolves one spec builds one."""
+    import subprocess
+    import sys
+
+    code = (
+        "from fedbench.algorithms import params as p\n"
+        "classes = [p.RegularizerSpec, p.NoParams, *p.NoParams.__subclasses__()]\n"
+        "print(len(classes), sorted(c.__name__ for c in classes if c.__pydantic_complete__))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split(
+        " ", 1
+    )
+    assert int(found[0]) > 20 and found[1].strip() == "[]"

@@ -8,6 +8,7 @@ client's sample count. Every built-in passes them (tests/engine/test_engine_cont
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -21,7 +22,11 @@ from fedbench.algorithms.functional import proximal
 from fedbench.engine.contract import (
     PROPERTIES,
     SETUP,
+    PropertyResult,
     _difference,
+    _empty_first_client,
+    _not_finite,
+    _state_difference,
     check_method,
     contract_spec,
     fedavg_setting_spec,
@@ -65,6 +70,19 @@ def test_methods_that_keep_the_contract_pass_it(name, packed, fedavg_setting):
         "diagnostics": "pass",
     }, {n: r.detail for n, r in results.items()}
     assert "bit for bit" in results["resume"].detail
+    assert results["keyed-streams"].detail == (
+        "each round's clients trained last to first, after the process's global random generators were seeded "
+        "otherwise: the same curve, global weights and client states, bit for bit"
+    )
+    assert results["empty-client"].detail == (
+        "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
+    )
+    if fedavg_setting == "pass":  # how close, said last: bit for bit, or the largest gap in float64
+        assert re.fullmatch(
+            r"in its declared setting \(.+\) it trains as FedAvg, in float64 "
+            r"(bit for bit|to within \S+ \(F64_ATOL = \S+\))",
+            results["fedavg-setting"].detail,
+        ), results["fedavg-setting"].detail
     if packed == "skip":
         assert (
             results["packed"].detail == f"trains sequentially only: method {name} does not declare a packed local step"
@@ -135,6 +153,10 @@ def test_a_draw_from_numpys_global_generator_fails_as_depending_on_the_process(m
         "the same run gave other results after the process's global random generators were seeded otherwise"
     )
     assert "from numpy's or Python's global generator" in result.detail
+    assert result.detail.endswith(  # how to fix it, said last
+        "Draw from ctx.generator in client hooks, and from fedbench.seeding.torch_generator(spec.seed, 'a name', "
+        "round_index) or numpy_rng(...) in server hooks"
+    )
 
 
 class RemembersOnItself(FedAvg):
@@ -186,6 +208,10 @@ def test_a_packed_step_that_is_not_the_methods_fails_packed(monkeypatch):
     assert result.status == "fail"
     assert result.detail.startswith("the packed path differs from the sequential one beyond float64 rounding")
     assert "differs by up to" in result.detail or "Δ" in result.detail
+    assert result.detail.endswith(  # what the packed hooks must compute, said last
+        "on one client's flat parameter vector, what begin_local, loss and adjust_gradients do (padding masked out: "
+        "functional.masked_mean); if they cannot, do not declare packed_step"
+    )
 
 
 class DecayingProx(FedProx):
@@ -372,3 +398,80 @@ def test_the_properties_are_those_check_method_lists_in_its_help_and_the_readme(
         "empty-client": "a client with no training sample",
         "diagnostics": "diagnostics leave training unchanged",
     }
+
+
+def test_a_result_reads_as_one_json_object():
+    """``check-method --json`` writes each result as this object: the property, its title, status, detail and the
+    seconds it took (to the millisecond)."""
+    assert PropertyResult("resume", "t", "pass", "d", 1.23456).as_dict() == {
+        "property": "resume",
+        "title": "t",
+        "status": "pass",
+        "detail": "d",
+        "seconds": 1.235,
+    }
+
+
+def test_a_mapping_in_one_run_and_none_in_the_other_is_named_not_a_crash():
+    assert _difference({"x": 1.0}, None, "state") == "state is {'x': 1.0} in one run and None in the other"
+
+
+def test_a_client_state_that_only_one_run_holds_is_a_difference():
+    def run(client_states):
+        server = SimpleNamespace(params=torch.zeros(2), buffers={}, state={})
+        return SimpleNamespace(server=server, client_states=client_states)
+
+    both = {0: {"c": torch.ones(2)}}
+    assert _state_difference(run(both), run({**both})) is None
+    one_more = {**both, 2: {"c": torch.ones(2)}}
+    assert (
+        _state_difference(run(one_more), run(both))
+        == "client 2's ctx.state has keys ['c'] in one run and [] in the other"
+    )
+    assert (
+        _state_difference(run(both), run(one_more))
+        == "client 2's ctx.state has keys [] in one run and ['c'] in the other"
+    )
+
+
+def test_a_value_that_is_not_finite_is_named_by_where_it_sits():
+    assert _not_finite([1.0, float("nan")], "losses") == "losses[1] is nan"
+    assert _not_finite({"a": [torch.tensor([1.0, float("inf")])]}, "state") == "state['a'][0] holds NaN or inf"
+    assert _not_finite([1.0, {"b": 2.0}], "state") is None
+
+
+def test_the_empty_client_setting_empties_client_0_only():
+    from fedbench.engine import EngineOptions
+    from fedbench.engine.loop import set_up
+
+    training = set_up(contract_spec("fedavg"), EngineOptions())
+    data = training.state.data
+    assert not data.client_test_from_test and data.client_val  # client 0 has test and validation splits to empty
+    before = [(len(data.client_train[c]), len(data.client_test[c]), len(data.client_val[c])) for c in range(4)]
+    _empty_first_client(training)
+    after = [(len(data.client_train[c]), len(data.client_test[c]), len(data.client_val[c])) for c in range(4)]
+    assert after[0] == (0, 0, 0) and after[1:] == before[1:] and all(before[0])
+
+
+def test_resume_is_checked_from_two_rounds_on():
+    assert check("fedavg", "resume", rounds=2)["resume"].status == "pass"
+    assert check("fedavg", "resume", rounds=1)["resume"].status == "skip"
+
+
+class CountingDiagnostics(FedAvg):
+    """Reports how many rounds this object has diagnosed: a count the checkpoint does not hold."""
+
+    reported_diagnostics = frozenset({"mixing_weights"})
+
+    def round_diagnostics(self, names, server, contexts):
+        self.calls = getattr(self, "calls", 0) + 1
+        return {"mixing_weights": {"clients": [0], "weight": [float(self.calls)], "symbol": "m"}}
+
+
+def test_a_diagnostic_the_checkpoint_cannot_restore_fails_after_a_stop_and_resume(monkeypatch):
+    result = check(register(monkeypatch, "counting", CountingDiagnostics), "diagnostics")["diagnostics"]
+    assert result.status == "fail"
+    assert result.detail.startswith(
+        "stopped after round 2 and resumed, the run records other diagnostics: round 3's diagnostics['mixing_weights']"
+    ), result.detail
+    assert result.detail.endswith("A diagnostic must be computed from what the checkpoint restores")

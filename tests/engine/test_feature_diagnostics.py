@@ -31,6 +31,7 @@ from fedbench.engine.feature_diagnostics import (
 from fedbench.engine.loop import resume, set_up
 from fedbench.errors import ConfigError
 from fedbench.models.base import FedModel
+from fedbench.seeding import numpy_rng
 
 STORED = 0.5 * 10 ** (1 - DIGITS)  # the relative error of a value stored to DIGITS significant digits
 
@@ -155,6 +156,56 @@ def test_the_test_sample_is_bounded_fixed_and_drawn_from_its_own_stream(monkeypa
     assert len(json.dumps(value)) < 200 + 400 * len(updates)
 
 
+def test_the_test_sample_is_the_runs_feature_sample_stream(monkeypatch, round_one):
+    """The sample is part of every recorded feature_stats value: it is the draw of the run seed's documented stream
+    "feature-sample", as in every version, so rounds recorded before and after an upgrade (or a resume) are
+    computed on the same test points."""
+    spec = round_one[0]
+    monkeypatch.setattr(feature_diagnostics, "FEATURE_SAMPLE", 100)
+    drawn = numpy_rng(spec.seed, "feature-sample").choice(5000, 100, replace=False)
+    assert sample_indices(spec, 5000).tolist() == sorted(drawn.tolist())
+
+
+def test_a_round_of_one_sampled_client_has_that_clients_statistics(round_one):
+    """Each client's statistics depend on its own model and the global one only: a round that samples one client
+    records what that client has in a round of several."""
+    spec, _, updates, contexts, value = round_one
+    with pytest.MonkeyPatch.context() as patch, float64_mode(patch):
+        alone = feature_stats(spec, updates[:1], contexts[:1], 1000)
+    assert alone["clients"] == value["clients"][:1] and alone["test_points"] == value["test_points"]
+    for split in SPLITS:
+        assert alone[split]["count"] == value[split]["count"][:1]
+        for quantity in QUANTITIES:
+            assert alone[split][quantity] == value[split][quantity][:1], (split, quantity)
+
+
+class Identity(FedModel):
+    """Features = the input (a feature map as large as one likes, built by hand)."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.encoder, self.classifier, self.feature_dim = torch.nn.Identity(), torch.nn.Identity(), width
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_features_and_logits_cover_every_point_in_batches_and_keep_the_models_mode(training):
+    model = Identity(5).train(training)
+    x = torch.randn(50, 5)
+    features, logits = features_and_logits(model, x, batch_size=7)  # 8 batches, the last of 1 point
+    assert torch.equal(features, x) and torch.equal(logits, x)
+    assert model.training is training
+
+
+def test_opposite_features_are_at_an_angle_of_pi_not_nan():
+    """cos(f, −c·f) rounds to slightly below −1 in float64 for many f; the angle is still π, never arccos's NaN."""
+    x, y = torch.randn(1000, 7, dtype=torch.float64), torch.zeros(1000, dtype=torch.long)
+    local = feature_diagnostics._Model(Identity(7), x, y, 1000)
+    start = feature_diagnostics._Model(Identity(7), -3 * x, y, 1000)
+    assert bool((torch.nn.functional.cosine_similarity(local.features, start.features, dim=1) < -1).any())
+    angles = feature_diagnostics._per_point(local, start)["angle"]
+    assert angles is not None and torch.allclose(angles, torch.full_like(angles, math.pi))
+
+
 def test_a_head_that_is_not_one_linear_map_has_no_alignment(head_mlp):
     spec = contract_spec(
         "fedetf",
@@ -205,14 +256,6 @@ def test_activation_summary_is_the_distribution_of_the_last_hidden_layer_values(
     assert uneven["quantiles"] == pytest.approx(list(np.quantile(values[::step], QUANTILES)), rel=1e-5, abs=1e-9)
     empty = {"mean": None, "std": None, "zero_fraction": None, "quantiles": None}
     assert activation_summary(model, x[:0]) == empty
-
-
-class Identity(FedModel):
-    """Features = the input (a feature map as large as one likes, built by hand)."""
-
-    def __init__(self, width: int):
-        super().__init__()
-        self.encoder, self.classifier, self.feature_dim = torch.nn.Identity(), torch.nn.Identity(), width
 
 
 def test_the_quantiles_of_a_large_feature_map_are_of_at_most_2_to_the_22_values():

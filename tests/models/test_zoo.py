@@ -187,3 +187,18 @@ def test_registration_is_the_configuration_the_papers_train_and_describes_the_bu
     unit = "channels per pixel" if info.get("task") == "segmentation" else "-d"
     assert info["feature"].startswith(f"{model.feature_dim}{' ' if unit.startswith('c') else ''}{unit}")
     assert info.get("faithful", True) == (not info["description"].startswith("NOT FAITHFUL"))
+
+
+def test_the_default_mobilenet_keeps_no_batchnorm_running_statistics():
+    """FedDr+'s MobileNet (FedBABU MobileNetCifar) normalises every batch by its own statistics: by default no
+    BatchNorm layer tracks running statistics, so the model holds no running_mean / running_var buffers."""
+    model = build_meta("mobilenet")
+    norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert norms and not any(m.track_running_stats for m in norms)
+    assert not any("running" in name for name, _ in model.named_buffers())
+
+
+def test_the_default_vgg11_has_no_dropout():
+    """FedDr+'s VGG-11 ([code] use_dropout=False): by default no Dropout layer drops anything in training mode."""
+    model = build_meta("vgg11")
+    assert not any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())

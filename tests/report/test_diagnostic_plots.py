@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
 
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
@@ -17,6 +19,8 @@ from fedbench.report.diagnostic_plots import (
     DRAWERS,
     chosen_layers,
     draw,
+    normalised,
+    stage_divergence,
     stage_of,
 )
 from fedbench.report.diagnostic_series import RunDiagnostics
@@ -208,6 +212,19 @@ def test_each_figure_names_its_quantity_its_band_and_its_normalisation():
     assert legend_title(fig) == "mean; band: min–max over seeds"
     ((_, fig),) = draw(view("personal_divergence"), [run("lgmix", 0, {3: personal([[1.0, 2.0]])})])
     assert legend_title(fig) == "client; mean over 1 seed(s)"
+    assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == ("layer", "‖w_c − u‖ per layer")
+    loss = {r: {"clients": [0], "loss": [1.0], "mean": 1.0} for r in (1, 2)}
+    ((_, fig),) = draw(view("val_loss"), [run("lgmix", 0, loss)])
+    assert fig.axes[0].get_ylabel() == "validation loss (mean over clients)"
+    # every figure drawn against the round says so
+    for v, value in (
+        (view("weight_divergence"), rounds),
+        (view("weight_divergence", layout="per_layer"), rounds),
+        (view("mixing_weights"), mixing),
+        (view("val_loss"), loss),
+    ):
+        ((_, fig),) = draw(v, [run("fedavg", 0, value)])
+        assert fig.axes[0].get_xlabel() == "round", v.layout
 
 
 def test_titles_name_the_reproduced_items_and_the_figures_key():
@@ -253,3 +270,75 @@ def test_the_mixing_weights_band_is_the_min_and_max_over_seeds_per_round():
     top = {x: y for x, y in band if x in (1, 2, 3) and y == max(yy for xx, yy in band if xx == x)}
     bottom = {x: y for x, y in band if x in (1, 2, 3) and y == min(yy for xx, yy in band if xx == x)}
     assert top == pytest.approx({1: 0.9, 2: 0.6, 3: 0.5}) and bottom == pytest.approx({1: 0.3, 2: 0.2, 3: 0.1})
+
+
+def test_a_stage_is_the_block_below_the_top_level_part_and_its_distance_the_client_mean():
+    assert stage_of("encoder.layer2.conv") == "layer2" and stage_of("encoder.layer2") == "layer2"
+    value = {"layers": ["encoder.layer1.0.conv1", "encoder.layer1.1.conv2", "classifier"]}
+    value["distance"] = [[3.0, 4.0, 1.0], [6.0, 8.0, 3.0]]  # two clients: layer1 √(3² + 4²) = 5 and 10
+    assert stage_divergence(value) == pytest.approx({"layer1": 7.5, "classifier": 2.0})
+
+
+def test_an_unknown_layer_is_one_line_naming_the_models_layers():
+    with pytest.raises(ConfigError) as raised:
+        chosen_layers(["a", "b", "c"], ["b", "conv9"])
+    assert str(raised.value) == "layers: 'conv9' is not a layer of the model (layers: a, b, c)"
+
+
+def test_a_line_is_divided_by_its_maximum_whatever_its_size_and_an_all_zero_line_stays_zero():
+    assert normalised(np.array([0.1, 0.5, 0.25])) == pytest.approx([0.2, 1.0, 0.5])
+    assert normalised(np.array([4.0, 8.0])) == pytest.approx([0.5, 1.0])
+    zero = normalised(np.zeros(3))
+    assert not np.isnan(zero).any() and (zero == 0).all()
+
+
+def test_each_method_of_a_setting_gets_its_own_per_layer_figure_and_a_view_without_keys_one_named_all():
+    rounds = {1: divergence(["a"], [[1.0]]), 2: divergence(["a"], [[2.0]])}
+    keyed = TableView(
+        name="v", kind="diagnostics", diagnostic="weight_divergence", layout="per_layer", rows=["dataset", "algorithm"]
+    )
+    made = draw(keyed, [run(m, 0, rounds, dataset="C10") for m in ("fedavg", "fedprox")])
+    assert [name for name, _ in made] == ["C10 / fedavg", "C10 / fedprox"]
+    assert [fig.axes[0].get_title() for _, fig in made] == ["v · C10 / fedavg", "v · C10 / fedprox"]
+    bare = TableView(name="v", kind="diagnostics", diagnostic="weight_divergence", layout="per_layer")
+    assert [name for name, _ in draw(bare, [run("fedavg", 0, rounds)])] == ["all"]
+    # the whole-model overlay of every method: one figure, titled by the view alone
+    ((key, fig),) = draw(view("weight_divergence"), [run("fedavg", 0, rounds)])
+    assert key == "all" and fig.axes[0].get_title() == "v"
+
+
+def test_the_overlays_band_is_the_min_and_max_over_seeds_per_round():
+    def loss(means):
+        return {r: {"clients": [0], "loss": [m], "mean": m} for r, m in zip((1, 2), means)}
+
+    runs = [run("fedavg", s, loss(means)) for s, means in enumerate(([1.0, 0.5], [3.0, 0.2], [2.0, 0.9]))]
+    ((_, fig),) = draw(view("val_loss"), runs)  # 3 seeds, 2 rounds
+    band = fig.axes[0].collections[0].get_paths()[0].vertices
+    top = {x: max(y for xx, y in band if xx == x) for x in (1, 2)}
+    bottom = {x: min(y for xx, y in band if xx == x) for x in (1, 2)}
+    assert top == pytest.approx({1: 3.0, 2: 0.9}) and bottom == pytest.approx({1: 1.0, 2: 0.2})
+
+
+def test_up_to_four_methods_of_mixing_weights_have_a_line_style_each_and_a_client_one_colour():
+    """Colour: the client, the same in every method, its band too; line style: the method (LG-Mix Fig. 2(a))."""
+    methods = ("lgmix", "apfl", "ditto", "local")
+    runs = [run(m, 0, {r: {"clients": [0, 1], "weight": [0.5, 0.25], "symbol": "λ"} for r in (1, 2)}) for m in methods]
+    ((_, fig),) = draw(view("mixing_weights", clients=["A", "B"]), runs)
+    FigureCanvasAgg(fig).draw()  # renders: every style given is one matplotlib knows
+    (ax,) = fig.axes
+    drawn = {line.get_label(): line for line in ax.get_lines()}
+    assert len({drawn[f"{m} λ A"].get_linestyle() for m in methods}) == 4
+    for client in ("A", "B"):
+        assert len({to_rgba(drawn[f"{m} λ {client}"].get_color()) for m in methods}) == 1
+    assert to_rgba(drawn["lgmix λ A"].get_color()) != to_rgba(drawn["lgmix λ B"].get_color())
+    for line, band in zip(ax.get_lines(), ax.collections, strict=True):  # each line, then its band
+        assert to_rgba(band.get_facecolor()[0])[:3] == to_rgba(line.get_color())[:3]
+
+
+def test_one_clients_bars_are_centred_on_their_layers_and_the_title_says_the_round():
+    ((_, fig),) = draw(view("personal_divergence", clients=["A"]), [run("lgmix", 0, {7: personal([[1.0, 2.0]])})])
+    (ax,) = fig.axes
+    ((first, second),) = ax.containers
+    for layer, bar in ((1, first), (2, second)):
+        assert bar.get_x() == pytest.approx(layer - 0.4) and bar.get_width() == pytest.approx(0.8)
+    assert ax.get_title() == "v · lgmix · round 7 (last diagnosed)"

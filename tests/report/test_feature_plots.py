@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from conftest import ListSink
@@ -20,6 +23,7 @@ from fedbench.report.feature_plots import (
     activation_boxes,
     draw_activations,
     draw_feature_stats,
+    method_label,
 )
 from fedbench.vocab.diagnostics import DIAGNOSTICS
 
@@ -93,6 +97,21 @@ def test_the_lines_are_the_seed_means_of_the_stored_client_means():
     styles = {line.get_label(): (line.get_linestyle(), line.get_color()) for line in ax.get_lines()}
     assert styles["DR (O)"][0] == "-" and styles["DR (U)"][0] == "--" and styles["DR (O)"][1] == styles["DR (U)"][1]
     assert styles["DR (O)"][1] != styles["Dr+ (O)"][1]
+
+
+def test_every_panel_draws_the_stored_means_of_its_own_quantity():
+    drawn = dict(draw_feature_stats(view("feature_stats"), feature_runs()))
+    for panel in FEATURE_PANELS:
+        k = QUANTITIES.index(panel.quantity)  # Dr+'s means are (k + 1) × 1.0 and × 2.0 on O
+        convert = {"percent": lambda v: 100 * v, "degrees": math.degrees}.get(panel.unit, lambda v: v)
+        expected = [convert((k + 1) * 1.0), convert((k + 1) * 2.0)]
+        assert lines(drawn[panel.stem])["Dr+ (O)"][1] == pytest.approx(expected), panel.item
+
+
+def test_a_runs_line_is_named_by_its_labels_of_the_views_axes_or_all():
+    both = TableView(name="v", kind="diagnostics", diagnostic="feature_stats", rows=["algorithm"], columns=["data"])
+    assert method_label(both, {"data": "C10", "algorithm": "DR", "seed_group": "x"}) == "DR / C10"  # rows first
+    assert method_label(both, {"other": "x"}) == "all"
 
 
 def test_accuracies_are_drawn_in_percent_and_angles_in_degrees():
@@ -237,3 +256,51 @@ def test_activation_boxes_of_each_client_sit_on_its_tick_methods_left_to_right()
     # what a box is, said on the figure (the paper's Fig. 2(b))
     assert ax.get_title() == "Fig. 2(b): feature values per client\nbox 25–75 %, whiskers 5–95 %, ○ mean"
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("client", "last-hidden-layer value")
+
+
+def test_a_run_without_rounds_and_a_client_without_values_are_skipped_the_others_kept():
+    """A client whose quantiles are None (no test points) gets no box, and the clients after it keep theirs; a run
+    that recorded no round adds nothing, and the runs after it are drawn. Ticks past the view's ``clients`` are named
+    by the client's number."""
+    value = activation_value(0.0)
+    value["quantiles"][1] = None
+    runs = [RunDiagnostics({"algorithm": "FedAvg"}, 0, {}), RunDiagnostics({"algorithm": "LG-Mix"}, 0, {5: value})]
+    boxes = activation_boxes(view("activations"), runs)
+    assert list(boxes) == ["LG-Mix"] and [b["client"] for b in boxes["LG-Mix"]] == [0, 2]
+    ((_, fig),) = draw_activations(view("activations", clients=["A"]), runs)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["A", "client 2"]
+
+
+def test_each_methods_boxes_have_its_legend_colour_and_show_the_mean_as_a_hollow_circle():
+    runs = [
+        RunDiagnostics({"algorithm": m}, 0, {5: activation_value(s)}) for m, s in (("LG-Mix", 0.0), ("FedAvg", 100.0))
+    ]
+    ((_, fig),) = draw_activations(view("activations"), runs)
+    FigureCanvasAgg(fig).draw()  # renders: every colour given is one matplotlib knows
+    (ax,) = fig.axes
+    legend = {
+        text.get_text(): to_rgb(handle.get_color())
+        for text, handle in zip(ax.get_legend().get_texts(), ax.get_legend().legend_handles, strict=True)
+    }
+    assert list(legend) == ["LG-Mix", "FedAvg"] and legend["LG-Mix"] != legend["FedAvg"]
+    for patch in ax.patches:  # a box per client and method, filled with its method's colour
+        method = "LG-Mix" if patch.get_path().vertices[:, 1].max() < 50 else "FedAvg"
+        assert to_rgb(patch.get_facecolor()) == legend[method]
+    means = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert sorted(float(line.get_ydata()[0]) for line in means) == pytest.approx([0, 1, 2, 100, 101, 102])
+    for line in means:
+        method = "LG-Mix" if line.get_ydata()[0] < 50 else "FedAvg"
+        assert to_rgb(line.get_markerfacecolor()) == (1.0, 1.0, 1.0)
+        assert to_rgb(line.get_markeredgecolor()) == legend[method]
+
+
+@pytest.mark.parametrize("methods", [1, 2, 3])
+def test_the_boxes_of_a_client_fill_most_of_its_slot_whatever_the_number_of_methods(methods):
+    """The methods' boxes of one client share 80 % of the space between two ticks (a tenth of each left as gap)."""
+    runs = [RunDiagnostics({"algorithm": f"m{k}"}, 0, {5: activation_value(0.0)}) for k in range(methods)]
+    ((_, fig),) = draw_activations(view("activations"), runs)
+    spans = [patch.get_path().vertices[:, 0] for patch in fig.axes[0].patches]
+    at_client_0 = [x for x in spans if x.max() < 0.5]
+    assert len(at_client_0) == methods
+    assert sum(x.max() - x.min() for x in at_client_0) == pytest.approx(0.8 * 0.9)
+    assert np.mean([(x.max() + x.min()) / 2 for x in at_client_0]) == pytest.approx(0.0)  # centred on the tick

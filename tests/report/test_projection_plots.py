@@ -23,6 +23,7 @@ from fedbench.report.projection_plots import (
     project,
     projection_seed,
 )
+from fedbench.seeding import derive_seed
 from fedbench.vocab.diagnostics import DIAGNOSTICS
 
 VIEW = TableView(name="tsne", kind="diagnostics", diagnostic="feature_snapshot", at_rounds=[30, 50])
@@ -79,6 +80,11 @@ def test_a_snapshot_decodes_to_its_features_within_float16_precision():
         (snapshot(labels=[0, 1]), "does not hold 40 integer labels"),
         (snapshot(**{"global": None}), "has no global features"),
         (snapshot(**{"global": "@@not base64@@"}), "global features are not base64"),
+        # a character outside base64's alphabet is a damaged value, not one to skip
+        (
+            snapshot(**{"global": encoded(features())[:8] + "!" + encoded(features())[8:]}),
+            "global features are not base64",
+        ),
         (snapshot(**{"global": encoded(features())[:-8]}), "global features hold 474 bytes, not the 480 of 40×6"),
         (snapshot(**{"global": encoded(np.full((N, D), np.inf))}), "global features are not all finite"),
     ],
@@ -89,6 +95,14 @@ def test_a_malformed_snapshot_is_a_one_line_registry_error(value, message):
     text = str(raised.value)
     assert text == f"run seed 1, round 50: the stored feature_snapshot {message}; record the run again or re-import it"
     assert isinstance(raised.value, FedbenchError)  # the CLI prints it on one line and exits 2
+
+
+@pytest.mark.parametrize("shape", [[N, 1], [1, D], [1, 1]])
+def test_a_snapshot_of_one_point_or_one_feature_decodes(shape):
+    x = np.arange(shape[0] * shape[1], dtype=np.float32).reshape(shape)
+    value = snapshot(shape=shape, labels=[0] * shape[0], **{"global": encoded(x)})
+    decoded, labels = decode_snapshot(value, "global", "here")
+    assert np.array_equal(decoded, x) and labels.tolist() == [0] * shape[0]
 
 
 def test_a_truncated_snapshot_stops_the_drawer_with_that_line():
@@ -117,6 +131,16 @@ def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_ca
         assert ("global model" in title) == (stem == "global_r50")
         if stem != "global_r50":  # the paper's client 1 is our client 0
             assert "client 1's local model (client 0)" in title
+    # the whole titles: the panel, whose model, the round and the run; then how to redo the projection
+    redo = f"40 test points; t-SNE (scikit-learn): init='pca', perplexity 13, random_state {random_state}"
+    assert [titles(fig) for _, fig in drawn] == [
+        f"(a) global model, round 50 (fedavg, seed 10)\n{redo}",
+        f"(b) client 1's local model (client 0), round 50 (fedavg, seed 10)\n{redo}",
+        f"(c) client 1's local model (client 0), round 30 (fedavg, seed 10)\n{redo}",
+    ]
+    two_labels = RunDiagnostics({"algorithm": "fedavg", "dataset": "cifar10"}, 10, {50: snapshot()})
+    first = PROJECTION_DRAWERS["feature_snapshot"](VIEW.model_copy(update={"at_rounds": [50]}), [two_labels])[0][1]
+    assert titles(first).startswith("(a) global model, round 50 (fedavg, cifar10, seed 10)\n")
     # redone from what the figure says: the same coordinates as plotted
     points, _ = project(decode_snapshot(snapshot(), "global", "here")[0], random_state)
     labels = np.array(snapshot()["labels"])
@@ -152,6 +176,39 @@ def test_a_panel_the_run_cannot_fill_is_a_figure_saying_why():
         assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
 
 
+@pytest.mark.parametrize("client", [3, None])
+def test_the_local_panels_name_the_client_the_snapshot_records(client):
+    """The paper counts clients from 1: client c's model is "client c + 1" (FedTrip Fig. 2's client 1 is client 0);
+    a value that names no client is client 0's, the one the engine records (``SNAPSHOT_CLIENT``)."""
+    value = {key: v for key, v in snapshot(client=client).items() if v is not None}
+    client = 0 if client is None else client
+    view = VIEW.model_copy(update={"at_rounds": [50]})
+    drawn = PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})])
+    assert [stem for stem, _ in drawn] == ["global_r50", f"client{client + 1}_r50"]
+    assert titles(drawn[1][1]).startswith(f"(b) client {client + 1}'s local model (client {client}), round 50 ")
+
+
+def test_a_missing_round_does_not_stop_the_panels_after_it():
+    view = VIEW.model_copy(update={"at_rounds": [50, 100]})
+    run = RunDiagnostics({}, 1, {30: snapshot(), 50: snapshot()})
+    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [run]))
+    assert list(drawn) == ["global_r100", "client1_r100", "client1_r50"]
+    assert drawn["global_r100"].axes[0].texts[0].get_text() == "round 100 not recorded (recorded: 30, 50)"
+    assert not drawn["client1_r50"].axes[0].texts  # drawn: a scatter, no note
+
+
+def test_a_long_note_wraps_within_the_figure_around_its_middle():
+    rounds = {r: snapshot() for r in range(1, 200)}
+    view = VIEW.model_copy(update={"at_rounds": [500]})
+    fig = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, rounds)]))["global_r500"]
+    (text,) = fig.axes[0].texts
+    assert text.get_text().startswith("round 500 not recorded (recorded: 1, 2, 3, ")
+    FigureCanvasAgg(fig).draw()
+    box, page = text.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 < box.x1 <= page.x1 and page.y0 <= box.y0 < box.y1 <= page.y1
+    assert abs((box.x0 + box.x1) / 2 - (page.x0 + page.x1) / 2) < 0.05 * page.width
+
+
 def scatter_of(classes: int) -> Figure:
     value = snapshot(labels=[i % classes for i in range(N)])
     view = VIEW.model_copy(update={"at_rounds": [50]})
@@ -159,18 +216,67 @@ def scatter_of(classes: int) -> Figure:
     return drawn["global_r50"]
 
 
-@pytest.mark.parametrize("classes", [2, 12, 25])
+@pytest.mark.parametrize("classes", [2, 10, 11, 12, 20, 21, 25])
 def test_every_class_has_a_colour_of_its_own_and_a_legend_up_to_twenty(classes):
     fig = scatter_of(classes)
     (ax,) = fig.axes
     colours = {tuple(np.round(c.get_facecolor()[0], 6)) for c in ax.collections}
     assert len(ax.collections) == classes and len(colours) == classes
+    if classes <= 20:  # a legend tells them apart: every two colours visibly different (tab20's nearest: 0.098)
+        rgb = np.array([c.get_facecolor()[0][:3] for c in ax.collections])
+        assert min(np.linalg.norm(a - b) for i, a in enumerate(rgb) for b in rgb[i + 1 :]) > 0.05
     legend = ax.get_legend()
     assert (legend is not None) == (classes <= 20)
-    if legend is not None:  # right of the axes, centred on them
+    if legend is not None:  # right next to the axes, centred on them, on the page
         FigureCanvasAgg(fig).draw()
-        box, axes = legend.get_window_extent(), ax.get_window_extent()
-        assert box.x0 >= axes.x1 - 1 and box.y0 < (axes.y0 + axes.y1) / 2 < box.y1
+        box, axes, page = legend.get_window_extent(), ax.get_window_extent(), fig.bbox
+        assert axes.x1 - 1 <= box.x0 < axes.x1 + 0.05 * page.width and box.y0 < (axes.y0 + axes.y1) / 2 < box.y1
+        assert page.x0 <= box.x0 < box.x1 <= page.x1
+
+
+def test_up_to_ten_classes_take_ten_distinct_hues_and_more_than_twenty_span_a_continuous_map():
+    """Ten classes or fewer: tab10, a hue each (tab20 pairs a dark and a light shade of one hue); more than twenty:
+    evenly spaced from one end of viridis to the other, so the first and last classes are as far apart as it goes."""
+    import matplotlib
+
+    def colours(classes: int) -> list[tuple[float, ...]]:
+        return [tuple(c.get_facecolor()[0]) for c in scatter_of(classes).axes[0].collections]
+
+    tab10, viridis = matplotlib.colormaps["tab10"], matplotlib.colormaps["viridis"]
+    assert colours(10) == [tuple(tab10(i)) for i in range(10)]
+    for classes in (21, 25):
+        drawn = colours(classes)
+        assert drawn[0] == tuple(viridis(0.0)) and drawn[-1] == tuple(viridis(1.0))
+
+
+def test_the_random_state_is_the_run_seeds_tsne_stream_in_every_version():
+    """The random_state is derived from the run's seed by its documented key "tsne" (``fedbench.seeding``): a figure
+    redrawn by a later version, or by anyone from the seed, is the same projection."""
+    assert [projection_seed(s) for s in (0, 1, 10)] == [derive_seed(s, "tsne") % 2**32 for s in (0, 1, 10)]
+
+
+@pytest.mark.parametrize(("points", "expected"), [(2, 1.0), (4, 1.0), (7, 2.0), (31, 10.0)])
+def test_fewer_points_than_91_take_a_perplexity_of_a_third_of_the_others_at_least_one(points, expected):
+    rng = np.random.default_rng(1)
+    _, perplexity = project(rng.normal(size=(points, 3)).astype(np.float32), 0)
+    assert perplexity == expected
+
+
+def test_the_projection_runs_on_one_thread(monkeypatch):
+    """One thread: the same coordinates whatever the machine's thread count (its BLAS and OpenMP pools)."""
+    from sklearn.manifold import TSNE
+    from threadpoolctl import threadpool_info
+
+    threads = []
+    fit = TSNE.fit_transform
+
+    def counted(self, x, *args, **kwargs):
+        threads.extend(pool["num_threads"] for pool in threadpool_info())
+        return fit(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(TSNE, "fit_transform", counted)
+    project(np.random.default_rng(1).normal(size=(20, 3)).astype(np.float32), 0)
+    assert threads and set(threads) == {1}
 
 
 def test_the_perplexity_is_scikit_learns_default_once_there_are_enough_points():
