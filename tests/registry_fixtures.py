@@ -1,5 +1,5 @@
-"""Helpers for the registry tests: a run entry made by hand, a recipe's runs registered, and a registry as fedbench
-0.1.0 left it.
+"""Helpers for the registry tests: a run entry made by hand, a run finished by hand, a recipe's runs registered, and a
+registry as fedbench 0.1.0 left it.
 
 ``fixtures/registry_v0.1.0.sql`` is a registry made by fedbench 0.1.0 (raw ``*_params``), dumped as SQL: quickstart
 at the smoke scale and at full scale (FedAvg, seed 0), and synthetic smoke runs of FedTrip Fig. 6, FedTR Table 1 and
@@ -24,6 +24,12 @@ RUNS_IN_FIXTURE = [
     ("lgmix_table1.toml", "smoke", True, {"dataset": "Digits5", "algorithm": {"lgmix", "fedbn"}}),
     ("quickstart.toml", "full", False, {"algorithm": "fedavg", "seed": "0"}),
 ]
+
+
+def finish_run(url: str, spec_hash: str, status: str, error: str | None = None) -> None:
+    """Claim the registered run ``spec_hash`` and end it with ``status`` (and ``error``), as a worker would."""
+    registry = Registry(url)
+    registry.finish(registry.claim(spec_hash, "host:1"), status, error=error)
 
 
 def entry(index: int, **fields) -> dict:

@@ -11,12 +11,7 @@ from fedbench.execution.batch import preflight, prepare_batch
 from fedbench.execution.options import ExecutionOptions
 from fedbench.execution.selection import plan_runs
 from fedbench.registry import Registry
-
-
-def finish(url: str, spec_hash: str, status: str, error: str | None = None) -> None:
-    registry = Registry(url)
-    run_id = registry.claim(spec_hash, "host:1")
-    registry.finish(run_id, status, error=error)
+from registry_fixtures import finish_run
 
 
 def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry_url):
@@ -24,7 +19,7 @@ def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry
     options = ExecutionOptions(registry_url=registry_url, device="cpu")
     first = prepare_batch(planned, options)
     assert [p.spec_hash for p in first.todo] == [p.spec_hash for p in planned] and not first.skipped
-    finish(registry_url, planned[0].spec_hash, "done")
+    finish_run(registry_url, planned[0].spec_hash, "done")
     again = prepare_batch(planned, options)
     assert [p.spec_hash for p in again.todo] == [planned[1].spec_hash]
     assert [p.spec_hash for p in again.skipped] == [planned[0].spec_hash] and not again.rerun
@@ -57,7 +52,7 @@ def test_preflight_loads_each_data_set_and_partition_once(write_recipe, monkeypa
 def test_the_outcome_counts_statuses_and_gives_each_failures_last_line(write_recipe, registry_url):
     planned = plan_runs([write_recipe()], scale="smoke")
     work = prepare_batch(planned, ExecutionOptions(registry_url=registry_url, device="cpu"))
-    finish(registry_url, planned[0].spec_hash, "failed", error="Traceback …\n  line 3\nValueError: bad value\n")
+    finish_run(registry_url, planned[0].spec_hash, "failed", error="Traceback …\n  line 3\nValueError: bad value\n")
     outcome = work.outcome()
     assert outcome.counts == {"failed": 1, "pending": 1}
     assert [(f.spec_hash, f.error) for f in outcome.failed] == [(planned[0].spec_hash, "ValueError: bad value")]

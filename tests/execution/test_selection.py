@@ -12,11 +12,7 @@ from fedbench.errors import FedbenchError
 from fedbench.execution import selection
 from fedbench.execution.selection import dry_run, plan_runs
 from fedbench.registry import Registry
-
-
-def finish(url: str, spec_hash: str, status: str) -> None:
-    registry = Registry(url)
-    registry.finish(registry.claim(spec_hash, "host:1"), status)
+from registry_fixtures import finish_run
 
 
 def test_only_filters_select_runs_and_one_that_keeps_nothing_names_the_filters(write_recipe, monkeypatch):
@@ -37,7 +33,7 @@ def test_a_dry_run_reads_statuses_without_creating_a_registry(write_recipe, regi
     assert [row.status for row in dry_run(planned, missing)] == ["new", "new"]
     assert not (tmp_path / "none.db").exists()
     Registry(registry_url).ensure_runs([p.registry_entry() for p in planned])
-    finish(registry_url, planned[0].spec_hash, "done")
+    finish_run(registry_url, planned[0].spec_hash, "done")
     rows = dry_run(planned, registry_url)
     assert [(r.spec_hash, r.status, r.rounds, r.seed) for r in rows] == [
         (planned[0].spec_hash, "done", 2, 0),
