@@ -148,6 +148,24 @@ def fail(error: FedbenchError, registry: str | None = None) -> NoReturn:
     raise typer.Exit(error.exit_code) from None
 
 
+def note_unmatched(store: Any, registry: str | None, paper: str | None, recipe: str | None = None) -> None:
+    """After a listing that ``--paper``/``--recipe`` left empty: a note on stderr for each name the registry ``store``
+    has no run of, with the names it has, so a misspelt paper does not read as "no runs yet"."""
+    groups = store.status_counts()
+    for what, value, known in (
+        ("paper", paper, {group.paper for group in groups}),
+        ("recipe", recipe, {group.recipe for group in groups}),
+    ):
+        if value is not None and value not in known:
+            names = ", ".join(sorted(name for name in known if name)) or "none"
+            err_console.print(
+                f"[yellow]note:[/yellow] no run of {what} {escape(repr(value))} in "
+                f"{escape(store.shown_url(registry))}; its {what}s: {escape(names)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
 def one_line(message: str) -> str:
     """``message`` with its line breaks (and the other characters a terminal breaks lines at) escaped, so a key
     or value quoted in it (a recipe key holding a newline) cannot spread an error over several lines."""
@@ -176,6 +194,7 @@ __all__ = [
     "print_listing",
     "user_errors",
     "fail",
+    "note_unmatched",
     "print_json",
     "labels_text",
     "labels_lines",

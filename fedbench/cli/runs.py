@@ -15,10 +15,12 @@ from fedbench.cli.common import (
     err_console,
     labels_lines,
     labels_text,
+    note_unmatched,
     print_json,
     print_listing,
     user_errors,
 )
+from fedbench.vocab.status import RunStatus
 
 
 def _percent(value: Any) -> str:
@@ -28,7 +30,7 @@ def _percent(value: Any) -> str:
 @user_errors
 def runs(
     paper: str | None = typer.Option(None, "--paper", help="Only runs of this paper."),
-    status: str | None = typer.Option(None, "--status", help="pending, running, done, diverged, failed, interrupted."),
+    status: RunStatus | None = typer.Option(None, "--status", help="Only runs in this status."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output (see docs/cli.md)."),
     stale: bool = typer.Option(
         False,
@@ -49,14 +51,16 @@ def runs(
         show_stale(registry, paper, as_json)
         return
     records = run_list(registry, paper=paper, status=status)
-    if as_json:
-        print_json(records or [])
-        return
     if records is None:  # a typo in --registry should not look like an empty registry
         err_console.print(
             f"no registry at {Registry.shown_url(registry)} yet: `fedbench run` creates it", soft_wrap=True
         )
-        records = []
+    elif not records and paper is not None:  # nor a typo in --paper
+        note_unmatched(Registry.open_existing(registry), registry, paper)
+    if as_json:
+        print_json(records or [])
+        return
+    records = records or []
     rows = []
     for r in records:
         summary = r["summary"] or {}

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.table import Table as RichTable
 
-from fedbench.cli.common import RegistryOption, console, err_console, print_json, user_errors
+from fedbench.cli.common import RegistryOption, console, err_console, note_unmatched, print_json, user_errors
 from fedbench.vocab.status import RunStatus
 
 # The status columns in the order a run lives them.
@@ -86,11 +86,14 @@ def status(
         if as_json:
             print_json([])
         return
+    progress = recipe_progress(store, paper=paper, recipe=recipe)
+    if not progress:  # a misspelt --paper or --recipe should not look like a registry without runs
+        note_unmatched(store, registry, paper, recipe)
     if as_json:
-        print_json([_json(p) for p in recipe_progress(store, paper=paper, recipe=recipe)])
+        print_json([_json(p) for p in progress])
         return
     if not watch:
-        console.print(progress_table(recipe_progress(store, paper=paper, recipe=recipe)))
+        console.print(progress_table(progress))
         return
     from rich.live import Live
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from fedbench.cli.common import RegistryOption, console, err_console, user_errors
+from fedbench.cli.common import RegistryOption, console, err_console, note_unmatched, user_errors
 from fedbench.cli.options import Plugins, load_plugins
 from fedbench.errors import FedbenchError
 
@@ -48,6 +48,8 @@ def export(
         except OSError as exc:
             raise FedbenchError(f"--out {out}: cannot write ({exc.strerror})") from None
     err_console.print(f"exported {count} finished run(s)", highlight=False)
+    if count == 0:  # a misspelt --paper or --recipe should not look like a registry without finished runs
+        note_unmatched(store, registry, paper, name)
 
 
 def _write(lines, handle) -> int:

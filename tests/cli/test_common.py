@@ -146,3 +146,41 @@ def test_one_line_entries_wrap_instead_of_blocks(monkeypatch, capsys):
     monkeypatch.setattr(common.console, "_width", 30)
     common.print_listing(None, ("id", "labels", "status"), [["7", "algorithm=fedprox\nseed=1", "done"]], (1,), True)
     assert " ".join(capsys.readouterr().out.split()) == "7 · labels: algorithm=fedprox, seed=1 · status: done"
+
+
+@pytest.mark.parametrize(
+    ("argv", "noted"),
+    [
+        (["runs", "--paper", "fedtirp"], ["paper 'fedtirp'", "its papers: fedtrip, lgmix"]),
+        (["runs", "--paper", "fedtirp", "--json"], ["paper 'fedtirp'", "its papers: fedtrip, lgmix"]),
+        (
+            ["status", "--recipe", "fedtrip_tabel1"],
+            ["recipe 'fedtrip_tabel1'", "its recipes: fedtrip_table1, lgmix_t2"],
+        ),
+        (["status", "--paper", "nope", "--recipe", "lgmix_t2"], ["paper 'nope'"]),  # only the name that matched nothing
+        (["export", "--paper", "lgmx"], ["paper 'lgmx'", "its papers: fedtrip, lgmix"]),
+        (["runs", "--paper", "fedtrip"], []),  # it has runs
+        (["runs", "--paper", "fedtrip", "--status", "done"], []),  # it has runs, none done: a filter, not a typo
+        (["export", "--paper", "fedtrip"], []),  # it has runs, none finished: nothing to export, no typo
+    ],
+)
+def test_a_paper_or_recipe_of_no_run_is_noted_with_the_names_the_registry_has(argv, noted, registry_url):
+    """A misspelt ``--paper`` or ``--recipe`` must not read as "no runs yet": the listing comes with a note on stderr
+    naming the registry's papers (or recipes); the output itself, and the exit code, are those of an empty result."""
+    from fedbench.registry import Registry
+    from registry_fixtures import entry
+
+    Registry(registry_url).ensure_runs(
+        [
+            entry(1, paper="fedtrip", recipe="fedtrip_table1"),
+            entry(2, paper="lgmix", recipe="lgmix_t2"),
+        ]
+    )
+    result = runner.invoke(app, [*argv, "--registry", registry_url])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == (1 if noted else 0)
+    for words in noted:
+        assert words in notes[0]
+    if "--json" in argv:
+        assert json.loads(result.stdout) == []  # the note is on stderr, the JSON stays clean

@@ -102,3 +102,14 @@ def test_the_list_never_cuts_a_paper_or_a_label(tmp_path, monkeypatch, width):
     for name in ("fedtrip", "algorithm=fedavg", "case=AlexNet CIFAR-50%"):
         assert any(name in line for line in lines), (name, width)
     assert any(line.startswith("┏") for line in lines) == (width == 160)
+
+
+def test_status_takes_only_a_run_status(registry_url):
+    """``--status`` is one of the registry's run statuses (``RunStatus``); another value is a usage error naming
+    them, not an empty listing."""
+    from fedbench.vocab.status import RunStatus
+
+    result = runner.invoke(app, ["runs", "--status", "finished", "--registry", registry_url])
+    assert result.exit_code == 2
+    assert "'finished'" in result.output and all(f"'{status}'" in result.output for status in RunStatus)
+    assert runner.invoke(app, ["runs", "--status", "done", "--registry", registry_url]).exit_code == 0
