@@ -465,7 +465,9 @@ def _load(source: str, label: str, module: str, importer: Callable[[], tuple[dic
 def _cause(exc: BaseException) -> str:
     """One line saying why a plug-in failed."""
     if isinstance(exc, SyntaxError):
-        return f"syntax error in {exc.filename} line {exc.lineno}: {exc.msg}"
+        # a file Python cannot even tokenise (null bytes: not Python source) has no file name or line
+        where = f" in {exc.filename} line {exc.lineno}" if exc.filename and exc.lineno else ""
+        return f"syntax error{where}: {exc.msg}"
     if isinstance(exc, DuplicateName):
         return f"{exc}: that name exists already (fedbench's or another plug-in's); register it under another name"
     if isinstance(exc, ImportError):

@@ -216,6 +216,8 @@ def test_a_module_name_plugin_is_imported_from_the_path(tmp_path, monkeypatch):
 
 BROKEN = {
     "syntax": ("def broken(:\n", r"syntax error in .*bad_plugin\.py line 1"),
+    # a binary file given as a plug-in: Python cannot tokenise it, so its error has no file name or line to show
+    "not python": ("\x7fELF\x00\x02\x01\n", r"^(?!.*None).*null bytes"),
     "missing import": ("import fedbench_no_such_dependency\n", r"cannot import it: No module named"),
     "exception": ("raise RuntimeError('no GPU licence')\n", r"RuntimeError: no GPU licence"),
     # registers a new name, then one that exists: the new one must not stay registered either

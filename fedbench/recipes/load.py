@@ -20,10 +20,18 @@ def load_recipe(path: str | Path) -> Recipe:
     and those of the installed distributions' entry points: a plug-in that fails is a ``PluginError`` naming the
     recipe and the plug-in."""
     path = Path(path)
+    if path.is_dir():
+        raise RecipeError(f"{path}: a folder, not a recipe file; give a .toml file (e.g. recipes/quickstart.toml)")
     if not path.is_file():
         raise RecipeError(f"{path}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)")
     try:
-        raw = tomllib.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")  # TOML is UTF-8, whatever the machine's locale
+    except OSError as exc:
+        raise RecipeError(f"{path}: cannot read the recipe file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise RecipeError(f"{path}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
+    try:
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(f"{path}: not valid TOML: {exc}") from None
     for key in COMMAND_LINE_FIELDS:  # what `--add` and `--set-for` set: a recipe's own cells are never "added"

@@ -17,8 +17,24 @@ def test_a_missing_file_is_named_with_where_recipes_live(tmp_path):
     assert str(info.value) == (
         f"{tmp_path / 'nope.toml'}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)"
     )
-    with pytest.raises(RecipeError, match="recipe file not found"):
+    with pytest.raises(RecipeError) as info:
         load_recipe(tmp_path)  # a directory is no recipe
+    assert (
+        str(info.value) == f"{tmp_path}: a folder, not a recipe file; give a .toml file (e.g. recipes/quickstart.toml)"
+    )
+
+
+def test_a_file_that_is_not_utf8_text_is_a_toml_error_not_a_traceback(tmp_path):
+    """TOML is UTF-8 (whatever the locale): a binary or Latin-1 file is one ``RecipeError`` naming it and the first
+    byte that is not UTF-8."""
+    path = tmp_path / "latin.toml"
+    path.write_bytes(b'paper = "caf\xe9"\n')
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert str(info.value) == f"{path}: not valid TOML: not UTF-8 text (byte 12)"
+    path.write_bytes('paper = "café"\n'.encode())  # the same text in UTF-8 reads (and fails later, on the schema)
+    with pytest.raises(RecipeError, match="Field required"):
+        load_recipe(path)
 
 
 def test_bad_toml_unknown_keys_and_bad_types_name_the_file_and_key(write_recipe):
