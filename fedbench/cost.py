@@ -193,9 +193,12 @@ def flops_per_sample(
 def _parse_shape(value: Any) -> tuple[int, ...]:
     parts = value.replace("x", ",").replace("×", ",").split(",") if isinstance(value, str) else value
     try:
-        return tuple(int(v) for v in parts)
+        shape = tuple(int(v) for v in parts)
     except (TypeError, ValueError) as exc:  # the message names the value as the user wrote it
         raise ConfigError(f"input_shape must be like [3, 32, 32] or '3x32x32', got {value!r}") from exc
+    if not shape or min(shape) < 1:
+        raise ConfigError(f"input_shape must be positive sizes like [3, 32, 32], got {value!r}")
+    return shape
 
 
 def _build_on_meta(name: str, num_classes: int, input_shape: tuple[int, ...], params: dict[str, Any]) -> nn.Module:
@@ -225,9 +228,20 @@ def _card(name: str, overrides: dict[str, Any]) -> dict[str, Any]:
         num_classes = int(params.pop("num_classes", info["num_classes"]))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"num_classes must be an integer, got {overrides['num_classes']!r}") from exc
+    if num_classes < 1:
+        raise ConfigError(f"num_classes must be at least 1, got {num_classes}")
     input_shape = _parse_shape(params.pop("input_shape", info["input_shape"]))
-    model = _build_on_meta(name, num_classes, input_shape, params)
-    flops_forward, flops_train = measure_flops(model, input_shape)
+    try:
+        model = _build_on_meta(name, num_classes, input_shape, params)
+        flops_forward, flops_train = measure_flops(model, input_shape)
+    except (ValueError, TypeError, RuntimeError) as exc:
+        if not overrides:  # the paper configuration always builds: this is a bug, keep its traceback
+            raise
+        # the user's configuration does not fit the architecture (an input too small for its kernels, a shape of
+        # the wrong rank): say which values, and PyTorch's reason, on one line
+        settings = ", ".join(f"{key}={value!r}" for key, value in overrides.items())
+        reason = " ".join(str(exc).split())
+        raise ConfigError(f"model {name!r} cannot be built with {settings}: {reason}") from None
     return {
         "name": name,
         "papers": list(info.get("papers", ())),

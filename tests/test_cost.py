@@ -329,6 +329,47 @@ def test_bad_card_overrides_are_config_errors():
     with pytest.raises(ConfigError, match="num_classes must be an integer, got 'ten'"):
         model_card("mlp", num_classes="ten")
     assert model_card("mlp", num_classes="12")["num_classes"] == 12
+    for classes in (0, -3):
+        with pytest.raises(ConfigError) as raised:
+            model_card("mlp", num_classes=classes)
+        assert str(raised.value) == f"num_classes must be at least 1, got {classes}"
+    for shape in ([], [0, 28, 28], "1x-2x28"):
+        with pytest.raises(ConfigError) as raised:
+            model_card("mlp", input_shape=shape)
+        assert str(raised.value) == f"input_shape must be positive sizes like [3, 32, 32], got {shape!r}"
+    assert model_card("mlp", input_shape=[1, 1, 1])["input_shape"] == [1, 1, 1]  # one is a size
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"input_shape": [1]}, "not enough values to unpack"),  # LeNet-5 reads (channels, height, width)
+        ({"input_shape": [1, 2, 2], "num_classes": 3}, "Kernel size can't be greater than actual input size"),
+    ],
+)
+def test_a_configuration_the_model_cannot_take_is_one_config_error_naming_it(overrides, reason):
+    with pytest.raises(ConfigError) as raised:
+        model_card("lenet5", **overrides)
+    settings = ", ".join(f"{key}={value!r}" for key, value in overrides.items())
+    message = str(raised.value)
+    assert message.startswith(f"model 'lenet5' cannot be built with {settings}: ") and "\n" not in message
+    assert reason in message
+
+
+def test_the_paper_configuration_failing_to_build_is_a_bug_not_a_user_error(monkeypatch):
+    """Only a configuration the user gave is turned into a one-line error; the registered one failing keeps its
+    exception (and traceback): that is fedbench's bug to fix."""
+    import fedbench.cost
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a broken builder")
+
+    monkeypatch.setattr(fedbench.cost, "build_model", broken)
+    monkeypatch.setattr(fedbench.cost, "_CARDS", {})  # no card built earlier in the session
+    with pytest.raises(RuntimeError, match="a broken builder"):
+        model_card("lenet5")
+    with pytest.raises(ConfigError, match="a broken builder"):
+        model_card("lenet5", num_classes=7)
 
 
 def test_flop_measurement_restores_the_mode_and_gradients():

@@ -14,6 +14,7 @@ from rich.markup import escape
 from fedbench.cli import completion
 from fedbench.cli.common import console, err_console, parse_assignments, print_json, print_listing, user_errors
 from fedbench.cli.options import Plugins, load_plugins
+from fedbench.errors import FedbenchError
 
 PARAM_HELP = "dataset parameter KEY=VALUE (TOML value, else a plain string), repeatable, e.g. -p image_size=64"
 INTERRUPTED = "interrupted"
@@ -24,6 +25,8 @@ AsJson: Any = typer.Option(False, "--json", help="print JSON instead of a table"
 NoVerify: Any = typer.Option(False, "--no-verify", help="skip checksum verification")
 Params: Any = typer.Option(None, "--param", "-p", help=PARAM_HELP)
 DatasetName = Annotated[str, typer.Argument(help="A registered data set.", autocompletion=completion.datasets)]
+# What the command itself passes the loader: a --param of one of these names would reach it twice
+NOT_PARAMS = {"root": "--data-dir", "verify": "--no-verify", "name": "NAME", "use_prepared": "`datasets prepare`"}
 
 app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", no_args_is_help=True)
 
@@ -103,7 +106,7 @@ def check_command(
     from fedbench.data.catalog import check_dataset
 
     load_plugins(plugin)
-    params = parse_assignments(param or [], "--param")
+    params = dataset_params(param)
     report = check_dataset(name, data_dir, verify=not no_verify, **params)
     if as_json:
         print_json(report, indent=1)
@@ -179,12 +182,22 @@ def prepare_command(
     from fedbench.data.catalog import prepare_dataset
 
     load_plugins(plugin)
-    params = parse_assignments(param or [], "--param")
+    params = dataset_params(param)
     result = prepare_dataset(name, data_dir, verify=not no_verify, **params)
     console.print(
         f"{name}: {result['train']} train / {result['test']} test → {result['cache']} "
         f"({result['bytes'] / 2**20:.1f} MiB, {result['seconds']} s)"
     )
+
+
+def dataset_params(param: list[str] | None) -> dict[str, Any]:
+    """``--param KEY=VALUE`` pairs: the data set's own parameters, none of which the command sets another way."""
+    params = parse_assignments(param or [], "--param")
+    clashes = sorted(params.keys() & NOT_PARAMS.keys())
+    if clashes:
+        key = clashes[0]
+        raise FedbenchError(f"--param {key}: not a parameter of the data set; {NOT_PARAMS[key]} sets it")
+    return params
 
 
 def register_cli(parent: typer.Typer) -> typer.Typer:

@@ -28,6 +28,11 @@ def test_datasets_params_take_toml_values(tmp_path):
         (["-p", "test_fraction"], ("--param 'test_fraction'", "expected KEY=VALUE")),  # was a usage box
         (["-p", "=0.5"], ("expected KEY=VALUE",)),
         (["-p", "bogus=1"], ("bogus", "accepted: split_seed, test_fraction")),
+        # what the command passes the loader itself: was a traceback ("got multiple values for argument 'root'")
+        (["-p", "root=/elsewhere"], ("--param root", "--data-dir sets it")),
+        (["-p", "verify=false"], ("--param verify", "--no-verify sets it")),
+        (["-p", "name=mnist"], ("--param name", "NAME sets it")),
+        (["-p", "use_prepared=false"], ("--param use_prepared",)),
     ],
 )
 def test_datasets_bad_params_are_one_line_errors(args, words, tmp_path):
