@@ -160,9 +160,17 @@ class CheckpointMirror:
                 pass
 
 
+def check_reachable(url: str) -> None:
+    """Open the storage at ``url`` and look for its folder: a host that does not resolve, a refused connection or
+    credentials it denies is one ``CheckpointStorageError`` before a batch registers its runs, instead of the
+    same failure recorded on every run. FTP and SFTP connect when opened, object stores on the first request."""
+    mirror = CheckpointMirror(url, spec_hash="")
+    mirror._call("cannot be reached", mirror.fs.exists, mirror.root)
+
+
 def _protocols(fs: Any) -> tuple[str, ...]:
     protocol = fs.protocol
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
-__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_url"]
+__all__ = ["CheckpointMirror", "CheckpointStorageError", "check_reachable", "check_url"]

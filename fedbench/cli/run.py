@@ -162,8 +162,13 @@ def run(
         print_listing(f"{len(rows)} runs", columns, entries, whole=(1,), one_line=True)
         return
 
+    from fedbench.checkpoint.location import is_url
     from fedbench.execution import batch  # local: it imports torch, which a dry run never needs
 
+    if is_url(options.checkpoints):  # an unreachable storage: one error now, not a batch of failed runs
+        from fedbench.checkpoint.mirror import check_reachable
+
+        check_reachable(str(options.checkpoints))
     work = batch.prepare_batch(planned, options, force=force)
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from algorithm_fixtures import Sink, make_spec, run_until
 from fedbench.checkpoint.format import read_checkpoint
 from fedbench.checkpoint.location import client_state_folder, resolve_checkpoints
-from fedbench.checkpoint.mirror import CheckpointMirror
+from fedbench.checkpoint.mirror import CheckpointMirror, CheckpointStorageError, check_reachable
 from fedbench.cli import app
 from fedbench.engine import EngineOptions, run
 from fedbench.errors import ConfigError
@@ -140,6 +140,28 @@ def test_the_checkpoints_url_is_checked_before_anything_runs(tmp_path):
     result = runner.invoke(app, ["run", str(recipe), "--registry", url, "--checkpoints", "nosuch://me:pw@bucket/x"])
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
     assert "pw" not in result.output and "nosuch" in result.output
+    assert not (tmp_path / "r.db").exists()
+
+
+def test_a_storage_that_cannot_be_reached_is_one_error_before_any_run_is_registered(tmp_path, memory_url, monkeypatch):
+    """A refused connection (a wrong host or port, a server down) is found once, before the batch registers its
+    runs: exit 2 and no registry, not every run of the batch recorded as failed with the same error."""
+    check_reachable(memory_url)  # a storage that answers: its folder need not exist yet
+    memory = type(fsspec.filesystem("memory"))
+
+    def refused(self, path, **kwargs):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(memory, "exists", refused)
+    with pytest.raises(CheckpointStorageError) as raised:
+        check_reachable(memory_url)
+    assert str(raised.value).startswith(f"checkpoint storage {memory_url} cannot be reached (Connection refused); ")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(SCAFFOLD_RECIPE)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    result = runner.invoke(app, ["run", str(recipe), "--registry", url, "--checkpoints", memory_url])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
+    assert "cannot be reached (Connection refused)" in result.output
     assert not (tmp_path / "r.db").exists()
 
 
