@@ -23,6 +23,16 @@ from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
 from fedbench.vocab.metrics import EVAL_METRICS
 
 PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
+# The registry stores a run's seed in a signed 64-bit integer column (SQLite INTEGER, PostgreSQL BIGINT)
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+def seed_out_of_range(seeds: Iterable[int]) -> str | None:
+    """Why the first of ``seeds`` that the registry cannot store is refused (None if every one fits)."""
+    for seed in seeds:
+        if not SEED_MIN <= seed <= SEED_MAX:
+            return f"seed {seed} does not fit the registry's 64-bit integers; give one from {SEED_MIN} to {SEED_MAX}"
+    return None
 
 
 class HashNeutral:
@@ -174,7 +184,7 @@ class RunSpec(_Strict):
     client_test_params: Annotated[dict[str, Any], HashNeutral({})] = {}
     eval_metrics: tuple[Literal[EVAL_METRICS], ...] = ()  # type: ignore[valid-type]  # per-client metrics besides accuracy
     finetune: FinetuneSpec | None = None  # fine-tune then evaluate after the last round
-    seed: int = 0
+    seed: Annotated[int, Field(ge=SEED_MIN, le=SEED_MAX)] = 0
     scale: str = "full"
     synthetic: bool = False
     # Derived from the plug-ins when the spec is resolved (RESOLVED_KEYS; a recipe never sets them):

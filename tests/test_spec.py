@@ -301,6 +301,9 @@ SPEC_RULES = [
         {"finetune": {"batch_size": 0}, "client_test_fraction": 0.2},
         ("field", "batch_size"),
     ),
+    # the registry's seed column is a signed 64-bit integer
+    ({"seed": 2**63 - 1}, {"seed": 2**63}, ("field", "seed")),
+    ({"seed": -(2**63)}, {"seed": -(2**63) - 1}, ("field", "seed")),
 ]
 
 

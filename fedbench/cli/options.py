@@ -91,6 +91,11 @@ def parse_seeds(text: str | None) -> list[int] | None:
         seeds = []
     if not seeds:  # an empty list would train nothing and blame the recipe or --only for it
         raise FedbenchError(f"--seeds {text!r}: expected comma-separated integers, e.g. --seeds 0,1,2")
+    from fedbench.spec import seed_out_of_range
+
+    unstorable = seed_out_of_range(seeds)
+    if unstorable:
+        raise FedbenchError(f"--seeds {text!r}: {unstorable}")
     return seeds
 
 

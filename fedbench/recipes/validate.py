@@ -13,7 +13,7 @@ from typing import Any
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
 from fedbench.recipes.views import TableView, alternatives
-from fedbench.spec import RunSpec
+from fedbench.spec import RunSpec, seed_out_of_range
 from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
 from fedbench.vocab.figures import FIGURES
 
@@ -93,6 +93,9 @@ def _check_seeds(seeds: Any, key: str, where: Path | None) -> None:
         or not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)
     ):
         raise RecipeError(f"{where}: {key} = {seeds!r}: expected a non-empty list of integers, e.g. {key} = [0, 1, 2]")
+    unstorable = seed_out_of_range(seeds)
+    if unstorable:
+        raise RecipeError(f"{where}: {key}: {unstorable}")
 
 
 def _check_scales(recipe: Recipe) -> None:

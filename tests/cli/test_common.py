@@ -29,6 +29,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fedbench"
         (["run", "recipes/quickstart.toml", "--only", "algorithm"], ("--only 'algorithm'", "expected KEY=VALUE")),
         (["run", "recipes/quickstart.toml", "--set", "rounds=3", "--set", "rounds.x=1"], ("already set",)),
         (["run", "recipes/quickstart.toml", "--seeds", "0,x"], ("--seeds",)),
+        # past the registry's 64-bit seed column (was an OverflowError from SQLite once the runs were registered)
+        (["run", "recipes/quickstart.toml", "--seeds", "0,9223372036854775808"], ("--seeds", "64-bit")),
         (["models", "lenet5", "--set", "num_classes"], ("--set 'num_classes'",)),
         (["models", "--set", "num_classes=10"], ("needs a model NAME",)),
         (["models", "lenet5", "--set", "bogus=1"], ("bogus",)),

@@ -93,6 +93,18 @@ VALID = ", ".join((*SPEC_SETUP_KEYS, "targets"))
             "FILE: scale.smoke.seeds = '5': expected a non-empty list of integers, e.g. scale.smoke.seeds = [0, 1, 2]",
         ),
         (
+            "seeds = [0, 1]",
+            "seeds = [0, 9223372036854775808]",  # one past what the registry's 64-bit seed column holds
+            "FILE: seeds: seed 9223372036854775808 does not fit the registry's 64-bit integers; "
+            "give one from -9223372036854775808 to 9223372036854775807",
+        ),
+        (
+            "seeds = [5]",
+            "seeds = [-9223372036854775809]",
+            "FILE: scale.smoke.seeds: seed -9223372036854775809 does not fit the registry's 64-bit integers; "
+            "give one from -9223372036854775808 to 9223372036854775807",
+        ),
+        (
             "seeds = [5]",
             "seeds = [5.0]",
             "FILE: scale.smoke.seeds = [5.0]: expected a non-empty list of integers, "
