@@ -304,7 +304,13 @@ def prepare_dataset(
     start = time.perf_counter()
     params = dataset_params(name, params)  # the key load_dataset looks the cache up with
     arrays = load_dataset(name, root, verify=verify, use_prepared=False, **params)
-    folder = save_prepared(arrays, data_root(root) / name, params)
+    try:
+        folder = save_prepared(arrays, data_root(root) / name, params)
+    except OSError as exc:  # a read-only or missing data root, a full disk
+        raise DataError(
+            f"dataset {name!r}: cannot write the prepared cache under {data_root(root) / name} "
+            f"({exc.strerror or exc}); choose a writable data root (--data-dir or $FEDBENCH_DATA)"
+        ) from None
     size = sum(f.stat().st_size for f in folder.iterdir())
     return {
         "name": name,

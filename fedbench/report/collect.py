@@ -93,6 +93,10 @@ def build_tables(
     """Every table view (or only ``table``) of ``recipes`` at ``scale``, of ``seeds`` (None: each recipe's) and the
     cells matching ``only`` (``report --seeds``/``--only``, as for ``run``); recipes without that scale are left
     out, and no table at all is an error."""
+    recipes = list(recipes)
+    scales = {name for recipe in recipes if recipe.setup for name in recipe.scale_names()}
+    if scales and scale not in scales:  # a misspelt --scale must not leave only the analytic tables, silently
+        raise FedbenchError(f"--scale {scale!r}: no recipe has that scale; theirs: {', '.join(sorted(scales))}")
     source: Any = store if store is not None else EmptyRegistry()
     tables = []
     cache: dict = {}  # one report's: each recipe expanded, each run's state and rounds read, once for all views
@@ -112,10 +116,8 @@ def build_tables(
                     )
                 )
         cache.clear()  # freed before the collector resumes: it then traverses the tables only
-    if not tables:
-        raise FedbenchError(
-            f"no table to render (scale {scale!r} missing from the recipes, or --table {table!r} unknown)"
-        )
+    if not tables:  # an unknown --table is the recipe's own error, raised above
+        raise FedbenchError(f"no table to render at scale {scale!r}: the recipes define no [[tables]] there")
     return tables
 
 

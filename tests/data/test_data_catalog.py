@@ -157,3 +157,17 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
     assert again["fetched"] == [] and len(again["already_present"]) == 1
     with pytest.raises(DataError, match="no direct download"):
         download_dataset("digits5", data_root)
+
+
+def test_a_data_root_where_the_cache_cannot_be_written_is_a_data_error(tmp_path):
+    """`datasets prepare` into a data root it cannot write (here a file where its folder should be; a read-only
+    mount or a full disk alike) is one DataError naming the folder and the option to change, not an OSError."""
+    from fedbench.data.catalog import prepare_dataset
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    with pytest.raises(DataError) as raised:
+        prepare_dataset("digits", blocked)  # digits loads from scikit-learn: only the cache needs the data root
+    message = str(raised.value)
+    assert message.startswith(f"dataset 'digits': cannot write the prepared cache under {blocked / 'digits'} (")
+    assert message.endswith("); choose a writable data root (--data-dir or $FEDBENCH_DATA)")

@@ -187,3 +187,24 @@ def test_a_paper_is_found_by_its_recipes_and_a_folder_without_recipes_says_where
         f"--paper 'fedtrip': no recipes in {tmp_path / 'recipes'}/; run from the folder that holds recipes/ or give "
         "--recipes-dir DIR"
     )
+
+
+def test_a_scale_no_recipe_has_is_refused_even_beside_analytic_tables():
+    """``report --paper fedtrip --scale nope`` would otherwise render fedtrip's analytic tables alone, as if the
+    runs' tables did not exist: a misspelt scale is an error naming the scales the recipes have."""
+    recipes = report_recipes("fedtrip", [], RECIPES)
+    assert any(not recipe.setup for recipe in recipes)  # an analytic recipe is among them
+    with pytest.raises(FedbenchError) as refused:
+        build_tables(recipes, None, scale="nope")
+    scales = sorted({name for recipe in recipes if recipe.setup for name in recipe.scale_names()})
+    assert str(refused.value) == f"--scale 'nope': no recipe has that scale; theirs: {', '.join(scales)}"
+    assert build_tables(recipes, None, scale="smoke")  # a scale they have renders
+
+
+def test_recipes_without_tables_are_no_table_to_render(write_recipe):
+    recipe = load_recipe(write_recipe())
+    bare = recipe.model_copy(update={"tables": []})
+    with pytest.raises(
+        FedbenchError, match=r"^no table to render at scale 'full': the recipes define no \[\[tables\]\]"
+    ):
+        build_tables([bare], None)
