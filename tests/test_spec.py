@@ -235,6 +235,21 @@ SPEC_RULES = [
         BEST_VAL_NEEDS,
     ),
     (
+        {"diagnostics": ["weight_divergence", "mixing_weights"]},
+        {"diagnostics": ["weight_divergence", "weight_divergence"]},
+        "diagnostics names a diagnostic twice",
+    ),
+    (
+        {"diagnostics": ["weight_divergence"], "diagnostics_every": 5},
+        {"diagnostics_every": 5},
+        "diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics",
+    ),
+    (
+        {"diagnostics": ["weight_divergence"], "diagnostics_rounds": [3]},
+        {"diagnostics_rounds": [3]},
+        "diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics",
+    ),
+    (
         {"eval_metrics": ["auc"], "eval_mode": "personal", "client_test_fraction": 0.2},
         {"eval_metrics": ["auc"], "eval_mode": "global"},
         "eval_metrics are computed per client: use eval_mode 'personal' or 'both'",

@@ -62,3 +62,24 @@ def test_model_outputs_needs_both_halves_of_the_split():
     x = torch.randn(2, 3)
     logits, features = model_outputs(vgg_like, x)
     assert features is None and torch.equal(logits, vgg_like(x))
+
+
+def test_a_method_reports_only_the_method_diagnostics_it_declares():
+    """``reported_diagnostics`` is what a spec may ask a method for: a frozenset of diagnostics of source "method"
+    (never an engine one), empty unless the method declares them, so a spec asking FedAvg for LG-Mix's mixing
+    weights is refused when the run starts."""
+    from algorithm_fixtures import make_spec
+    from fedbench.algorithms import ALGORITHMS, build_algorithm
+    from fedbench.algorithms.base import Algorithm
+    from fedbench.engine.diagnostics import check_diagnostics
+    from fedbench.errors import ConfigError
+    from fedbench.vocab.diagnostics import DIAGNOSTICS
+
+    assert Algorithm.reported_diagnostics == frozenset()
+    for name in ALGORITHMS.names():
+        declared = build_algorithm(name, {}).reported_diagnostics
+        assert isinstance(declared, frozenset), name
+        assert all(DIAGNOSTICS[d].source == "method" for d in declared), name
+    spec = make_spec("fedavg", diagnostics=("mixing_weights",))
+    with pytest.raises(ConfigError, match="diagnostic 'mixing_weights' is reported by the method, and fedavg does not"):
+        check_diagnostics(spec, build_algorithm("fedavg", {}))

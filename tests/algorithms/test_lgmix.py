@@ -579,3 +579,12 @@ def test_lgmix_reports_each_clients_mixing_weight_when_asked_and_nothing_otherwi
     weights = {"clients": [3], "weight": [0.25], "symbol": "λ"}
     assert lgmix.round_diagnostics({"mixing_weights", "val_loss"}, None, contexts) == {"mixing_weights": weights}
     assert lgmix.round_diagnostics({"val_loss"}, None, contexts) == {}
+
+
+def test_a_spec_may_ask_lgmix_for_its_mixing_weights():
+    """LG-Mix declares the mixing weights it reports (``reported_diagnostics``): a spec asking for them starts."""
+    from fedbench.engine.diagnostics import check_diagnostics, diagnostics_of
+
+    spec = make_spec("lgmix", diagnostics=("mixing_weights",))
+    check_diagnostics(spec, build_algorithm("lgmix", spec.algorithm_params))
+    assert "mixing_weights" in diagnostics_of(spec)

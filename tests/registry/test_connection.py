@@ -112,6 +112,19 @@ def test_a_url_whose_driver_is_missing_is_a_one_line_error_without_its_password(
 
 
 # ------------------------------------------------------------------------------------------- opening
+def test_only_a_writable_sqlite_registry_makes_a_folder(tmp_path, monkeypatch):
+    """The folder of a SQLite file is made when the registry is opened for writing, and by nothing else: a read-only
+    open writes nothing, and a server's registry has no folder (``home`` is only where checkpoints default to)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(OperationalError):  # no such file to read: `open_existing` says so to a person first
+        Registry(f"sqlite:///{tmp_path / 'typo' / 'fedbench.db'}", read_only=True)
+    assert not (tmp_path / "typo").exists()
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver (the dev extra)")
+    with pytest.raises(RegistryError, match="cannot open registry"):  # port 1: refused at once, no server needed
+        Registry("postgresql+psycopg://alice@127.0.0.1:1/fedbench")
+    assert list(tmp_path.iterdir()) == []  # no registry/ folder in the working directory
+
+
 def test_a_writable_registry_makes_its_folder_and_uses_wal_a_busy_timeout_and_foreign_keys(tmp_path):
     registry = Registry(f"sqlite:///{tmp_path / 'new' / 'deeper' / 'fedbench.db'}")
     assert registry.is_sqlite and not registry.read_only

@@ -114,7 +114,8 @@ def test_curves_come_in_round_order_with_all_or_the_chosen_columns(filled):
 
 # ------------------------------------------------------------------------------------------- chunked queries
 def test_queries_over_more_runs_than_one_chunk_return_each_run_once(registry_url):
-    """statuses, runs and curves split long IN lists into chunks: every run comes back exactly once."""
+    """statuses, runs, curves and diagnostic values split long IN lists into chunks: every run comes back exactly
+    once."""
     registry = Registry(registry_url)
     count = 1203  # two full chunks of 500 and a partial one
     with registry.engine.begin() as connection:
@@ -126,9 +127,13 @@ def test_queries_over_more_runs_than_one_chunk_return_each_run_once(registry_url
     assert sorted(r.spec_hash for r in rows) == sorted(hashes)  # no run missing, none twice
     ids = [r.id for r in rows]
     with registry.engine.begin() as connection:
-        connection.execute(insert(rounds), [{"run_id": run_id, "round": 1, "train_loss": 0.5} for run_id in ids])
+        connection.execute(
+            insert(rounds),
+            [{"run_id": i, "round": 1, "train_loss": 0.5, "diagnostics": {"mixing_weights": [i]}} for i in ids],
+        )
     curves = registry.curves(ids)
     assert sorted(curves) == sorted(ids) and all(len(c) == 1 and c[0].run_id == i for i, c in curves.items())
+    assert registry.diagnostic_values(ids, "mixing_weights") == {i: {1: [i]} for i in ids}
     assert [r.spec_hash for r in registry.runs(status="done")] == hashes[1::2]
 
 
