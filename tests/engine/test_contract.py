@@ -7,7 +7,9 @@ client's sample count. Every built-in passes them (tests/engine/test_engine_cont
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,22 +18,33 @@ import torch
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.base import weighted_average
+from fedbench.algorithms.context import ServerState
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.functional import proximal
 from fedbench.engine.contract import (
     PROPERTIES,
     SETUP,
+    Checker,
     PropertyResult,
+    _Broken,
+    _curve_difference,
     _difference,
+    _empty_client,
     _empty_first_client,
     _not_finite,
+    _Run,
+    _Sink,
     _state_difference,
+    _unfinished,
     check_method,
     contract_spec,
     fedavg_setting_spec,
+    setting_text,
 )
+from fedbench.engine.loop import RoundRecord, RunResult
 from fedbench.errors import ConfigError
+from fedbench.vocab.status import RunStatus
 
 
 def register(monkeypatch, name: str, cls: type, **info) -> str:
@@ -69,7 +82,14 @@ def test_methods_that_keep_the_contract_pass_it(name, packed, fedavg_setting):
         "empty-client": "pass",
         "diagnostics": "pass",
     }, {n: r.detail for n, r in results.items()}
-    assert "bit for bit" in results["resume"].detail
+    assert results["evaluation"].detail == (
+        "evaluated every round or after round 3 only: the same training losses, last-round figures, global weights "
+        "and client states, bit for bit"
+    )
+    assert results["resume"].detail == (
+        "stopped after round 2 and resumed from its checkpoint: the uninterrupted run's curve, global weights and "
+        "client states, bit for bit"
+    )
     assert results["keyed-streams"].detail == (
         "each round's clients trained last to first, after the process's global random generators were seeded "
         "otherwise: the same curve, global weights and client states, bit for bit"
@@ -77,16 +97,25 @@ def test_methods_that_keep_the_contract_pass_it(name, packed, fedavg_setting):
     assert results["empty-client"].detail == (
         "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
     )
-    if fedavg_setting == "pass":  # how close, said last: bit for bit, or the largest gap in float64
-        assert re.fullmatch(
-            r"in its declared setting \(.+\) it trains as FedAvg, in float64 "
-            r"(bit for bit|to within \S+ \(F64_ATOL = \S+\))",
-            results["fedavg-setting"].detail,
-        ), results["fedavg-setting"].detail
+    if fedavg_setting == "pass":  # the declared setting in words; how close, said last (here: nothing differs)
+        setting = {"fedprox": "mu=0.0", "ditto": "as it is"}[name]
+        assert results["fedavg-setting"].detail == (
+            f"in its declared setting ({setting}) it trains as FedAvg, in float64 bit for bit"
+        )
     if packed == "skip":
         assert (
             results["packed"].detail == f"trains sequentially only: method {name} does not declare a packed local step"
         )
+    else:
+        assert results["packed"].detail == (
+            "packed and sequential agree in float64 to within 1e-09: curve, global weights, client states"
+        )
+    if name == "fedavg":  # no setting to declare: it is FedAvg
+        assert results["fedavg-setting"].detail == "FedAvg itself"
+    assert results["diagnostics"].detail.endswith(
+        "every round: the curve, global weights and client states of the run without diagnostics, bit for bit; the "
+        "same diagnostics after a stop and resume"
+    )
 
 
 def test_a_method_that_declares_no_fedavg_setting_skips_that_check_saying_how_to_declare_one():
@@ -117,7 +146,33 @@ def test_evaluation_that_changes_a_client_state_fails_the_evaluation_property(mo
     assert result.status == "fail"
     assert result.detail.startswith("evaluating every round changed training: client ")
     assert re.search(r"client \d's ctx.state\['evaluations'\] is [12] in one run and 0 in the other", result.detail)
-    assert "must not change anything training reads next: attributes of the method object (self)" in result.detail
+    assert result.detail.endswith(  # what evaluation must leave alone, said last
+        "it must not change anything training reads next: attributes of the method object (self), ctx.global_params "
+        "or ctx.global_buffers in place, module-level variables"
+    )
+
+
+class DivergesOnceEvaluated(FedAvg):
+    """Poisons its aggregate once it has evaluated a model: evaluated every round, the run diverges at round 2;
+    evaluated after its last round only, it finishes."""
+
+    def eval_model(self, ctx):
+        self.evaluated = True
+        return ctx.model
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        if getattr(self, "evaluated", False):
+            server.params = server.params * float("nan")
+
+
+def test_evaluation_that_makes_the_run_diverge_fails_naming_the_unfinished_run(monkeypatch):
+    """A run that does not finish is the difference reported (not the rounds it left out of its curve)."""
+    result = check(register(monkeypatch, "diverges_once_evaluated", DivergesOnceEvaluated), "evaluation")["evaluation"]
+    assert result.status == "fail"
+    assert result.detail.startswith(
+        "evaluating every round changed training: the run diverged at round 2: aggregated global weights contain NaN/inf"
+    ), result.detail
 
 
 class NoisyAggregate(FedAvg):
@@ -135,7 +190,12 @@ def test_a_draw_from_torchs_global_generator_in_a_server_hook_fails_on_client_or
     detail = results["keyed-streams"].detail
     assert results["keyed-streams"].status == "fail"
     assert detail.startswith("training each round's clients in another order changed the results: round 1's ")
-    assert "fedbench.seeding.torch_generator(spec.seed, 'a name', round_index)" in detail
+    assert detail.endswith(  # how to fix it, said last
+        "A client's training must depend on its own context only: draw randomness from ctx.generator (a server hook "
+        "that draws from torch's global generator gets the state the last client trained left: use "
+        "fedbench.seeding.torch_generator(spec.seed, 'a name', round_index) there), and keep per-client values in "
+        "ctx.state, not on the method object"
+    )
 
 
 class NumpyJitter(FedAvg):
@@ -152,10 +212,12 @@ def test_a_draw_from_numpys_global_generator_fails_as_depending_on_the_process(m
     assert result.detail.startswith(
         "the same run gave other results after the process's global random generators were seeded otherwise"
     )
-    assert "from numpy's or Python's global generator" in result.detail
-    assert result.detail.endswith(  # how to fix it, said last
-        "Draw from ctx.generator in client hooks, and from fedbench.seeding.torch_generator(spec.seed, 'a name', "
-        "round_index) or numpy_rng(...) in server hooks"
+    assert re.match(r"[^:]+ \(as in another worker\): round \d's train_loss is ", result.detail), result.detail
+    assert result.detail.endswith(  # the generators it may have drawn from, then how to fix it
+        "The method draws randomness outside the run's keyed streams: from numpy's or Python's global generator, from "
+        "torch's outside a client hook (the engine seeds it per client only for local training and evaluation), or "
+        "from an unseeded generator. Draw from ctx.generator in client hooks, and from "
+        "fedbench.seeding.torch_generator(spec.seed, 'a name', round_index) or numpy_rng(...) in server hooks"
     )
 
 
@@ -191,6 +253,28 @@ def test_state_the_checkpoint_does_not_hold_fails_resume(monkeypatch):
         "train_loss is "
     )
     assert "not on the method object (self), which a resumed run builds anew" in result.detail
+
+
+class TensorKeyedServerState(FedAvg):
+    """Keeps a per-round figure in server.state keyed by a 0-d tensor (a round index left as a tensor): the checkpoint
+    writes it, but a dict key must read back as a number or a string, so the checkpoint is rejected on resume."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        server.state["clients"] = {torch.tensor(round_index): torch.tensor(float(len(updates)))}
+
+
+def test_a_checkpoint_that_cannot_be_resumed_fails_resume_naming_the_round_it_restarted_from_and_why(monkeypatch):
+    result = check(register(monkeypatch, "tensor_keyed", TensorKeyedServerState), "resume")["resume"]
+    assert result.status == "fail"
+    assert result.detail.startswith(
+        "the run stopped after round 2 did not resume from its checkpoint (it started again from round 0: its "
+        "structure has an unhashable key"
+    ), result.detail
+    assert result.detail.endswith(  # what a checkpoint stores, said last
+        "Keep in ctx.state and server.state only what a checkpoint stores: tensors, numbers, strings, and lists and "
+        "dicts of them"
+    )
 
 
 class ProxWithoutPackedTerm(FedProx):
@@ -230,15 +314,21 @@ def test_a_declared_fedavg_setting_that_is_not_fedavg_fails(monkeypatch):
         "in its declared FedAvg setting (mu=0.0) it does not train as FedAvg (float64, F64_ATOL = 1e-09): round 1's "
         "train_loss is "
     )
-    assert "correct fedavg_setting where it registers" in result.detail
+    assert result.detail.endswith(
+        "Either the setting does not reduce the method to FedAvg (correct fedavg_setting where it registers), or the "
+        "method does more in it: a term that does not vanish, an extra draw from ctx.generator (it shifts the "
+        "batches), a server step that is not the average"
+    )
 
 
 def test_a_fedavg_setting_that_is_not_a_valid_setting_fails_saying_so(monkeypatch):
     name = register(monkeypatch, "bad_setting", FedProx, fedavg_setting={"algorithm_params": {"mu": -1.0}})
     result = check(name, "fedavg-setting")["fedavg-setting"]
-    assert result.status == "fail" and "is not a valid setting: algorithm 'bad_setting': algorithm_params.mu" in (
-        result.detail
-    )
+    assert result.status == "fail"
+    assert result.detail.startswith(  # the setting as declared, then what is wrong with it
+        "its declared fedavg_setting {'algorithm_params': {'mu': -1.0}} is not a valid setting: algorithm "
+        "'bad_setting': algorithm_params.mu"
+    ), result.detail
 
 
 class StepNormalised(FedAvg):
@@ -257,7 +347,11 @@ def test_a_division_by_an_empty_clients_step_count_fails_the_empty_client_proper
     assert result.status == "fail"
     assert result.detail.startswith(
         "with client 0 holding no training sample (every client training every round), the run diverged at round 1: "
-        "aggregated global weights contain NaN/inf"
+        "aggregated global weights contain NaN/inf. "
+    )
+    assert result.detail.endswith(  # how to fix it, said last
+        "Such a client takes no step (ctx.num_samples == 0, update.num_steps == 0): give its update zero weight or "
+        "skip it, and never divide by its sample or step count"
     )
 
 
@@ -271,10 +365,178 @@ def test_an_exception_in_the_method_fails_each_property_naming_where_it_was_rais
     for result in results.values():
         assert result.status == "fail"
         assert result.detail.startswith("training raised RuntimeError: a bug in the method (at ")
-        assert "test_contract.py" in result.detail and "in end_local)" in result.detail
+        raised_at = Crashes.end_local.__code__.co_firstlineno + 1  # the line of the raise
+        assert result.detail.endswith(f"test_contract.py:{raised_at}, in end_local)"), result.detail
+
+
+class AlwaysDiverges(FedProx):
+    """Its aggregate is NaN from round 1 on; it declares μ = 0 its FedAvg setting."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        server.params = server.params * float("nan")
+
+
+def test_a_run_that_diverges_is_named_as_the_failure_of_resume_and_of_the_fedavg_setting(monkeypatch):
+    """A run that does not finish is the difference reported, not the rounds it left out of its curve."""
+    name = register(monkeypatch, "always_diverges", AlwaysDiverges, fedavg_setting={"algorithm_params": {"mu": 0.0}})
+    results = check(name, "resume", "fedavg-setting")
+    diverged = "the run diverged at round 1: aggregated global weights contain NaN/inf"
+    assert (results["resume"].status, results["resume"].detail) == (
+        "fail",
+        f"the run to be stopped after round 2 did not get there: {diverged}",
+    )
+    assert results["fedavg-setting"].status == "fail"
+    assert results["fedavg-setting"].detail.startswith(
+        f"in its declared FedAvg setting (mu=0.0) it does not train as FedAvg (float64, F64_ATOL = 1e-09): {diverged}. "
+    ), results["fedavg-setting"].detail
+
+
+class ShiftedLogits(FedProx):
+    """Adds 1 to every output bias after aggregating: the softmax, hence every loss, accuracy and gradient, is that of
+    FedAvg (at μ = 0), but the global weights are not."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        server.params = server.params.clone()
+        server.params[-10:] += 1.0  # digits_mlp's last parameter: the classifier's bias, one per class
+
+
+def test_a_fedavg_setting_with_fedavgs_curve_but_other_weights_fails_naming_the_weights(monkeypatch):
+    name = register(monkeypatch, "shifted_logits", ShiftedLogits, fedavg_setting={"algorithm_params": {"mu": 0.0}})
+    result = check(name, "fedavg-setting")["fedavg-setting"]
+    assert result.status == "fail"
+    assert re.match(
+        r"in its declared FedAvg setting \(mu=0\.0\) it does not train as FedAvg \(float64, F64_ATOL = 1e-09\): the "
+        r"global weights differs by up to 3 \(max \|Δ\|, over 10 of \d+ entries\)\. ",
+        result.detail,
+    ), result.detail
+
+
+class NudgedLastRound(FedProx):
+    """FedProx that moves the global weights by 1e-12 after its last round: FedAvg at μ = 0 to within float64
+    rounding, not bit for bit."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        if round_index == 3:
+            server.params = server.params + 1e-12
+
+
+def test_a_fedavg_setting_met_to_within_rounding_passes_saying_how_close(monkeypatch):
+    name = register(monkeypatch, "nudged", NudgedLastRound, fedavg_setting={"algorithm_params": {"mu": 0.0}})
+    result = check(name, "fedavg-setting")["fedavg-setting"]
+    assert (result.status, result.detail) == (
+        "pass",
+        "in its declared setting (mu=0.0) it trains as FedAvg, in float64 to within 1e-12 (F64_ATOL = 1e-09)",
+    )
+
+
+def test_a_fedavg_setting_keeps_the_methods_regularizers_on_fedavg():
+    """FedProx at μ = 0 with a regularizer is FedAvg with the same regularizer (not plain FedAvg)."""
+    params = {"mu": 0.5, "regularizers": [{"name": "ld", "weight": 0.2}]}
+    result = check("fedprox", "fedavg-setting", algorithm_params=params)["fedavg-setting"]
+    assert result.status == "pass", result.detail
 
 
 # ------------------------------------------------------------------------ the setting and the comparisons
+def test_the_check_setting_has_clients_that_skip_a_round_and_clients_that_return():
+    """3 rounds of 3 of 4 clients: a client trains again with the state it kept, and another sits a round out."""
+    from fedbench.engine.loop import client_schedule
+
+    spec = contract_spec("fedavg")
+    schedule = client_schedule(spec)
+    assert (spec.rounds, spec.num_clients, spec.clients_per_round) == (3, 4, 3)
+    assert any(set(a) & set(b) for a, b in zip(schedule, schedule[1:]))  # a client returns
+    assert all(len(set(clients)) < spec.num_clients for clients in schedule)  # and one sits out, every round
+
+
+def test_the_check_setting_trains_all_but_one_client_unless_told_and_takes_tables_it_lacks():
+    assert [contract_spec("fedavg", num_clients=n).clients_per_round for n in (1, 2, 5)] == [1, 1, 4]
+    assert contract_spec("fedavg", num_clients=5, clients_per_round=2).clients_per_round == 2
+    finetune = {"epochs": 1, "lr": 0.1, "loss": "ce", "start": "final"}
+    spec = contract_spec("fedavg", finetune=finetune)  # a table SETUP does not have: taken as it is
+    assert (spec.finetune.epochs, spec.finetune.lr) == (1, 0.1)
+
+
+def test_a_fedavg_setting_with_an_unknown_part_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError) as error:
+        fedavg_setting_spec(contract_spec("fedprox"), {"algorithm_param": {"mu": 0.0}, "set_up": {}})
+    assert str(error.value) == (
+        "fedprox: fedavg_setting has key(s) algorithm_param, set_up; expected algorithm_params and/or setup"
+    )
+
+
+def test_a_declared_fedavg_setting_reads_as_its_values():
+    assert setting_text({"algorithm_params": {"mu": 0.0}, "setup": {"local_steps": 2}}) == "mu=0.0, local_steps=2"
+    assert setting_text({"setup": {"local_steps": 2}}) == "local_steps=2"
+    assert setting_text({}) == "as it is"
+
+
+def test_the_sink_keeps_one_record_per_round_as_a_registry_does():
+    def record(round_, loss):
+        return RoundRecord(round=round_, train_loss=loss, wall_seconds=0.0, bytes_up=0, bytes_down=0)
+
+    sink = _Sink()
+    for round_, loss in [(1, 0.5), (2, 0.4), (3, 0.3)]:
+        sink.log_round(record(round_, loss))
+    sink.truncate(1)
+    sink.log_round(record(2, 0.25))  # a resumed run redoes round 2
+    sink.log_round(record(2, 0.2))  # and logs it again: the last one stays
+    assert [(r.round, r.train_loss) for r in sink.records] == [(1, 0.5), (2, 0.2)]
+
+
+def test_the_checks_train_on_the_cpu_with_the_callers_data_options_and_one_thread_by_default(monkeypatch):
+    """The caller's data root and verification reach the runs (nothing else of theirs); the runs use ``threads``
+    threads (1 unless told) and leave the process's setting as it was."""
+    from fedbench.engine import contract
+
+    seen = []
+
+    def set_up(spec, options):  # the preflight's set-up: stop there
+        seen.append((options.data_root, options.verify, options.device, torch.get_num_threads()))
+        raise ConfigError("stop")
+
+    monkeypatch.setattr(contract, "set_up", set_up)
+    before = torch.get_num_threads()
+    for kwargs in ({}, {"data_root": "/data", "verify": False, "threads": 2}):
+        with pytest.raises(ConfigError, match="^stop$"):
+            check_method(contract_spec("fedavg"), ["evaluation"], **kwargs)
+        assert torch.get_num_threads() == before
+    assert seen == [(None, True, "cpu", 1), ("/data", False, "cpu", 2)]
+
+
+def test_the_checks_runs_train_in_the_default_dtype_unless_asked_for_float64(tmp_path):
+    checker = Checker(contract_spec("fedavg", rounds=1), tmp_path)
+    assert checker.options.device == "cpu"
+    assert checker.reference().server.params.dtype == torch.float32
+    assert checker.train(checker.spec, float64=True).server.params.dtype == torch.float64
+
+
+def test_each_result_is_heard_as_it_is_done_and_times_its_own_check():
+    heard = []
+    began = time.perf_counter()
+    results = check_method(
+        contract_spec("fedavg", rounds=1, num_clients=1), ["resume", "empty-client"], on_result=heard.append
+    )
+    took = time.perf_counter() - began
+    assert heard == results
+    assert [(r.status, r.detail) for r in results] == [
+        ("skip", "needs 2 rounds or more (--rounds)"),
+        ("skip", "needs 2 clients or more (--clients)"),
+    ]
+    assert all(0 <= r.seconds <= took for r in results)
+
+
+def test_a_result_and_a_property_are_values_nobody_changes():
+    result = PropertyResult("resume", "t", "pass", "d", 0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = "fail"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        PROPERTIES["resume"].check = lambda checker: "pass"
+    assert len({result, PropertyResult("resume", "t", "pass", "d", 0.0)}) == 1  # hashable, equal by value
+
+
 def test_the_check_setting_merges_changes_into_the_small_default():
     spec = contract_spec("fedprox", {"mu": 0.1}, optimizer={"momentum": 0.0}, num_clients=6)
     assert (spec.algorithm, spec.algorithm_params) == ("fedprox", {"mu": 0.1})
@@ -350,7 +612,29 @@ def test_diagnostics_that_change_training_fail_the_diagnostics_property(monkeypa
         "recording diagnostics (weight_divergence, val_loss, personal_divergence, mixing_weights, feature_snapshot, "
         "feature_stats, activations) changed"
     )
-    assert "round_diagnostics only reads" in result.detail
+    assert result.detail.endswith(
+        "round_diagnostics only reads: it draws no random number from a training stream and writes nothing to "
+        "ctx.state, server or self"
+    )
+
+
+class PoisoningDiagnostics(FedAvg):
+    """Reports a mixing weight, and leaves NaN in the global weights while it reads them: the diagnosed run diverges
+    when the round is evaluated, the run without diagnostics finishes."""
+
+    reported_diagnostics = frozenset({"mixing_weights"})
+
+    def round_diagnostics(self, names, server, contexts):
+        server.params = server.params * float("nan")
+        return {"mixing_weights": {"clients": [], "weight": [], "symbol": "m"}}
+
+
+def test_diagnostics_that_make_the_run_diverge_fail_naming_the_unfinished_run(monkeypatch):
+    result = check(register(monkeypatch, "poisoning", PoisoningDiagnostics), "diagnostics", rounds=2)["diagnostics"]
+    assert result.status == "fail"
+    assert re.match(
+        r"recording diagnostics \([^)]*\) changed training: the run diverged at round 1: test loss ", result.detail
+    ), result.detail
 
 
 def test_a_declared_diagnostic_that_is_never_returned_fails(monkeypatch):
@@ -359,6 +643,9 @@ def test_a_declared_diagnostic_that_is_never_returned_fails(monkeypatch):
     assert result.detail.startswith(
         "round 1 recorded diagnostics [\x27activations\x27, \x27feature_snapshot\x27, \x27feature_stats\x27, \x27personal_divergence\x27, "
         "\x27val_loss\x27, \x27weight_divergence\x27], not ["
+    )
+    assert result.detail.endswith(
+        "a method whose reported_diagnostics names one must return it from round_diagnostics every round asked"
     )
 
 
@@ -412,6 +699,61 @@ def test_a_result_reads_as_one_json_object():
     }
 
 
+def test_differences_between_unlike_values_are_named_not_crashes():
+    x = torch.tensor([1.0, 2.0])
+    assert _difference(x, None, "w") == "w is a tensor in one run and NoneType in the other"
+    assert _difference(None, x, "w") == "w is a tensor in one run and NoneType in the other"
+    assert (
+        _difference(x, torch.zeros(3), "w") == "w is (2,) torch.float32 in one run and (3,) torch.float32 in the other"
+    )
+    assert _difference(x, x.double(), "w") == "w is (2,) torch.float32 in one run and (2,) torch.float64 in the other"
+    assert _difference([1.0], None, "losses") == "losses is [1.0] in one run and None in the other"
+    assert _difference([1.0, 2.0], [1.0], "losses") == "losses has 2 entries in one run and 1 in the other"
+    assert _difference(0.5, None, "loss") == "loss is 0.5 in one run and None in the other"
+
+
+def test_differences_of_numbers_and_one_entry_tensors_say_by_how_much():
+    assert (
+        _difference(torch.tensor(1.5), torch.tensor(1.25), "w") == "w is 1.5 in one run and 1.25 in the other (Δ 0.25)"
+    )
+    assert _difference(torch.tensor([1, 2, 3]), torch.tensor([1, 5, 6]), "n") == "n: 2 of 3 entries differ"
+    nan, inf = float("nan"), float("inf")
+    assert _difference(nan, nan, "loss") is None and _difference(inf, inf, "loss") is None
+    assert _difference(nan, 1.0, "loss") == "loss is nan in one run and 1.0 in the other (Δ nan)"
+    assert _difference(0.5, 0.75, "loss", atol=0.25) is None  # to within atol, as for tensors
+    assert _difference(0.5, 0.75, "loss", atol=0.125) == "loss is 0.5 in one run and 0.75 in the other (Δ 0.25)"
+
+
+def test_curves_and_states_differ_bit_for_bit_unless_given_a_tolerance():
+    def record(round_, loss):
+        return RoundRecord(round=round_, train_loss=loss, wall_seconds=0.0, bytes_up=0, bytes_down=0)
+
+    a, b = [record(1, 0.5), record(2, 0.25)], [record(1, 0.5), record(2, 0.375)]
+    assert _curve_difference(a, b) == "round 2's train_loss is 0.25 in one run and 0.375 in the other (Δ 0.125)"
+    assert _curve_difference(a, b, atol=0.125) is None
+    assert _curve_difference(a, a[:1]) == "the rounds logged are [1, 2] in one run and [1] in the other"
+
+    def run(params=(0.0, 0.0), buffers=(1.0,), state=(2.0,)):
+        server = ServerState(
+            params=torch.tensor(params), buffers={"b": torch.tensor(buffers)}, state={"s": torch.tensor(state)}
+        )
+        return _Run(result=None, records=[], server=server, client_states={})
+
+    assert _state_difference(run(), run()) is None
+    assert _state_difference(run(), run(params=(0.0, 0.5))) == (
+        "the global weights differs by up to 0.5 (max |Δ|, over 1 of 2 entries)"
+    )
+    assert _state_difference(run(), run(params=(0.0, 0.5)), atol=0.5) is None
+    assert _state_difference(run(), run(buffers=(1.5,))) == (
+        "the global buffers['b'] is 1.0 in one run and 1.5 in the other (Δ 0.5)"
+    )
+    assert (
+        _state_difference(run(), run(state=(2.5,)))
+        == "server.state['s'] is 2.0 in one run and 2.5 in the other (Δ 0.5)"
+    )
+    assert _unfinished(run()) == "the run stopped before its last round"
+
+
 def test_a_mapping_in_one_run_and_none_in_the_other_is_named_not_a_crash():
     assert _difference({"x": 1.0}, None, "state") == "state is {'x': 1.0} in one run and None in the other"
 
@@ -440,6 +782,61 @@ def test_a_value_that_is_not_finite_is_named_by_where_it_sits():
     assert _not_finite([1.0, {"b": 2.0}], "state") is None
 
 
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("test_loss", "params", "buffers", "client_states", "named"),
+    [
+        ([0.5, NAN], [0.0], {}, {}, "round 2's test_loss is nan"),
+        ([0.5, 0.5], [0.0, NAN], {}, {}, "the global weights holds NaN or inf"),
+        (
+            [0.5, 0.5],
+            [0.0],
+            {"bn.running_var": [1.0, float("inf")]},
+            {},
+            "the global buffers['bn.running_var'] holds NaN or inf",
+        ),
+        ([0.5, 0.5], [0.0], {}, {0: {"c": [NAN]}}, "the client states[0]['c'] holds NaN or inf"),
+    ],
+)
+def test_the_empty_client_property_names_the_figure_or_tensor_that_is_not_finite(
+    test_loss, params, buffers, client_states, named
+):
+    """Whatever of the finished run is not finite fails the property, named: a round's loss, the global weights, a
+    BatchNorm statistic of the global model, a client's state (a division by the empty client's count there)."""
+    spec = contract_spec("fedavg")
+    records = [
+        RoundRecord(round=r, train_loss=0.5, wall_seconds=0.0, bytes_up=0, bytes_down=0, test_loss=loss)
+        for r, loss in enumerate(test_loss, 1)
+    ]
+    finished = _Run(
+        result=RunResult(status=RunStatus.DONE, rounds_done=len(records)),
+        records=records,
+        server=ServerState(params=torch.tensor(params), buffers={k: torch.tensor(v) for k, v in buffers.items()}),
+        client_states={c: {k: torch.tensor(v) for k, v in state.items()} for c, state in client_states.items()},
+    )
+    trained = []
+
+    def train(spec, prepare):
+        trained.append((spec.clients_per_round, prepare))
+        return finished
+
+    with pytest.raises(_Broken) as broken:
+        _empty_client(SimpleNamespace(spec=spec, train=train))
+    assert str(broken.value) == (
+        f"with client 0 holding no training sample (every client training every round), {named}. Such a client "
+        "takes no step (ctx.num_samples == 0, update.num_steps == 0): give its update zero weight or skip it, and "
+        "never divide by its sample or step count"
+    )
+    assert trained == [(spec.num_clients, _empty_first_client)]  # every client trains, client 0 emptied
+
+
+def test_the_empty_client_property_checks_from_two_clients_on():
+    result = check("fedavg", "empty-client", num_clients=2, rounds=1)["empty-client"]
+    assert result.status == "pass", result.detail
+
+
 def test_the_empty_client_setting_empties_client_0_only():
     from fedbench.engine import EngineOptions
     from fedbench.engine.loop import set_up
@@ -455,7 +852,8 @@ def test_the_empty_client_setting_empties_client_0_only():
 
 def test_resume_is_checked_from_two_rounds_on():
     assert check("fedavg", "resume", rounds=2)["resume"].status == "pass"
-    assert check("fedavg", "resume", rounds=1)["resume"].status == "skip"
+    skipped = check("fedavg", "resume", rounds=1)["resume"]
+    assert (skipped.status, skipped.detail) == ("skip", "needs 2 rounds or more (--rounds)")
 
 
 class CountingDiagnostics(FedAvg):
@@ -468,10 +866,13 @@ class CountingDiagnostics(FedAvg):
         return {"mixing_weights": {"clients": [0], "weight": [float(self.calls)], "symbol": "m"}}
 
 
-def test_a_diagnostic_the_checkpoint_cannot_restore_fails_after_a_stop_and_resume(monkeypatch):
-    result = check(register(monkeypatch, "counting", CountingDiagnostics), "diagnostics")["diagnostics"]
+@pytest.mark.parametrize("rounds", [2, 3])  # checked from 2 rounds on
+def test_a_diagnostic_the_checkpoint_cannot_restore_fails_after_a_stop_and_resume(monkeypatch, rounds):
+    name = register(monkeypatch, "counting", CountingDiagnostics)
+    result = check(name, "diagnostics", rounds=rounds)["diagnostics"]
     assert result.status == "fail"
     assert result.detail.startswith(
-        "stopped after round 2 and resumed, the run records other diagnostics: round 3's diagnostics['mixing_weights']"
+        f"stopped after round {rounds - 1} and resumed, the run records other diagnostics: round {rounds}'s "
+        "diagnostics['mixing_weights']"
     ), result.detail
     assert result.detail.endswith("A diagnostic must be computed from what the checkpoint restores")
