@@ -432,6 +432,29 @@ def test_a_fedavg_setting_met_to_within_rounding_passes_saying_how_close(monkeyp
     )
 
 
+class CountsRoundsInBatchNorm(FedProx):
+    """Adds 1 to BatchNorm's num_batches_tracked after aggregating: with BatchNorm's momentum set the count changes
+    neither training nor evaluation, so the curve and weights are FedAvg's (at μ = 0), but the global buffers are not."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        server.buffers = {k: v + 1 if k.endswith("num_batches_tracked") else v for k, v in server.buffers.items()}
+
+
+def test_a_fedavg_setting_with_fedavgs_weights_but_other_buffers_fails_naming_the_buffer(monkeypatch):
+    name = register(
+        monkeypatch, "counts_rounds", CountsRoundsInBatchNorm, fedavg_setting={"algorithm_params": {"mu": 0.0}}
+    )
+    bn = {"model": "fedbn_digit_cnn", "local_steps": 2, "batch_size": 16}
+    result = check(name, "fedavg-setting", **bn)["fedavg-setting"]
+    assert result.status == "fail"
+    assert re.match(
+        r"in its declared FedAvg setting \(mu=0\.0\) it does not train as FedAvg \(float64, F64_ATOL = 1e-09\): the "
+        r"global buffers\['[\w.]+num_batches_tracked'\] is \d+ in one run and \d+ in the other\. ",
+        result.detail,
+    ), result.detail
+
+
 def test_a_fedavg_setting_keeps_the_methods_regularizers_on_fedavg():
     """FedProx at μ = 0 with a regularizer is FedAvg with the same regularizer (not plain FedAvg)."""
     params = {"mu": 0.5, "regularizers": [{"name": "ld", "weight": 0.2}]}
@@ -864,6 +887,24 @@ class CountingDiagnostics(FedAvg):
     def round_diagnostics(self, names, server, contexts):
         self.calls = getattr(self, "calls", 0) + 1
         return {"mixing_weights": {"clients": [0], "weight": [float(self.calls)], "symbol": "m"}}
+
+
+class ForgetsOnResume(FedAvg):
+    """Diverges in any round after the first that its method object did not train round 1 in: a run resumed after
+    round 2 diverges at round 3 (a flag on the method object, which the checkpoint does not hold)."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        if round_index == 1:
+            self.trained_round_1 = True
+        elif not getattr(self, "trained_round_1", False):
+            server.params = server.params * float("nan")
+
+
+def test_a_resumed_run_that_records_fewer_rounds_fails_the_diagnostics_property(monkeypatch):
+    """Run uninterrupted, it trains and records every round; resumed after round 2, it records no round 3."""
+    result = check(register(monkeypatch, "forgets_on_resume", ForgetsOnResume), "diagnostics")["diagnostics"]
+    assert result.status == "fail", result.detail
 
 
 @pytest.mark.parametrize("rounds", [2, 3])  # checked from 2 rounds on
