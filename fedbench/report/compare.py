@@ -55,6 +55,7 @@ class CellPair:
             "test": self.test,
             "statistic": self.statistic,
             "assignments": self.assignments,
+            "too_few_seeds": self.too_few_seeds,
         }
 
 
