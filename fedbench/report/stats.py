@@ -406,6 +406,12 @@ def margin_of(view: TableView, cell: Cell, published: float) -> float:
     return default_margin(view.figure, METRICS[cell_metric(view, cell)].percent, view.percent, published)
 
 
+def judges_figures(cell: Cell, *, synthetic: bool, scale: str) -> bool:
+    """Whether ``cell``'s verdict reads its figures: a published number, on the paper's data at the paper's scale
+    (``verdict``'s own conditions; the table builder computes a seed-mean cell's bootstrap only then)."""
+    return not synthetic and scale == "full" and isinstance(cell.published, (int, float))
+
+
 def verdict(cell: Cell, view: TableView, *, synthetic: bool, scale: str, trials: int | None = None) -> Verdict | None:
     """Our cell against its published value (None: the paper prints none, or the cell is not a run cell), judged
     by the equivalence margin δ (``margin_of``). ``trials``: the paper's trial count, for Welch's interval where it

@@ -19,7 +19,7 @@ from fedbench.recipes.schema import ADDED_LABEL, Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
-from fedbench.report.stats import bootstrap_figures, compare_with_baseline, verdict
+from fedbench.report.stats import bootstrap_figures, compare_with_baseline, judges_figures, verdict
 from fedbench.spec import RunSpec
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import (
@@ -313,7 +313,7 @@ def build_table(
             seed_curves.append(curve)
             example_rows = round_rows
         cell.synthetic_available += synthetic_done.get((r, c), 0)
-        judged = not synthetic and scale == "full" and isinstance(cell.published, (int, float))
+        judged = judges_figures(cell, synthetic=synthetic, scale=scale)
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows, bootstrap=judged)
         cells[(r, c)] = cell
     if view.published_only:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import TINY_RECIPE
 from typer.testing import CliRunner
 
+from conftest import TINY_RECIPE
 from fedbench.cli import app
 from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import expand

@@ -97,7 +97,10 @@ def test_tables_pair_cell_by_cell_and_render_as_json_and_markdown():
     assert (document["a"], document["b"], document["summary"]) == ("cpu.db", "gpu.db", summary_line(pairs))
     first = document["tables"][0]["cells"][0]
     assert first["within_noise"] is False and first["assignments"] == 70 and first["p_value"] == pytest.approx(2 / 70)
-    assert first["too_few_seeds"] is False and first["test"] == "exact two-sample permutation test of the difference of means"
+    assert (
+        first["too_few_seeds"] is False
+        and first["test"] == "exact two-sample permutation test of the difference of means"
+    )
     markdown = render_comparison(pairs, "markdown", "cpu.db", "gpu.db")
     assert markdown.startswith("A = cpu.db  \nB = gpu.db\n")
     assert "| fedavg / mnist |" in markdown and "NO (p=" in markdown and "yes (identical per-seed values)" in markdown

@@ -24,6 +24,7 @@ from fedbench.report.stats import (
     compare_cell,
     compare_with_baseline,
     holm,
+    judges_figures,
     margin_of,
     reproduction_line,
     sign_flip_test,
@@ -413,3 +414,12 @@ def test_no_verdict_without_a_published_value_and_the_summary_line():
     assert "no verdict" in reproduction_line(counts, synthetic=True)
     assert "no verdict" in reproduction_line(counts, scale="smoke")
     assert reproduction_line(dict(counts, cells=0)) == "no cell has a published number to compare with"
+
+
+def test_a_verdict_reads_the_figures_only_of_real_full_scale_cells_with_a_published_number():
+    assert judges_figures(cell("x", SPREAD, published=72.0), synthetic=False, scale="full")
+    assert judges_figures(cell("x", SPREAD, published=3), synthetic=False, scale="full")
+    assert not judges_figures(cell("x", SPREAD, published=72.0), synthetic=True, scale="full")
+    assert not judges_figures(cell("x", SPREAD, published=72.0), synthetic=False, scale="quick")
+    assert not judges_figures(cell("x", SPREAD, published="—"), synthetic=False, scale="full")
+    assert not judges_figures(cell("x", SPREAD), synthetic=False, scale="full")

@@ -16,6 +16,7 @@ from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
+from fedbench.report.stats import BOOTSTRAP_DRAWS
 from fedbench.report.table import build_table, figure_of
 from fedbench.spec import RunSpec
 
@@ -586,3 +587,28 @@ def test_validation_selected_figure_picks_the_best_validation_round():
     view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
     assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
     assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
+
+
+def test_a_seed_mean_curve_cell_gets_its_bootstrap_only_where_it_gets_a_verdict(stored):
+    """FedAvg's seed-mean curve reaches 75 % at round 2 (see test_gflops_to_target_of_the_seed_mean_curve): with a
+    published value at the paper's scale on real data, the cell carries the figure of BOOTSTRAP_DRAWS resampled
+    mean curves and is judged by them; on another scale, on synthetic data or without a published value it has
+    none (no verdict needs it)."""
+    recipe, registry = stored
+    view = TableView(
+        **{
+            **recipe.tables[0].model_dump(),
+            "figure": "rounds_to_target",
+            "target": 75,
+            "summary": "mean_curve",
+            "published": {"fedavg": 2.0},
+        }
+    )
+    judged = build_table(recipe, view, registry).cells[("fedavg", "")]
+    assert judged.mean == 2 and len(judged.bootstrap) == BOOTSTRAP_DRAWS
+    assert set(judged.bootstrap) <= {1, 2, 3, None}
+    assert judged.verdict.interval == "bootstrap over seeds" and judged.verdict.margin == 1.0
+    assert build_table(recipe, view, registry).cells[("fedprox", "")].bootstrap is None  # no published value
+    smoke = build_table(recipe, view, registry, scale="smoke").cells
+    assert all(c.bootstrap is None for c in smoke.values())
+    assert build_table(recipe, view, registry, synthetic=True).cells[("fedavg", "")].bootstrap is None
