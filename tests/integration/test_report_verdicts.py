@@ -82,7 +82,7 @@ def test_three_seeds_are_inconclusive_and_ten_within_the_margin_reproduce(write_
     ]["verdict"]
     assert verdict["status"] == "inconclusive" and verdict["seeds_needed"] == 8 and verdict["margin"] == 1.0
     text = invoke("report", "--recipe", str(path), "--registry", loose, "--format", "markdown")
-    assert "? (~8 seeds)" in text
+    assert "? (≈8 seeds)" in text
     assert "testpaper: 0 reproduced, 0 higher, 0 lower, 1 inconclusive, 0 not comparable of 1 cells" in text
 
     careful = f"sqlite:///{tmp_path / 'ten.db'}"

@@ -112,7 +112,7 @@ def verdict_mark(cell: Cell) -> str:
     if verdict is None or not verdict.mark:
         return ""
     if verdict.status == "inconclusive":
-        return f" ? (~{verdict.seeds_needed} seeds)" if verdict.seeds_needed else " ? (no seed count decides it)"
+        return f" ? (≈{verdict.seeds_needed} seeds)" if verdict.seeds_needed else " ? (no seed count decides it)"
     return f" {verdict.mark}"
 
 
