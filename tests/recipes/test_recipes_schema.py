@@ -57,3 +57,10 @@ def test_an_unknown_table_lists_every_table(write_recipe):
     with pytest.raises(RecipeError) as info:
         recipe.table("v")
     assert str(info.value) == f"{recipe.source}: no table 'v'; tables: t, u"
+
+
+def test_the_papers_trials_are_a_positive_count(write_recipe):
+    assert Recipe(paper="p", name="n").trials is None
+    assert load_recipe(write_recipe(GRID.replace("[setup]", "trials = 1\n\n[setup]", 1))).trials == 1
+    message = error(write_recipe, GRID.replace("[setup]", "trials = 0\n\n[setup]", 1))
+    assert message.startswith("FILE: trials") and "greater than or equal to 1" in message
