@@ -14,7 +14,9 @@ registry, ``runs`` and ``export`` tell it apart; the report shows it with a mark
 baseline like every row, and never attaches a published value to it.
 
 ``--set-for`` merges setup values into the cells whose label on AXIS is LABEL (an added value or the recipe's
-own), last: after ``--set`` (the merge order in docs/recipes.md). Typer cannot declare an option that takes two
+own), last: after ``--set`` (the merge order in docs/recipes.md). ``--set-for AXIS=LABEL:target=VALUE`` instead gives
+the row or column LABEL its target in every table view that counts rounds (or GFLOPs, bytes) to a target (the view's
+``target_by``): an added case of FedTrip Table IV has none of its own. Typer cannot declare an option that takes two
 values and repeats, so the selector and the setting are one argument, joined by the first ``:`` that is followed
 by a setup key and ``=``.
 
@@ -24,6 +26,7 @@ each recipe that has its selector's label; an axis no recipe varies, or a label 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -35,10 +38,14 @@ from fedbench.recipes.assignments import label_filters, parse_assignment
 from fedbench.recipes.expand import assignments_to_dict
 from fedbench.recipes.schema import ADDED_LABEL, Combination, Recipe
 from fedbench.recipes.validate import check_recipe
+from fedbench.vocab.figures import FIGURES
 
 # AXIS=LABEL:KEY=VALUE: the selector ends at the first ":" followed by a (dotted) setup key and "="
 SET_FOR = re.compile(r"(?P<selector>[^=]+=.*?):(?P<setting>\s*[A-Za-z_][\w.]*\s*=.*)", re.DOTALL)
 SET_FOR_EXAMPLE = "--set-for algorithm=mymethod:algorithm_params.mu=0.5"
+# ``--set-for AXIS=LABEL:target=VALUE``: a table target, not a setup key
+TARGET_KEY = "target"
+TARGET_EXAMPLE = '--set-for "case=CNN CIFAR:target=60"'
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Setting:
     label: str
     values: dict[str, Any]
     text: str
+    target: float | None = None  # ``:target=VALUE``: the label's target in the to-target table views
 
 
 @dataclass(frozen=True)
@@ -96,10 +104,29 @@ class Additions:
             selected = [i for i, r in enumerate(out) if setting.label in _labels(r, setting.axis)]
             if not selected:
                 raise ConfigError(f"--set-for {setting.text}: {_no_selector(out, setting)}")
+            if setting.target is not None:
+                _with_target(out, selected, setting)
+                continue
             for i in selected:
                 rule = Combination(match={setting.axis: setting.label}, set=setting.values)
                 out[i] = out[i].model_copy(update={"set_for": [*out[i].set_for, rule]})
         return out
+
+
+def _with_target(recipes: list[Recipe], selected: list[int], setting: Setting) -> None:
+    """Give ``setting.label`` its target in every to-target view of the ``selected`` recipes (in place)."""
+    found = False
+    for i in selected:
+        views = []
+        for view in recipes[i].tables:
+            if FIGURES[view.figure].needs_target:
+                found = True
+                view = view.model_copy(update={"target_by": {**view.target_by, setting.label: setting.target}})
+            views.append(view)
+        recipes[i] = recipes[i].model_copy(update={"tables": views})
+    if not found:
+        names = ", ".join(str(_source(recipes[i])) for i in selected)
+        raise ConfigError(f"--set-for {setting.text}: no table view of {names} has a target to set")
 
 
 def _added(text: str) -> Added:
@@ -113,6 +140,13 @@ def _setting(text: str) -> Setting:
     if match is None:
         raise ConfigError(f"--set-for {text!r}: expected AXIS=LABEL:KEY=VALUE, e.g. {SET_FOR_EXAMPLE}")
     ((axis, labels),) = label_filters([match["selector"]], "--set-for").items()
+    key, value = parse_assignment(match["setting"].strip(), "--set-for")
+    if key == TARGET_KEY:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(
+                f"--set-for {text!r}: target must be a number, in the unit the table shows (e.g. {TARGET_EXAMPLE})"
+            )
+        return Setting(axis, labels.pop(), {}, text, float(value))
     return Setting(axis, labels.pop(), assignments_to_dict([match["setting"].strip()], "--set-for"), text)
 
 

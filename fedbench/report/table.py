@@ -181,7 +181,9 @@ def planned_for_view(
     """The recipe's runs a view shows: those whose labels match its ``where`` (without pseudo-axes), of ``seeds``
     (None: the recipe's) and matching ``only`` (``report --seeds``/``--only``, as for ``run``). ``cache`` keeps a
     recipe's expansion for its other views (``build_tables``)."""
-    key = (id(recipe), scale, synthetic)
+    # the selection is part of the key: a view's baseline can widen it (``with_baseline``)
+    selection = tuple(sorted((k, tuple(sorted({v} if isinstance(v, str) else v))) for k, v in (only or {}).items()))
+    key = (id(recipe), scale, synthetic, selection, tuple(seeds) if seeds is not None else None)
     planned = cache.get(key) if cache is not None else None
     if planned is None:
         planned = expand(recipe, scale=scale, synthetic=synthetic, check=False, seeds=seeds, only=only)
@@ -244,6 +246,7 @@ def build_table(
         from fedbench.report.static import build_static_table
 
         return build_static_table(recipe, view, scale, synthetic)
+    only = with_baseline(recipe, view, scale, synthetic, seeds, only)
     planned = _expanded(view, planned_for_view(recipe, view, scale, synthetic, cache, seeds, only))
     other = (
         _expanded(view, planned_for_view(recipe, view, scale, not synthetic, cache, seeds, only))
@@ -370,6 +373,28 @@ def _all_added(cells: dict[tuple[str, str], Cell], key: str, side: int) -> bool:
     """Whether the row (``side`` 0) or column (1) ``key`` holds added cells only: a value ``--add`` appended."""
     mine = [cell for pair, cell in cells.items() if pair[side] == key]
     return bool(mine) and all(cell.added for cell in mine)
+
+
+def with_baseline(
+    recipe: Recipe,
+    view: TableView,
+    scale: str,
+    synthetic: bool,
+    seeds: list[int] | None,
+    only: Mapping[str, str | set[str]] | None,
+) -> Mapping[str, str | set[str]] | None:
+    """``only`` (``report --only``) widened to keep the cells of the view's baseline: a selection on the baseline
+    axis (``--only algorithm=fedprox``, or an added value alone) still shows the baseline's cells, so the cells it
+    keeps are tested against them as in the whole table."""
+    axis = view.baseline_axis
+    if not only or axis not in only:
+        return only
+    # the whole view's runs (not the report's cache, which keeps the expansion of the selection)
+    baseline = baseline_label(view, planned_for_view(recipe, view, scale, synthetic, None, seeds, None))
+    if baseline is None:
+        return only
+    wanted = only[axis]
+    return {**only, axis: ({wanted} if isinstance(wanted, str) else set(wanted)) | {baseline}}
 
 
 def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:

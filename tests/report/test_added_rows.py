@@ -151,3 +151,34 @@ def test_a_paper_table_gets_the_row_or_column_without_published_values_and_the_s
         if before.view.published:
             assert any(c.published is not None for c in after.cells.values())  # the paper's numbers stay in place
     assert sides == ({"rows", "columns"} if name == "fedtrip_table4" else {"columns"})
+
+
+def test_only_on_an_added_value_keeps_the_baseline_and_its_test(stored):
+    recipe, wider, registry = stored
+    view = recipe.tables[0]
+    alone = build_table(wider, view, registry, only={"algorithm": {"scaffold"}})
+    assert alone.rows == ["fedavg", "scaffold"] and alone.baseline == "fedavg"
+    whole = build_table(wider, view, registry)
+    assert alone.cells[("scaffold", "")].comparison == whole.cells[("scaffold", "")].comparison
+    assert alone.cells[("scaffold", "")].comparison.pairs == 6
+    # a selection of the recipe's own values keeps the baseline too; one without the baseline axis is left alone
+    own = build_table(recipe, view, registry, only={"algorithm": {"fedprox"}})
+    assert own.rows == ["fedavg", "fedprox"] and own.cells[("fedprox", "")].comparison.outcome == "better"
+    assert build_table(recipe, view, registry, only={"algorithm": {"fedavg", "fedprox"}}).rows == ["fedavg", "fedprox"]
+    markdown = render([alone], "markdown")
+    assert f"scaffold{ADDED_MARK}: · no significant difference from fedavg in 1 of 1 cell" in markdown
+
+
+def test_report_only_on_an_added_value_through_the_command_line(stored, registry_url):
+    from typer.testing import CliRunner
+
+    from fedbench.cli import app
+
+    recipe, _, _ = stored
+    args = ["report", "--recipe", str(recipe.source), "--registry", registry_url, "--add", "algorithm=scaffold"]
+    result = CliRunner().invoke(app, [*args, "--only", "algorithm=scaffold", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    (table,) = json.loads(result.output)["tables"]
+    assert table["rows"] == ["fedavg", "scaffold"] and table["baseline"] == "fedavg"
+    scaffold = next(c for c in table["cells"] if c["row"] == "scaffold")
+    assert scaffold["baseline"]["pairs"] == 6 and scaffold["baseline"]["mark"] == "·"
