@@ -256,11 +256,11 @@ def compare_with_baseline(
     cells keep the marks they have without them."""
     tested = []
     for cell in cells.values():
-        if cell.static or cell.published_only or not cell.n:
+        if cell.static or cell.published_only or not cell.n or cell.no_target:
             continue
         key = baseline_cell_key(cell, view, axis, baseline)
         base = cells.get(key) if key else None
-        if base is None or not base.n:
+        if base is None or not base.n or base.no_target:
             continue
         cell.comparison = compare_cell(cell, base, baseline, view.figure)
         if cell.comparison.p_value is not None:

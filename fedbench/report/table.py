@@ -285,6 +285,8 @@ def build_table(
             expected=len(members),
             added=ADDED_LABEL in members[0].labels,
         )
+        # a to-target figure of a row or column the view gives no target (an added case of FedTrip Table IV)
+        cell.no_target = FIGURES[view.figure].needs_target and cell_target is None
         if not cell.added:  # the paper published nothing for a value added on the command line
             cell.take_published(view)
         seed_curves = []
@@ -318,6 +320,8 @@ def build_table(
         cell.synthetic_available += synthetic_done.get((r, c), 0)
         judged = judges_figures(cell, synthetic=synthetic, scale=scale)
         _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows, bootstrap=judged)
+        if cell.no_target:
+            cell.not_reached = 0  # nothing to reach: no seed "never reached" it
         cells[(r, c)] = cell
     if view.published_only:
         columns = columns or ([] if view.columns else [""])  # a single-column view whose runs were all filtered out

@@ -174,6 +174,10 @@ def test_several_recipes_each_recipe_with_the_axis_takes_the_value():
         ([], ["case=x:rounds=1"], ConfigError, r"^--set-for case=x:rounds=1: 'case' is not an axis of"),
         ([], ["algorithm=zzz:rounds=1"], ConfigError, r"no value 'zzz' on axis 'algorithm' \(.*: fedavg, fedprox\)"),
         (["algorithm=scaffold"], ["algorithm=scaffold:rounds=abc"], RecipeError, r"rounds: .*valid integer"),
+        (["algorithm=scaffold"], ["algorithm=scaffold:target=abc"], ConfigError, r"target must be a number, in the"),
+        (["algorithm=scaffold"], ["algorithm=scaffold:target=true"], ConfigError, r"target must be a number"),
+        (["algorithm=scaffold"], ["algorithm=scaffold:target=nan"], ConfigError, r"target must be a number"),
+        (["algorithm=scaffold"], ["algorithm=scaffold:target=60"], ConfigError, r"no table view of .*tiny.toml has a"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_option(write_recipe, add, set_for, error, message):
@@ -209,3 +213,42 @@ def test_a_recipe_file_cannot_mark_its_own_cells_added(write_recipe, key):
     value = '{ algorithm = ["fedavg"] }' if key == "added" else "[]"
     with pytest.raises(RecipeError, match=f"unknown key '{key}'"):
         load_recipe(write_recipe(f"{key} = {value}\n" + TINY_RECIPE))
+
+
+def test_set_for_a_target_gives_the_label_its_target_in_the_to_target_views_only(write_recipe):
+    text = TINY_VIEWS
+    recipe = load_recipe(write_recipe(text))
+    out = extended(recipe, ["algorithm=scaffold"], ["algorithm=scaffold:target=62", "algorithm=fedprox:target=70.5"])
+    best, rounds = out.tables
+    assert best.target_by == {} and rounds.target_by == {"fedavg": 60.0, "scaffold": 62.0, "fedprox": 70.5}
+    assert out.set_for == [] and recipe.tables[1].target_by == {"fedavg": 60.0}  # no setup rule; a copy
+    assert keyed(expand(out)) == keyed(expand(extended(recipe, ["algorithm=scaffold"])))  # the runs are the same
+
+
+TINY_VIEWS = """
+paper = "testpaper"
+name = "tiny"
+seeds = [0]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+partition = "dirichlet"
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+
+[[tables]]
+name = "acc"
+rows = ["algorithm"]
+figure = "best"
+
+[[tables]]
+name = "speed"
+rows = ["algorithm"]
+figure = "rounds_to_target"
+target_by = { fedavg = 60 }
+"""

@@ -182,3 +182,56 @@ def test_report_only_on_an_added_value_through_the_command_line(stored, registry
     assert table["rows"] == ["fedavg", "scaffold"] and table["baseline"] == "fedavg"
     scaffold = next(c for c in table["cells"] if c["row"] == "scaffold")
     assert scaffold["baseline"]["pairs"] == 6 and scaffold["baseline"]["mark"] == "·"
+
+
+SPEED_VIEW = """
+[[tables]]
+name = "speed"
+title = "Rounds to 50 %"
+rows = ["algorithm"]
+columns = []
+figure = "rounds_to_target"
+target_by = { fedavg = 50, fedprox = 50 }
+"""
+
+
+def test_an_added_row_without_a_target_says_so_and_set_for_gives_it_one(stored, registry_url, write_recipe):
+    from conftest import TINY_RECIPE
+    from typer.testing import CliRunner
+
+    from fedbench.cli import app
+
+    # the same runs (a view changes no spec hash), with a rounds-to-target view whose targets are per row
+    path = write_recipe(TINY_RECIPE.replace("seeds = [0, 1]", "seeds = [0, 1, 2, 3, 4, 5]") + SPEED_VIEW, "speed.toml")
+    args = [
+        "report",
+        "--recipe",
+        str(path),
+        "--registry",
+        registry_url,
+        "--table",
+        "speed",
+        "--add",
+        "algorithm=scaffold",
+    ]
+
+    def report(*extra: str) -> str:
+        result = CliRunner().invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    (table,) = json.loads(report("--format", "json"))["tables"]
+    scaffold = next(c for c in table["cells"] if c["row"] == "scaffold")
+    assert scaffold["no_target"] is True and scaffold["not_reached"] == 0 and scaffold["baseline"] is None
+    markdown = report("--format", "markdown")
+    assert f"| scaffold{ADDED_MARK} | no target (n=6) |" in markdown
+    assert "not reached" not in markdown and ">3" not in markdown
+    assert "no target: the table gives this row or column no target" in markdown
+
+    (table,) = json.loads(report("--set-for", "algorithm=scaffold:target=50", "--format", "json"))["tables"]
+    scaffold = next(c for c in table["cells"] if c["row"] == "scaffold")
+    # every SCAFFOLD seed's curve (best − 10, best, best − 5 points) is at or above 50 % at round 2 or earlier
+    assert scaffold["no_target"] is False and all(v in (1, 2) for v in scaffold["values"])
+    assert scaffold["baseline"]["pairs"] == 6
+    fedavg = next(c for c in table["cells"] if c["row"] == "fedavg")
+    assert fedavg["no_target"] is False

@@ -22,6 +22,8 @@ from fedbench.vocab.metrics import METRICS, display_unit, metric_label
 
 # After the name of a row or column of values added on the command line (--add): not the paper's, no published value.
 ADDED_MARK = "⁺"
+# A to-target cell of a row or column the view gives no target.
+NO_TARGET = "no target"
 
 
 def _num(value: float | None, figure: str) -> str:
@@ -53,7 +55,9 @@ def ours_text(cell: Cell, figure: str) -> str:
         return "quoted"
     if cell.n == 0:
         return "—"
-    if cell.mean is None:  # no seed has a value (a to-target figure: none reached the target)
+    if cell.no_target:  # nothing to reach: never "not reached"
+        text = NO_TARGET
+    elif cell.mean is None:  # no seed has a value (a to-target figure: none reached the target)
         text = _not_reached(cell, figure)
     else:
         text = _num(cell.mean, figure)
@@ -195,6 +199,11 @@ def legend_notes(table: Table, baseline: str | None = None) -> list[str]:
     if any(c.n == 0 and c.synthetic_available for c in cells):
         out.append("Synthetic-data runs exist for empty cells: add --synthetic to see them.")
     out += added_note(table)
+    if any(c.no_target for c in cells):
+        out.append(
+            f"{NO_TARGET}: the table gives this row or column no target; for an added one, "
+            "--set-for AXIS=LABEL:target=VALUE gives it one."
+        )
     out += statistics_notes(table, baseline or table.baseline)
     if FIGURES[table.view.figure].note:
         out.append(FIGURES[table.view.figure].note)
