@@ -1,6 +1,7 @@
 """Figures computed from a stored curve: best, final, mean of the last k, rounds to a target.
 
-Accuracies are fractions in [0, 1] in the registry; tables print percentages.
+Accuracies are fractions in [0, 1] in the registry; tables print percentages and recipes' targets are in %
+(``fedbench.vocab.metrics.to_percent`` converts).
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+
+from fedbench.vocab.metrics import to_percent
 
 Curve = Sequence[tuple[int, float]]  # (round, value) for evaluated rounds, in round order
 
@@ -61,13 +64,22 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
 
 
 def summarize(curve: Curve, targets: Sequence[float] = ()) -> dict:
+    """The summary a finished run stores (``runs.summary``), from its curve of ``SUMMARY_METRIC`` (test accuracy;
+    the Dice on segmentation runs) as stored: fractions in [0, 1].
+
+    ``best``, ``final``, ``last5_mean`` and ``last10_mean`` are fractions like the curve; ``best_round`` and
+    ``evaluated_rounds`` count rounds. ``rounds_to_target`` is keyed by the recipe's ``targets``, which are in %
+    (``targets = [80, 90]`` gives keys "80" and "90"): the first round whose accuracy in % (``to_percent``, as a
+    report's ``rounds_to_target`` figure converts it) is at least the target, None if none is. A report recomputes
+    each of these from the same curve and must find the same value."""
+    in_percent = [(r, to_percent(v)) for r, v in curve]
     return {
         "best": best(curve),
         "best_round": best_round(curve),
         "final": final(curve),
         "last5_mean": last_k_mean(curve, 5),
         "last10_mean": last_k_mean(curve, 10),
-        "rounds_to_target": {f"{t:g}": rounds_to_target(curve, t) for t in targets},
+        "rounds_to_target": {f"{t:g}": rounds_to_target(in_percent, t) for t in targets},
         "evaluated_rounds": len(curve),
     }
 

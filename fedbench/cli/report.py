@@ -170,7 +170,8 @@ def compare(
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """The same cells from two registries side by side, their difference and whether it is within seed noise
-    (Welch's t-test on the per-seed figures, p ≥ 0.05).
+    (the exact two-sample permutation test on the per-seed figures, p ≥ 0.05; no answer where the seed counts
+    cannot reach 0.05).
 
     Example: `fedbench compare registry/cpu.db registry/gpu.db --recipe recipes/quickstart.toml`
     """

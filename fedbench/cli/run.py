@@ -36,6 +36,7 @@ from fedbench.cli.options import (
     load_plugins,
 )
 from fedbench.errors import FedbenchError
+from fedbench.vocab.metrics import to_percent
 from fedbench.vocab.status import RunStatus
 
 if TYPE_CHECKING:
@@ -293,7 +294,7 @@ def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
                 )
             elif isinstance(event, RoundDone) and event.spec_hash in current:
                 acc = event.test_acc
-                status = (f"acc {acc * 100:5.2f}%  " if acc is not None else "") + f"{event.seconds:.2f} s/round"
+                status = (f"acc {to_percent(acc):5.2f}%  " if acc is not None else "") + f"{event.seconds:.2f} s/round"
                 progress.update(current[event.spec_hash], completed=event.round, status=status)
                 count_rounds(event.spec_hash, event.round)
             elif isinstance(event, RunWarning):  # e.g. a checkpoint not used (docs/security.md): one line

@@ -20,11 +20,8 @@ from fedbench.cli.common import (
     print_listing,
     user_errors,
 )
+from fedbench.vocab.metrics import format_percent
 from fedbench.vocab.status import RunStatus
-
-
-def _percent(value: Any) -> str:
-    return f"{value * 100:.2f}" if isinstance(value, (int, float)) else "–"
 
 
 @user_errors
@@ -75,8 +72,8 @@ def runs(
                 scale,
                 r["status"],
                 str(r["rounds_done"]),
-                _percent(summary.get("best")),
-                _percent(summary.get("final")),
+                format_percent(summary.get("best")),
+                format_percent(summary.get("final")),
             ]
         )
     columns = ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final")

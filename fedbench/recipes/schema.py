@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from fedbench.errors import RecipeError
 from fedbench.recipes.views import Strict, TableView
 from fedbench.spec import SETUP_KEYS
@@ -44,6 +46,10 @@ class Recipe(Strict):
     description: str = ""
     order: int = 100  # position among the paper's recipes in `fedbench report --paper`
     seeds: list[int] = [0]
+    # The trials the paper ran per cell, where its spec says (FedTrip 10, FedImpro and LG-Mix 3): the report tests
+    # a cell against a published mean ± std as the difference of two means over our seeds and these trials, and
+    # says how many trials the paper needed where our seeds cannot reach significance.
+    trials: int | None = Field(None, ge=1)
     setup: dict[str, Any] = {}  # empty for a recipe of analytic tables only
     matrix: dict[str, list[Any]] = {}
     overrides: dict[str, dict[str, dict[str, Any]]] = {}

@@ -130,9 +130,10 @@ class TableView(Strict):
     # "none": no comparison.
     baseline: str | None = None
     baseline_axis: str = "algorithm"
-    # A cell reproduces the paper when the published value is inside our 95 % interval, or within this much of
-    # our value (in the cell's displayed unit, e.g. 1.0 = one percentage point of accuracy).
-    tolerance: float = Field(0.0, ge=0)
+    # The equivalence margin δ of the reproduction verdict, in the cell's displayed unit (1.0 = one percentage point
+    # of accuracy): a cell reproduces the paper when the 90 % interval of ours − published lies inside ±δ. Unset:
+    # the figure's default (fedbench.vocab.figures.default_margin).
+    tolerance: float | None = Field(None, ge=0)
     # The claims the paper makes about this table ([[tables.claims]]): evaluated on our runs by the report.
     claims: list[Claim] = []
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from fedbench.report.claims import ClaimResult, RankAgreement
 
 MARKS = {"better": "▲", "worse": "▼", "same": "·"}
-VERDICTS = ("reproduced", "higher", "lower", "not_comparable")
+VERDICTS = ("reproduced", "higher", "lower", "inconclusive", "not_comparable")
+VERDICT_MARKS = {"reproduced": "✓", "higher": "↑", "lower": "↓", "inconclusive": "?"}
 
 
 @dataclass
@@ -30,12 +31,15 @@ class Comparison:
     difference: float | None = None  # mean over pairs of cell − baseline
     ci_low: float | None = None
     ci_high: float | None = None
-    p_value: float | None = None  # paired t-test, two-sided
+    p_value: float | None = None  # the paired permutation test's, two-sided (fedbench.report.stats.sign_flip_test)
     p_holm: float | None = None  # Holm-corrected across the table's tests
     censored: int = 0  # pairs with one seed never reaching the target (counted as R + 1)
     dropped: int = 0  # pairs where neither seed reached the target (left out)
     outcome: str = ""  # better | worse | same | "" (no test: fewer than two pairs, or no direction)
     reason: str = ""  # why there is no test
+    test: str = ""  # the test's name (stats.PAIRED_TEST, or its Monte Carlo form)
+    statistic: float | None = None  # its statistic: the mean paired difference
+    assignments: int = 0  # the sign assignments it counted over (2^pairs when exact)
 
     @property
     def mark(self) -> str:
@@ -47,20 +51,26 @@ class Comparison:
 
 @dataclass
 class Verdict:
-    """Our cell against the paper's value."""
+    """Our cell against the paper's value, judged by an equivalence margin (fedbench.report.stats.verdict)."""
 
     status: str  # one of VERDICTS
     reason: str = ""  # why not comparable
-    ci_low: float | None = None  # our 95 % t interval of the per-seed figures
+    difference: float | None = None  # ours − published (the seed mean, or the seed-mean curve's figure)
+    ci90_low: float | None = None  # the 90 % interval of ours − published: inside ±margin = reproduced
+    ci90_high: float | None = None
+    ci_low: float | None = None  # the 95 % interval of ours − published: beyond ±margin = higher / lower
     ci_high: float | None = None
-    tolerance: float = 0.0
+    margin: float | None = None  # δ, in the cell's displayed unit
+    interval: str = ""  # how the intervals were computed (t, Welch with the paper's std, bootstrap over seeds)
+    seeds_needed: int | None = None  # inconclusive: seeds that would likely decide it at our observed spread
 
     @property
     def mark(self) -> str:
-        return {"reproduced": "✓", "higher": "↑", "lower": "↓"}.get(self.status, "")
+        return VERDICT_MARKS.get(self.status, "")
 
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "mark": self.mark}
+        # "tolerance": the margin under its earlier name, for readers of older reports' JSON
+        return {**asdict(self), "tolerance": self.margin, "mark": self.mark}
 
 
 def reproduction_counts(verdicts: Sequence[Verdict | None]) -> dict[str, int]:
@@ -100,6 +110,9 @@ class Cell:
     added: bool = False  # a cell of a value added on the command line (--add): never a published value
     run_ids: list[int] = field(default_factory=list)  # registry ids of the runs, aligned with ``seeds``
     runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their registry rows (HTML drill-down)
+    # a figure of the seed-mean curve: that figure over resamples of the seeds (stats.bootstrap_figures), for its
+    # verdict; None for other cells, and where no verdict is given (synthetic data, another scale)
+    bootstrap: list[float | None] | None = field(default=None, repr=False, compare=False)
     comparison: Comparison | None = None  # against the table's baseline cell (fedbench.report.stats)
     verdict: Verdict | None = None  # against the paper's value
 
@@ -170,6 +183,7 @@ class Table:
     added_columns: list[str] = field(default_factory=list)
     # the tasks of its runs' data sets ("classification", "segmentation"): which human name its metric has
     tasks: tuple[str, ...] = ("classification",)
+    trials: int | None = None  # the paper's trials per cell (the recipe's ``trials``), where its spec says
     # the view's claims evaluated on the cells, and the rank agreement with the paper (fedbench.report.claims)
     claims: list[ClaimResult] = field(default_factory=list)
     rank_agreement: list[RankAgreement] = field(default_factory=list)
@@ -202,6 +216,7 @@ class Table:
             "added_rows": self.added_rows,
             "added_columns": self.added_columns,
             "reproduction": self.reproduction(),
+            "trials": self.trials,
             "claims": [claim.to_json() for claim in self.claims],
             "rank_agreement": [entry.to_json() for entry in self.rank_agreement],
         }

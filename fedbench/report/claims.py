@@ -28,13 +28,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fedbench.report.stats import ALPHA, better_sign, compare_cell, holm
+from fedbench.report.stats import ALPHA, better_sign, compare_cell, holm, unreachable_significance
 
 if TYPE_CHECKING:
     from fedbench.recipes.views import Claim, TableView
     from fedbench.report.cells import Cell, Table
 
 CLAIM_STATUSES = ("holds", "fails", "inconclusive", "no_verdict")
+UNREACHABLE_KEYS = ("pairs", "smallest_p", "smallest_p_holm", "pairs_needed")
 TAU_VARIANT = "tau-b"  # scipy.stats.kendalltau's default variant: ties in either ranking are corrected for
 
 
@@ -80,6 +81,9 @@ class ClaimResult:
     status: str = "inconclusive"  # holds in every group, fails in one, no_verdict, else inconclusive
     reason: str = ""  # why no verdict
     groups: list[ClaimGroup] = field(default_factory=list)
+    # where the seed count cannot decide any pair: (most seed pairs of a pair, the smallest one-sided p they allow,
+    # that p after Holm over the claim's tested pairs, the seed pairs every pair would need); None where it can
+    unreachable: tuple[int, float, float, int] | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -102,6 +106,7 @@ class ClaimResult:
             "reason": self.reason,
             "counts": self.counts(),
             "groups": [g.to_json() for g in self.groups],
+            "unreachable": None if self.unreachable is None else dict(zip(UNREACHABLE_KEYS, self.unreachable)),
         }
 
 
@@ -217,10 +222,23 @@ def evaluate_claim(table: Table, claim: Claim, alpha: float = ALPHA) -> ClaimRes
         comparison.p_claimed_holm, comparison.p_against_holm = p_for, p_against
         comparison.outcome = "supports" if p_for < alpha else "contradicts" if p_against < alpha else "unclear"
     result.reason = no_verdict_reason(table.synthetic, table.scale)
+    result.unreachable = unreachable_claim([c.pairs for c in family], alpha)
     for entry in result.groups:
         entry.status = "no_verdict" if result.reason else _group_status(entry)
     result.status = _claim_status(result)
     return result
+
+
+def unreachable_claim(pairs: list[int], alpha: float = ALPHA) -> tuple[int, float, float, int] | None:
+    """None when the claim's tested pairs (over ``pairs`` seed pairs each) could decide it; else (the most seed
+    pairs, the smallest one-sided p they allow, that p after Holm over the pairs, the seed pairs needed). A one-sided
+    p is at least half the sign-flip test's smallest two-sided one, so the claim is undecidable exactly where the
+    two-sided family could not reach 2 · alpha (``stats.unreachable_significance``)."""
+    reach = unreachable_significance(pairs, 2 * alpha)
+    if reach is None:
+        return None
+    most, smallest, _, needed = reach
+    return most, smallest / 2, min(1.0, len(pairs) * smallest / 2), needed
 
 
 def _group_status(entry: ClaimGroup) -> str:

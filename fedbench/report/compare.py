@@ -1,11 +1,12 @@
 """``fedbench compare``: the same cells from two registries side by side (CPU vs GPU, two fedbench versions, two
 machines), their difference and whether it is within seed noise.
 
-Within seed noise (``within_noise``): Welch's unequal-variance t-test on the two registries' per-seed figures
-(fedbench.report.stats.welch) gives p ≥ 0.05. Welch, not a paired test: the registries need not hold the same
-seeds. Identical per-seed values (a bit-identical rerun) are within noise without a test; a cell with fewer than
-two seeds on a side has no test (None); rounds-to-target seeds that never reached the target count as R + 1
-(the censoring rule of the baseline comparison).
+Within seed noise (``within_noise``): the exact two-sample permutation test of the difference of the two
+registries' mean per-seed figures (fedbench.report.stats.two_sample_permutation_test) gives p ≥ 0.05. Unpaired: the
+registries need not hold the same seeds. Identical per-seed values (a bit-identical rerun) are within noise without
+a test; a cell with fewer than two seeds on a side has no test (None), and neither has one whose seed counts cannot
+reach p < 0.05 at all (2 + 2 seeds: the smallest possible p is 1/3): "within noise" would then be no evidence.
+Rounds-to-target seeds that never reached the target count as R + 1 (the censoring rule of the baseline comparison).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from fedbench.report.cells import Cell, Table
 from fedbench.report.render.notes import figure_heading, ours_text
-from fedbench.report.stats import ALPHA, welch
+from fedbench.report.stats import ALPHA, smallest_two_sample_p, two_sample_permutation_test
 from fedbench.vocab.figures import FIGURES
 
 
@@ -30,9 +31,13 @@ class CellPair:
     a: Cell
     b: Cell
     difference: float | None = None  # mean(B) − mean(A) of the per-seed figures
-    p_value: float | None = None  # Welch, two-sided
+    p_value: float | None = None  # the two-sample permutation test's, two-sided
     within_noise: bool | None = None
     reason: str = ""
+    test: str = ""  # the test's name (stats.TWO_SAMPLE_TEST, or its Monte Carlo form)
+    statistic: float | None = None  # its statistic, mean(B) − mean(A)
+    assignments: int = 0  # the splits of the pooled seeds it counted over
+    too_few_seeds: bool = False  # no split of these seed counts could give p < 0.05
 
     def to_json(self) -> dict[str, Any]:
         def side(cell: Cell) -> dict[str, Any]:
@@ -47,6 +52,10 @@ class CellPair:
             "p_value": self.p_value,
             "within_noise": self.within_noise,
             "reason": self.reason,
+            "test": self.test,
+            "statistic": self.statistic,
+            "assignments": self.assignments,
+            "too_few_seeds": self.too_few_seeds,
         }
 
 
@@ -71,7 +80,19 @@ def pair_cells(a: Cell, b: Cell, figure: str) -> CellPair:
     if len(x) < 2 or len(y) < 2:
         pair.reason = "fewer than two seeds on a side: no test"
         return pair
-    pair.difference, pair.p_value = welch(x, y)
+    smallest = smallest_two_sample_p(len(x), len(y))
+    if smallest >= ALPHA:
+        pair.reason = f"{len(x)} + {len(y)} seeds: the smallest possible p is {smallest:.2g}, so no test can tell"
+        pair.too_few_seeds = True
+        return pair
+    test = two_sample_permutation_test(x, y)
+    pair.p_value, pair.test, pair.statistic, pair.assignments = (
+        test.p_value,
+        test.name,
+        test.statistic,
+        test.assignments,
+    )
+    pair.difference = test.statistic
     pair.within_noise = pair.p_value >= ALPHA
     return pair
 
@@ -126,13 +147,19 @@ def rows_of(pair: TablePair) -> list[list[str]]:
     return out
 
 
-HEADERS = ["cell", "A", "B", "Δ (B − A)", "within seed noise (Welch)"]
+HEADERS = ["cell", "A", "B", "Δ (B − A)", "within seed noise (permutation test)"]
 
 
 def summary_line(pairs: list[TablePair]) -> str:
     tested = [c for p in pairs for c in p.cells if c.within_noise is not None]
     outside = sum(not c.within_noise for c in tested)
-    return f"{len(tested)} cells compared, {outside} outside seed noise (Welch's t-test, p < {ALPHA:g})"
+    untestable = sum(c.too_few_seeds for p in pairs for c in p.cells)
+    line = (
+        f"{len(tested)} cells compared, {outside} outside seed noise (exact two-sample permutation test, p < {ALPHA:g})"
+    )
+    if untestable:
+        line += f"; {untestable} cell{'s' if untestable != 1 else ''} with too few seeds for any test to tell"
+    return line
 
 
 def render_comparison(pairs: list[TablePair], fmt: str, label_a: str, label_b: str) -> Any:

@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from fedbench.report.diagnostic_series import Drawer, RunDiagnostics
+from fedbench.vocab.metrics import to_percent
 
 if TYPE_CHECKING:
     from fedbench.recipes.views import TableView
@@ -70,7 +71,7 @@ def method_label(view: TableView, labels: dict[str, str] | Any) -> str:
 
 def _converter(view: TableView, unit: str) -> Callable[[float], float]:
     if unit == "percent" and view.percent:
-        return lambda v: 100.0 * v
+        return to_percent
     if unit == "degrees":
         return math.degrees
     return lambda v: v

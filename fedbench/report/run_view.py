@@ -8,7 +8,7 @@ from typing import Any
 
 from fedbench.errors import FedbenchError, RegistryError
 from fedbench.registry import Registry
-from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_value
+from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, format_percent, metric_value
 
 # A curve entry: every stored round field (storage order), then the metrics read from per-client values
 # (e.g. personal_auc, the mean over clients of personal_metrics["auc"]), so every metric a recipe may name
@@ -162,18 +162,14 @@ def curve_sample(curve: Sequence[dict[str, Any]], rows: int = CURVE_ROWS) -> lis
     return [curve[i] for i in picks]
 
 
-def _percent(value: Any) -> str:
-    return "–" if value is None else f"{value * 100:.2f}"
-
-
 def result_line(summary: dict[str, Any]) -> list[str]:
     """The summary figures of the global model's test accuracy (%), in the figure catalogue's words."""
     if not summary:
         return []
     parts = [
-        f"best {_percent(summary.get('best'))} (round {summary.get('best_round') or '–'})",
-        f"final {_percent(summary.get('final'))}",
-        f"mean of last 5 {_percent(summary.get('last5_mean'))}",
+        f"best {format_percent(summary.get('best'))} (round {summary.get('best_round') or '–'})",
+        f"final {format_percent(summary.get('final'))}",
+        f"mean of last 5 {format_percent(summary.get('last5_mean'))}",
     ]
     for target, reached in (summary.get("rounds_to_target") or {}).items():
         parts.append(f"rounds to {target} %: {reached if reached is not None else 'not reached'}")

@@ -20,7 +20,7 @@ from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
 from fedbench.report.claims import evaluate_claims, rank_agreement
-from fedbench.report.stats import compare_with_baseline, verdict
+from fedbench.report.stats import bootstrap_figures, compare_with_baseline, judges_figures, verdict
 from fedbench.spec import RunSpec
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import (
@@ -314,7 +314,8 @@ def build_table(
             seed_curves.append(curve)
             example_rows = round_rows
         cell.synthetic_available += synthetic_done.get((r, c), 0)
-        _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows)
+        judged = judges_figures(cell, synthetic=synthetic, scale=scale)
+        _summarise(cell, cell_view, seed_curves, cell_cost, cell_target, example_rows, bootstrap=judged)
         cells[(r, c)] = cell
     if view.published_only:
         columns = columns or ([] if view.columns else [""])  # a single-column view whose runs were all filtered out
@@ -325,7 +326,7 @@ def build_table(
     if baseline is not None:
         compare_with_baseline(view, cells, view.baseline_axis, baseline)
     for cell in cells.values():
-        cell.verdict = verdict(cell, synthetic=synthetic, scale=scale, figure=view.figure, tolerance=view.tolerance)
+        cell.verdict = verdict(cell, view, synthetic=synthetic, scale=scale, trials=recipe.trials)
     units = {display_unit(metric, view.percent) for _, metric in view.view_metrics()}
     unit = FIGURES[view.figure].unit
     if unit is None:  # a value of the metric: in its displayed unit, where all the view's metrics share one
@@ -341,7 +342,20 @@ def build_table(
     datasets = dict.fromkeys(p.spec.dataset for p in planned)
     tasks = tuple(dict.fromkeys(_task(name) for name in datasets)) or ("classification",)
     table = Table(
-        recipe.name, recipe.paper, view, scale, synthetic, rows, columns, cells, unit, notes, baseline, *added, tasks
+        recipe.name,
+        recipe.paper,
+        view,
+        scale,
+        synthetic,
+        rows,
+        columns,
+        cells,
+        unit,
+        notes,
+        baseline,
+        *added,
+        tasks,
+        recipe.trials,
     )
     table.claims, table.rank_agreement = evaluate_claims(table), rank_agreement(table)
     return table
@@ -415,7 +429,10 @@ def _summarise(
     cost: float | None = None,
     target: float | None = None,
     example_rows: list | None = None,
+    bootstrap: bool = False,
 ) -> None:
+    """The cell's mean and std over its seeds, or the figure of their mean curve (``summary = "mean_curve"``), with
+    that figure's bootstrap over seeds where ``bootstrap`` (the cell gets a reproduction verdict)."""
     if not cell.n:
         return
     cell.not_reached = sum(v is None for v in cell.values)
@@ -429,6 +446,10 @@ def _summarise(
         # bytes per round do not depend on the seed, so any seed's rows serve the mean curve
         cell.mean = figure_of(view, mean_curve, example_rows, cost=cost, target=target)
         cell.std = None
+        if bootstrap and len(seed_curves) > 1 and rounds:
+            cell.bootstrap = bootstrap_figures(
+                seed_curves, lambda curve: figure_of(view, curve, example_rows, cost=cost, target=target)
+            )
         return
     reached = [v for v in cell.values if v is not None]
     if reached:

@@ -186,3 +186,51 @@ def better_sign(name: str, metric_higher_is_better: bool) -> int:
     if better == "none":
         return 0
     return 1 if metric_higher_is_better else -1
+
+
+# ------------------------------------------------------------------------------------------ reproduction margins
+# The equivalence margin δ of a reproduction verdict (fedbench.report.stats.verdict): ours reproduces the paper when
+# the 90 % interval of (ours − published) lies inside ±δ. A view's ``tolerance`` overrides the default. The reasoning
+# behind each default is in docs/report.md ("Did we reproduce the paper?").
+#
+# * A value of a percent metric shown in % (accuracy, Dice, F1, ...): 1 percentage point. The five papers' own
+#   published seed stds of such cells have a median of 0.63 points (459 stds in 10 tables of FedDr+, FedImpro
+#   and LG-Mix), 75th percentile 1.21:
+#   agreeing within 1 point is agreeing within about the spread the papers themselves report between seeds.
+# * A value of another metric (a loss, HD95 in pixels): 20 % of the published value. HD95's published stds are a
+#   median 16 % of their value (48 cells of LG-Mix Table 3), so a tighter margin would ask more than the paper can.
+# * Rounds to a target: 10 % of the published rounds, at least one round (a count of rounds cannot agree closer
+#   than one round). The papers publish no seed spread of rounds, so this one is a convention, not a measurement;
+#   it is well below the differences FedTrip's Table IV reports (its ratios to FedTrip above 1× start at 1.38×).
+# * Costs (GFLOPs, bytes to a target; seconds, hours, MB): 10 % of the published value, as rounds: FedTrip's costs
+#   are its rounds times a per-round constant. Time and memory also depend on the machine.
+ACCURACY_MARGIN_POINTS = 1.0
+VALUE_MARGIN_RELATIVE = 0.20
+ROUNDS_MARGIN_RELATIVE = 0.10
+ROUNDS_MARGIN_FLOOR = 1.0
+COST_MARGIN_RELATIVE = 0.10
+
+
+def default_margin(name: str, metric_percent: bool, percent: bool, published: float) -> float:
+    """The default equivalence margin δ of figure ``name`` around ``published``, in the cell's displayed unit:
+    ``metric_percent`` says the view's metric is a fraction, ``percent`` that the view shows it ×100."""
+    number = FIGURES[name].number
+    if number == "value":
+        if metric_percent:
+            return ACCURACY_MARGIN_POINTS if percent else ACCURACY_MARGIN_POINTS / 100
+        return VALUE_MARGIN_RELATIVE * abs(published)
+    if number == "rounds":
+        return max(ROUNDS_MARGIN_RELATIVE * abs(published), ROUNDS_MARGIN_FLOOR)
+    return COST_MARGIN_RELATIVE * abs(published)
+
+
+def margin_text(name: str, metric_percent: bool, percent: bool) -> str:
+    """The default margin of figure ``name`` in words ("±1 point", "±10 %, at least 1 round")."""
+    number = FIGURES[name].number
+    if number == "value":
+        if metric_percent:
+            return f"±{ACCURACY_MARGIN_POINTS:g} point" if percent else f"±{ACCURACY_MARGIN_POINTS / 100:g}"
+        return f"±{VALUE_MARGIN_RELATIVE:.0%} of the paper's value"
+    if number == "rounds":
+        return f"±{ROUNDS_MARGIN_RELATIVE:.0%} of the paper's rounds, at least {ROUNDS_MARGIN_FLOOR:g} round"
+    return f"±{COST_MARGIN_RELATIVE:.0%} of the paper's value"

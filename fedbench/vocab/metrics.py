@@ -357,9 +357,25 @@ def metric_curve(rows: Sequence[Any], name: str, client: int | None = None) -> l
     return [(row.round, v) for row in rows if (v := metric_value(row, name, client)) is not None]
 
 
+PERCENT = 100.0  # percentage points per unit of a fraction in [0, 1]
+
+
+def to_percent(fraction: float) -> float:
+    """A stored fraction in [0, 1] as a percentage: the one conversion between the unit runs store (accuracies,
+    Dice) and the unit recipes and tables speak (``targets = [80, 90]``, "95.83 %"). Everything that compares a
+    stored value with a percentage or shows one goes through it, so a stored summary and a report table that
+    recompute a figure from the same curve do the same arithmetic."""
+    return fraction * PERCENT
+
+
+def format_percent(fraction: float | None) -> str:
+    """A stored fraction shown as a percentage with two decimals ("95.83"); "–" for no value."""
+    return "–" if fraction is None else f"{to_percent(fraction):.2f}"
+
+
 def display_factor(name: str, percent: bool = True) -> float:
-    """100 for a fraction metric shown as % (``percent``: the table view's wish), else 1."""
-    return 100.0 if percent and METRICS[name].percent else 1.0
+    """``PERCENT`` for a fraction metric shown as % (``percent``: the table view's wish), else 1."""
+    return PERCENT if percent and METRICS[name].percent else 1.0
 
 
 def display_unit(name: str, percent: bool = True) -> str:

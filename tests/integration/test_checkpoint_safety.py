@@ -230,7 +230,7 @@ def test_a_registry_at_revision_0002_opens_upgrades_and_reports(tmp_path, write_
         connection.execute("ALTER TABLE rounds DROP COLUMN diagnostics")  # revision 0004's
         connection.execute("UPDATE alembic_version SET version_num = '0002'")
     registry = Registry(url)
-    assert current_revision(registry.engine) == head_revision() == "0004_round_diagnostics"
+    assert current_revision(registry.engine) == head_revision() == "0005_recomputed_summaries"
     with sqlite3.connect(database) as connection:
         assert "checkpoint_sha256" in {row[1] for row in connection.execute("PRAGMA table_info(runs)")}
     assert CliRunner().invoke(app, ["runs", "--json", "--registry", url]).stdout == before

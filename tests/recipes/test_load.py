@@ -64,7 +64,7 @@ def test_load_keeps_the_source_and_the_view_defaults(write_recipe):
     view = recipe.table("t")
     assert view.rows == ["algorithm"] and view.columns == ["local_epochs"]
     assert (view.kind, view.figure, view.metric, view.k, view.summary) == ("runs", "best", "test_acc", 10, "mean_std")
-    assert view.percent is True and view.tolerance == 0.0 and view.baseline_axis == "algorithm"
+    assert view.percent is True and view.tolerance is None and view.baseline_axis == "algorithm"
     with pytest.raises(RecipeError) as info:
         recipe.table("u")
     assert str(info.value) == f"{path}: no table 'u'; tables: t"

@@ -65,7 +65,7 @@ def test_a_views_defaults_and_bounds():
         "mean_std",
         True,
     )
-    assert (view.baseline, view.baseline_axis, view.tolerance, view.derived_note) == (None, "algorithm", 0.0, "")
+    assert (view.baseline, view.baseline_axis, view.tolerance, view.derived_note) == (None, "algorithm", None, "")
     assert view.rows == view.columns == view.at_rounds == view.clients == view.published_only == []
     assert view.view_metrics() == [(None, "test_acc")] and view.derived_cells() == []
     assert TableView(name="v", k=1, smoothing=0.99, tolerance=0.0).k == 1

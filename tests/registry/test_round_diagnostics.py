@@ -111,7 +111,7 @@ def test_runs_files_carry_diagnostics_and_version_1_files_still_import(registry_
 def test_a_0_1_0_registry_opens_with_no_diagnostics_and_shows_them_as_null(tmp_path):
     url, database = old_registry(tmp_path)
     registry = Registry(url)
-    assert current_revision(registry.engine) == head_revision() == "0004_round_diagnostics"
+    assert current_revision(registry.engine) == head_revision() == "0005_recomputed_summaries"
     assert raw_rows(database, "SELECT count(*) FROM rounds WHERE diagnostics IS NOT NULL") == [(0,)]
     run = registry.runs()[0]
     result = CliRunner().invoke(app, ["show", str(run.id), "--json", "--registry", url])

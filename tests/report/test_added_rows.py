@@ -24,19 +24,24 @@ from fedbench.report.render.notes import ADDED_MARK
 from fedbench.report.stats import ALPHA, holm
 from fedbench.report.table import build_table
 
-# Best test accuracy (%) per algorithm and seed. FedProx − FedAvg = 2, 3, 1.5: p ≈ 0.04 alone, but not after a
-# Holm correction together with SCAFFOLD's test (5, −1, 3: p ≈ 0.3); SCAFFOLD's row has no significant difference.
-BEST = {"fedavg": [50.0, 52.0, 54.0], "fedprox": [52.0, 55.0, 55.5], "scaffold": [55.0, 51.0, 57.0]}
-SEEDS = [0, 1, 2]
+# Best test accuracy (%) per algorithm and seed. FedProx − FedAvg = 2, 3, 1.5, 1.5, 1, 1.5, all positive: p = 2/64
+# alone (the smallest six pairs allow), but not after a Holm correction together with SCAFFOLD's test (5, −1, 3, −1,
+# 1, 0.5: p = 0.34); SCAFFOLD's row has no significant difference.
+BEST = {
+    "fedavg": [50.0, 52.0, 54.0, 51.0, 53.0, 50.5],
+    "fedprox": [52.0, 55.0, 55.5, 52.5, 54.0, 52.0],
+    "scaffold": [55.0, 51.0, 57.0, 50.0, 54.0, 51.0],
+}
+SEEDS = [0, 1, 2, 3, 4, 5]
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 
 @pytest.fixture
 def stored(write_recipe, registry_url):
-    """The tiny recipe at three seeds with SCAFFOLD added, every run finished with the curves of BEST."""
+    """The tiny recipe at six seeds with SCAFFOLD added, every run finished with the curves of BEST."""
     from conftest import TINY_RECIPE
 
-    recipe = load_recipe(write_recipe(TINY_RECIPE.replace("seeds = [0, 1]", "seeds = [0, 1, 2]")))
+    recipe = load_recipe(write_recipe(TINY_RECIPE.replace("seeds = [0, 1]", "seeds = [0, 1, 2, 3, 4, 5]")))
     (wider,) = Additions.parse(["algorithm=scaffold"]).extend([recipe])
     registry = Registry(registry_url)
     planned = expand(wider)
@@ -62,7 +67,7 @@ def test_the_added_value_is_one_more_row_with_its_figure_and_the_recipes_rows_ar
     assert plain.rows == ["fedavg", "fedprox"] and table.rows == ["fedavg", "fedprox", "scaffold"]
     assert (table.added_rows, table.added_columns, plain.added_rows) == (["scaffold"], [], [])
     scaffold = table.cells[("scaffold", "")]
-    assert scaffold.added and scaffold.n == 3 and scaffold.mean == pytest.approx(sum(BEST["scaffold"]) / 3)
+    assert scaffold.added and scaffold.n == 6 and scaffold.mean == pytest.approx(sum(BEST["scaffold"]) / 6)
     for key, cell in plain.cells.items():
         mine = table.cells[key]
         assert not mine.added and (mine.mean, mine.values, mine.published) == (cell.mean, cell.values, cell.published)
@@ -73,8 +78,9 @@ def test_the_added_row_is_compared_with_the_baseline_and_corrected_apart_from_th
     plain, table = tables(stored)
     fedprox, scaffold = table.cells[("fedprox", "")], table.cells[("scaffold", "")]
     assert fedprox.comparison.outcome == "better" and fedprox.comparison.mark == "▲"
-    assert scaffold.comparison.baseline == "fedavg" and scaffold.comparison.pairs == 3
-    assert scaffold.comparison.difference == pytest.approx(7 / 3)  # (5 − 1 + 3) / 3
+    assert fedprox.comparison.p_value == 2 / 64 == fedprox.comparison.p_holm
+    assert scaffold.comparison.baseline == "fedavg" and scaffold.comparison.pairs == 6
+    assert scaffold.comparison.difference == pytest.approx(1.25)  # (5 − 1 + 3 − 1 + 1 + 0.5) / 6
     assert scaffold.comparison.outcome == "same" and scaffold.comparison.mark == "·"
     # one family for both would have cost FedProx its mark: the added row leaves the recipe's marks alone
     assert holm([fedprox.comparison.p_value, scaffold.comparison.p_value])[0] >= ALPHA
@@ -103,7 +109,7 @@ def test_an_added_column_is_marked_like_a_row(stored):
 def test_every_format_marks_the_added_row_and_says_what_the_mark_means(stored):
     _, table = tables(stored)
     markdown = render([table], "markdown")
-    assert f"| scaffold{ADDED_MARK} | 54.33 ± " in markdown and f"| fedprox{ADDED_MARK}" not in markdown
+    assert f"| scaffold{ADDED_MARK} | 53.00 ± " in markdown and f"| fedprox{ADDED_MARK}" not in markdown
     assert f"- {ADDED_MARK} added with --add: not in the paper's recipe, so no published value." in markdown
     assert "Holm-corrected across the recipe's cells, and apart across the added ones" in markdown
     latex = render([table], "latex")

@@ -26,14 +26,20 @@ def test_the_difference_is_ours_minus_a_numeric_published_value():
 
 def test_marks_of_comparisons_and_verdicts():
     assert [Comparison("fedavg", outcome=o).mark for o in ("better", "worse", "same", "")] == ["▲", "▼", "·", ""]
-    assert [Verdict(s).mark for s in VERDICTS] == ["✓", "↑", "↓", ""]
+    assert [Verdict(s).mark for s in VERDICTS] == ["✓", "↑", "↓", "?", ""]
     assert Comparison("fedavg", outcome="better").to_json()["mark"] == "▲"
-    assert Verdict("lower", ci_low=1.0).to_json() == {
+    assert Verdict("lower", ci_low=1.0, margin=0.5).to_json() == {
         "status": "lower",
         "reason": "",
+        "difference": None,
+        "ci90_low": None,
+        "ci90_high": None,
         "ci_low": 1.0,
         "ci_high": None,
-        "tolerance": 0.0,
+        "margin": 0.5,
+        "interval": "",
+        "seeds_needed": None,
+        "tolerance": 0.5,  # the margin under its earlier name
         "mark": "↓",
     }
 
@@ -57,13 +63,21 @@ def test_a_cell_takes_the_papers_value_std_and_derived_marks_from_its_view():
 
 
 def test_reproduction_counts_count_each_verdict_and_the_cells_with_one():
-    verdicts = [Verdict("reproduced"), Verdict("higher"), Verdict("reproduced"), None, Verdict("not_comparable")]
+    verdicts = [
+        Verdict("reproduced"),
+        Verdict("higher"),
+        Verdict("reproduced"),
+        None,
+        Verdict("not_comparable"),
+        Verdict("inconclusive"),
+    ]
     assert reproduction_counts(verdicts) == {
         "reproduced": 2,
         "higher": 1,
         "lower": 0,
+        "inconclusive": 1,
         "not_comparable": 1,
-        "cells": 4,
+        "cells": 5,
     }
     assert reproduction_counts([]) == {**dict.fromkeys(VERDICTS, 0), "cells": 0}
 

@@ -34,6 +34,7 @@ from fedbench.report.claims import (
     one_sided,
     paper_agrees,
     rank_agreement,
+    unreachable_claim,
 )
 from fedbench.report.stats import holm
 from fedbench.report.table import build_table
@@ -281,6 +282,8 @@ def test_every_declared_claim_is_evaluated_and_carried_by_the_tables_json(monkey
         "reason": "",
     }
     assert first["counts"] == {"holds": 1, "fails": 1, "inconclusive": 1, "no_verdict": 0, "groups": 3}
+    # the fake tests say 3 seed pairs each: no real test over 3 could decide the claim's 5 tested pairs
+    assert first["unreachable"] == {"pairs": 3, "smallest_p": 0.125, "smallest_p_holm": 0.625, "pairs_needed": 7}
     assert first["groups"][0]["group"] == "x" and first["groups"][0]["status"] == "holds"
     assert first["groups"][0]["paper_agrees"] is True
     assert first["groups"][1]["comparisons"][0] == {
@@ -305,6 +308,18 @@ def test_every_declared_claim_is_evaluated_and_carried_by_the_tables_json(monkey
         "reason": "",
     }
     assert len(document["rank_agreement"]) == 3  # one axis: once, whatever the number of claims on it
+
+
+def test_a_claim_its_seeds_cannot_decide_says_how_far_they_fall_short():
+    # one-sided: half the sign-flip test's smallest two-sided p, 2^(1−n); Holm multiplies it by the tested pairs
+    assert unreachable_claim([3] * 5) == (3, 0.125, 0.625, 7)  # 7 pairs: 5 / 128 = 0.039 < 0.05
+    assert unreachable_claim([3, 2]) == (3, 0.125, 0.25, 6)  # the most pairs of any test decides the smallest p
+    assert unreachable_claim([5] * 36) == (5, 0.03125, 1.0, 10)  # FedTR: 5 runs, 36 pairs; 36 / 1024 < 0.05
+    assert unreachable_claim([10] * 30) is None  # FedTrip's 10 trials over Table IV's 30 pairs: 30 / 1024 < 0.05
+    assert unreachable_claim([5]) is None and unreachable_claim([5], alpha=0.04) is None
+    assert unreachable_claim([5], alpha=0.03125) == (5, 0.03125, 0.03125, 6)  # p must fall below alpha
+    assert unreachable_claim([4]) == (4, 0.0625, 0.0625, 5)
+    assert unreachable_claim([]) is None
 
 
 # ------------------------------------------------------------------------------------------- rank agreement
@@ -454,6 +469,7 @@ def test_real_like_runs_hold_fail_and_leave_a_claim_inconclusive(stored):
     taus = [(e.group, e.n, e.tau) for e in built.rank_agreement]
     assert taus == [("1", 3, pytest.approx(1.0)), ("2", 3, pytest.approx(1 / 3)), ("3", 1, None)]
     assert built.to_json()["claims"][0]["status"] == "fails"
+    assert best.unreachable is None and order.unreachable is None  # 8 pairs: 6 / 256 < 0.05
 
 
 @pytest.mark.parametrize(

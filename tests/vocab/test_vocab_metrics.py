@@ -34,14 +34,17 @@ from fedbench.vocab.metrics import (
     CURVE_METRICS,
     EVAL_METRICS,
     METRICS,
+    PERCENT,
     ROUND_FIELDS,
     axis_label,
     display_factor,
     display_unit,
+    format_percent,
     markdown_table,
     metric_curve,
     metric_label,
     metric_value,
+    to_percent,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -458,3 +461,13 @@ def test_every_metric_has_a_human_name_for_each_task():
     assert metric_label("personal_mean", ("segmentation",)) == "personal Dice"  # what it measures there
     # a table holding both tasks' runs (LG-Mix Table 4) names both
     assert metric_label("personal_mean", ("classification", "segmentation")) == "personal accuracy / personal Dice"
+
+
+def test_fractions_become_percentages_in_one_place():
+    assert PERCENT == 100.0
+    assert to_percent(0.9583333333333334) == 0.9583333333333334 * 100.0 and to_percent(1) == 100.0
+    assert to_percent(0.29) == 28.999999999999996  # the arithmetic the stored summary and the report share
+    assert format_percent(0.9583333333333334) == "95.83" and format_percent(0.0) == "0.00"
+    assert format_percent(None) == "–"
+    assert display_factor("test_acc") == PERCENT and display_factor("test_acc", percent=False) == 1.0
+    assert display_factor("test_loss") == 1.0

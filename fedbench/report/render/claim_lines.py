@@ -89,6 +89,7 @@ def claim_notes(table: Table) -> list[str]:
         out.append(f"{name}: {statement(result)}: {verdict_text(result)}.")
         if result.reason:
             continue
+        out += reach_line(name, result)
         for entry in result.groups:
             where = f"{name}, {entry.group}" if entry.group else name
             paper = "; the paper's own values do not rank them so" if entry.paper_agrees is False else ""
@@ -96,6 +97,19 @@ def claim_notes(table: Table) -> list[str]:
     if any(not r.reason for r in table.claims):
         out += rank_lines(table)
     return out
+
+
+def reach_line(name: str, result: ClaimResult) -> list[str]:
+    """Where the seeds cannot decide the claim at all: how far they fall short and how many would do."""
+    if result.unreachable is None:
+        return []
+    pairs, smallest, adjusted, needed = result.unreachable
+    tested = sum(c.p_claimed is not None for g in result.groups for c in g.comparisons)
+    return [
+        f"{name}: {pairs} seed pair{'s' if pairs != 1 else ''} cannot decide it: the smallest one-sided p is "
+        f"{smallest:.2g}, {adjusted:.2g} after Holm over its {tested} tested pair{'s' if tested != 1 else ''} "
+        f"(p < {ALPHA:.2g} needs {needed} seeds)."
+    ]
 
 
 def rank_lines(table: Table) -> list[str]:

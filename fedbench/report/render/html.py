@@ -28,6 +28,7 @@ from fedbench.report.render.notes import (
     row_name,
     summary,
     table_notes,
+    verdict_detail,
     verdict_mark,
 )
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve
@@ -43,7 +44,7 @@ td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
 td{text-align:right}th{background:#fafafa;text-align:left}
 .paper,.stat{color:#666;font-size:.85em;display:block}
 .better{color:#0a7d22}.worse{color:#b3261e}
-.reproduced{color:#0a7d22}.higher,.lower{color:#8a5a00}
+.reproduced{color:#0a7d22}.higher,.lower{color:#8a5a00}.inconclusive{color:#555}
 ul.notes{font-size:.85em;color:#444}
 img{max-width:100%;height:auto;display:block;margin:.5em 0}
 .plots{display:flex;flex-wrap:wrap;gap:.5em}.plots img{max-width:min(100%,36em)}
@@ -59,7 +60,7 @@ def _number(value: float | None, digits: int = 3) -> str:
 
 def cell_html(cell: Cell | None, figure: str) -> str:
     """One cell: ours with its baseline mark (and the paired difference, its 95 % CI and Holm p), the paper's
-    value with its verdict (and our 95 % interval)."""
+    value with its verdict (and the intervals of ours − paper against the margin)."""
     if cell is None:
         return "<td></td>"
     outcome = cell.comparison.outcome if cell.comparison else ""
@@ -79,11 +80,8 @@ def cell_html(cell: Cell | None, figure: str) -> str:
         if cell.difference is not None:
             text += f" (Δ {diff_text(cell, figure)})"
         parts.append(f'<span class="paper {status}">{html.escape(text + verdict_mark(cell))}</span>')
-        if verdict is not None and verdict.ci_low is not None:
-            parts.append(
-                f'<span class="stat">ours 95% CI [{_number(verdict.ci_low)}, {_number(verdict.ci_high)}]: '
-                f"{html.escape(status)}</span>"
-            )
+        if verdict is not None and verdict.ci90_low is not None:
+            parts.append(f'<span class="stat">{html.escape(verdict_detail(verdict))}</span>')
         elif verdict is not None and verdict.reason:
             parts.append(f'<span class="stat">{html.escape(verdict.reason)}</span>')
     return "<td>" + "".join(parts) + "</td>"

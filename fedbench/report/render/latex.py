@@ -43,6 +43,7 @@ def _latex_escape(text: str) -> str:
         ("↑", r"$\uparrow$"),
         ("↓", r"$\downarrow$"),
         ("≥", r"$\geq$"),
+        ("≈", r"$\approx$"),
     ):
         text = text.replace(a, b)
     return text

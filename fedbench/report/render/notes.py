@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedbench.recipes.views import DERIVED_MARK
-from fedbench.report.cells import MARKS, Cell, Table, reproduction_counts
+from fedbench.report.cells import MARKS, Cell, Table, Verdict, reproduction_counts
 from fedbench.report.render.claim_lines import claim_legend, claim_notes
-from fedbench.report.stats import CENSORED_RULE, reproduction_line
-from fedbench.vocab.figures import FIGURES, figure_label
-from fedbench.vocab.metrics import display_unit, metric_label
+from fedbench.report.stats import ALPHA, CENSORED_RULE, reproduction_line, unreachable_significance
+from fedbench.vocab.figures import FIGURES, figure_label, margin_text
+from fedbench.vocab.metrics import METRICS, display_unit, metric_label
 
 # After the name of a row or column of values added on the command line (--add): not the paper's, no published value.
 ADDED_MARK = "⁺"
@@ -107,9 +107,28 @@ def baseline_mark(cell: Cell) -> str:
 
 
 def verdict_mark(cell: Cell) -> str:
-    """ " ✓" reproduced, " ↑" / " ↓" ours higher / lower than the paper; nothing when not comparable."""
-    mark = cell.verdict.mark if cell.verdict else ""
-    return f" {mark}" if mark else ""
+    """ " ✓" reproduced, " ↑" / " ↓" ours higher / lower than the paper, " ?" inconclusive (with the seeds that
+    would likely decide it); nothing when not comparable."""
+    verdict = cell.verdict
+    if verdict is None or not verdict.mark:
+        return ""
+    if verdict.status == "inconclusive":
+        return f" ? (≈{verdict.seeds_needed} seeds)" if verdict.seeds_needed else " ? (no seed count decides it)"
+    return f" {verdict.mark}"
+
+
+def verdict_detail(verdict: Verdict) -> str:
+    """The verdict's intervals against its margin: "ours − paper +0.4, 90% [−0.3, 1.1], 95% [−0.5, 1.3] vs ±1
+    (t, ours minus the paper's value): inconclusive"."""
+
+    def number(value: float | None) -> str:
+        return "–" if value is None else f"{value:+.3g}"
+
+    return (
+        f"ours − paper {number(verdict.difference)}, 90% [{number(verdict.ci90_low)}, {number(verdict.ci90_high)}], "
+        f"95% [{number(verdict.ci_low)}, {number(verdict.ci_high)}] vs ±{verdict.margin:.3g} ({verdict.interval}): "
+        f"{verdict.status}"
+    )
 
 
 def diff_text(cell: Cell, figure: str) -> str:
@@ -149,6 +168,7 @@ def table_notes(table: Table) -> list[str]:
         out.append(f"[r×] = ratio to the {view.ratio_to} cell (paper's ratio in its own brackets).")
     if FIGURES[view.figure].states_target_rule and view.target_rule == "count_not_above":
         out.append("rounds to target counted as the number of rounds at or below the target (FedTrip's code).")
+    out += significance_reach(table)
     if any(c.verdict is not None for c in cells):
         out.append(f"{reproduction_text(table)}.")
     out += claim_notes(table)
@@ -210,17 +230,59 @@ def statistics_notes(table: Table, baseline: str | None) -> list[str]:
         if any(c.added and c.comparison is not None for c in table.cells.values()):
             across = f"the recipe's cells, and apart across the added ones {ADDED_MARK}"
         out.append(
-            f"▲/▼ better/worse than {baseline} (paired t-test over seeds, Holm-corrected across {across}, "
-            "p < 0.05); · no significant difference; no mark: fewer than two seed pairs."
+            f"▲/▼ better/worse than {baseline} (exact sign-flip permutation test of the mean paired difference over "
+            f"seeds, Holm-corrected across {across}, p < {ALPHA:g}); · no significant difference; no mark: fewer "
+            "than two seed pairs."
         )
         if FIGURES[table.view.figure].censored and any(c.censored or c.dropped for c in comparisons):
             out.append(f"baseline test on rounds: {CENSORED_RULE}.")
     if any(c.verdict is not None for c in table.cells.values()) and not table.synthetic and table.scale == "full":
-        tolerance = f" or within {table.view.tolerance:g} of ours" if table.view.tolerance else ""
+        view = table.view
+        if view.tolerance is not None:
+            margin = f"±{view.tolerance:g} (the recipe's tolerance)"
+        else:
+            margin = margin_text(view.figure, METRICS[view.metric].percent, view.percent)
         out.append(
-            f"✓ reproduced: the paper's value is inside our 95% t interval over seeds{tolerance}; "
-            "↑/↓ ours higher/lower than the paper."
+            f"✓ reproduced: the 90% interval of ours − paper lies within the margin {margin}; ↑/↓ ours higher/lower: "
+            "the 95% interval lies beyond it; ? inconclusive: neither (more seeds would decide it)."
         )
+    return out
+
+
+def _unreachable_families(table: Table) -> list[tuple[list[Cell], tuple[int, float, float, int]]]:
+    """The families of baseline tests (the recipe's cells, the added ones) whose seed count cannot reach
+    significance at all, each with ``stats.unreachable_significance``'s figures."""
+    tested = [c for c in table.cells.values() if c.comparison is not None and c.comparison.p_value is not None]
+    out = []
+    for family in ([c for c in tested if not c.added], [c for c in tested if c.added]):
+        reach = unreachable_significance([c.comparison.pairs for c in family])  # type: ignore[union-attr]
+        if reach is not None:
+            out.append((family, reach))
+    return out
+
+
+def significance_reach(table: Table) -> list[str]:
+    """A line per family of baseline tests whose seed count cannot reach significance at all: "3 seeds: the
+    smallest possible p is 0.25; no cell can be marked (6 seeds could); the paper ran 10 trials"."""
+    out = []
+    for family, (pairs, smallest, after_holm, needed) in _unreachable_families(table):
+        line = f"{pairs} seed{'s' if pairs != 1 else ''}: the smallest possible p is {smallest:.2g}"
+        if len(family) > 1 and smallest < ALPHA:
+            line += f", {after_holm:.2g} after Holm over {len(family)} tests"
+        line += f"; no {'added ' if family[0].added else ''}cell can be marked ({needed} seeds could)"
+        if table.trials is not None:
+            line += f"; the paper ran {table.trials} trial{'s' if table.trials != 1 else ''}"
+        out.append(line + ".")
+    return out
+
+
+def significance_reach_summary(table: Table) -> list[str]:
+    """``significance_reach`` in the words of a summary line: "3 seeds: p ≥ 0.25, no cell can be marked"."""
+    out = []
+    for family, (pairs, smallest, after_holm, _) in _unreachable_families(table):
+        bound = f"p ≥ {smallest:.2g}" + (f" (≥ {after_holm:.2g} after Holm)" if smallest < ALPHA else "")
+        cells = "added cell" if family[0].added else "cell"
+        out.append(f"{pairs} seed{'s' if pairs != 1 else ''}: {bound}, no {cells} can be marked")
     return out
 
 
@@ -266,6 +328,7 @@ def comparison_summary(table: Table) -> list[str]:
         methods.setdefault(method + (ADDED_MARK if cell.added else ""), []).append(cell)
     if not any(c.comparison and c.comparison.outcome for group in methods.values() for c in group):
         return [f"no method tested against {table.baseline} yet (fewer than two seed pairs in every cell)"]
+    reach = significance_reach_summary(table)
     lines = []
     for method, cells in methods.items():
         outcomes = [c.comparison.outcome if c.comparison else "" for c in cells]
@@ -275,7 +338,7 @@ def comparison_summary(table: Table) -> list[str]:
             if count:
                 parts.append(f"{words} {'' if parts else f'{preposition} {table.baseline} '}in {count}")
         lines.append(f"{method}: {', '.join(parts)} of {len(cells)} cell{'s' if len(cells) != 1 else ''}")
-    return lines
+    return lines + reach
 
 
 def summary(tables: list[Table]) -> list[tuple[str, list[str]]]:

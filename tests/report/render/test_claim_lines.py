@@ -18,6 +18,7 @@ from fedbench.report.render.claim_lines import (
     claims_summary,
     group_detail,
     rank_lines,
+    reach_line,
     statement,
     verdict_text,
 )
@@ -103,6 +104,30 @@ def test_why_a_group_holds_fails_or_is_inconclusive():
     assert group_detail(ClaimGroup(group="D")) == "nothing to compare with"
     untested = ClaimGroup(group="E", comparisons=[comparison("moon", "unclear")])
     assert group_detail(untested) == "fedtrip vs moon not significant: Δ –, p_Holm = –"
+
+
+def test_a_claim_its_seeds_cannot_decide_says_so_once():
+    assert reach_line("claim 1", result(groups=[HOLDS])) == []
+    short = result(groups=[OPEN], unreachable=(3, 0.125, 0.25, 6))
+    assert reach_line("claim 1", short) == [
+        "claim 1: 3 seed pairs cannot decide it: the smallest one-sided p is 0.12, 0.25 after Holm over its 0 tested "
+        "pairs (p < 0.05 needs 6 seeds)."
+    ]
+    OPEN.comparisons[1].p_claimed = 0.4
+    try:
+        one = result(groups=[OPEN], unreachable=(1, 0.5, 0.5, 6))
+        assert reach_line("claim 2", one) == [
+            "claim 2: 1 seed pair cannot decide it: the smallest one-sided p is 0.5, 0.5 after Holm over its 1 "
+            "tested pair (p < 0.05 needs 6 seeds)."
+        ]
+    finally:
+        OPEN.comparisons[1].p_claimed = None
+    table = claimed_table()
+    table.claims[0].unreachable = (3, 0.125, 0.25, 6)
+    notes = claim_notes(table)
+    assert notes[2] == reach_line("claim 1", table.claims[0])[0] and notes[3].startswith("claim 1, A: holds")
+    table.claims[0].reason = "synthetic data is not the paper's data"
+    assert not any("cannot decide" in line for line in claim_notes(table))
 
 
 def claimed_table(reason: str = "", synthetic: bool = False):

@@ -55,7 +55,7 @@ def test_one_page_per_paper_and_an_index(tmp_path):
     for paper in ("alpha", "beta"):
         page = (out.parent / f"{paper}.html").read_text()
         summary = page.split('id="table-0"')[0]
-        line = f"{paper}: 0 of 2 cells with a published number reproduced (0 higher, 0 lower, 2 not comparable)"
+        line = f"{paper}: 0 reproduced, 0 higher, 0 lower, 0 inconclusive, 2 not comparable of 2 cells with a published number"
         assert line in summary
         assert page.index("no finished run yet") > page.rindex('id="table-')  # the legend once, after the tables
         assert f"Best accuracy of {paper}" in page and "no finished run" in page

@@ -11,9 +11,9 @@ from fedbench.report.render.latex import _latex_escape, report_latex, to_latex
 
 def test_special_characters_are_escaped_and_the_backslash_first():
     assert _latex_escape(r"a_b & 50% #1 x^2 \ ") == r"a\_b \& 50\% \#1 x\^{}2 \textbackslash{} "
-    assert _latex_escape("±Δ†‡⁺<>—–▲▼·✓↑↓≥") == (
+    assert _latex_escape("±Δ†‡⁺<>—–▲▼·✓↑↓≥≈") == (
         r"$\pm$$\Delta$$^\dagger$$^\ddagger$$^{+}$$<$$>$----$\blacktriangle$$\blacktriangledown$$\cdot$$\surd$"
-        r"$\uparrow$$\downarrow$$\geq$"
+        r"$\uparrow$$\downarrow$$\geq$$\approx$"
     )
 
 

@@ -71,11 +71,14 @@ def report(registry_url: str, width: int, monkeypatch) -> str:
 GOLDEN_120 = """\
 Summary
   Best test accuracy (%) of the global model
-    fedprox: ▲ better than fedavg in 1 of 1 cell
+    fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Final test accuracy (%), mean of the last 5 rounds
     fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Rounds to 90% test accuracy
-    fedprox: ▼ worse than fedavg in 1 of 1 cell
+    fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Reproduction
     quickstart: no cell has a published number to compare with
 
@@ -84,9 +87,10 @@ Best test accuracy (%) of the global model
 ┃ algorithm ┃ best test accuracy (%) ┃
 ┡━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
 │ fedavg    │     93.30 ± 0.24 (n=3) │
-│ fedprox   │   95.73 ± 0.21 (n=3) ▲ │
+│ fedprox   │   95.73 ± 0.21 (n=3) · │
 └───────────┴────────────────────────┘
 cell: best test accuracy (%), mean ± std over seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Final test accuracy (%), mean of the last 5 rounds
 ┏━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
@@ -96,30 +100,35 @@ Final test accuracy (%), mean of the last 5 rounds
 │ fedprox   │                                93.33 ± 0.41 (n=3) · │
 └───────────┴─────────────────────────────────────────────────────┘
 cell: mean of the last 5 evaluations of test accuracy (%), mean ± std over seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Rounds to 90% test accuracy
 ┏━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
 ┃ algorithm ┃ rounds to 90% test accuracy ┃
 ┡━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
 │ fedavg    │                10 ± 0 (n=3) │
-│ fedprox   │            13 ± 0.8 (n=3) ▼ │
+│ fedprox   │            13 ± 0.8 (n=3) · │
 └───────────┴─────────────────────────────┘
 cell: rounds to 90% test accuracy, mean ± std over seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Legend
-  ▲/▼ better/worse than fedavg (paired t-test over seeds, Holm-corrected across the table, p < 0.05); · no significant
-  difference; no mark: fewer than two seed pairs.
+  ▲/▼ better/worse than fedavg (exact sign-flip permutation test of the mean paired difference over seeds,
+  Holm-corrected across the table, p < 0.05); · no significant difference; no mark: fewer than two seed pairs.
 """
 
 # At 80 columns, and piped (rich's width without a terminal): the same but for the notes' and legend's wrapping.
 GOLDEN_80 = """\
 Summary
   Best test accuracy (%) of the global model
-    fedprox: ▲ better than fedavg in 1 of 1 cell
+    fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Final test accuracy (%), mean of the last 5 rounds
     fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Rounds to 90% test accuracy
-    fedprox: ▼ worse than fedavg in 1 of 1 cell
+    fedprox: · no significant difference from fedavg in 1 of 1 cell
+    3 seeds: p ≥ 0.25, no cell can be marked
   Reproduction
     quickstart: no cell has a published number to compare with
 
@@ -128,9 +137,10 @@ Best test accuracy (%) of the global model
 ┃ algorithm ┃ best test accuracy (%) ┃
 ┡━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━┩
 │ fedavg    │     93.30 ± 0.24 (n=3) │
-│ fedprox   │   95.73 ± 0.21 (n=3) ▲ │
+│ fedprox   │   95.73 ± 0.21 (n=3) · │
 └───────────┴────────────────────────┘
 cell: best test accuracy (%), mean ± std over seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Final test accuracy (%), mean of the last 5 rounds
 ┏━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
@@ -141,31 +151,36 @@ Final test accuracy (%), mean of the last 5 rounds
 └───────────┴─────────────────────────────────────────────────────┘
 cell: mean of the last 5 evaluations of test accuracy (%), mean ± std over
 seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Rounds to 90% test accuracy
 ┏━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┓
 ┃ algorithm ┃ rounds to 90% test accuracy ┃
 ┡━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━━━━━━━━━┩
 │ fedavg    │                10 ± 0 (n=3) │
-│ fedprox   │            13 ± 0.8 (n=3) ▼ │
+│ fedprox   │            13 ± 0.8 (n=3) · │
 └───────────┴─────────────────────────────┘
 cell: rounds to 90% test accuracy, mean ± std over seeds.
+3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 Legend
-  ▲/▼ better/worse than fedavg (paired t-test over seeds, Holm-corrected across
-  the table, p < 0.05); · no significant difference; no mark: fewer than two
-  seed pairs.
+  ▲/▼ better/worse than fedavg (exact sign-flip permutation test of the mean
+  paired difference over seeds, Holm-corrected across the table, p < 0.05); · no
+  significant difference; no mark: fewer than two seed pairs.
 """
 
 GOLDEN_MARKDOWN = """\
 ### Summary
 
 - Best test accuracy (%) of the global model
-  - fedprox: ▲ better than fedavg in 1 of 1 cell
+  - fedprox: · no significant difference from fedavg in 1 of 1 cell
+  - 3 seeds: p ≥ 0.25, no cell can be marked
 - Final test accuracy (%), mean of the last 5 rounds
   - fedprox: · no significant difference from fedavg in 1 of 1 cell
+  - 3 seeds: p ≥ 0.25, no cell can be marked
 - Rounds to 90% test accuracy
-  - fedprox: ▼ worse than fedavg in 1 of 1 cell
+  - fedprox: · no significant difference from fedavg in 1 of 1 cell
+  - 3 seeds: p ≥ 0.25, no cell can be marked
 - Reproduction
   - quickstart: no cell has a published number to compare with
 
@@ -174,9 +189,10 @@ GOLDEN_MARKDOWN = """\
 | algorithm | best test accuracy (%) |
 |---|---|
 | fedavg | 93.30 ± 0.24 (n=3) |
-| fedprox | 95.73 ± 0.21 (n=3) ▲ |
+| fedprox | 95.73 ± 0.21 (n=3) · |
 
 - cell: best test accuracy (%), mean ± std over seeds.
+- 3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 ### Final test accuracy (%), mean of the last 5 rounds
 
@@ -186,19 +202,21 @@ GOLDEN_MARKDOWN = """\
 | fedprox | 93.33 ± 0.41 (n=3) · |
 
 - cell: mean of the last 5 evaluations of test accuracy (%), mean ± std over seeds.
+- 3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 ### Rounds to 90% test accuracy
 
 | algorithm | rounds to 90% test accuracy |
 |---|---|
 | fedavg | 10 ± 0 (n=3) |
-| fedprox | 13 ± 0.8 (n=3) ▼ |
+| fedprox | 13 ± 0.8 (n=3) · |
 
 - cell: rounds to 90% test accuracy, mean ± std over seeds.
+- 3 seeds: the smallest possible p is 0.25; no cell can be marked (6 seeds could).
 
 ### Legend
 
-- ▲/▼ better/worse than fedavg (paired t-test over seeds, Holm-corrected across the table, p < 0.05); · no significant difference; no mark: fewer than two seed pairs.
+- ▲/▼ better/worse than fedavg (exact sign-flip permutation test of the mean paired difference over seeds, Holm-corrected across the table, p < 0.05); · no significant difference; no mark: fewer than two seed pairs.
 """
 
 
@@ -218,8 +236,9 @@ def test_the_report_reads_summary_tables_legend_on_one_screen(golden):
     for key in ("test_acc", "last_k_mean", "rounds_to_target", "reproduction:"):
         assert key not in golden, f"a storage key or the old wording in what a person reads: {key}"
     summary = lines[: lines.index("")]
-    assert "    fedprox: ▲ better than fedavg in 1 of 1 cell" in summary  # best: FedProx's peak
-    assert "    fedprox: ▼ worse than fedavg in 1 of 1 cell" in summary  # rounds to 90 %: it reaches it later
+    # 3 seeds: no exact test can reach p < 0.05, so FedProx's higher peak and later 90 % are no significant difference
+    assert summary.count("    fedprox: · no significant difference from fedavg in 1 of 1 cell") == 3
+    assert summary.count("    3 seeds: p ≥ 0.25, no cell can be marked") == 3
     assert "    quickstart: no cell has a published number to compare with" in summary
 
 
@@ -257,6 +276,6 @@ def test_latex_reads_summary_tables_then_the_legend_once_as_a_note(quickstart_re
     tables = [i for i in range(len(latex)) if latex.startswith(r"\begin{table}", i)]
     assert summary == 0 and len(tables) == 3 and tables[-1] < legend
     assert latex.count("better/worse than fedavg") == 1 and "test_acc" not in latex
-    assert r"\item fedprox: $\blacktriangle$ better than fedavg in 1 of 1 cell" in latex
+    assert r"\item fedprox: $\cdot$ no significant difference from fedavg in 1 of 1 cell" in latex
     assert r"p $<$ 0.05" in latex  # text-mode "<" is another glyph in LaTeX's default font encoding
     assert r"algorithm & rounds to 90\% test accuracy \\" in latex
