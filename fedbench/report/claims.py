@@ -159,8 +159,8 @@ def claim_pairs(claim: Claim, labels: list[str]) -> list[tuple[str, str]]:
 def cell_sign(view: TableView, cell: Cell) -> int:
     """+1 when a higher figure is better in ``cell``, −1 when a lower one is: its metric's (the "metric"
     pseudo-axis gives each cell its own) and the figure's direction."""
-    metric = view.metrics.get(cell.labels.get("metric", ""), view.metric) if view.metrics else view.metric
-    return better_sign(view, metric)
+    label = cell.labels.get("metric")
+    return better_sign(view, view.metrics.get(label) if label is not None else None)
 
 
 def _compare(view: TableView, cells: dict[str, Cell], better: str, worse: str) -> ClaimComparison:

@@ -90,19 +90,22 @@ def test_groups_are_the_other_keys_labels_in_table_order_without_added_quoted_or
         cell("a", "x", [1.0, 2.0]),
         cell("c", "x", [1.0, 2.0]),
         cell("a", "y", [1.0, 2.0]),
-        cell("d", "y", [1.0, 2.0], added=True),
+        cell("d", "x", [1.0, 2.0], added=True),
+        cell("d", "y", [1.0, 2.0]),
         cell("e", "y", [1.0, 2.0], published_only=True),
         cell("f", "y", [1.0, 2.0], static=True),
+        Cell(row="g", column="y", labels={"dataset": "y"}, expected=1),  # no label on the axis
+        Cell(row="h", column="x", labels={"algorithm": "h"}, expected=1),  # none on the group's key
+        cell("h", "y", [1.0, 2.0]),
     ]
-    cells.append(Cell(row="g", column="y", labels={"dataset": "y"}, expected=1))  # no label on the axis
     built = table(cells)
     groups = claim_cells(built, "algorithm", ["dataset"])
     assert list(groups) == ["x", "y"]
-    assert {g: list(members) for g, members in groups.items()} == {"x": ["a", "c"], "y": ["a"]}
+    assert {g: list(members) for g, members in groups.items()} == {"x": ["a", "c"], "y": ["a", "d", "h"]}
     assert groups["x"]["c"] is built.cells[("c", "x")]
     assert list(claim_cells(built, "algorithm", [])) == [""]
     swapped = claim_cells(built, "dataset", ["algorithm"])
-    assert {g: list(m) for g, m in swapped.items()} == {"a": ["x", "y"], "c": ["x"]}  # g lacks a group key
+    assert {g: list(m) for g, m in swapped.items()} == {"a": ["x", "y"], "c": ["x"], "d": ["y"], "h": ["y"]}
 
 
 def test_the_better_side_of_a_cell_follows_its_metric_and_the_figure():
@@ -216,6 +219,12 @@ def test_the_correction_runs_over_every_comparison_of_the_claim_at_alpha(monkeyp
     assert result.groups[0].comparisons[0].p_claimed_holm == pytest.approx(0.048)
     strict = evaluate_claim(table([c for c in three_groups() if c.column != "z"]), BEST, alpha=0.048)
     assert strict.status == "inconclusive"  # p_Holm must be below alpha, not equal to it
+    fake_tests(monkeypatch, {(b, w, col): (0.024, -1.0) for b, w, col in TESTS if col != "z"})
+    against = evaluate_claim(table([c for c in three_groups() if c.column != "z"]), BEST)
+    assert against.status == "fails" and against.groups[0].comparisons[0].p_against_holm == pytest.approx(0.048)
+    assert evaluate_claim(table([c for c in three_groups() if c.column != "z"]), BEST, alpha=0.048).status == (
+        "inconclusive"
+    )
 
 
 def test_within_limits_the_groups_and_an_order_claim_tests_each_label_against_the_next(monkeypatch):
@@ -355,6 +364,22 @@ def test_rank_agreement_per_group_of_each_claimed_axis_over_labels_with_both_val
 
 
 def test_result_types_serialise_every_field():
+    assert ClaimComparison(better="c", worse="a").to_json() == {
+        "better": "c",
+        "worse": "a",
+        "pairs": 0,
+        "difference": None,
+        "p_value": None,
+        "p_claimed": None,
+        "p_claimed_holm": None,
+        "p_against_holm": None,
+        "outcome": "",
+        "reason": "",
+    }
+    fresh = ClaimResult(claim=BEST, axis="algorithm", noun="column")
+    assert (fresh.status, fresh.reason, fresh.groups, fresh.unreachable) == ("inconclusive", "", [], None)
+    assert fresh.to_json()["unreachable"] is None
+    assert (ClaimGroup(group="g").status, ClaimGroup(group="g").paper_agrees) == ("inconclusive", None)
     group = ClaimGroup(group="x", status="holds", comparisons=[ClaimComparison(better="c", worse="a")])
     assert group.to_json()["comparisons"] == [ClaimComparison(better="c", worse="a").to_json()]
     assert set(group.to_json()) == {"group", "status", "comparisons", "paper_agrees"}
