@@ -36,6 +36,7 @@ from fedbench.engine.contract import (
     _difference,
     _empty_client,
     _empty_first_client,
+    _fedavg_setting,
     _first_inexact,
     _Inexact,
     _not_finite,
@@ -521,6 +522,32 @@ def test_a_fedavg_setting_equal_to_fedavg_up_to_rounding_fails_saying_float32_ru
     assert 0 < float(found.group(1)) <= 4 and 0 < float(found.group(3)) <= 1e-9
 
 
+def test_a_fedavg_setting_whose_weights_left_fedavgs_but_not_yet_its_curve_fails_saying_so(monkeypatch):
+    """Weights one ulp off FedAvg's after the last round, the curve still FedAvg's: still a failure, since later
+    rounds would compound it; said in those words."""
+    name = register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO)
+    fedavg = history_run([[1.0, 1.0, 1.0]] * 9)
+    method = history_run([[1.0, 1.0, 1.0]] * 8 + [[1.0, 1.0 + 2 * EPS, 1.0]])
+    for run in (fedavg, method):
+        run.result = RunResult(status=RunStatus.DONE, rounds_done=8)
+    trained = []
+
+    def train(spec, history=False, float64=False):
+        trained.append((spec.algorithm, spec.rounds, history, float64))
+        return fedavg if spec.algorithm == "fedavg" or float64 else method
+
+    checker = SimpleNamespace(spec=contract_spec(name), train=train)
+    with pytest.raises(_Broken) as broken:
+        _fedavg_setting(checker)
+    assert trained == [("fedavgm", 8, True, False), ("fedavg", 8, True, False), ("fedavgm", 8, False, True),
+                       ("fedavg", 8, False, True)]  # fmt: skip
+    assert str(broken.value).endswith(
+        "round 8 is the first not FedAvg's bit for bit: the global weights' w differs by up to 2.38e-07 (max |Δ|, "
+        "over 1 of 2 entries), at most 2 ulp of a tensor's largest entry (rounding: within 4); its curve is still "
+        "FedAvg's after 8 rounds. In float64 it trains as FedAvg to within 0 (F64_ATOL = 1e-09)"
+    ), str(broken.value)
+
+
 def test_a_fedavg_setting_made_exact_passes_bit_for_bit(monkeypatch):
     result = check(register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
     assert (result["fedavg-setting"].status, result["fedavg-setting"].detail) == (
@@ -662,6 +689,8 @@ def test_a_run_trained_with_history_keeps_the_global_model_of_every_round_and_wh
     assert torch.equal(stopped.history[2].params, run.history[2].params)
     plain = checker.train(checker.spec)
     assert (plain.history, plain.parameters) == ([], [])
+    by_hand = _Run(None, [], plain.server, {})  # as the comparisons' tests build runs: no history unless given
+    assert (by_hand.history, by_hand.parameters) == ([], [])
 
 
 def test_each_result_is_heard_as_it_is_done_and_times_its_own_check():
@@ -907,14 +936,17 @@ def test_a_difference_is_measured_in_ulps_of_the_largest_magnitude_the_round_com
     assert _ulps(value, reference, before, EPS) == ulps
 
 
-def test_a_difference_of_another_dtype_is_no_rounding():
+def test_a_difference_of_another_dtype_or_against_no_tensor_is_no_rounding():
     x = torch.tensor([1.0, 2.0])
     assert _ulps(x.double(), x, x, EPS) == math.inf
+    assert _ulps(x, None, None, EPS) == _ulps(x, x + 1, None, EPS) == _ulps(None, x, x, EPS) == math.inf
 
 
 def test_rounding_is_a_difference_within_rounding_ulps():
     assert ROUNDING_ULPS == 4.0
     assert [_Inexact(1, "", ulps).rounding for ulps in (0.5, 4.0, 4.0001, math.inf)] == [True, True, False, False]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a finding, as found
+        _Inexact(1, "", 0.5).ulps = 0.0
 
 
 def history_run(params, buffers=None, losses=None, parameters=(("w", 0, 2), ("b", 2, 3))):
