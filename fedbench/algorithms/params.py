@@ -131,6 +131,13 @@ class FedImproParams(NoParams):
 class FedNovaParams(NoParams):
     normalize_buffers: bool = True
 
+    @classmethod
+    def result_revision(cls, spec: RunSpec) -> int:
+        # 2: a round in which every client's a_i is equal aggregates as FedAvg itself (Eq. 7 is then FedAvg), bit for
+        # bit, where 0.1.0 computed an algebraically equal form that rounds otherwise. Which rounds those are depends
+        # on the clients' data (their step counts), not on the spec alone, so every FedNova spec gets the revision.
+        return 2
+
 
 class FedNTDParams(NoParams):
     beta: float = Field(1.0, ge=0)
@@ -205,3 +212,10 @@ class ScaffoldParams(NoParams):
 class SlowMoParams(NoParams):
     beta: float = Field(0.9, ge=0, lt=1)  # slow momentum β
     slow_lr: float = Field(1.0, gt=0)  # slow learning rate α
+
+    @classmethod
+    def result_revision(cls, spec: RunSpec) -> int:
+        # 2: with β = 0 and α = 1 (its FedAvg setting) the server returns FedAvg's average itself, bit for bit, where
+        # 0.1.0 computed w − α(w − w̄)/α, which rounds otherwise; every other β and α trains as before
+        params = spec.algorithm_params
+        return 2 if params.get("beta", 0.9) == 0 and params.get("slow_lr", 1.0) == 1 else 1

@@ -163,6 +163,10 @@ def test_bad_parameters_fail_when_the_spec_is_built(setup, error, message):
         ({"algorithm": "fedfomo", "model": "fedbn_digit_cnn", "model_params": {}, "dataset": "digits5"}, 2),  # BN peers
         ({"algorithm": "fedfomo"}, 1),  # no BatchNorm: unchanged
         ({"algorithm": "fedavg"}, 1),
+        ({"algorithm": "fednova"}, 2),  # equal a_i: FedAvg's own aggregation (rounds depend on the data)
+        ({"algorithm": "slowmo", "algorithm_params": {"beta": 0.0, "slow_lr": 1.0}}, 2),  # its FedAvg setting
+        ({"algorithm": "slowmo", "algorithm_params": {"beta": 0.0, "slow_lr": 0.5}}, 1),
+        ({"algorithm": "slowmo", "algorithm_params": {"beta": 0.9}}, 1),
     ],
 )
 def test_a_fix_that_changes_a_specs_result_changes_its_hash(setup, revision):
