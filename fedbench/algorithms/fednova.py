@@ -9,7 +9,8 @@ Client i took τ_i local steps; its update is normalised by a_i, the ℓ1 norm o
 
 ρ is the client SGD momentum (0 for Adam). FedImpro [code] applies the same rule to every state_dict
 entry, BatchNorm running statistics included: ``normalize_buffers = true`` (default); false averages them.
-With equal τ_i and no momentum every a_i = τ, so FedNova reduces to FedAvg.
+With equal τ_i every a_i is equal, so FedNova reduces to FedAvg: there it returns FedAvg's average itself, bit for
+bit (the engine contract's FedAvg setting).
 """
 
 import torch
@@ -37,6 +38,12 @@ class FedNova(Algorithm):
     def aggregate(self, server, updates, round_index):
         p = self.aggregation_weights(updates)
         a = torch.tensor([u.extra["a"] for u in updates], dtype=torch.float64)
+        if len(set(a.tolist())) == 1:
+            # every a_i = a: τ_eff = a and w − a Σ p_i (w − w_i)/a = Σ p_i w_i, FedAvg's average (and the same for the
+            # buffers), taken as FedAvg computes it: the algebraically equal form rounds otherwise, and in float32
+            # the rounding compounds into another curve than FedAvg's
+            super().aggregate(server, updates, round_index)
+            return
         tau_eff = float((p * a).sum())
         # w^{t+1} = w^t − τ_eff Σ p_i (w^t − w_i)/a_i
         normalized = [_normalized(server.params - u.params, a_i) for u, a_i in zip(updates, a.tolist())]

@@ -7,7 +7,8 @@ step (SlowMo Alg. 1 lines 6–7):
 
 with w̄ the sample-weighted average of the client models, u^0 = 0 (``server.state``), γ_t the round's
 client lr. FedTrip [code ``examples/server_momentum``]: β = 0.9, slow lr α = 1, the first round a plain
-average — which this rule gives for α = 1 since u^0 = 0. β = 0 and α = 1 is FedAvg.
+average — which this rule gives for α = 1 since u^0 = 0. β = 0 and α = 1 is FedAvg: there the new weights are the
+average itself, bit for bit (the engine contract's FedAvg setting).
 """
 
 import torch
@@ -31,6 +32,11 @@ class SlowMo(Algorithm):
         # Alg. 1 line 6: u ← β u + (w^t − w̄)/γ_t
         momentum = self.params.beta * server.state["momentum"] + (server.params - averaged) / client_lr
         server.state["momentum"] = momentum
-        # line 7: w^{t+1} = w^t − α γ_t u
-        server.params = server.params - self.params.slow_lr * client_lr * momentum
+        if self.params.beta == 0 and self.params.slow_lr == 1:
+            # β = 0, α = 1: line 7 is w^t − γ_t (w^t − w̄)/γ_t = w̄, FedAvg's average, taken as it is: the algebraically
+            # equal form rounds otherwise, and in float32 the rounding compounds into another curve than FedAvg's
+            server.params = averaged
+        else:
+            # line 7: w^{t+1} = w^t − α γ_t u
+            server.params = server.params - self.params.slow_lr * client_lr * momentum
         server.buffers = average_buffers(updates, weights)

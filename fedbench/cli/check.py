@@ -52,7 +52,8 @@ def check_method(
     """Check a method against the engine contract, as fedbench's own methods are checked: evaluation leaves training
     unchanged, results do not depend on client order or on the process (keyed random streams), kill and resume
     gives the same curve, packed == sequential (if it declares packed_step), its declared FedAvg setting is FedAvg
-    (if it declares one), and a client with no training sample is harmless. A few small runs on the CPU (3 rounds of
+    bit for bit in float32 over 8 rounds at least (if it declares one), and a client with no training sample is
+    harmless. A few small runs on the CPU (3 rounds of
     4 clients on digits by default); a failure says what differed and how to fix it.
 
     Example: `fedbench check-method myprox --plugin my_methods.py` · `fedbench check-method fedprox --set

@@ -12,7 +12,7 @@ from typing import Any
 
 from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
-from fedbench.recipes.views import TableView, alternatives
+from fedbench.recipes.views import Claim, TableView, alternatives
 from fedbench.spec import RunSpec, seed_out_of_range
 from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
 from fedbench.vocab.figures import FIGURES
@@ -116,6 +116,10 @@ def _check_view(recipe: Recipe, view: TableView) -> None:
     _check_reproduces(recipe, view)
     _check_derived(recipe, view)
     _check_diagnostic(recipe, view)
+    if view.claims and view.kind != "runs":
+        raise _view_error(
+            recipe, view, f"claims are about a table of runs (this view is of kind {view.kind!r}): drop them"
+        )
     if view.kind in ("models", "overheads"):
         if not view.static_rows:
             raise _view_error(recipe, view, f"kind {view.kind!r} needs static_rows")
@@ -131,6 +135,8 @@ def _check_view(recipe: Recipe, view: TableView) -> None:
     _check_target(recipe, view)
     _check_cell_labels(recipe, view)
     _check_baseline(recipe, view)
+    for i, claim in enumerate(view.claims):
+        _check_claim(recipe, view, f"claims[{i}]", claim)
 
 
 def _check_reproduces(recipe: Recipe, view: TableView) -> None:
@@ -362,6 +368,59 @@ def _check_baseline(recipe: Recipe, view: TableView) -> None:
                 view,
                 f"baseline = {view.baseline!r} is not a label of axis {view.baseline_axis!r} ({', '.join(labels)})",
             )
+
+
+def _key_labels(recipe: Recipe, view: TableView, key: str) -> list[str]:
+    """The labels a row or column key takes in the view: a matrix axis's (those its ``where`` keeps) or a
+    pseudo-axis's ("client": the named clients and "Avg.", as the table builder expands them)."""
+    if key == "client":
+        return [*view.clients, "Avg."]
+    if key == "round":
+        return [str(r) for r in view.at_rounds]
+    if key == "metric":
+        return list(view.metrics)
+    labels = recipe.axis_labels(key)
+    kept = alternatives(view.where[key]) if key in view.where else labels
+    return [label for label in labels if label in kept]
+
+
+def _check_claim(recipe: Recipe, view: TableView, key: str, claim: Claim) -> None:
+    """A claim is of one kind (``best`` or an ``order`` of two or more labels), ranks labels of a row or column key
+    of the view along a figure with a better side, names groups the view has, and quotes the paper and where."""
+    if (claim.best is None) == (not claim.order):
+        what = (
+            "best and order are two kinds of claim: give one"
+            if claim.best is not None
+            else ('needs best = "<label>" (the label the paper says is best) or order = ["<label>", ...] (best first)')
+        )
+        raise _view_error(recipe, view, f"{key}: {what}")
+    if claim.order and len(set(claim.order)) < max(2, len(claim.order)):
+        raise _view_error(recipe, view, f"{key}.order = {claim.order!r}: an order needs two or more distinct labels")
+    axis = view.claim_axis(claim)
+    keys = view.rows + view.columns
+    if axis not in keys:
+        raise _view_error(recipe, view, f"{key}.axis = {axis!r} is not a row or column key ({', '.join(keys)})")
+    if FIGURES[view.figure].better == "none":
+        raise _view_error(recipe, view, f"{key}: figure {view.figure!r} has no better side, so nothing ranks first")
+    labels = _key_labels(recipe, view, axis)
+    for name, values in (("best", [claim.best] if claim.best is not None else []), ("order", claim.order)):
+        for value in values:
+            if value not in labels:
+                raise _view_error(
+                    recipe, view, f"{key}.{name} = {value!r}: no such label on {axis!r} ({', '.join(labels)})"
+                )
+    groups = {
+        " / ".join(p) for p in itertools.product(*(_key_labels(recipe, view, k) for k in view.claim_group_keys(claim)))
+    }
+    noun = view.claim_group_noun(claim)
+    for group in claim.within:
+        if group not in groups:
+            raise _view_error(
+                recipe, view, f"{key}.within = {group!r}: not a {noun} of the view ({', '.join(sorted(groups))})"
+            )
+    for name in ("quote", "location"):
+        if not getattr(claim, name).strip():
+            raise _view_error(recipe, view, f"{key}.{name} is empty: give the paper's sentence and where it says it")
 
 
 # ---------------------------------------------------------------------------------------- a compiled run

@@ -33,6 +33,26 @@ class StaticRow(Strict):
     algorithm_params: dict[str, Any] = {}
 
 
+class Claim(Strict):
+    """A claim the paper makes about a view's table, as data the report evaluates on our runs
+    (fedbench/report/claims.py): ``best``, one label of ``axis`` is better than every other label in each group of
+    cells (a column when ``axis`` is the row key, a row when it is the column key), or ``order``, its labels rank
+    in that order (best first) in each group; ``within`` limits the groups to those named. ``quote`` is the paper's
+    sentence and ``location`` where it says it, so a reader can check that the data states what the paper does."""
+
+    best: str | None = None
+    order: list[str] = []
+    axis: str | None = None  # unset: the view's baseline_axis
+    within: list[str] = []  # group labels (columns or rows, " / "-joined like the report's); empty: every group
+    quote: str
+    location: str
+
+    @property
+    def kind(self) -> str:
+        """ "best" or "order"."""
+        return "best" if self.best is not None else "order"
+
+
 class TableView(Strict):
     """One table or figure of a recipe: which runs it shows, the figure of their curves, the row and column axes, and
     the values the paper published for its cells."""
@@ -114,6 +134,8 @@ class TableView(Strict):
     # of accuracy): a cell reproduces the paper when the 90 % interval of ours − published lies inside ±δ. Unset:
     # the figure's default (fedbench.vocab.figures.default_margin).
     tolerance: float | None = Field(None, ge=0)
+    # The claims the paper makes about this table ([[tables.claims]]): evaluated on our runs by the report.
+    claims: list[Claim] = []
 
     @property
     def of_runs(self) -> bool:
@@ -143,6 +165,25 @@ class TableView(Strict):
 
     def is_derived(self, row: str, column: str, std: bool = False) -> bool:
         return any(r == row and c in (None, column) for r, c in self.derived_cells(std))
+
+    def claim_axis(self, claim: Claim) -> str:
+        """The axis whose labels ``claim`` ranks: its own, else the view's baseline axis."""
+        return claim.axis or self.baseline_axis
+
+    def claim_group_keys(self, claim: Claim) -> list[str]:
+        """The row and column keys besides the claim's axis: their labels, " / "-joined, name a group of cells."""
+        axis = self.claim_axis(claim)
+        return [key for key in self.rows + self.columns if key != axis]
+
+    def claim_group_noun(self, claim: Claim) -> str:
+        """What a group of the claim is called: "column" when the axis is the only row key, "row" when it is the
+        only column key, "table" when it is the only key, else "group"."""
+        axis = self.claim_axis(claim)
+        if not self.claim_group_keys(claim):
+            return "table"
+        if self.rows == [axis]:
+            return "column"
+        return "row" if self.columns == [axis] else "group"
 
     def view_metrics(self) -> list[tuple[str | None, str]]:
         """(label, curve metric) of each entry of the "metric" pseudo-axis; [(None, metric)] without one."""

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedbench.recipes.views import TableView
+
+if TYPE_CHECKING:
+    from fedbench.report.claims import ClaimResult, RankAgreement
 
 MARKS = {"better": "▲", "worse": "▼", "same": "·"}
 VERDICTS = ("reproduced", "higher", "lower", "inconclusive", "not_comparable")
@@ -185,6 +188,9 @@ class Table:
     # the tasks of its runs' data sets ("classification", "segmentation"): which human name its metric has
     tasks: tuple[str, ...] = ("classification",)
     trials: int | None = None  # the paper's trials per cell (the recipe's ``trials``), where its spec says
+    # the view's claims evaluated on the cells, and the rank agreement with the paper (fedbench.report.claims)
+    claims: list[ClaimResult] = field(default_factory=list)
+    rank_agreement: list[RankAgreement] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -215,6 +221,8 @@ class Table:
             "added_columns": self.added_columns,
             "reproduction": self.reproduction(),
             "trials": self.trials,
+            "claims": [claim.to_json() for claim in self.claims],
+            "rank_agreement": [entry.to_json() for entry in self.rank_agreement],
         }
 
     def reproduction(self) -> dict[str, int]:

@@ -19,6 +19,7 @@ from fedbench.recipes.schema import ADDED_LABEL, Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
+from fedbench.report.claims import evaluate_claims, rank_agreement
 from fedbench.report.stats import bootstrap_figures, compare_with_baseline, judges_figures, verdict
 from fedbench.spec import RunSpec
 from fedbench.vocab.figures import FIGURES
@@ -347,7 +348,7 @@ def build_table(
         notes.append(f"peak memory measured as: {measured}.")
     datasets = dict.fromkeys(p.spec.dataset for p in planned)
     tasks = tuple(dict.fromkeys(_task(name) for name in datasets)) or ("classification",)
-    return Table(
+    table = Table(
         recipe.name,
         recipe.paper,
         view,
@@ -363,6 +364,8 @@ def build_table(
         tasks,
         recipe.trials,
     )
+    table.claims, table.rank_agreement = evaluate_claims(table), rank_agreement(table)
+    return table
 
 
 def _task(dataset: str) -> str:

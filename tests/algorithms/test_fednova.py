@@ -49,7 +49,7 @@ def test_fednova_with_equal_steps_and_no_momentum_equals_fedavg(tmp_path):
     # local_steps makes every client take the same number of steps (FedAvg epochs would not).
     _, fedavg, avg_ckpt = train(make_spec("fedavg", local_steps=4, rounds=3), tmp_path, "a.pt")
     _, fednova, nova_ckpt = train(make_spec("fednova", local_steps=4, rounds=3), tmp_path, "n.pt")
-    assert torch.allclose(nova_ckpt["server"]["params"], avg_ckpt["server"]["params"], rtol=0, atol=F64_ATOL)
+    assert torch.equal(nova_ckpt["server"]["params"], avg_ckpt["server"]["params"])  # FedAvg's average, bit for bit
     assert [r.test_acc for r in fednova.records] == pytest.approx([r.test_acc for r in fedavg.records], abs=0.01)
 
 
@@ -72,6 +72,33 @@ def test_fednova_normalised_averaging_by_hand():
     assert torch.allclose(server.params, expected, rtol=0, atol=F64_ATOL)
     fedavg = weighted_average([u.params for u in updates], p)
     assert not torch.allclose(server.params, fedavg, atol=1e-3)  # unequal steps: not FedAvg
+
+
+@pytest.mark.parametrize("normalize_buffers", [True, False])
+def test_fednova_with_every_a_i_equal_returns_fedavgs_average_itself(normalize_buffers):
+    """Equal a_i (equal step counts, here with momentum 0.5: its FedAvg setting): in float32 the weights and buffers
+    are FedAvg's average bit for bit, where Eq. 7 written out, w − τ_eff Σ p_i (w − w_i)/a_i, rounds otherwise;
+    one unequal a_i and Eq. 7 is taken as it reads."""
+    torch.manual_seed(5)
+    w, mean = torch.randn(200), torch.randn(4)
+    sizes, p = [10, 30, 60], torch.tensor([0.1, 0.3, 0.6], dtype=torch.float64)
+    algorithm = build_algorithm("fednova", {"normalize_buffers": normalize_buffers})
+    for a in ([1.5, 1.5, 1.5], [1.5, 1.5, 2.0]):
+        updates = [
+            ClientUpdate(k, w + 0.1 * torch.randn(200), {"bn.mean": mean + torch.randn(4)}, n, 2, 0.0, {"a": a_k})
+            for k, (n, a_k) in enumerate(zip(sizes, a))
+        ]
+        server = ServerState(w.clone(), {"bn.mean": mean.clone()})
+        algorithm.aggregate(server, updates, 1)
+        fedavg = weighted_average([u.params for u in updates], p)
+        tau_eff = float((p * torch.tensor(a, dtype=torch.float64)).sum())
+        eq_7 = w - tau_eff * weighted_average([(w - u.params) / a_k for u, a_k in zip(updates, a)], p)
+        assert server.params.dtype == torch.float32 and not torch.equal(eq_7, fedavg)  # Eq. 7 rounds otherwise
+        if len(set(a)) == 1:
+            assert torch.equal(server.params, fedavg)
+            assert torch.equal(server.buffers["bn.mean"], weighted_average([u.buffers["bn.mean"] for u in updates], p))
+        else:
+            assert torch.equal(server.params, eq_7)
 
 
 # ------------------------------------------------------------------------------------------- FedNova

@@ -14,6 +14,7 @@ from algorithm_fixtures import (
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.base import weighted_average
 from fedbench.algorithms.context import ClientUpdate, ServerState
 from global_formula_fixtures import CLASSES, DIM, algorithm_flops, close
 
@@ -24,7 +25,31 @@ from global_formula_fixtures import CLASSES, DIM, algorithm_flops, close
 def test_slowmo_with_zero_momentum_and_unit_slow_lr_equals_fedavg(tmp_path):
     _, _, fedavg = train(make_spec("fedavg", rounds=3), tmp_path, "a.pt")
     _, _, slowmo = train(make_spec("slowmo", {"beta": 0.0, "slow_lr": 1.0}, rounds=3), tmp_path, "s.pt")
-    assert torch.allclose(slowmo["server"]["params"], fedavg["server"]["params"], rtol=0, atol=F64_ATOL)
+    assert torch.equal(slowmo["server"]["params"], fedavg["server"]["params"])  # w̄ itself, bit for bit
+
+
+@pytest.mark.usefixtures("linear_model")
+@pytest.mark.parametrize(("beta", "alpha"), [(0.0, 1.0), (0.0, 1.5), (0.5, 1.0)])
+def test_slowmo_returns_the_average_itself_at_zero_momentum_and_unit_slow_lr_only(beta, alpha):
+    """In float32, over two rounds: at β = 0, α = 1 (its FedAvg setting) the new weights are w̄ bit for bit, where
+    Alg. 1's line 7 written out, w − γ·(w − w̄)/γ, rounds otherwise; any other β or α takes line 7 as it reads."""
+    lr = 0.05
+    algorithm = build_algorithm("slowmo", {"beta": beta, "slow_lr": alpha})
+    algorithm.spec = make_spec("slowmo", optimizer={"lr": lr})
+    torch.manual_seed(3)
+    server = ServerState(torch.randn(200), {})
+    algorithm.init_server(server)
+    u = torch.zeros(200)
+    for round_index in (1, 2):
+        w = server.params
+        updates = [ClientUpdate(k, w + 0.1 * torch.randn(200), {}, n, 3, 0.0) for k, n in enumerate((10, 30))]
+        averaged = weighted_average([x.params for x in updates], torch.tensor([0.25, 0.75], dtype=torch.float64))
+        algorithm.aggregate(server, updates, round_index)
+        u = beta * u + (w - averaged) / lr
+        line_7 = w - alpha * lr * u
+        assert server.params.dtype == torch.float32 and not torch.equal(line_7, averaged)  # line 7 rounds otherwise
+        assert torch.equal(server.params, averaged if (beta, alpha) == (0.0, 1.0) else line_7), round_index
+        assert torch.equal(server.state["momentum"], u)  # u kept either way
 
 
 @pytest.mark.usefixtures("linear_model")

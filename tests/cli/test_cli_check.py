@@ -16,10 +16,11 @@ from fedbench.cli import app
 pytestmark = pytest.mark.usefixtures("fresh_plugins")  # every plug-in a test loads is forgotten after it
 runner = CliRunner()
 
-# A user's file: a FedProx variant that keeps the contract and declares its FedAvg setting, and one that keeps each
-# client's last model on the method object, where no checkpoint holds it.
+# A user's file: a FedProx variant that keeps the contract and declares its FedAvg setting, a FedAvgM whose FedAvg
+# setting is FedAvg only up to rounding, and one that keeps each client's last model on the method object, where no
+# checkpoint holds it.
 METHODS = '''
-"""Two methods of a user's own."""
+"""Three methods of a user's own."""
 import torch
 from pydantic import Field
 
@@ -41,6 +42,28 @@ class CheckedProx(Algorithm):
     def loss(self, ctx, x, y, logits):
         term = proximal(ctx.model.parameters(), ctx.global_tensors)  # FedProx Eq. 2
         return super().loss(ctx, x, y, logits) + 0.5 * self.params.mu * term
+
+
+class MomentumParams(NoParams):
+    beta: float = Field(0.9, ge=0, lt=1)
+
+
+@register_algorithm("fedavgm", fedavg_setting={"algorithm_params": {"beta": 0.0}})
+class FedAvgM(Algorithm):
+    """Server momentum as its update reads, v <- beta v + (w - avg), w <- w - lr v (lr 1): FedAvg at beta = 0 only
+    in exact arithmetic."""
+
+    Params = MomentumParams
+    params: MomentumParams
+
+    def init_server(self, server):
+        server.state["velocity"] = torch.zeros_like(server.params)
+
+    def aggregate(self, server, updates, round_index):
+        old = server.params
+        super().aggregate(server, updates, round_index)
+        server.state["velocity"] = self.params.beta * server.state["velocity"] + (old - server.params)
+        server.params = old - 1.0 * server.state["velocity"]
 
 
 @register_algorithm("forgetful")
@@ -114,8 +137,24 @@ def test_a_plugin_method_that_keeps_the_contract_passes_its_declared_fedavg_sett
         "empty-client": "PASS",
         "diagnostics": "PASS",
     }
-    assert "in its declared setting (mu=0.0) it trains as FedAvg, in float64 bit for bit" in lines["fedavg-setting"]
+    assert (  # over 8 rounds, though the other checks train 2
+        "in its declared setting (mu=0.0) it trains as FedAvg bit for bit in float32 for 8 rounds: every parameter "
+        "and buffer after every round, and the curve" in lines["fedavg-setting"]
+    )
     assert "method checkedprox does not declare a packed local step" in lines["packed"]
+
+
+def test_a_plugin_method_whose_fedavg_setting_is_fedavg_up_to_rounding_fails_it_and_exits_1(methods_file):
+    result = invoke("fedavgm", "--plugin", methods_file, "--property", "fedavg-setting")
+    assert result.exit_code == 1, result.output
+    assert lines_of(result.output)["fedavg-setting"].startswith(
+        "FAIL fedavg-setting: its declared FedAvg setting is FedAvg — equal up to rounding: float32 runs will drift "
+        "from FedAvg's curve; make the update exact (e.g. where the setting reduces the method to FedAvg, compute "
+        "what FedAvg computes: return the clients' average itself, base.weighted_average, instead of an "
+        "algebraically equal form such as old − lr·velocity). In its declared setting (beta=0.0), trained in float32 "
+        "for 8 rounds, round 1 is the first not FedAvg's bit for bit: the global weights' encoder.1.weight differs"
+    ), result.output
+    assert result.output.splitlines()[-1] == "fedavgm: 1 of 1 properties failed (fedavg-setting)"
 
 
 def test_a_plugin_method_whose_state_is_not_checkpointed_fails_resume_and_exits_1(methods_file):

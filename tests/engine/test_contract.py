@@ -8,6 +8,7 @@ client's sample count. Every built-in passes them (tests/engine/test_engine_cont
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import time
 from types import SimpleNamespace
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from pydantic import Field
 
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.base import weighted_average
@@ -22,8 +24,10 @@ from fedbench.algorithms.context import ServerState
 from fedbench.algorithms.fedavg import FedAvg
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.params import NoParams
 from fedbench.engine.contract import (
     PROPERTIES,
+    ROUNDING_ULPS,
     SETUP,
     Checker,
     PropertyResult,
@@ -32,10 +36,13 @@ from fedbench.engine.contract import (
     _difference,
     _empty_client,
     _empty_first_client,
+    _first_inexact,
+    _Inexact,
     _not_finite,
     _Run,
     _Sink,
     _state_difference,
+    _ulps,
     _unfinished,
     check_method,
     contract_spec,
@@ -97,10 +104,11 @@ def test_methods_that_keep_the_contract_pass_it(name, packed, fedavg_setting):
     assert results["empty-client"].detail == (
         "with client 0 holding no training sample: the run finished, its losses, weights and states finite"
     )
-    if fedavg_setting == "pass":  # the declared setting in words; how close, said last (here: nothing differs)
+    if fedavg_setting == "pass":  # the declared setting in words, then what was compared: in float32, bit for bit
         setting = {"fedprox": "mu=0.0", "ditto": "as it is"}[name]
         assert results["fedavg-setting"].detail == (
-            f"in its declared setting ({setting}) it trains as FedAvg, in float64 bit for bit"
+            f"in its declared setting ({setting}) it trains as FedAvg bit for bit in float32 for 8 rounds: every "
+            "parameter and buffer after every round, and the curve"
         )
     if packed == "skip":
         assert (
@@ -403,32 +411,131 @@ class ShiftedLogits(FedProx):
 
 
 def test_a_fedavg_setting_with_fedavgs_curve_but_other_weights_fails_naming_the_weights(monkeypatch):
+    """1 added to the output biases each round, for the 8 rounds the setting is checked over: 8 by the end."""
     name = register(monkeypatch, "shifted_logits", ShiftedLogits, fedavg_setting={"algorithm_params": {"mu": 0.0}})
     result = check(name, "fedavg-setting")["fedavg-setting"]
     assert result.status == "fail"
     assert re.match(
         r"in its declared FedAvg setting \(mu=0\.0\) it does not train as FedAvg \(float64, F64_ATOL = 1e-09\): the "
-        r"global weights differs by up to 3 \(max \|Δ\|, over 10 of \d+ entries\)\. ",
+        r"global weights differs by up to 8 \(max \|Δ\|, over 10 of \d+ entries\)\. ",
         result.detail,
     ), result.detail
 
 
 class NudgedLastRound(FedProx):
-    """FedProx that moves the global weights by 1e-12 after its last round: FedAvg at μ = 0 to within float64
-    rounding, not bit for bit."""
+    """FedProx that moves the global weights by 2⁻²⁰ of themselves (8 float32 ulps) after round 3, in float32 only:
+    its float64 runs are FedAvg's at μ = 0, bit for bit, its float32 runs differ by more than rounding."""
 
     def aggregate(self, server, updates, round_index):
         super().aggregate(server, updates, round_index)
-        if round_index == 3:
-            server.params = server.params + 1e-12
+        if round_index == 3 and server.params.dtype == torch.float32:
+            server.params = server.params * (1 + 2**-20)
 
 
-def test_a_fedavg_setting_met_to_within_rounding_passes_saying_how_close(monkeypatch):
+def test_a_fedavg_setting_missed_in_float32_only_fails_beyond_rounding(monkeypatch):
     name = register(monkeypatch, "nudged", NudgedLastRound, fedavg_setting={"algorithm_params": {"mu": 0.0}})
     result = check(name, "fedavg-setting")["fedavg-setting"]
-    assert (result.status, result.detail) == (
+    assert result.status == "fail"
+    assert re.match(
+        r"in its declared FedAvg setting \(mu=0\.0\) it does not train as FedAvg \(float32 for 8 rounds, bit for bit, "
+        r"(\d\.\d+) ulps: beyond rounding \(within 4\); float64 agrees\): after round 3, the global weights' "
+        r"encoder\.1\.weight differs by up to [\d.e-]+ \(max \|Δ\|, over \d+ of 1024 entries\)\. Either the setting",
+        result.detail,
+    ), result.detail
+    # 2⁻²⁰ of the largest entry is 8 ulps of it, give or take the rounding of the product
+    assert 7.5 <= float(re.search(r"(\d\.\d+) ulps", result.detail).group(1)) <= 8.5
+
+
+class DivergesInFloat32(FedProx):
+    """FedProx whose float32 runs diverge after round 2 (its float64 runs are FedAvg's at μ = 0)."""
+
+    def aggregate(self, server, updates, round_index):
+        super().aggregate(server, updates, round_index)
+        if round_index == 2 and server.params.dtype == torch.float32:
+            server.params = server.params * float("nan")
+
+
+def test_a_fedavg_setting_that_diverges_in_float32_only_fails_naming_the_run(monkeypatch):
+    name = register(monkeypatch, "diverges_in_f32", DivergesInFloat32, fedavg_setting={"algorithm_params": {"mu": 0.0}})
+    result = check(name, "fedavg-setting")["fedavg-setting"]
+    assert result.detail.startswith(
+        "in its declared FedAvg setting (mu=0.0) it does not train as FedAvg (float32 for 8 rounds, bit for bit; "
+        "float64 agrees): the run diverged at round 2: aggregated global weights contain NaN/inf. Either the setting"
+    ), result.detail
+
+
+class MomentumParams(NoParams):
+    beta: float = Field(0.9, ge=0, lt=1)
+
+
+class FedAvgMDrifting(FedAvg):
+    """FedAvgM (server momentum, server lr 1) as its update reads: v ← β·v + (w − w̄), w ← w − lr·v. At β = 0 it is
+    w − (w − w̄): FedAvg's average w̄ in exact arithmetic, not in floating point."""
+
+    Params = MomentumParams
+    lr = 1.0
+
+    def init_server(self, server):
+        server.state["velocity"] = torch.zeros_like(server.params)
+
+    def aggregate(self, server, updates, round_index):
+        old = server.params
+        super().aggregate(server, updates, round_index)  # server.params = w̄
+        server.state["velocity"] = self.params.beta * server.state["velocity"] + (old - server.params)
+        server.params = self.step(old, server.params, server.state["velocity"])
+
+    def step(self, old, averaged, velocity):
+        return old - self.lr * velocity
+
+
+class FedAvgMExact(FedAvgMDrifting):
+    """FedAvgM that returns w̄ itself where β = 0 makes its update FedAvg's."""
+
+    def step(self, old, averaged, velocity):
+        return averaged if self.params.beta == 0 else super().step(old, averaged, velocity)
+
+
+MOMENTUM_ZERO = {"algorithm_params": {"beta": 0.0}}
+
+
+def test_a_fedavg_setting_equal_to_fedavg_up_to_rounding_fails_saying_float32_runs_drift(monkeypatch):
+    """FedAvgM written old − lr·velocity: at β = 0 its float64 runs are FedAvg's to within 1e-16, its float32 weights
+    differ from round 1 on by under an ulp, and its curve leaves FedAvg's a few rounds later."""
+    result = check(register(monkeypatch, "fedavgm", FedAvgMDrifting, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    detail = result["fedavg-setting"].detail
+    assert result["fedavg-setting"].status == "fail"
+    assert detail.startswith(
+        "equal up to rounding: float32 runs will drift from FedAvg's curve; make the update exact (e.g. where the "
+        "setting reduces the method to FedAvg, compute what FedAvg computes: return the clients' average itself, "
+        "base.weighted_average, instead of an algebraically equal form such as old − lr·velocity). In its declared "
+        "setting (beta=0.0), trained in float32 for 8 rounds, round 1 is the first not FedAvg's bit for bit: the "
+        "global weights' encoder.1.weight differs by up to "
+    ), detail
+    found = re.search(
+        r"entries\), at most ([\d.e-]+) ulp of a tensor's largest entry \(rounding: within 4\); its curve leaves "
+        r"FedAvg's: round ([2-8])'s \w+ is [^;]+\. In float64 it trains as FedAvg to within ([\d.e-]+) "
+        r"\(F64_ATOL = 1e-09\)$",
+        detail,
+    )
+    assert found, detail
+    assert 0 < float(found.group(1)) <= 4 and 0 < float(found.group(3)) <= 1e-9
+
+
+def test_a_fedavg_setting_made_exact_passes_bit_for_bit(monkeypatch):
+    result = check(register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    assert (result["fedavg-setting"].status, result["fedavg-setting"].detail) == (
         "pass",
-        "in its declared setting (mu=0.0) it trains as FedAvg, in float64 to within 1e-12 (F64_ATOL = 1e-09)",
+        "in its declared setting (beta=0.0) it trains as FedAvg bit for bit in float32 for 8 rounds: every parameter "
+        "and buffer after every round, and the curve",
+    )
+
+
+def test_a_fedavg_setting_is_checked_over_the_runs_rounds_when_they_are_more_than_8(monkeypatch):
+    result = check(
+        register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting", rounds=9
+    )
+    assert result["fedavg-setting"].detail.startswith(
+        "in its declared setting (beta=0.0) it trains as FedAvg bit for bit in float32 for 9 rounds"
     )
 
 
@@ -534,6 +641,27 @@ def test_the_checks_runs_train_in_the_default_dtype_unless_asked_for_float64(tmp
     assert checker.options.device == "cpu"
     assert checker.reference().server.params.dtype == torch.float32
     assert checker.train(checker.spec, float64=True).server.params.dtype == torch.float64
+
+
+def test_a_run_trained_with_history_keeps_the_global_model_of_every_round_and_where_each_parameter_lies(tmp_path):
+    checker = Checker(contract_spec("fedavg", rounds=3), tmp_path)
+    run = checker.train(checker.spec, history=True)
+    assert [r.round for r in run.records] == [1, 2, 3] and len(run.history) == 4  # w^0, then every round's
+    assert torch.equal(run.history[-1].params, run.server.params) and run.history[-1].buffers == run.server.buffers
+    assert all(not torch.equal(a.params, b.params) for a, b in zip(run.history, run.history[1:]))
+    assert run.parameters == [
+        ("encoder.1.weight", 0, 1024),
+        ("encoder.1.bias", 1024, 1040),
+        ("classifier.weight", 1040, 1200),
+        ("classifier.bias", 1200, 1210),
+    ]
+    assert run.parameters[-1][2] == run.server.params.numel()
+    assert torch.equal(run.history[0].params, checker.train(checker.spec, stop_after=1, history=True).history[0].params)
+    stopped = checker.train(checker.spec, stop_after=2, history=True)  # a stop still stops, with the rounds it trained
+    assert stopped.result is None and len(stopped.history) == 3
+    assert torch.equal(stopped.history[2].params, run.history[2].params)
+    plain = checker.train(checker.spec)
+    assert (plain.history, plain.parameters) == ([], [])
 
 
 def test_each_result_is_heard_as_it_is_done_and_times_its_own_check():
@@ -745,6 +873,96 @@ def test_differences_of_numbers_and_one_entry_tensors_say_by_how_much():
     assert _difference(nan, 1.0, "loss") == "loss is nan in one run and 1.0 in the other (Δ nan)"
     assert _difference(0.5, 0.75, "loss", atol=0.25) is None  # to within atol, as for tensors
     assert _difference(0.5, 0.75, "loss", atol=0.125) == "loss is 0.5 in one run and 0.75 in the other (Δ 0.25)"
+
+
+EPS = 2.0**-23  # float32's eps
+
+
+@pytest.mark.parametrize(
+    ("value", "reference", "before", "ulps"),
+    [
+        ([2.0, 1.0 + 4 * EPS], [2.0, 1.0], [4.0, -1.0], 1.0),  # in ulps of 4, the largest entry at the round's start
+        ([8.0 + 8 * 6 * EPS, 1.0], [8.0, 1.0], [4.0, -1.0], 6.0),  # or after it, in FedAvg's run: 8
+        ([3, 1], [2, 1], [2, 1], math.inf),  # an integer tensor (a count): no rounding
+        ([2.0, 1.0], [2.0], [2.0], math.inf),  # unlike shapes
+        ([2.0, 1.5], [2.0, 1.0], [2.0, 1.0, 0.0], math.inf),  # a start of another shape: no size to measure by
+        ([1e-30, 0.0], [0.0, 0.0], [0.0, 0.0], math.inf),  # 0 throughout: no rounding makes anything of it
+        ([float("nan"), 1.0], [1.0, 1.0], [1.0, 1.0], math.inf),
+        (1.0, 1.0 - 2 * EPS, None, 2.0),  # a figure of the curve: in ulps of the larger of the two
+        (2.0, 1.0, None, 0.5 / EPS),
+        (float("nan"), 1.0, None, math.inf),
+        (0.0, -0.0, None, math.inf),  # two zeros: no size to measure by
+        (1.0, None, None, math.inf),
+        ({"a": 1.0}, {"a": 2.0}, None, math.inf),
+    ],
+)
+def test_a_difference_is_measured_in_ulps_of_the_largest_magnitude_the_round_computed_on(
+    value, reference, before, ulps
+):
+    def tensor(x):
+        return torch.tensor(x, dtype=torch.float32 if isinstance(x[0], float) else torch.int64) if x else x
+
+    if isinstance(value, list):
+        value, reference, before = tensor(value), tensor(reference), tensor(before)
+    assert _ulps(value, reference, before, EPS) == ulps
+
+
+def test_a_difference_of_another_dtype_is_no_rounding():
+    x = torch.tensor([1.0, 2.0])
+    assert _ulps(x.double(), x, x, EPS) == math.inf
+
+
+def test_rounding_is_a_difference_within_rounding_ulps():
+    assert ROUNDING_ULPS == 4.0
+    assert [_Inexact(1, "", ulps).rounding for ulps in (0.5, 4.0, 4.0001, math.inf)] == [True, True, False, False]
+
+
+def history_run(params, buffers=None, losses=None, parameters=(("w", 0, 2), ("b", 2, 3))):
+    """A finished run trained with ``history``: the global weights (and buffers) at w^0 and after each round, the
+    losses of the rounds (0.5 each unless given)."""
+    buffers = buffers or [{} for _ in params]
+    history = [
+        ServerState(params=torch.tensor(p, dtype=torch.float32), buffers={k: torch.tensor(v) for k, v in b.items()})
+        for p, b in zip(params, buffers)
+    ]
+    losses = losses or [0.5] * (len(params) - 1)
+    records = [
+        RoundRecord(round=r, train_loss=loss, wall_seconds=0.0, bytes_up=0, bytes_down=0, test_acc=0.5, test_loss=1.0)
+        for r, loss in enumerate(losses, 1)
+    ]
+    return _Run(None, records, history[-1], {}, history=history, parameters=list(parameters))
+
+
+def test_two_runs_differ_first_at_the_first_round_and_tensor_that_differ_and_by_that_rounds_worst_ulps():
+    start, one = [4.0, 1.0, 2.0], [2.0, 1.0, 8.0]
+    fedavg = history_run([start, one, [1.0, 0.5, 1.0]])
+    assert _first_inexact(fedavg, history_run([start, one, [1.0, 0.5, 1.0]])) is None
+    # round 2 (round 1 equal): w by 1 ulp of 2, b by 3 ulps of 8 (the largest entries at the round's start)
+    method = history_run([start, one, [1.0, 0.5 + 2 * EPS, 1.0 + 24 * EPS]])
+    assert _first_inexact(method, fedavg) == _Inexact(
+        2, "the global weights' w differs by up to 2.38e-07 (max |Δ|, over 1 of 2 entries)", 3.0
+    )
+
+
+def test_the_buffers_and_the_curve_are_compared_after_the_weights_each_round():
+    weights = [[1.0, 1.0, 1.0]] * 2
+    fedavg = history_run(weights, [{"bn.mean": [1.0], "bn.count": 1}] * 2)
+    counted = history_run(weights, [{"bn.mean": [1.0], "bn.count": 1}, {"bn.mean": [1.0 + 2 * EPS], "bn.count": 2}])
+    assert _first_inexact(counted, fedavg) == _Inexact(
+        1, "the global buffers['bn.count'] is 2 in one run and 1 in the other", math.inf
+    )
+    moved = history_run(weights, [{"bn.mean": [1.0], "bn.count": 1}, {"bn.mean": [1.0 + 2 * EPS], "bn.count": 1}])
+    assert _first_inexact(moved, fedavg) == _Inexact(
+        1, "the global buffers['bn.mean'] is 1.000000238418579 in one run and 1.0 in the other (Δ 2.38e-07)", 2.0
+    )
+    other_keys = history_run(weights, [{"bn.mean": [1.0], "bn.count": 1}, {"bn.mean": [1.0]}])
+    assert _first_inexact(other_keys, fedavg) == _Inexact(
+        1, "the global buffers has keys ['bn.mean'] in one run and ['bn.count', 'bn.mean'] in the other", math.inf
+    )
+    reported = history_run(weights, losses=[0.5 + 2**-25])  # the weights FedAvg's, the loss a rounding off
+    assert _first_inexact(reported, history_run(weights)) == _Inexact(
+        1, "round 1's train_loss is 0.5000000298023224 in one run and 0.5 in the other (Δ 2.98e-08)", 0.5 / (1 + 2**-24)
+    )
 
 
 def test_curves_and_states_differ_bit_for_bit_unless_given_a_tolerance():

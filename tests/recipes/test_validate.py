@@ -831,3 +831,105 @@ def test_every_run_the_view_selects_records_the_diagnostic_at_every_scale(write_
     assert "run algorithm=fedavg, local_epochs=1 (scale smoke)" in error(
         write_recipe, diagnostics_view(recipe=smoke_off)
     )
+
+
+# ------------------------------------------------------------------------------------------- the paper's claims
+QUOTED = 'quote = "X is best."\nlocation = "§5"\n'
+
+
+def claim(*lines: str) -> str:
+    """A ``[[tables.claims]]`` entry of GRID's view with ``lines`` and a quote and location."""
+    return "[[tables.claims]]\n" + "".join(f"{line}\n" for line in lines) + QUOTED
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            claim(),
+            'claims[0]: needs best = "<label>" (the label the paper says is best) or order = ["<label>", ...] '
+            "(best first)",
+        ),
+        (
+            claim('best = "fedavg"', 'order = ["fedavg", "fedprox"]'),
+            "claims[0]: best and order are two kinds of claim: give one",
+        ),
+        (claim('order = ["fedavg"]'), "claims[0].order = ['fedavg']: an order needs two or more distinct labels"),
+        (
+            claim('order = ["fedavg", "fedprox", "fedavg"]'),
+            "claims[0].order = ['fedavg', 'fedprox', 'fedavg']: an order needs two or more distinct labels",
+        ),
+        (
+            claim('best = "fedavg"', 'axis = "dataset"'),
+            "claims[0].axis = 'dataset' is not a row or column key (algorithm, local_epochs)",
+        ),
+        (
+            'figure = "best_round"\n' + claim('best = "fedavg"'),
+            "claims[0]: figure 'best_round' has no better side, so nothing ranks first",
+        ),
+        (claim('best = "fedavgg"'), "claims[0].best = 'fedavgg': no such label on 'algorithm' (fedavg, fedprox)"),
+        (
+            claim('order = ["fedprox", "fedavgg"]'),
+            "claims[0].order = 'fedavgg': no such label on 'algorithm' (fedavg, fedprox)",
+        ),
+        (
+            'where = { algorithm = "fedavg" }\n' + claim('best = "fedprox"'),
+            "claims[0].best = 'fedprox': no such label on 'algorithm' (fedavg)",
+        ),
+        (claim('best = "fedavg"', 'within = ["1", "3"]'), "claims[0].within = '3': not a column of the view (1, 2)"),
+        (
+            claim('best = "2"', 'axis = "local_epochs"', 'within = ["fedavgg"]'),
+            "claims[0].within = 'fedavgg': not a row of the view (fedavg, fedprox)",
+        ),
+        (
+            '[[tables.claims]]\nbest = "fedavg"\nquote = " "\nlocation = "§5"\n',
+            "claims[0].quote is empty: give the paper's sentence and where it says it",
+        ),
+        (
+            '[[tables.claims]]\nbest = "fedavg"\nquote = "q"\nlocation = ""\n',
+            "claims[0].location is empty: give the paper's sentence and where it says it",
+        ),
+        (
+            claim('best = "fedavg"') + claim('best = "fedproxx"'),
+            "claims[1].best = 'fedproxx': no such label on 'algorithm' (fedavg, fedprox)",
+        ),
+    ],
+)
+def test_a_claim_names_one_kind_labels_of_a_key_the_views_groups_and_the_paper(write_recipe, extra, message):
+    assert error(write_recipe, with_view(extra)) == f"FILE: tables 't': {message}"
+
+
+def test_claims_that_name_what_the_view_has_load(write_recipe):
+    extra = (
+        claim('best = "fedprox"', 'within = ["2"]')
+        + claim('order = ["fedprox", "fedavg"]')
+        + claim('best = "2"', 'axis = "local_epochs"', 'within = ["fedavg"]')
+    )
+    view = load_recipe(write_recipe(with_view(extra))).tables[0]
+    assert [(c.kind, c.best, c.order, c.within) for c in view.claims] == [
+        ("best", "fedprox", [], ["2"]),
+        ("order", None, ["fedprox", "fedavg"], []),
+        ("best", "2", [], ["fedavg"]),
+    ]
+    assert view.claims[0].quote == "X is best." and view.claims[0].location == "§5"
+
+
+def test_claims_on_the_client_axis_name_its_clients_and_their_average(write_recipe):
+    clients = GRID.replace('columns = ["local_epochs"]', 'columns = ["client"]\nclients = ["A", "B"]')
+    ok = clients + claim('best = "fedprox"', 'within = ["Avg.", "B"]')
+    assert load_recipe(write_recipe(ok)).tables[0].claims[0].within == ["Avg.", "B"]
+    bad = clients + claim('best = "fedprox"', 'within = ["C"]')
+    assert error(write_recipe, bad) == "FILE: tables 't': claims[0].within = 'C': not a column of the view (A, Avg., B)"
+
+
+def test_a_claim_without_its_quote_or_on_an_analytic_table_is_refused(write_recipe):
+    assert error(write_recipe, with_view('[[tables.claims]]\nbest = "fedavg"\nlocation = "§5"\n')) == (
+        "FILE: tables.0.claims.0.quote: Field required"
+    )
+    models = (
+        GRID + '\n[[tables]]\nname = "m"\nkind = "models"\n'
+        'static_rows = [{ label = "mlp", model = "digits_mlp", dataset = "digits" }]\n' + claim('best = "mlp"')
+    )
+    assert error(write_recipe, models) == (
+        "FILE: tables 'm': claims are about a table of runs (this view is of kind 'models'): drop them"
+    )

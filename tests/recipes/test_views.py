@@ -125,3 +125,22 @@ def test_a_run_figures_caption_names_no_curve_metric_and_derived_values_carry_th
     (cell_note,) = [n for n in notes(table) if n.startswith("cell: ")]
     assert ("test accuracy" in cell_note) == (figure == "best")
     assert "‡ paper value not printed in the paper" in render([table], "markdown")
+
+
+def test_a_claims_kind_axis_groups_and_their_name():
+    from fedbench.recipes.views import Claim
+
+    best = Claim(best="fedtrip", quote="q", location="§5")
+    order = Claim(order=["a", "b"], axis="case", quote="q", location="§5")
+    assert (best.kind, order.kind) == ("best", "order")
+    view = TableView(name="t", rows=["algorithm"], columns=["dataset", "setting"], baseline_axis="algorithm")
+    assert view.claim_axis(best) == "algorithm" and view.claim_axis(order) == "case"
+    assert view.claim_group_keys(best) == ["dataset", "setting"]
+    assert view.claim_group_noun(best) == "column"
+    swapped = TableView(name="t", rows=["dataset", "setting"], columns=["algorithm"])
+    assert swapped.claim_group_keys(best) == ["dataset", "setting"] and swapped.claim_group_noun(best) == "row"
+    assert TableView(name="t", rows=["algorithm"]).claim_group_noun(best) == "table"
+    both = TableView(name="t", rows=["algorithm", "dataset"], columns=["setting"])
+    assert both.claim_group_keys(best) == ["dataset", "setting"] and both.claim_group_noun(best) == "group"
+    assert TableView(name="t", rows=["x"], columns=["algorithm", "y"]).claim_group_noun(best) == "group"
+    assert TableView(name="t").claims == []

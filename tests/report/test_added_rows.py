@@ -196,9 +196,9 @@ target_by = { fedavg = 50, fedprox = 50 }
 
 
 def test_an_added_row_without_a_target_says_so_and_set_for_gives_it_one(stored, registry_url, write_recipe):
-    from conftest import TINY_RECIPE
     from typer.testing import CliRunner
 
+    from conftest import TINY_RECIPE
     from fedbench.cli import app
 
     # the same runs (a view changes no spec hash), with a rounds-to-target view whose targets are per row

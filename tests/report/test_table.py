@@ -625,3 +625,18 @@ def test_a_seed_mean_curve_cell_gets_its_bootstrap_only_where_it_gets_a_verdict(
     smoke = build_table(recipe, view, registry, scale="smoke").cells
     assert all(c.bootstrap is None for c in smoke.values())
     assert build_table(recipe, view, registry, synthetic=True).cells[("fedavg", "")].bootstrap is None
+
+
+def test_the_views_claims_and_rank_agreement_are_evaluated_on_the_built_cells(stored):
+    from fedbench.recipes.views import Claim
+
+    claim = Claim(best="fedavg", quote="FedAvg is best.", location="§1")
+    built = table(stored, figure="best", published={"fedavg": 90.0, "fedprox": 80.0}, claims=[claim])
+    assert [result.claim for result in built.claims] == [claim]
+    group = built.claims[0].groups[0]
+    comparison = group.comparisons[0]
+    assert (group.group, comparison.better, comparison.worse, comparison.pairs) == ("", "fedavg", "fedprox", 2)
+    assert comparison.difference == pytest.approx(27.5)  # seeds 0, 1: (80 − 85 + 90 − 30) / 2
+    assert [(e.group, e.n, e.tau) for e in built.rank_agreement] == [("", 2, pytest.approx(1.0))]
+    plain = table(stored, figure="best")
+    assert (plain.claims, plain.rank_agreement) == ([], [])

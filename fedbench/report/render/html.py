@@ -14,6 +14,7 @@ from typing import Any
 from fedbench.recipes.schema import Recipe
 from fedbench.report.cells import Cell, Table
 from fedbench.report.collect import EmptyRegistry
+from fedbench.report.render.claim_lines import claims_summary
 from fedbench.report.render.notes import (
     baseline_mark,
     column_names,
@@ -110,7 +111,7 @@ def page(tables: list[Table], title: str, extras: dict[int, str] | None = None) 
     reproduced), then each table with its marks and notes, followed by ``extras[i]`` (HTML: plots, run
     drill-down) for table ``i``, then the legend of the marks once."""
     body = [f"<h1>{html.escape(title)}</h1>", '<div class="summary" id="summary"><ul>']
-    for heading, lines in summary(tables):
+    for heading, lines in summary(tables) + claims_summary(tables):
         items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
         body.append(f"<li>{html.escape(heading)}<ul>{items}</ul></li>")
     body.append("</ul></div>")

@@ -4,6 +4,7 @@ legend of the marks once as a footnote-size note (the marks need amssymb)."""
 from __future__ import annotations
 
 from fedbench.report.cells import Table
+from fedbench.report.render.claim_lines import claims_summary
 from fedbench.report.render.notes import (
     column_names,
     flat_cell,
@@ -27,6 +28,7 @@ def _latex_escape(text: str) -> str:
         ("^", r"\^{}"),  # before the replacements below, which write ^ themselves
         ("±", r"$\pm$"),
         ("Δ", r"$\Delta$"),
+        ("τ", r"$\tau$"),
         ("†", r"$^\dagger$"),
         ("‡", r"$^\ddagger$"),
         ("⁺", r"$^{+}$"),
@@ -72,7 +74,7 @@ def to_latex(table: Table) -> str:
 def report_latex(tables: list[Table]) -> str:
     """The LaTeX report: the summary as an itemized list, the tables, then the legend once as a note."""
     lines = [r"\paragraph{Summary.}", r"\begin{itemize}"]
-    for heading, items in summary(tables):
+    for heading, items in summary(tables) + claims_summary(tables):
         lines += [f"\\item {_latex_escape(heading)}", r"\begin{itemize}"]
         lines += [f"\\item {_latex_escape(item)}" for item in items]
         lines.append(r"\end{itemize}")

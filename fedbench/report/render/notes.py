@@ -16,6 +16,7 @@ from typing import Any
 
 from fedbench.recipes.views import DERIVED_MARK
 from fedbench.report.cells import MARKS, Cell, Table, Verdict, reproduction_counts
+from fedbench.report.render.claim_lines import claim_legend, claim_notes
 from fedbench.report.stats import ALPHA, CENSORED_RULE, reproduction_line, unreachable_significance
 from fedbench.vocab.figures import FIGURES, figure_label, margin_text
 from fedbench.vocab.metrics import METRICS, display_unit, metric_label
@@ -174,6 +175,7 @@ def table_notes(table: Table) -> list[str]:
     out += significance_reach(table)
     if any(c.verdict is not None for c in cells):
         out.append(f"{reproduction_text(table)}.")
+    out += claim_notes(table)
     return out
 
 
@@ -209,6 +211,7 @@ def legend_notes(table: Table, baseline: str | None = None) -> list[str]:
         out.append(FIGURES[table.view.figure].note)
     if table.view.published_ratio:
         out.append("the paper's [r×] is recomputed from its values; (printed r×) where the paper printed another.")
+    out += claim_legend(table)
     return out
 
 

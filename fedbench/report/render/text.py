@@ -10,6 +10,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from fedbench.report.cells import Table
+from fedbench.report.render.claim_lines import claims_summary
 from fedbench.report.render.notes import (
     baseline_mark,
     column_names,
@@ -75,7 +76,7 @@ def to_rich(table: Table) -> Group:
 
 def summary_rich(tables: list[Table]) -> Group:
     parts: list[Any] = [Text("Summary", style="bold")]
-    for heading, lines in summary(tables):
+    for heading, lines in summary(tables) + claims_summary(tables):
         parts.append(Indented(heading, 2))
         parts += [Indented(line, 4) for line in lines]
     return Group(*parts)
@@ -115,7 +116,7 @@ def to_markdown(table: Table) -> str:
 def report_markdown(tables: list[Table]) -> str:
     """The Markdown report: the summary, the tables, then the legend once."""
     out = ["### Summary", ""]
-    for heading, lines in summary(tables):
+    for heading, lines in summary(tables) + claims_summary(tables):
         out.append(f"- {heading}")
         out += [f"  - {line}" for line in lines]
     body = "\n".join(out) + "\n"
