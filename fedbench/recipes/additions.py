@@ -15,8 +15,10 @@ baseline like every row, and never attaches a published value to it.
 
 ``--set-for`` merges setup values into the cells whose label on AXIS is LABEL (an added value or the recipe's
 own), last: after ``--set`` (the merge order in docs/recipes.md). ``--set-for AXIS=LABEL:target=VALUE`` instead gives
-the row or column LABEL its target in every table view that counts rounds (or GFLOPs, bytes) to a target (the view's
-``target_by``): an added case of FedTrip Table IV has none of its own. Typer cannot declare an option that takes two
+the row or column LABEL its target in every table view that counts rounds (or GFLOPs, bytes) to a target and shows
+AXIS in its rows or columns (the view's ``target_by``, for each row or column key holding LABEL): an added case of
+FedTrip Table IV has none of its own. It is not a setup key, so the runs are the same; it is refused for a row or
+column that has a target already (the paper's), whose published value and baseline test are at that target. Typer cannot declare an option that takes two
 values and repeats, so the selector and the setting are one argument, joined by the first ``:`` that is followed
 by a setup key and ``=``.
 
@@ -26,6 +28,7 @@ each recipe that has its selector's label; an axis no recipe varies, or a label 
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -38,7 +41,9 @@ from fedbench.recipes.assignments import label_filters, parse_assignment
 from fedbench.recipes.expand import assignments_to_dict
 from fedbench.recipes.schema import ADDED_LABEL, Combination, Recipe
 from fedbench.recipes.validate import check_recipe
+from fedbench.recipes.views import TableView
 from fedbench.vocab.figures import FIGURES
+from fedbench.vocab.metrics import display_unit
 
 # AXIS=LABEL:KEY=VALUE: the selector ends at the first ":" followed by a (dotted) setup key and "="
 SET_FOR = re.compile(r"(?P<selector>[^=]+=.*?):(?P<setting>\s*[A-Za-z_][\w.]*\s*=.*)", re.DOTALL)
@@ -114,19 +119,80 @@ class Additions:
 
 
 def _with_target(recipes: list[Recipe], selected: list[int], setting: Setting) -> None:
-    """Give ``setting.label`` its target in every to-target view of the ``selected`` recipes (in place)."""
+    """Give ``setting.label`` its target in every to-target view of the ``selected`` recipes that shows its axis as
+    (part of) its rows or columns: ``target_by`` of each row or column key holding the label (in place). A recipe's
+    own value that a view already gives a target (the paper's) keeps it: another would be judged against the
+    paper's figure for the paper's target."""
+    assert setting.target is not None  # called for a target setting only
     found = False
     for i in selected:
-        views = []
-        for view in recipes[i].tables:
-            if FIGURES[view.figure].needs_target:
+        recipe, views = recipes[i], []
+        for view in recipe.tables:
+            keys = _target_keys(recipe, view, setting.axis, setting.label)
+            if keys:
                 found = True
-                view = view.model_copy(update={"target_by": {**view.target_by, setting.label: setting.target}})
+                _check_target(recipe, view, setting, keys)
+                view = view.model_copy(update={"target_by": {**view.target_by, **dict.fromkeys(keys, setting.target)}})
             views.append(view)
-        recipes[i] = recipes[i].model_copy(update={"tables": views})
+        recipes[i] = recipe.model_copy(update={"tables": views})
     if not found:
         names = ", ".join(str(_source(recipes[i])) for i in selected)
-        raise ConfigError(f"--set-for {setting.text}: no table view of {names} has a target to set")
+        raise ConfigError(
+            f"--set-for {setting.text}: no table view of {names} counts to a target by {setting.axis!r} (in its rows "
+            "or columns), so there is no target to set"
+        )
+
+
+def _target_keys(recipe: Recipe, view: TableView, axis: str, label: str) -> list[str]:
+    """The row (or column) keys of ``view`` whose label on ``axis`` is ``label``, as the report joins a side's
+    labels (" / "); none when the view counts to no target or shows ``axis`` on neither side."""
+    if not FIGURES[view.figure].needs_target:
+        return []
+    side = view.rows if axis in view.rows else view.columns if axis in view.columns else None
+    return [] if side is None else _side_keys(recipe, view, side, {axis: label})
+
+
+def _side_keys(recipe: Recipe, view: TableView, side: list[str], fixed: dict[str, str]) -> list[str]:
+    """Every key of a side of ``view`` (its rows' or columns' axes), with the labels of ``fixed`` on their axes."""
+    parts = []
+    for key in side:
+        if key in fixed:
+            parts.append([fixed[key]])
+        elif key in recipe.matrix:
+            parts.append(recipe.axis_labels(key))
+        elif key == "round":
+            parts.append([str(r) for r in view.at_rounds])
+        elif key == "metric":
+            parts.append(list(view.metrics))
+        else:  # the "client" pseudo-axis: the view's clients and their average (report.table._with_clients)
+            parts.append([*view.clients, "Avg."])
+    return [" / ".join(p) for p in itertools.product(*parts)]
+
+
+def _check_target(recipe: Recipe, view: TableView, setting: Setting, keys: list[str]) -> None:
+    """A target in the unit the view shows (a % accuracy, never a fraction), for a row or column whose cells the view
+    gives no target: one that has one (the paper's, or the view's ``target``) keeps it, so its published value is
+    judged, and it is tested against the baseline, at the target the recipe gives."""
+    assert setting.target is not None  # called for a target setting only
+    if display_unit(view.metric, view.percent) == "%" and not 1 < setting.target <= 100:
+        raise ConfigError(
+            f"--set-for {setting.text}: table {view.name!r} of {_source(recipe)} counts to a target in % (e.g. "
+            f"target=60 for 60 %); {setting.target:g} is not one"
+        )
+    other = _side_keys(recipe, view, view.columns if setting.axis in view.rows else view.rows, {})
+    named = [key for key in [*keys, *other] if key in view.target_by]  # a cell's target: its row's, its column's
+    if view.target is None and not named:
+        return
+    has = (
+        f"target = {view.target:g}"
+        if view.target is not None
+        else f"target_by {named[0]!r} = {view.target_by[named[0]]:g}"
+    )
+    raise ConfigError(
+        f"--set-for {setting.text}: {setting.label!r} already has a target in table {view.name!r} of "
+        f"{_source(recipe)} ({has}); target= gives one to a row or column that has none, such as a value added "
+        "with --add"
+    )
 
 
 def _added(text: str) -> Added:

@@ -224,6 +224,12 @@ def _with_added(recipe: Recipe, labels: dict[str, str]) -> dict[str, str]:
     return {**labels, ADDED_LABEL: ",".join(axes)} if axes else labels
 
 
+def added_axes(labels: Mapping[str, str]) -> list[str]:
+    """The axes on which a cell's value is one ``--add`` appended, read from its labels (``_with_added``); none for
+    a cell of the recipe's own values."""
+    return labels[ADDED_LABEL].split(",") if ADDED_LABEL in labels else []
+
+
 def _combined(recipe: Recipe, setup: dict[str, Any], labels: dict[str, str]) -> dict[str, Any] | None:
     """The setup with the ``set`` of every combination rule matching ``labels`` merged in, in the recipe's order;
     None when a matching rule skips the cell."""

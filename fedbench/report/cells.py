@@ -109,6 +109,7 @@ class Cell:
     published_only: bool = False  # a row the paper quotes from another paper: no run (view.published_only)
     added: bool = False  # a cell of a value added on the command line (--add): never a published value
     no_target: bool = False  # a to-target figure where the view gives this row or column no target
+    target: float | None = None  # a to-target figure's target, in the unit the table shows (None: none)
     run_ids: list[int] = field(default_factory=list)  # registry ids of the runs, aligned with ``seeds``
     runs: list[Any] = field(default_factory=list, repr=False, compare=False)  # their registry rows (HTML drill-down)
     # a figure of the seed-mean curve: that figure over resamples of the seeds (stats.bootstrap_figures), for its
@@ -160,6 +161,7 @@ class Cell:
             "published_only": self.published_only,
             "added": self.added,
             "no_target": self.no_target,
+            "target": self.target,
             "run_ids": self.run_ids,
             "baseline": self.comparison.to_json() if self.comparison else None,
             "verdict": self.verdict.to_json() if self.verdict else None,

@@ -19,7 +19,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from fedbench.report.cells import Cell, Table
-from fedbench.report.render.notes import figure_heading, ours_text
+from fedbench.report.render.notes import NO_TARGET, figure_heading, ours_text
 from fedbench.report.stats import ALPHA, smallest_two_sample_p, two_sample_permutation_test
 from fedbench.vocab.figures import FIGURES
 
@@ -70,6 +70,9 @@ def pair_cells(a: Cell, b: Cell, figure: str) -> CellPair:
     pair = CellPair(a.row, a.column, a, b)
     if not a.n or not b.n:
         pair.reason = "no finished run in " + ("A and B" if not a.n and not b.n else "A" if not a.n else "B")
+        return pair
+    if a.no_target or b.no_target:  # nothing to reach, so nothing to compare (never "R + 1" on both sides)
+        pair.reason = NO_TARGET
         return pair
     x, y = _figures(a, figure), _figures(b, figure)
     if x and y:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from fedbench import metrics
-from fedbench.recipes.expand import PlannedRun, expand
+from fedbench.recipes.expand import PlannedRun, added_axes, expand
 from fedbench.recipes.schema import ADDED_LABEL, Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
@@ -286,8 +286,10 @@ def build_table(
             expected=len(members),
             added=ADDED_LABEL in members[0].labels,
         )
-        # a to-target figure of a row or column the view gives no target (an added case of FedTrip Table IV)
-        cell.no_target = FIGURES[view.figure].needs_target and cell_target is None
+        if FIGURES[view.figure].needs_target:
+            cell.target = cell_target
+            # a to-target figure of a row or column the view gives no target (an added case of FedTrip Table IV)
+            cell.no_target = cell_target is None
         if not cell.added:  # the paper published nothing for a value added on the command line
             cell.take_published(view)
         seed_curves = []
@@ -338,10 +340,8 @@ def build_table(
     unit = FIGURES[view.figure].unit
     if unit is None:  # a value of the metric: in its displayed unit, where all the view's metrics share one
         unit = units.pop() if len(units) == 1 else ""
-    added = (
-        [r for r in rows if r and _all_added(cells, r, 0)],
-        [c for c in columns if c and _all_added(cells, c, 1)],
-    )
+    added_rows, added_columns = _added_keys(planned, view.rows), _added_keys(planned, view.columns)
+    added = ([r for r in rows if r in added_rows], [c for c in columns if c in added_columns])
     notes = []
     if memory_measures:
         measured = ", ".join(f"{measure} ({n} runs)" for measure, n in sorted(memory_measures.items()))
@@ -376,10 +376,11 @@ def _task(dataset: str) -> str:
     return getattr(meta, "task", "classification")
 
 
-def _all_added(cells: dict[tuple[str, str], Cell], key: str, side: int) -> bool:
-    """Whether the row (``side`` 0) or column (1) ``key`` holds added cells only: a value ``--add`` appended."""
-    mine = [cell for pair, cell in cells.items() if pair[side] == key]
-    return bool(mine) and all(cell.added for cell in mine)
+def _added_keys(planned: list[PlannedRun], keys: list[str]) -> set[str]:
+    """The rows (``keys``: the view's rows) or columns of values ``--add`` appended: those of the runs whose added
+    axes are among ``keys``. A row of the recipe's values is not one, even where every cell shown is added (``--only``
+    on an added column)."""
+    return {_key(p.labels, keys) for p in planned if set(added_axes(p.labels)) & set(keys)}
 
 
 def with_baseline(
@@ -415,7 +416,8 @@ def baseline_label(view: TableView, planned: list[PlannedRun]) -> str | None:
         return view.baseline
     algorithms: dict[str, set[str]] = {}
     for p in planned:
-        if axis in p.labels and ADDED_LABEL not in p.labels:  # the baseline is one of the recipe's own values
+        # the baseline is one of the recipe's own values (of a cell whose other axes may hold added ones)
+        if axis in p.labels and axis not in added_axes(p.labels):
             algorithms.setdefault(p.labels[axis], set()).add(p.spec.algorithm)
     named = [label for label in algorithms if label.lower() == "fedavg"]
     fedavg = named or [label for label, names in algorithms.items() if names == {"fedavg"}]

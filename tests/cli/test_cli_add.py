@@ -92,6 +92,8 @@ def test_plan_and_dry_run_list_the_same_runs(write_recipe, registry_url):
         (["--add", "algorithm=scaffold", "--set-for", "algorithm=scaffold:roundz=3"], "unknown setup key 'roundz'"),
         (["--set-for", "algorithm=scaffold:rounds=3"], "no value 'scaffold' on axis 'algorithm'"),
         (["--set-for", "algorithm=fedavg"], "expected AXIS=LABEL:KEY=VALUE"),
+        (["--add", "algorithm=scaffold", "--set-for", "algorithm=scaffold:target=high"], "target must be a number"),
+        (["--add", "algorithm=scaffold", "--set-for", "algorithm=scaffold:target=60"], "counts to a target by"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2_with_no_registry_written(
@@ -115,3 +117,26 @@ def test_run_plan_and_report_declare_the_options_alike():
         declared = [[getattr(params[name], key, None) for key in read] for params in commands]
         assert declared[0] == declared[1] == declared[2], name
         assert declared[0][:2] == [[f"--{name.replace('_', '-')}"], []]
+
+
+@pytest.mark.parametrize("command", ["run", "report"])
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("0.8", "table 'speed' of {recipe} counts to a target in % (e.g. target=60 for 60 %); 0.8 is not one"),
+        ("abc", "target must be a number, in the unit the table shows (e.g. --set-for \"case=CNN CIFAR:target=60\")"),
+    ],
+)
+def test_a_bad_target_is_one_line_naming_the_option_and_value(write_recipe, registry_url, command, target, message):
+    from conftest import TINY_RECIPE
+
+    speed = '[[tables]]\nname = "speed"\nrows = ["algorithm"]\nfigure = "rounds_to_target"\ntarget_by = { fedavg = 50 }\n'
+    recipe = write_recipe(TINY_RECIPE + speed)
+    where = ["--recipe", recipe] if command == "report" else [recipe, "--dry-run"]
+    option = f"algorithm=scaffold:target={target}"
+    result = invoke(command, *where, "--add", "algorithm=scaffold", "--set-for", option, "--registry", registry_url)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    shown = option if target == "0.8" else repr(option)
+    assert errors == [f"error: --set-for {shown}: {message.format(recipe=recipe)}"]
+    assert not Path(registry_url.removeprefix("sqlite:///")).exists()

@@ -177,7 +177,13 @@ def test_several_recipes_each_recipe_with_the_axis_takes_the_value():
         (["algorithm=scaffold"], ["algorithm=scaffold:target=abc"], ConfigError, r"target must be a number, in the"),
         (["algorithm=scaffold"], ["algorithm=scaffold:target=true"], ConfigError, r"target must be a number"),
         (["algorithm=scaffold"], ["algorithm=scaffold:target=nan"], ConfigError, r"target must be a number"),
-        (["algorithm=scaffold"], ["algorithm=scaffold:target=60"], ConfigError, r"no table view of .*tiny.toml has a"),
+        (
+            ["algorithm=scaffold"],
+            ["algorithm=scaffold:target=60"],
+            ConfigError,
+            r"^--set-for algorithm=scaffold:target=60: no table view of .*tiny.toml counts to a target by 'algorithm' "
+            r"\(in its rows or columns\), so there is no target to set$",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_option(write_recipe, add, set_for, error, message):
@@ -252,3 +258,112 @@ rows = ["algorithm"]
 figure = "rounds_to_target"
 target_by = { fedavg = 60 }
 """
+
+
+TWO_AXES = """
+paper = "testpaper"
+name = "cases"
+seeds = [0]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+partition = "dirichlet"
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+case = [{ label = "H32", model_params = { hidden = 32 } }, { label = "H16", model_params = { hidden = 16 } }]
+
+[[tables]]
+name = "acc"
+rows = ["algorithm"]
+columns = ["case"]
+figure = "best"
+
+[[tables]]
+name = "rounds"
+rows = ["case"]
+columns = ["algorithm"]
+figure = "rounds_to_target"
+target_by = { H32 = 50, H16 = 55 }
+
+[[tables]]
+name = "grid"
+rows = ["algorithm", "case"]
+figure = "rounds_to_target"
+target_by = { "fedavg / H32" = 50, "fedavg / H16" = 55, "fedprox / H32" = 50, "fedprox / H16" = 55 }
+
+[[tables]]
+name = "overall"
+rows = ["algorithm"]
+figure = "rounds_to_target"
+target = 50
+where = { case = "H32" }
+"""
+H8 = 'case={ label = "H8", model_params = { hidden = 8 } }'
+
+
+def test_a_target_reaches_every_row_or_column_key_holding_the_label_in_the_views_that_show_its_axis(write_recipe):
+    recipe = load_recipe(write_recipe(TWO_AXES))
+    out = extended(recipe, [H8, "algorithm=scaffold"], ["case=H8:target=60"])
+    acc, rounds, grid, overall = out.tables
+    assert acc.target_by == {} and acc.target is None  # no target to count to
+    assert rounds.target_by == {"H32": 50, "H16": 55, "H8": 60.0}
+    # two axes on the rows: each key with H8 on "case", for every algorithm (the added one too)
+    assert grid.target_by == {
+        **recipe.tables[2].target_by,
+        "fedavg / H8": 60.0,
+        "fedprox / H8": 60.0,
+        "scaffold / H8": 60.0,
+    }
+    assert (overall.target, overall.target_by) == (50, {})  # "case" is not one of its rows or columns
+    assert keyed(expand(out)) == keyed(expand(extended(recipe, [H8, "algorithm=scaffold"])))  # the runs are the same
+
+
+@pytest.mark.parametrize(
+    ("text", "add", "set_for", "message"),
+    [
+        # a recipe's own value the paper gives a target keeps it
+        (TWO_AXES, [], "case=H32:target=60", r"'H32' already has a target in table 'rounds' of .*\(target_by 'H32' = 50\)"),
+        # an added column whose rows have their targets: its cells have theirs
+        (TWO_AXES, ["algorithm=scaffold"], "algorithm=scaffold:target=60", r"'scaffold' already has a target in table 'rounds' of .*\(target_by 'H32' = 50\)"),
+        # one target for the whole view: an added row has it
+        (TINY_VIEWS.replace("target_by = { fedavg = 60 }", "target = 60"), ["algorithm=scaffold"],
+         "algorithm=scaffold:target=70", r"'scaffold' already has a target in table 'speed' of .*\(target = 60\)"),
+    ],
+)  # fmt: skip
+def test_a_target_is_refused_where_the_cells_have_one(write_recipe, text, add, set_for, message):
+    with pytest.raises(ConfigError, match=f"^--set-for {re.escape(set_for)}: {message}; target= gives one to a row or "
+                       "column that has none, such as a value added with --add$"):  # fmt: skip
+        extended(load_recipe(write_recipe(text)), add, [set_for])
+
+
+@pytest.mark.parametrize("value", ["1", "0.8", "100.5", "-5"])
+def test_a_target_of_a_percent_table_is_in_percent(write_recipe, value):
+    recipe = load_recipe(write_recipe(TINY_VIEWS))
+    with pytest.raises(ConfigError) as refused:
+        extended(recipe, ["algorithm=scaffold"], [f"algorithm=scaffold:target={value}"])
+    assert str(refused.value) == (
+        f"--set-for algorithm=scaffold:target={value}: table 'speed' of {recipe.source} counts to a target in % (e.g. "
+        f"target=60 for 60 %); {float(value):g} is not one"
+    )
+
+
+def test_a_target_of_100_percent_or_of_a_loss_is_taken(write_recipe):
+    recipe = load_recipe(write_recipe(TINY_VIEWS))
+    assert extended(recipe, ["algorithm=scaffold"], ["algorithm=scaffold:target=100"]).tables[1].target_by == {
+        "fedavg": 60.0,
+        "scaffold": 100.0,
+    }
+    loss = load_recipe(
+        write_recipe(
+            TINY_VIEWS.replace("target_by = { fedavg = 60 }", 'target_by = { fedavg = 0.3 }\nmetric = "test_loss"')
+        )
+    )
+    assert extended(loss, ["algorithm=scaffold"], ["algorithm=scaffold:target=0.5"]).tables[1].target_by == {
+        "fedavg": 0.3,
+        "scaffold": 0.5,
+    }

@@ -5,6 +5,7 @@ targets, cells that compile to one run, and planned runs that cannot change afte
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,8 @@ from fedbench.recipes.expand import PlannedRun, assignments_to_dict, compile_rec
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.schema import SPEC_SETUP_KEYS
 from recipe_fixtures import GRID
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 
 # ------------------------------------------------------------------------------------------- merging
@@ -352,3 +355,18 @@ def test_where_keeps_the_runs_whose_labels_match_one_of_its_values(write_recipe)
     both = view.model_copy(update={"where": {"algorithm": ["fedavg", "fedprox"]}})
     assert both.selects({"algorithm": "fedavg"}) and both.selects({"algorithm": "fedprox"})
     assert not both.selects({"dataset": "x"})  # a run without the label does not match
+
+
+def test_added_axes_read_back_the_added_label_an_expansion_writes():
+    from fedbench.recipes.additions import Additions
+    from fedbench.recipes.expand import added_axes
+
+    recipe = load_recipe(RECIPES / "fedtrip_table4.toml")
+    case = (
+        '{ label = "MLP EMNIST", model = "mlp", dataset = "emnist", partition_params = { samples_per_client = 600 } }'
+    )
+    (wider,) = Additions.parse(["algorithm=scaffold", f"case={case}"]).extend([recipe])
+    read = {(p.labels["algorithm"], p.labels["case"]): added_axes(p.labels) for p in expand(wider, check=False)}
+    assert read[("scaffold", "MLP EMNIST")] == ["algorithm", "case"]
+    assert read[("scaffold", "MLP MNIST-87%")] == ["algorithm"] and read[("fedavg", "MLP EMNIST")] == ["case"]
+    assert read[("fedavg", "MLP MNIST-87%")] == [] and added_axes({}) == []

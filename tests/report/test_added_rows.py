@@ -235,3 +235,106 @@ def test_an_added_row_without_a_target_says_so_and_set_for_gives_it_one(stored, 
     assert scaffold["baseline"]["pairs"] == 6
     fedavg = next(c for c in table["cells"] if c["row"] == "fedavg")
     assert fedavg["no_target"] is False
+
+
+# A FedTrip Table IV-like table: a case per column, each with its target (target_by), and a case added with --add.
+CASES = """
+paper = "testpaper"
+name = "cases"
+title = "Cases"
+seeds = [0, 1, 2, 3, 4, 5]
+
+[setup]
+dataset = "digits"
+model = "digits_mlp"
+partition = "dirichlet"
+partition_params = { alpha = 0.5, min_size = 5 }
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+batch_size = 64
+optimizer = { lr = 0.1 }
+
+[matrix]
+algorithm = ["fedavg", "fedprox"]
+case = [{ label = "H32", model_params = { hidden = 32 } }, { label = "H16", model_params = { hidden = 16 } }]
+
+[[tables]]
+name = "rounds"
+title = "Rounds to the case's target"
+rows = ["algorithm"]
+columns = ["case"]
+figure = "rounds_to_target"
+target_by = { H32 = 50, H16 = 50 }
+"""
+H8 = 'case={ label = "H8", model_params = { hidden = 8 } }'
+# test accuracy per round, every seed alike: FedAvg reaches 50 % at round 2 and 60 % at round 3, FedProx 50 % at
+# round 1 and 60 % at round 2 (six equal differences: p = 2/64, below 0.05 alone in the added family, not after
+# Holm over the recipe's two columns)
+CURVES = {"fedavg": [0.40, 0.55, 0.62], "fedprox": [0.52, 0.61, 0.62]}
+
+
+@pytest.fixture
+def cases(write_recipe, registry_url):
+    """The CASES recipe and the CLI's report of it with H8 added (``report(*options)``: its output), every run of
+    CURVES stored."""
+    from typer.testing import CliRunner
+
+    from fedbench.cli import app
+
+    path = write_recipe(CASES, "cases.toml")
+    (wider,) = Additions.parse([H8]).extend([load_recipe(path)])
+    registry = Registry(registry_url)
+    planned = expand(wider)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    for p in planned:
+        run_id = registry.claim(p.spec_hash)
+        for i, acc in enumerate(CURVES[p.labels["algorithm"]]):
+            registry.log_round(run_id, RoundRecord(i + 1, 0.1, 1.0, 100, 100, test_acc=acc))
+        registry.finish(run_id, "done")
+
+    def report(*options: str) -> str:
+        args = ["report", "--recipe", str(path), "--registry", registry_url, "--add", H8, *options]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    return report
+
+
+@pytest.mark.parametrize("fmt", ["rich", "markdown", "latex", "html"])
+def test_an_added_column_without_a_target_reads_no_target_in_every_format(cases, fmt):
+    text = cases("--format", fmt)
+    assert "no target (n=6)" in text and "not reached" not in text and ">3" not in text
+    assert ("$>$3" not in text) and text.count("no target (n=6)") == 2  # FedAvg's and FedProx's H8 cells
+
+
+def test_an_added_column_without_a_target_in_json_and_csv(cases):
+    (table,) = json.loads(cases("--format", "json"))["tables"]
+    cells = {(c["row"], c["column"]): c for c in table["cells"]}
+    for algorithm in ("fedavg", "fedprox"):
+        h8, h32 = cells[(algorithm, "H8")], cells[(algorithm, "H32")]
+        assert (h8["no_target"], h8["target"], h8["not_reached"], h8["baseline"]) == (True, None, 0, None)
+        assert h8["values"] == [None] * 6 and h8["mean"] is None and h8["added"]
+        assert (h32["no_target"], h32["target"]) == (False, 50.0)
+    own = cells[("fedprox", "H32")]["baseline"]  # the recipe's own cells keep their test: Holm over H32 and H16
+    assert (own["p_value"], own["p_holm"], own["mark"]) == (2 / 64, 4 / 64, "·")
+    rows = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(cases("--format", "csv")))}
+    assert (rows[("fedprox", "H8")]["no_target"], rows[("fedprox", "H8")]["target"]) == ("True", "")
+    assert (rows[("fedprox", "H32")]["no_target"], rows[("fedprox", "H32")]["target"]) == ("False", "50.0")
+
+
+def test_set_for_gives_the_added_column_its_target_and_only_on_it_keeps_the_baseline_test(cases):
+    target = ("--set-for", "case=H8:target=60")
+    (table,) = json.loads(cases(*target, "--format", "json"))["tables"]
+    cells = {(c["row"], c["column"]): c for c in table["cells"]}
+    fedavg, fedprox = cells[("fedavg", "H8")], cells[("fedprox", "H8")]
+    assert (fedavg["no_target"], fedavg["target"], fedavg["values"]) == (False, 60.0, [3] * 6)
+    assert (fedprox["target"], fedprox["values"], fedprox["baseline"]["mark"]) == (60.0, [2] * 6, "▲")
+    assert cells[("fedprox", "H32")]["values"] == [1] * 6  # the recipe's own columns keep their 50 %
+    # --only on the added column and a method: the baseline's cell of the column is read and shown, and tested
+    markdown = cases(*target, "--only", "case=H8", "--only", "algorithm=fedprox", "--format", "markdown")
+    assert f"| algorithm | H8{ADDED_MARK} |" in markdown and "| fedavg | 3 ± 0 (n=6) |" in markdown
+    assert "| fedprox | 2 ± 0 (n=6) ▲ |" in markdown
+    assert f"fedprox{ADDED_MARK}: ▲ better than fedavg in 1 of 1 cell" in markdown  # the added cells' line
+    assert f"fedavg{ADDED_MARK}" not in markdown  # the recipe's rows are not marked added, though all cells are

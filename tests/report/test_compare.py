@@ -75,6 +75,15 @@ def test_seeds_that_never_reach_the_target_count_as_r_plus_one():
     assert pair.difference == pytest.approx(13.0 - (10.0 + 51.0) / 2)
 
 
+def test_cells_without_a_target_are_not_compared_as_seeds_that_never_reached_it():
+    a = cell("x", "y", [None, None, None, None], rounds_limit=50, no_target=True)
+    b = cell("x", "y", [None, None, None, None], rounds_limit=50, no_target=True)
+    pair = pair_cells(a, b, "rounds_to_target")  # not "identical per-seed values", not 51 against 51
+    assert (pair.reason, pair.within_noise, pair.difference, pair.p_value) == ("no target", None, None, None)
+    assert pair_cells(a, cell("x", "y", [3.0, 4.0]), "rounds_to_target").reason == "no target"
+    assert pair_cells(cell("x", "y", [3.0, 4.0]), b, "rounds_to_target").reason == "no target"
+
+
 def test_tables_pair_cell_by_cell_and_render_as_json_and_markdown():
     a, b = small_table(), small_table()
     b.cells[("fedavg", "mnist")] = cell("fedavg", "mnist", [70.0, 70.5, 71.0])

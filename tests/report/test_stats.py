@@ -244,6 +244,27 @@ def test_holm_across_the_table_and_marks_follow_the_figures_direction():
     assert cells[("fast", "c")].comparison.outcome == "better"
 
 
+def test_cells_without_a_target_or_counting_to_another_than_the_baseline_are_not_tested():
+    view = TableView(name="t", rows=["algorithm"], columns=["case"], figure="rounds_to_target", target=50)
+    base, faster = [14.0, 15.0, 16.0, 17.0, 18.0, 19.0], [10.0, 11.0, 12.0, 13.0, 14.0, 15.0]
+    cells = {
+        ("fedavg", "c"): cell("fedavg", base, target=50.0),
+        ("same", "c"): cell("same", faster, target=50.0),
+        ("other", "c"): cell("other", faster, target=60.0),
+        ("none", "c"): cell("none", [None] * 6, no_target=True),
+    }
+    compare_with_baseline(view, cells, "algorithm", "fedavg")
+    assert cells[("same", "c")].comparison.mark == "▲" and cells[("same", "c")].comparison.p_holm == 2 / 64
+    other = cells[("other", "c")].comparison  # rounds to 60 % beside rounds to 50 %: no pairing says which is faster
+    assert (other.baseline, other.pairs, other.p_value, other.outcome) == ("fedavg", 0, None, "")
+    assert other.reason == "the baseline counts to 50, this cell to 60"
+    assert cells[("none", "c")].comparison is None  # nothing to reach: no test, not a censored one
+    # a baseline cell without a target tests nothing
+    cells = {("fedavg", "c"): cell("fedavg", [None] * 6, no_target=True), ("same", "c"): cell("same", faster)}
+    compare_with_baseline(view, cells, "algorithm", "fedavg")
+    assert cells[("same", "c")].comparison is None
+
+
 # ------------------------------------------------------------------------------------------ paper verdicts
 BEST = TableView(name="t", rows=["algorithm"], columns=["case"], figure="best")  # accuracy in %: δ = 1 point
 SPREAD = [70.0, 72.0, 74.0]  # mean 72, sample std 2

@@ -497,6 +497,18 @@ def test_the_baseline_label_of_a_view():
     assert baseline_label(view, runs(({"algorithm": "FedAvg"}, "fedavg"), ({"algorithm": "fedavg"}, "fedavg"))) is None
     both = runs(({"algorithm": "Base"}, "fedavg"), ({"algorithm": "Base"}, "fedprox"), ({"algorithm": "X"}, "fedprox"))
     assert baseline_label(view, both) is None  # Base's runs do not all train FedAvg
+    # a run of an added column still names the recipe's baseline row (--only on the added column keeps only such
+    # runs); a value added on the baseline axis itself is never the baseline
+    added_column = ({"algorithm": "Base", "dataset": "new", "added": "dataset"}, "fedavg")
+    assert (
+        baseline_label(view, runs(added_column, ({"algorithm": "X", "dataset": "new", "added": "dataset"}, "x")))
+        == "Base"
+    )
+    assert (
+        baseline_label(view, runs(({"algorithm": "Mine", "dataset": "new", "added": "dataset,algorithm"}, "fedavg")))
+        is None
+    )
+    assert baseline_label(view, runs(({"algorithm": "Mine", "added": "algorithm"}, "fedavg"), added_column)) == "Base"
 
 
 def test_a_view_without_a_baseline_compares_nothing(stored):

@@ -44,6 +44,8 @@ def to_csv(table: Table) -> str:
             "baseline_outcome",
             "verdict",
             "added",
+            "no_target",
+            "target",
         ]
     )
     for row in table.rows:
@@ -81,6 +83,8 @@ def to_csv(table: Table) -> str:
                     comparison.outcome if comparison else None,
                     cell.verdict.status if cell.verdict else None,
                     cell.added,
+                    cell.no_target,
+                    cell.target,
                 ]
             )
     return buffer.getvalue()

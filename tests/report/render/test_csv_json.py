@@ -34,6 +34,15 @@ def test_one_csv_line_per_existing_cell_with_its_figures():
     assert all(r["baseline"] == r["verdict"] == "" for r in lines)  # no comparison, no verdict in this table
 
 
+def test_csv_says_which_cells_count_to_what_target_and_which_have_none():
+    table = small_table()  # the renderer writes what the cells hold, whatever the figure
+    table.cells[("fedavg", "mnist")].target = 80.0
+    table.cells[("fedavg", "cifar10")].no_target = True
+    lines = rows(to_csv(table))
+    assert [(r["no_target"], r["target"]) for r in lines] == [("False", "80.0"), ("True", ""), ("False", "")]
+    assert list(lines[0])[-3:] == ["added", "no_target", "target"]
+
+
 def test_a_csv_document_has_one_header_over_every_table():
     text = csv_document([small_table("a"), small_table("b")])
     assert text.count("paper,recipe,table,row") == 1
