@@ -124,13 +124,15 @@ def test_run_plan_and_report_declare_the_options_alike():
     ("target", "message"),
     [
         ("0.8", "table 'speed' of {recipe} counts to a target in % (e.g. target=60 for 60 %); 0.8 is not one"),
-        ("abc", "target must be a number, in the unit the table shows (e.g. --set-for \"case=CNN CIFAR:target=60\")"),
+        ("abc", 'target must be a number, in the unit the table shows (e.g. --set-for "case=CNN CIFAR:target=60")'),
     ],
 )
 def test_a_bad_target_is_one_line_naming_the_option_and_value(write_recipe, registry_url, command, target, message):
     from conftest import TINY_RECIPE
 
-    speed = '[[tables]]\nname = "speed"\nrows = ["algorithm"]\nfigure = "rounds_to_target"\ntarget_by = { fedavg = 50 }\n'
+    speed = (
+        '[[tables]]\nname = "speed"\nrows = ["algorithm"]\nfigure = "rounds_to_target"\ntarget_by = { fedavg = 50 }\n'
+    )
     recipe = write_recipe(TINY_RECIPE + speed)
     where = ["--recipe", recipe] if command == "report" else [recipe, "--dry-run"]
     option = f"algorithm=scaffold:target={target}"
