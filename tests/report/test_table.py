@@ -6,6 +6,7 @@ population std, the count of diverged runs, the ``%`` unit rule, per-client cell
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -640,3 +641,14 @@ def test_the_views_claims_and_rank_agreement_are_evaluated_on_the_built_cells(st
     assert [(e.group, e.n, e.tau) for e in built.rank_agreement] == [("", 2, pytest.approx(1.0))]
     plain = table(stored, figure="best")
     assert (plain.claims, plain.rank_agreement) == ([], [])
+
+
+def test_a_tables_tasks_are_its_runs_data_sets_and_classification_without_runs(stored):
+    """``Table.tasks``: what the table's metric is called (a Dice on segmentation data, an accuracy otherwise)."""
+    from fedbench.report.collect import EmptyRegistry
+
+    recipe, registry = stored
+    assert table(stored).tasks == ("classification",)  # digits
+    assert build_table(recipe, recipe.tables[0], registry, seeds=[]).tasks == ("classification",)  # no run planned
+    lgmix = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / "lgmix_table3.toml")
+    assert build_table(lgmix, lgmix.table("dice"), EmptyRegistry()).tasks == ("segmentation",)
