@@ -1,10 +1,12 @@
 """The report as the product, on real tiny runs (digits, 3 seeds, 3 methods): the baseline statistics and paper
-verdicts in the JSON against scipy on the JSON's own per-seed values, ``fedbench compare`` on two registries made
+verdicts in the JSON against independent computations on the JSON's own per-seed values (every sign assignment
+enumerated, scipy's t intervals), ``fedbench compare`` on two registries made
 here, the overlaid plots through matplotlib's objects, and the HTML page (in headless Chromium when installed)."""
 
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import sqlite3
@@ -114,7 +116,14 @@ def report_json(path: Path, url: str) -> dict:
     return json.loads(invoke("report", "--recipe", path, "--registry", url, "--format", "json").stdout)
 
 
-def test_json_baseline_statistics_are_scipys_on_the_per_seed_values(registries):
+def enumerated_sign_flip_p(differences: list[float]) -> float:
+    """The share of the 2^n sign assignments whose mean difference is as far from 0 as the observed one."""
+    observed = abs(sum(differences))
+    sums = [abs(sum(s * d for s, d in zip(signs, differences))) for signs in itertools.product((1, -1), repeat=3)]
+    return sum(total >= observed - 1e-9 for total in sums) / len(sums)
+
+
+def test_json_baseline_statistics_are_the_exact_tests_on_the_per_seed_values(registries):
     path, url, _ = registries
     document = report_json(path, url)
     table = document["tables"][0]
@@ -126,48 +135,60 @@ def test_json_baseline_statistics_are_scipys_on_the_per_seed_values(registries):
     for row in ("fedprox", "slow"):
         mine = dict(zip(cells[row]["seeds"], cells[row]["values"]))
         seeds = sorted(mine)
-        reference = scipy_stats.ttest_rel([mine[s] for s in seeds], [base[s] for s in seeds])
-        ci = reference.confidence_interval(0.95)
+        differences = [mine[s] - base[s] for s in seeds]
+        ci = scipy_stats.ttest_rel([mine[s] for s in seeds], [base[s] for s in seeds]).confidence_interval(0.95)
         got = cells[row]["baseline"]
-        assert got["pairs"] == 3 and got["seeds"] == [0, 1, 2]
-        assert got["p_value"] == pytest.approx(reference.pvalue, rel=1e-9)
+        assert got["pairs"] == 3 and got["seeds"] == [0, 1, 2] and got["assignments"] == 8
+        assert got["p_value"] == pytest.approx(enumerated_sign_flip_p(differences), rel=1e-12)
+        assert got["p_value"] >= 0.25  # three pairs: never below 2/8
         assert (got["ci_low"], got["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
-        raw[row] = reference.pvalue
+        raw[row] = got["p_value"]
     adjusted = dict(zip(raw, holm(list(raw.values()))))
     for row, p in adjusted.items():
         got = cells[row]["baseline"]
         assert got["p_holm"] == pytest.approx(p, rel=1e-9)
-        expected = "·" if p >= 0.05 else ("▲" if got["difference"] > 0 else "▼")
-        assert got["mark"] == expected
+        assert got["mark"] == "·"  # no cell of three seeds can be marked
+    assert "3 seeds: the smallest possible p is 0.25; no cell can be marked (7 seeds could)." in table["notes"]
 
 
-def test_json_verdicts_follow_our_interval_and_the_paper_summary(registries):
+def test_json_verdicts_follow_the_equivalence_margin_and_the_paper_summary(registries):
     path, url, _ = registries
     document = report_json(path, url)
     cells = {c["row"]: c for c in document["tables"][0]["cells"]}
     statuses = {}
     for row, published in (("fedavg", 50.0), ("fedprox", 99.0)):
         values = cells[row]["values"]
-        ci = scipy_stats.ttest_1samp(values, 0.0).confidence_interval(0.95)
-        expected = "reproduced" if ci.low <= published <= ci.high else "higher" if published < ci.low else "lower"
-        assert cells[row]["verdict"]["status"] == expected
-        assert cells[row]["verdict"]["ci_low"] == pytest.approx(ci.low, rel=1e-9)
+        d = sum(values) / 3 - published
+        half90, half95 = (float(scipy_stats.t.ppf(q, 2) * scipy_stats.tstd(values) / 3**0.5) for q in (0.95, 0.975))
+        expected = (
+            "reproduced"
+            if -1 < d - half90 and d + half90 < 1
+            else "higher"
+            if d - half95 > 1
+            else "lower"
+            if d + half95 < -1
+            else "inconclusive"
+        )
+        verdict = cells[row]["verdict"]
+        assert verdict["status"] == expected and verdict["margin"] == 1.0
+        assert verdict["ci_low"] == pytest.approx(d - half95, rel=1e-9, abs=1e-9)
+        assert verdict["ci90_high"] == pytest.approx(d + half90, rel=1e-9, abs=1e-9)
         statuses[row] = expected
     assert statuses["fedprox"] == "lower"  # 99 % on digits after 4 rounds of a 16-unit MLP: far above ours
     assert cells["slow"]["verdict"] is None  # no published value
     (paper,) = document["papers"]
-    reproduced = sum(s == "reproduced" for s in statuses.values())
-    assert paper["cells"] == 2 and paper["reproduced"] == reproduced
+    counts = {status: sum(s == status for s in statuses.values()) for status in ("reproduced", "higher", "lower")}
+    inconclusive = sum(s == "inconclusive" for s in statuses.values())
+    assert paper["cells"] == 2 and paper["reproduced"] == counts["reproduced"]
     assert paper["line"] == (
-        f"product: {reproduced} of 2 cells with a published number reproduced "
-        f"({sum(s == 'higher' for s in statuses.values())} "
-        f"higher, {sum(s == 'lower' for s in statuses.values())} lower, 0 not comparable)"
+        f"product: {counts['reproduced']} reproduced, {counts['higher']} higher, {counts['lower']} lower, "
+        f"{inconclusive} inconclusive, 0 not comparable of 2 cells with a published number"
     )
     markdown = invoke("report", "--recipe", path, "--registry", url, "--format", "markdown").stdout
     assert markdown.startswith("### Summary") and markdown.index(paper["line"]) < markdown.index("\n| ")  # first
     assert "↓" in markdown and "▲/▼ better/worse than fedavg" in markdown
     latex = invoke("report", "--recipe", path, "--registry", url, "--format", "latex").stdout
-    assert r"$\downarrow$" in latex and "▼" not in latex and "·" not in latex
+    assert r"$\downarrow$" in latex and "▼" not in latex
 
 
 def test_synthetic_or_smoke_tables_never_show_a_verdict(registries):
@@ -194,12 +215,12 @@ def test_compare_two_registries(registries):
     prox = cells["fedprox"]
     a, b = prox["a"]["values"], prox["b"]["values"]
     assert [y - x for x, y in zip(a, b)] == pytest.approx([30.0] * 3, abs=1e-9)  # best accuracy moved by 0.3
-    reference = scipy_stats.ttest_ind(b, a, equal_var=False)
     assert prox["difference"] == pytest.approx(sum(b) / 3 - sum(a) / 3, rel=1e-9)
-    assert prox["p_value"] == pytest.approx(reference.pvalue, rel=1e-9)
-    assert prox["within_noise"] is bool(reference.pvalue >= 0.05)
-    assert document["summary"] == f"3 cells compared, {int(not prox['within_noise'])} outside seed noise " + (
-        "(Welch's t-test, p < 0.05)"
+    # 3 + 3 seeds: no split of six values can give p < 0.05 (the smallest is 2/20), so no answer either way
+    assert (prox["p_value"], prox["within_noise"], prox["too_few_seeds"]) == (None, None, True)
+    assert document["summary"] == (
+        "2 cells compared, 0 outside seed noise (exact two-sample permutation test, p < 0.05); "
+        "1 cell with too few seeds for any test to tell"
     )
     markdown = invoke("compare", url_a, url_b, "--recipe", path, "--table", "acc", "--format", "markdown").stdout
     assert "| fedavg |" in markdown and "| +0 | yes (identical per-seed values) |" in markdown
@@ -276,14 +297,16 @@ def html_report(registries, tmp_path) -> Path:
 def test_html_page_is_self_contained_with_summary_marks_plots_and_runs(registries, tmp_path):
     page = html_report(registries, tmp_path).read_text()
     summary = page.split('id="table-0"')[0]  # the summary comes first
-    assert re.search(r"product: \d of 2 cells with a published number reproduced", summary)
+    assert re.search(
+        r"product: \d reproduced, \d higher, \d lower, \d inconclusive, 0 not comparable of 2 cells", summary
+    )
     assert not re.search(r"""(src|href)=["'](?!data:)""", page)  # nothing loaded from elsewhere
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 2  # one overlay per table
     assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
     assert page.count("<details><summary>product / ") == 0
     assert page.count("· seed ") == 18  # 9 runs in each of the two tables
-    assert "p<sub>Holm</sub>" in page and "95% CI" in page and '"provenance"' not in page
+    assert "p<sub>Holm</sub>" in page and "ours − paper" in page and "90% [" in page and '"provenance"' not in page
     assert "<svg" in page and "spec</p><pre>" in page
 
 
@@ -292,4 +315,4 @@ def test_html_page_renders_in_headless_chromium(registries, tmp_path):
     probe, dom = probe_in_chromium(html_report(registries, tmp_path), tmp_path)
     assert probe["images"] == 2 and probe["decoded"] == 2
     assert probe["scrollWidth"] <= probe["innerWidth"], "the page overflows horizontally"
-    assert "cells with a published number reproduced" in dom and "Best accuracy" in dom and "Rounds to 40%" in dom
+    assert "cells with a published number" in dom and "Best accuracy" in dom and "Rounds to 40%" in dom
