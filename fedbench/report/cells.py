@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fedbench.recipes.views import TableView
 
 if TYPE_CHECKING:
-    from fedbench.report.claims import ClaimResult, RankAgreement
+    from fedbench.recipes.views import Claim
 
 MARKS = {"better": "▲", "worse": "▼", "same": "·"}
 VERDICTS = ("reproduced", "higher", "lower", "inconclusive", "not_comparable")
@@ -81,6 +81,99 @@ def reproduction_counts(verdicts: Sequence[Verdict | None]) -> dict[str, int]:
             counts[v.status] += 1
     counts["cells"] = sum(counts[s] for s in VERDICTS)
     return counts
+
+
+# ------------------------------------------------------------------------------------------ claims' results
+# What fedbench.report.claims computes of a paper's claims about a table, attached to the Table below.
+CLAIM_STATUSES = ("holds", "fails", "inconclusive", "no_verdict")
+UNREACHABLE_KEYS = ("pairs", "smallest_p", "smallest_p_holm", "pairs_needed")
+TAU_VARIANT = "tau-b"  # scipy.stats.kendalltau's default variant: ties in either ranking are corrected for
+
+
+@dataclass
+class ClaimComparison:
+    """One pair of a claim in one group: ``better`` is claimed better than ``worse``."""
+
+    better: str
+    worse: str
+    pairs: int = 0  # seed pairs tested
+    difference: float | None = None  # mean over pairs of better − worse, in the cell's unit
+    p_value: float | None = None  # the paired test's, two-sided
+    p_claimed: float | None = None  # one-sided, ``better`` is better
+    p_claimed_holm: float | None = None  # Holm-corrected over the claim's comparisons
+    p_against_holm: float | None = None  # the same for ``worse`` being better
+    outcome: str = ""  # supports | contradicts | unclear | "" (no test)
+    reason: str = ""  # why there is no test
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ClaimGroup:
+    """A claim in one group of cells (a column, a row)."""
+
+    group: str
+    status: str = "inconclusive"  # one of CLAIM_STATUSES
+    comparisons: list[ClaimComparison] = field(default_factory=list)
+    paper_agrees: bool | None = None  # the published values rank as claimed (None: a published value is missing)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "comparisons": [c.to_json() for c in self.comparisons]}
+
+
+@dataclass
+class ClaimResult:
+    """A declared claim evaluated on a table: its verdict in each group and over all of them."""
+
+    claim: Claim
+    axis: str
+    noun: str  # what a group is: column, row, group, table
+    status: str = "inconclusive"  # holds in every group, fails in one, no_verdict, else inconclusive
+    reason: str = ""  # why no verdict
+    groups: list[ClaimGroup] = field(default_factory=list)
+    # where the seed count cannot decide any pair: (most seed pairs of a pair, the smallest one-sided p they allow,
+    # that p after Holm over the claim's tested pairs, the seed pairs every pair would need); None where it can
+    unreachable: tuple[int, float, float, int] | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        return [self.claim.best] if self.claim.best is not None else list(self.claim.order)
+
+    def counts(self) -> dict[str, int]:
+        """{status: groups} and "groups" (their count)."""
+        out = {status: sum(g.status == status for g in self.groups) for status in CLAIM_STATUSES}
+        return {**out, "groups": len(self.groups)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.claim.kind,
+            "labels": self.labels,
+            "axis": self.axis,
+            "within": self.claim.within,
+            "quote": self.claim.quote,
+            "location": self.claim.location,
+            "status": self.status,
+            "reason": self.reason,
+            "counts": self.counts(),
+            "groups": [g.to_json() for g in self.groups],
+            "unreachable": None if self.unreachable is None else dict(zip(UNREACHABLE_KEYS, self.unreachable)),
+        }
+
+
+@dataclass
+class RankAgreement:
+    """Kendall's τ-b between our means and the published values of one group's labels on ``axis``."""
+
+    axis: str
+    group: str
+    n: int  # labels with both our mean and a published number
+    tau: float | None = None
+    variant: str = TAU_VARIANT
+    reason: str = ""  # why no τ
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Commands that train nothing and build no model start without importing torch: ``--help``, ``runs``, ``show``,
 ``export``, ``import``, ``report`` (of tables that need no model statistics), ``algorithms`` and ``run --dry-run``
 run in a fresh process (on a registry holding one finished run of recipes/quickstart.toml) that then says which of
-the heavy libraries it imported. None imports torch; none imports scipy (the report's t-tests import it, and one
+the heavy libraries it imported. None imports torch; none imports scipy (the report's statistics import it, and one
 seed gives none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only
 ``import``, which creates its registry, needs it); the commands that read no recipe nor spec import no numpy, and
 ``export`` does not build the spec's schema. ``benchmarks/startup.py`` times them; this test checks no timing. The
