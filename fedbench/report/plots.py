@@ -23,7 +23,7 @@ from fedbench.report.diagnostic_plots import draw
 from fedbench.report.diagnostic_series import diagnostic_runs, figure_and_line
 from fedbench.report.render.notes import figure_heading
 from fedbench.report.static import partition_panels
-from fedbench.report.table import build_table, planned_for_view
+from fedbench.report.table import build_table, cell_of, planned_for_view
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve, metric_fields
 from fedbench.vocab.status import FINISHED
@@ -91,21 +91,29 @@ def figures(
     if view.plot == "box":
         return _box_plots(recipe, view, registry, scale, synthetic, seeds, only)
     smoothing = smoothing or view.smoothing
+    published = _published_by_line(recipe, view, scale, synthetic, seeds, only)
     out = []
     for key, lines in curve_series(recipe, view, registry, scale, synthetic, seeds, only).items():
         fig = Figure(figsize=(6, 4))
         ax = fig.subplots()
+        target = view.target_by.get(key, view.target)
+        marked = False
         for line, seed_curves in lines.items():
             rounds = sorted(set.intersection(*(set(r for r, _ in c) for c in seed_curves)))
             by_round = [dict(c) for c in seed_curves]
             values = np.array([[d[r] for r in rounds] for d in by_round])
             if smoothing:
                 values = np.array([ema(v, smoothing) for v in values])
-            ax.plot(rounds, values.mean(0), label=f"{line} (n={len(seed_curves)})")
+            (drawn,) = ax.plot(rounds, values.mean(0), label=f"{line} (n={len(seed_curves)})")
             ax.fill_between(rounds, values.min(0), values.max(0), alpha=0.2)
-        target = view.target_by.get(key, view.target)
+            point = _paper_point(view, published.get((key, line)), target, rounds)
+            if point is not None:
+                ax.plot(*point, marker="D", color=drawn.get_color(), markeredgecolor="black", linestyle="none")
+                marked = True
         if target is not None and FIGURES[view.figure].needs_target:
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8, label=f"target {target:g}")
+        if marked:
+            ax.plot([], [], marker="D", color="white", markeredgecolor="black", linestyle="none", label=PAPER_MARK)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")
         ax.set_ylabel(", ".join(dict.fromkeys(axis_label(m, view.percent) for _, m in view.view_metrics())))
@@ -114,6 +122,37 @@ def figures(
         fig.tight_layout()
         out.append((f"{recipe.name}_{view.name}_{key}", fig))
     return out
+
+
+# The legend entry of the paper's values drawn on the curves.
+PAPER_MARK = "paper's value"
+
+
+def _published_by_line(recipe, view, scale: str, synthetic: bool, seeds, only) -> dict[tuple[str, str], float]:
+    """{(figure, line): the paper's number for that line's cell} of the view's planned runs; none for synthetic
+    data or another scale than the paper's, which the paper's numbers do not describe."""
+    out: dict[tuple[str, str], float] = {}
+    if synthetic or scale != "full":
+        return out
+    for p in planned_for_view(recipe, view, scale, synthetic, seeds=seeds, only=only):
+        value = view.published_value(*cell_of(view, p.labels))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[figure_and_line(view, p.labels)] = float(value)
+    return out
+
+
+def _paper_point(view: TableView, published: float | None, target: float | None, rounds: list[int]):
+    """Where the paper's number of a line's cell sits on its accuracy curve: a count of rounds to the target at
+    (those rounds, the target); an accuracy figure (best, final) at (the last round, that accuracy). None for the
+    other figures (costs), whose numbers are not points of the curve."""
+    if published is None or not rounds:
+        return None
+    number = FIGURES[view.figure].number
+    if number == "rounds" and target is not None:
+        return [published], [target]
+    if number == "value" and len(view.view_metrics()) == 1:
+        return [rounds[-1]], [published]
+    return None
 
 
 def plot_table(
@@ -140,9 +179,13 @@ def png_bytes(fig: Figure, dpi: int = 100) -> bytes:
     return buffer.getvalue()
 
 
+def png_name(stem: str) -> str:
+    """The file name of a figure's PNG: its stem with every character but letters, digits, - _ . made _."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem) + ".png"
+
+
 def _save(fig: Figure, out_dir: Path, stem: str) -> Path:
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)
-    path = out_dir / f"{safe}.png"
+    path = out_dir / png_name(stem)
     path.write_bytes(png_bytes(fig, dpi=120))
     return path
 

@@ -34,11 +34,16 @@ from fedbench.vocab.metrics import (
 from fedbench.vocab.provenance import peak_memory
 from fedbench.vocab.status import FINISHED, RunStatus
 
-__all__ = ["Cell", "Table", "build_table", "figure_of", "planned_for_view"]
+__all__ = ["Cell", "Table", "build_table", "cell_of", "figure_of", "planned_for_view"]
 
 
 def _key(labels: dict[str, str], keys: list[str]) -> str:
     return " / ".join(labels[k] for k in keys)
+
+
+def cell_of(view: TableView, labels: dict[str, str]) -> tuple[str, str]:
+    """The (row, column) of ``view``'s table that a run with ``labels`` is counted in."""
+    return _key(labels, view.rows), _key(labels, view.columns)
 
 
 def _scale_factor(view: TableView) -> float:

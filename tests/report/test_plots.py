@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from fedbench.metrics import ema
 from fedbench.recipes.views import TableView
-from fedbench.report.plots import _save, curve_series, figures, plot_table
+from fedbench.report.plots import _published_by_line, _save, curve_series, figures, plot_table
 from tests.report.test_table import CURVES, stored  # noqa: F401 (stored: a fixture)
 
 
@@ -113,3 +114,37 @@ def test_written_pngs_have_safe_names(stored, tmp_path):  # noqa: F811
     [(_, fig)] = figures(recipe, recipe.tables[0], registry)
     odd = _save(fig, tmp_path, "a/b c:d")
     assert odd.name == "a_b_c_d.png" and odd.parent == tmp_path
+
+
+def marker_points(fig) -> dict[str, tuple[list, list]]:
+    """{colour (hex): (x, y)} of the paper's-value markers of a one-axes figure (the legend's empty entry left out)."""
+    (ax,) = fig.axes
+    return {
+        to_hex(line.get_color()): (list(line.get_xdata()), list(line.get_ydata()))
+        for line in ax.get_lines()
+        if line.get_marker() == "D" and len(line.get_xdata())
+    }
+
+
+def test_the_papers_values_sit_on_the_curves_where_they_are_points_of_them(stored):  # noqa: F811
+    recipe, registry = stored
+    rounds = view_of(recipe, figure="rounds_to_target", target=75.0, published={"fedavg": 2, "fedprox": 3})
+    [(_, fig)] = figures(recipe, rounds, registry)
+    colours = {line.get_label(): to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+    # a count of rounds to the target: at (those rounds, the target), in its method's colour
+    assert marker_points(fig) == {colours["fedavg (n=2)"]: ([2.0], [75.0]), colours["fedprox (n=2)"]: ([3.0], [75.0])}
+    assert "paper's value" in colours
+    best = view_of(recipe, figure="best", published={"fedavg": 88.5})
+    [(_, fig)] = figures(recipe, best, registry)
+    colours = {line.get_label(): to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+    assert marker_points(fig) == {colours["fedavg (n=2)"]: ([3], [88.5])}  # an accuracy figure: at the last round
+    costs = view_of(recipe, figure="gflops_to_target", target=75.0, published={"fedavg": 1.4})
+    [(_, fig)] = figures(recipe, costs, registry)
+    assert marker_points(fig) == {} and "paper's value" not in [line.get_label() for line in fig.axes[0].get_lines()]
+    # the paper's values describe its scale and data only
+    assert _published_by_line(recipe, rounds, "full", False, None, None) == {
+        ("all", "fedavg"): 2.0,
+        ("all", "fedprox"): 3.0,
+    }
+    assert _published_by_line(recipe, rounds, "smoke", False, None, None) == {}
+    assert _published_by_line(recipe, rounds, "full", True, None, None) == {}

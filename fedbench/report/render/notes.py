@@ -246,16 +246,20 @@ def statistics_notes(table: Table, baseline: str | None) -> list[str]:
         if FIGURES[table.view.figure].censored and any(c.censored or c.dropped for c in comparisons):
             out.append(f"baseline test on rounds: {CENSORED_RULE}.")
     if any(c.verdict is not None for c in table.cells.values()) and not table.synthetic and table.scale == "full":
-        view = table.view
-        if view.tolerance is not None:
-            margin = f"±{view.tolerance:g} (the recipe's tolerance)"
-        else:
-            margin = margin_text(view.figure, METRICS[view.metric].percent, view.percent)
         out.append(
-            f"✓ reproduced: the 90% interval of ours − paper lies within the margin {margin}; ↑/↓ ours higher/lower: "
+            f"✓ reproduced: the 90% interval of ours − paper lies within the margin {margin_words(table)}; ↑/↓ ours "
+            "higher/lower: "
             "the 95% interval lies beyond it; ? inconclusive: neither (more seeds would decide it)."
         )
     return out
+
+
+def margin_words(table: Table) -> str:
+    """The equivalence margin of ``table``'s verdicts in words: the recipe's tolerance, or the figure's default."""
+    view = table.view
+    if view.tolerance is not None:
+        return f"±{view.tolerance:g} (the recipe's tolerance)"
+    return margin_text(view.figure, METRICS[view.metric].percent, view.percent)
 
 
 def _unreachable_families(table: Table) -> list[tuple[list[Cell], tuple[int, float, float, int]]]:

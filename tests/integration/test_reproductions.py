@@ -1,0 +1,42 @@
+"""The committed evidence (``reproductions/``): every report and the ledger are exactly what fedbench renders from
+the committed runs files (``fedbench ledger --check``), every run in them was trained on data whose checksums were
+verified, at the recipe's full scale and as the recipe stands, and every cell run at the paper's scale that did not
+reproduce, and every claim that does not hold, has a cause in its paper's causes.toml."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedbench.report.evidence import check_evidence, find_evidence, render_evidence
+from fedbench.report.render.ledger import NO_CAUSE
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDER, RECIPES = ROOT / "reproductions", ROOT / "recipes"
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return render_evidence(FOLDER, RECIPES)
+
+
+def test_the_committed_reports_and_ledger_are_what_fedbench_renders(rendered):
+    assert check_evidence(FOLDER, rendered) == [], "run `fedbench ledger` and commit what it writes"
+
+
+def test_every_difference_and_unsupported_claim_has_a_cause(rendered):
+    missing = [line for line in rendered["README.md"].splitlines() if NO_CAUSE in line]
+    assert missing == [], "add their causes to reproductions/PAPER/causes.toml, then run `fedbench ledger`"
+
+
+def test_every_run_is_a_verified_full_scale_run_of_its_recipe_as_it_stands(rendered):
+    for item in find_evidence(FOLDER, RECIPES):
+        lines = [json.loads(line) for line in item.export.read_text().splitlines()[1:]]
+        assert lines, item.export
+        for run in lines:
+            assert run["spec"]["scale"] == "full" and not run["spec"]["synthetic"], (item.export, run["spec_hash"])
+            assert run["provenance"]["data"]["verified"], (item.export, run["spec_hash"])
+            assert run["status"] == "done" and run["rounds_done"] == run["spec"]["rounds"]
+    assert "exported runs are not runs of the recipe as it stands" not in rendered["README.md"]
