@@ -35,11 +35,18 @@ def duration(seconds: float | None) -> str:
     return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
+# Marks a time left that costs some waiting runs at other cells' rounds (their own cell has recorded none yet).
+ROUGH = "*"
+
+
 def progress_table(progress: list[Any]) -> RichTable:
     """One row per recipe and scale: runs per status (a column for each status some run is in), the rounds the
-    running runs trained of their planned rounds, the estimated time left. Names are never cut."""
+    running runs trained of their planned rounds, the estimated time left (marked, with a caption counting them,
+    where some waiting runs were costed at other cells' rounds). Names are never cut."""
     statuses = [status for status in COLUMNS if any(p.counts.get(status) for p in progress)]
-    table = RichTable(title=f"{sum(p.runs for p in progress)} runs")
+    rough = sum(p.estimated_from_other_cells for p in progress)
+    caption = f"{ROUGH} rougher: {rough} waiting run{'s' if rough != 1 else ''} costed at other cells' rounds"
+    table = RichTable(title=f"{sum(p.runs for p in progress)} runs", caption=caption if rough else None)
     table.add_column("recipe", no_wrap=True)
     table.add_column("scale", no_wrap=True)
     for status in statuses:
@@ -53,7 +60,7 @@ def progress_table(progress: list[Any]) -> RichTable:
             p.scale,
             *(str(p.counts.get(status, "")) for status in statuses),
             rounds,
-            f"≈ {duration(p.seconds_left)}" if p.waiting else "",
+            f"≈ {duration(p.seconds_left)}{ROUGH if p.estimated_from_other_cells else ''}" if p.waiting else "",
         )
     return table
 
@@ -70,7 +77,8 @@ def status(
     registry: str | None = RegistryOption,
 ) -> None:
     """Where the runs stand, per recipe and scale: runs done, running, pending, interrupted, failed and diverged, the
-    running runs' rounds, and an estimate of the time left from the rounds recorded so far. Reads only the
+    running runs' rounds, and an estimate of the time left: each waiting run's rounds at the mean time of the rounds
+    its cell has recorded so far (a cell with none yet: at its model's, else the recipe's; marked *). Reads only the
     registry, so it follows local, Ray and Slurm workers alike.
 
     Example: `fedbench status` · `fedbench status --paper fedtrip --watch`
@@ -118,4 +126,5 @@ def _json(p: Any) -> dict[str, Any]:
         "workers": p.workers,
         "seconds_per_round": p.seconds_per_round,
         "seconds_left": p.seconds_left,
+        "estimated_from_other_cells": p.estimated_from_other_cells,
     }

@@ -11,14 +11,14 @@ from dataclasses import asdict
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Result, Row, bindparam, delete, func, insert, select
+from sqlalchemy import Result, Row, Text, bindparam, case, cast, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
 
 from fedbench.errors import RegistryError
 from fedbench.registry import claims  # claims.now: the registry's one clock (tests replace it)
 from fedbench.registry.connection import Connection
 from fedbench.registry.tables import rounds, runs
-from fedbench.vocab.status import RunStatus
+from fedbench.vocab.status import WAITING, RunStatus
 
 
 class Store(Connection):
@@ -182,9 +182,10 @@ class Store(Connection):
             return list(connection.execute(_only(query, paper, recipe)).all())
 
     def round_seconds(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
-        """Per paper, recipe and scale: ``seconds`` (the wall time of every recorded round) and ``rounds`` (how
-        many rounds that is), the basis of a time-left estimate."""
-        groups = (runs.c.paper, runs.c.recipe, runs.c.scale)
+        """Per paper, recipe, scale and cell (``dataset``, ``model``, ``labels``): ``seconds`` (the wall time of every
+        recorded round) and ``rounds`` (how many rounds that is), the basis of a time-left estimate. ``labels`` is
+        the stored JSON text (see ``_cell_columns``)."""
+        groups = (runs.c.paper, runs.c.recipe, runs.c.scale, *_cell_columns())
         query = (
             select(*groups, func.sum(rounds.c.wall_seconds).label("seconds"), func.count().label("rounds"))
             .select_from(rounds.join(runs, rounds.c.run_id == runs.c.id))
@@ -193,6 +194,33 @@ class Store(Connection):
         )
         with self.engine.connect() as connection:
             return list(connection.execute(_only(query, paper, recipe)).all())
+
+    def waiting_rounds(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
+        """Per paper, recipe, scale and cell (as ``round_seconds``), over the runs a batch still waits for (pending,
+        running, interrupted): ``runs`` (how many) and ``rounds_left`` (planned minus trained, each run's at least
+        0, the planned number read from each stored spec)."""
+        planned = runs.c.spec["rounds"].as_integer()
+        left = case((planned > runs.c.rounds_done, planned - runs.c.rounds_done), else_=0)
+        groups = (runs.c.paper, runs.c.recipe, runs.c.scale, *_cell_columns())
+        query = (
+            select(*groups, func.count().label("runs"), func.sum(left).label("rounds_left"))
+            .where(runs.c.status.in_([str(status) for status in WAITING]))
+            .group_by(*groups)
+        )
+        with self.engine.connect() as connection:
+            return list(connection.execute(_only(query, paper, recipe)).all())
+
+
+def _cell_columns() -> tuple[Any, ...]:
+    """The columns that tell a run's cell (its runs differ only by seed): ``dataset``, ``model`` (read from the
+    stored spec) and ``labels`` as JSON text. Text, because PostgreSQL's ``json`` type has no equality to group by;
+    the text keeps the keys in the order they were written, so one cell may come back as several texts (the
+    caller compares the parsed labels)."""
+    return (
+        runs.c.dataset,
+        runs.c.spec["model"].as_string().label("model"),
+        cast(runs.c.labels, Text).label("labels"),
+    )
 
 
 @cache

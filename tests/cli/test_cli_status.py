@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.cli.status import duration
+from fedbench.engine.loop import RoundRecord
 from fedbench.registry import Registry
+from fedbench.vocab.status import RunStatus
 
 runner = CliRunner()
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "quickstart.toml"
@@ -46,6 +48,39 @@ def test_a_finished_recipe_shows_its_counts_and_nothing_left(write_recipe, regis
         invoke("status", "--recipe", "nothing-by-that-name", "--json", "--registry", registry_url).stdout.strip()
         == "[]"
     )
+
+
+def test_runs_costed_at_other_cells_rounds_are_marked_and_counted(registry_url):
+    """Cell A done after 2 rounds of 3 s; cell B (same dataset and model) pending with 4 rounds and none recorded:
+    its time left is A's rate (12 s), marked rougher in the table and counted in --json."""
+    store = Registry(registry_url)
+    store.ensure_runs(
+        [
+            dict(
+                spec_hash=f"{index:016x}",
+                spec={"rounds": rounds, "model": "cnn"},
+                labels={"case": case},
+                paper="p",
+                recipe="r",
+                algorithm="fedavg",
+                dataset="digits",
+                seed=0,
+                scale="full",
+                synthetic=False,
+                targets=[],
+            )
+            for index, case, rounds in ((0, "A", 2), (1, "B", 4))
+        ]
+    )
+    run_id = store.claim(f"{0:016x}", worker="host:1")
+    for number in (1, 2):
+        record = RoundRecord(round=number, train_loss=1.0, wall_seconds=3.0, bytes_up=0, bytes_down=0)
+        store.log_round(run_id, record, worker="host:1")
+    store.finish(run_id, RunStatus.DONE, worker="host:1")
+    [line] = json.loads(invoke("status", "--json", "--registry", registry_url).stdout)
+    assert (line["seconds_left"], line["estimated_from_other_cells"], line["rounds_left"]) == (12.0, 1, 4)
+    table = invoke("status", "--registry", registry_url).output
+    assert "≈ 12 s*" in table and "1 waiting run costed at other cells' rounds" in table
 
 
 @pytest.mark.parametrize(

@@ -11,15 +11,24 @@ from fedbench.report.progress import recipe_progress, totals
 from fedbench.vocab.status import RunStatus
 
 
-def entry(index: int, *, recipe: str = "r", scale: str = "full", rounds: int = 10) -> dict:
+def entry(
+    index: int,
+    *,
+    recipe: str = "r",
+    scale: str = "full",
+    rounds: int = 10,
+    labels: dict[str, str] | None = None,
+    model: str = "mlp",
+    dataset: str = "digits",
+) -> dict:
     return dict(
         spec_hash=f"{index:016x}",
-        spec={"rounds": rounds},
-        labels={},
+        spec={"rounds": rounds, "model": model},
+        labels=labels or {},
         paper="p",
         recipe=recipe,
         algorithm="fedavg",
-        dataset="digits",
+        dataset=dataset,
         seed=index,
         scale=scale,
         synthetic=False,
@@ -96,3 +105,60 @@ def test_no_running_worker_counts_as_one(batch):
     full = recipe_progress(batch)[0]
     full.workers = 0
     assert full.seconds_left == pytest.approx(37 * 2.0)
+
+
+MLP, CNN = {"case": "MLP digits"}, {"case": "CNN digits"}
+
+
+@pytest.fixture
+def two_cells(any_registry_url) -> Registry:
+    """Recipe t at scale full, runs of 10 planned rounds in two cells: MLP (cheap) with 3 runs done, 30 recorded rounds
+    of 0.1 s; CNN (costly) with run 10 running on one worker after 1 round of 3 s, runs 11 and 12 pending."""
+    registry = Registry(any_registry_url)
+    mlp = [entry(i, recipe="t", labels=MLP) for i in range(3)]
+    cnn = [entry(i, recipe="t", labels=CNN, model="cnn") for i in range(10, 13)]
+    registry.ensure_runs(mlp + cnn)
+    for index in range(3):
+        registry.finish(train(registry, index, 10, 0.1, "host:1"), RunStatus.DONE, worker="host:1")
+    train(registry, 10, 1, 3.0, "host:2")
+    return registry
+
+
+def test_each_waiting_run_is_costed_at_its_own_cells_rounds(two_cells):
+    """The CNN runs left (9 + 10 + 10 rounds) at the CNN cell's 3 s a round, not at the mean of all 31 recorded
+    rounds (6 s / 31, which the cheap MLP rounds pull down to 0.19 s)."""
+    [t] = recipe_progress(two_cells)
+    assert (t.rounds_left, t.workers, t.waiting) == (29, 1, 3)
+    assert t.seconds_per_round == pytest.approx(6.0 / 31)  # the recipe and scale's mean, as before
+    assert t.seconds_left == pytest.approx(29 * 3.0)
+    assert t.estimated_from_other_cells == 0
+
+
+def test_a_cell_with_no_recorded_round_is_costed_at_its_model_or_the_recipe_and_counted(two_cells):
+    """A pending run of a third cell with the CNN's dataset and model is costed at the CNN's 3 s a round; one of a
+    model no cell has recorded, at the recipe and scale's mean; both are counted as estimated from other cells."""
+    two_cells.ensure_runs(
+        [
+            entry(20, recipe="t", labels={"case": "CNN digits, 2 clients"}, model="cnn"),
+            entry(21, recipe="t", labels={"case": "ResNet digits"}, model="resnet", rounds=5),
+        ]
+    )
+    [t] = recipe_progress(two_cells)
+    assert t.rounds_left == 29 + 10 + 5
+    assert t.seconds_left == pytest.approx(29 * 3.0 + 10 * 3.0 + 5 * 6.0 / 31)
+    assert t.estimated_from_other_cells == 2
+
+
+def test_a_cell_is_its_labels_whatever_their_key_order(two_cells):
+    """Labels stored with their keys in another order (an imported run's) are the same cell."""
+    two_cells.ensure_runs(
+        [
+            entry(30, recipe="t", labels={"algorithm": "fedtrip", **CNN}, model="cnn"),
+            entry(31, recipe="t", labels={**CNN, "algorithm": "fedtrip"}, model="cnn"),
+        ]
+    )
+    train(two_cells, 30, 2, 5.0, "host:3")
+    [t] = recipe_progress(two_cells)
+    # cell (fedtrip, CNN): run 30 with 8 rounds left, run 31 with 10, both at 5 s a round
+    assert t.seconds_left == pytest.approx((29 * 3.0 + 18 * 5.0) / 2)
+    assert t.estimated_from_other_cells == 0
