@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALL_STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark gpu-wheels gpu-check mutation mutation-changed mutation-ci reproduce-all clean
+.PHONY: install install-dev quickstart lint fix test test-fast fuzz benchmark gpu-wheels gpu-check mutation mutation-changed mutation-ci reproduce-all ledger clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -106,6 +106,11 @@ reproduce-all: $(INSTALL_STAMP)
 	for paper in $(PAPERS); do \
 	  $(BIN)/fedbench report --paper $$paper --format markdown --out reports/$$paper/report.md --plots reports/$$paper || exit 1; \
 	done
+
+# The committed evidence (reproductions/): after `fedbench export --recipe recipes/R.toml -o reproductions/PAPER/R.jsonl`,
+# `make ledger` renders its report and the ledger (reproductions/README.md); the test suite runs the --check.
+ledger: $(INSTALL_STAMP)
+	$(BIN)/fedbench ledger reproductions
 
 # Per paper (fedtrip, fedtr, fedimpro, lgmix, feddrplus):
 #   make reproduce-PAPER [SCALE=quick]  runs the paper's recipes on real data and writes

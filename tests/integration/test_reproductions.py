@@ -40,3 +40,25 @@ def test_every_run_is_a_verified_full_scale_run_of_its_recipe_as_it_stands(rende
             assert run["provenance"]["data"]["verified"], (item.export, run["spec_hash"])
             assert run["status"] == "done" and run["rounds_done"] == run["spec"]["rounds"]
     assert "exported runs are not runs of the recipe as it stands" not in rendered["README.md"]
+
+
+def _rows(text: str, heading: str) -> list[list[str]]:
+    """The body rows of the first Markdown table after ``heading``, as lists of cell texts."""
+    section = text.split(heading, 1)[1]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    table = []
+    for line in lines[2:]:  # after the header and its rule
+        table.append([cell.strip() for cell in line.strip("|").split("|")])
+        if not section.split(line, 1)[1].lstrip("\n").startswith("|"):
+            break
+    return table
+
+
+def test_the_readme_headline_is_the_ledgers(rendered):
+    ledger = {row[0]: row[1:6] for row in _rows(rendered["README.md"], "## Headline")}
+    readme = _rows((ROOT / "README.md").read_text(), "## What has been reproduced")
+    assert readme, "README.md: the 'What has been reproduced' section has no table"
+    for paper, _, *counts in readme:
+        # cells run, reproduced, higher, lower, inconclusive
+        assert ledger[paper.lower().replace("+", "plus")] == counts[:5], f"README.md: {paper}'s headline is stale"
+    assert {p.lower().replace("+", "plus") for p, *_ in readme} == set(ledger)
