@@ -97,7 +97,7 @@ def figures(
         fig = Figure(figsize=(6, 4))
         ax = fig.subplots()
         target = view.target_by.get(key, view.target)
-        marked = False
+        paper_points = []  # drawn after the lines and the target: the methods' lines come first in the legend
         for line, seed_curves in lines.items():
             rounds = sorted(set.intersection(*(set(r for r, _ in c) for c in seed_curves)))
             by_round = [dict(c) for c in seed_curves]
@@ -108,11 +108,12 @@ def figures(
             ax.fill_between(rounds, values.min(0), values.max(0), alpha=0.2)
             point = _paper_point(view, published.get((key, line)), target, rounds)
             if point is not None:
-                ax.plot(*point, marker="D", color=drawn.get_color(), markeredgecolor="black", linestyle="none")
-                marked = True
+                paper_points.append((point, drawn.get_color()))
         if target is not None and FIGURES[view.figure].needs_target:
             ax.axhline(target, color="grey", linestyle="--", linewidth=0.8, label=f"target {target:g}")
-        if marked:
+        for point, colour in paper_points:
+            ax.plot(*point, marker="D", color=colour, markeredgecolor="black", linestyle="none")
+        if paper_points:
             ax.plot([], [], marker="D", color="white", markeredgecolor="black", linestyle="none", label=PAPER_MARK)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("round")

@@ -261,8 +261,8 @@ def test_plots_overlay_the_methods_with_bands_integer_rounds_and_the_target(regi
         if view.figure == "rounds_to_target":
             target = ax.get_lines()[3]
             assert target.get_label() == "target 40" and list(target.get_ydata()) == [40, 40]
-        else:
-            assert len(ax.get_lines()) == 3
+        else:  # the methods' lines, then the paper's values on them (diamonds), no target line
+            assert [line.get_label() for line in ax.get_lines() if line.get_marker() != "D"] == methods
 
 
 def test_seed_band_spans_the_seeds_min_to_max(registries):
@@ -300,12 +300,15 @@ def test_html_page_is_self_contained_with_summary_marks_plots_and_runs(registrie
     assert re.search(
         r"product: \d reproduced, \d higher, \d lower, \d inconclusive, 0 not comparable of 2 cells", summary
     )
-    assert not re.search(r"""(src|href)=["'](?!data:)""", page)  # nothing loaded from elsewhere
+    assert not re.search(r"""(src|href)=["'](?!data:|#)""", page)  # nothing loaded from elsewhere (# : this page)
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 2  # one overlay per table
     assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
     assert page.count("<details><summary>product / ") == 0
     assert page.count("· seed ") == 18  # 9 runs in each of the two tables
+    # both tables draw test accuracy: each run's spec, provenance and curve once, the second table links to them
+    assert page.count("spec</p><pre>") == 9 and page.count(": shown above</p>") == 9
+    assert all(f'id="run-{i}"' in page for i in re.findall(r'href="#run-(\d+)"', page))
     assert "p<sub>Holm</sub>" in page and "ours − paper" in page and "90% [" in page and '"provenance"' not in page
     assert "<svg" in page and "spec</p><pre>" in page
 

@@ -150,25 +150,41 @@ def curve_svg(curve: Sequence[tuple[int, float]], width: int = 320, height: int 
     )
 
 
-def runs_html(table: Table, curves: dict[int, list[Any]], specs: dict[int, Any]) -> str:
-    """The drill-down of a table: per cell, per run its spec, provenance and curve of the view's metric."""
+def runs_html(
+    table: Table, curves: dict[int, list[Any]], specs: dict[int, Any], shown: set[tuple[int, str]] | None = None
+) -> str:
+    """The drill-down of a table: per cell, per run its spec, provenance and curve of the view's metric. ``shown``
+    (the page's runs so far, with the metric drawn) keeps a page from repeating a run: one already shown with the same
+    metric is a link to it; with another metric, its curve and the link (the spec and provenance are above)."""
     cells = [c for c in table.cells.values() if c.runs]
     if not cells:
         return ""
+    shown = set() if shown is None else shown
     metric = table.view.metric
     factor = display_factor(metric, table.view.percent)
     out = [f"<details><summary>runs of this table ({sum(len(c.runs) for c in cells)})</summary>"]
     for cell in cells:
         for seed, run in zip(cell.seeds, cell.runs):
-            curve = [(r, v * factor) for r, v in metric_curve(curves.get(run.id, []), metric)]
             title = f"{cell.row} / {cell.column} · seed {seed} · run {run.id} ({run.spec_hash[:10]}, {run.status})"
-            out += [
-                f"<details><summary>{html.escape(title)}</summary>",
-                f"<p>{html.escape(axis_label(metric, table.view.percent, table.tasks))} by round</p>{curve_svg(curve)}",
-                f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
-                f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
-                "</details>",
-            ]
+            link = f'<a href="#run-{run.id}">{html.escape(title)}</a>'
+            if (run.id, metric) in shown:
+                out.append(f"<p>{link}: shown above</p>")
+                continue
+            curve = [(r, v * factor) for r, v in metric_curve(curves.get(run.id, []), metric)]
+            drawn = (
+                f"<p>{html.escape(axis_label(metric, table.view.percent, table.tasks))} by round</p>{curve_svg(curve)}"
+            )
+            if any(run_id == run.id for run_id, _ in shown):
+                out += [f"<details><summary>{html.escape(title)}</summary>", drawn, f"<p>spec, provenance: {link}</p>"]
+            else:
+                out += [
+                    f'<details id="run-{run.id}"><summary>{html.escape(title)}</summary>',
+                    drawn,
+                    f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
+                    f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
+                ]
+            out.append("</details>")
+            shown.add((run.id, metric))
     out.append("</details>")
     return "\n".join(out) + "\n"
 
@@ -210,10 +226,13 @@ def html_pages(
     for paper in dict.fromkeys(t.paper for t in tables):
         mine = [t for t in tables if t.paper == paper]
         extras = {}
+        shown: set[tuple[int, str]] = set()  # a run's drill-down appears once per page
         for i, table in enumerate(mine):
             made = figures(
                 by_name[table.recipe], table.view, source, scale=scale, synthetic=synthetic, seeds=seeds, only=only
             )
-            extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(table, curves, specs)
+            extras[i] = plots_html([(stem, png_bytes(fig)) for stem, fig in made]) + runs_html(
+                table, curves, specs, shown
+            )
         pages[paper] = page(mine, title=f"fedbench report: {paper}", extras=extras)
     return pages
