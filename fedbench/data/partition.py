@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from fedbench.errors import ConfigError
 from fedbench.plugins import PluginRegistry, check_params
+from fedbench.spec import HashNeutral
 
 PARTITIONERS: PluginRegistry[Callable[..., list[np.ndarray]]] = PluginRegistry("partitioner")
 register_partitioner = PARTITIONERS.register
@@ -275,11 +276,14 @@ def natural(
     return parts
 
 
-def _weighted_without_replacement(weights: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+def _weighted_without_replacement(
+    weights: np.ndarray, count: int, rng: np.random.Generator, noise: np.ndarray | None = None
+) -> np.ndarray:
     """``count`` distinct indices drawn sequentially with probability ∝ weights (the law of torch's
-    WeightedRandomSampler(replacement=False)), via Gumbel top-k keys."""
+    WeightedRandomSampler(replacement=False)), via Gumbel top-k keys: log wᵢ + Gᵢ with Gᵢ ~ Gumbel drawn from ``rng``,
+    or the given ``noise`` (one Gumbel per sample, shared by callers that must rank the samples alike)."""
     with np.errstate(divide="ignore"):
-        keys = np.log(weights) + rng.gumbel(size=len(weights))
+        keys = np.log(weights) + (rng.gumbel(size=len(weights)) if noise is None else noise)
     positive = int(np.count_nonzero(weights > 0))
     if positive < count:
         raise ConfigError(f"only {positive} samples have non-zero weight, {count} requested")
@@ -295,12 +299,23 @@ def samples_per_client_partition(
     samples_per_client: int = 600,
     alpha: float | None = 0.5,
     disjoint: bool = False,
+    # added later: specs without it keep their hash
+    shared_keys: Annotated[bool, HashNeutral(False)] = False,
 ) -> list[np.ndarray]:
     """FedTrip's Dir-α (Plato ``samplers/dirichlet.py``): each client draws its own class proportions
     q_k ~ Dir(α·1_C) and then ``samples_per_client`` distinct indices from the *whole* training set with
     per-sample weight q_k[y_i]. Clients sample independently, so their sets may overlap (FedTrip §2.3);
     ``disjoint=True`` removes each client's draw from the pool first. ``alpha=None`` samples uniformly.
     Per-client streams are derived from ``rng`` so client k's draw does not depend on the others'.
+
+    ``shared_keys=True`` is the authors' code as it runs [code]: Plato's ``Sampler.get()`` seeds every client's
+    torch generator with the same ``data.random_seed`` (``plato/samplers/dirichlet.py``; ``samplers/base.py``:
+    "Keeping random seed the same across the clients"), and torch draws without replacement as the top-n of
+    wᵢ/Eᵢ with one Exp(1) key Eᵢ per sample from that generator. So every client ranks the samples with the *same*
+    keys: within a class, a client's samples are the first ones of one common order, a client with fewer samples
+    of the class holds a subset of another's, and the clients together hold about a third of the distinct
+    samples independent draws give (MNIST, 10 × 600, Dir-0.5). Here: one Gumbel key per sample shared by all
+    clients (log wᵢ − log Eᵢ is that law), each client's proportions still its own.
     """
     if samples_per_client < 1 or samples_per_client > len(labels):
         raise ConfigError(
@@ -314,18 +329,20 @@ def samples_per_client_partition(
         )
     classes, label_index = np.unique(labels, return_inverse=True)
     client_rngs = [np.random.default_rng(s) for s in rng.integers(0, 2**63 - 1, size=num_clients)]
+    # drawn after the clients' streams, and only when asked: the default's draws stay what they were
+    noise = np.random.default_rng(rng.integers(0, 2**63 - 1)).gumbel(size=len(labels)) if shared_keys else None
     available = np.ones(len(labels), dtype=bool)
     parts = []
     for client_rng in client_rngs:
         proportions = np.ones(len(classes)) if alpha is None else client_rng.dirichlet(np.full(len(classes), alpha))
         weights = proportions[label_index] * available
         try:
-            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng)
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise)
         except ConfigError:
             # A near-zero Dirichlet share can underflow to 0 for every sample of most classes; fall back to
             # the classes' order of preference (what sequential weighted sampling does in that limit).
             weights = (proportions[label_index] + 1e-300) * available
-            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng)
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise)
         if disjoint:
             available[chosen] = False
         parts.append(np.sort(chosen))

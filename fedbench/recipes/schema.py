@@ -50,6 +50,9 @@ class Recipe(Strict):
     # a cell against a published mean ± std as the difference of two means over our seeds and these trials, and
     # says how many trials the paper needed where our seeds cannot reach significance.
     trials: int | None = Field(None, ge=1)
+    # The recipe (by name) whose cells this one runs again under another reading of the paper (an alternative the
+    # spec names, e.g. the authors' sampler): the reproduction ledger reports it beside that recipe, not as more cells.
+    variant_of: str | None = None
     setup: dict[str, Any] = {}  # empty for a recipe of analytic tables only
     matrix: dict[str, list[Any]] = {}
     overrides: dict[str, dict[str, dict[str, Any]]] = {}

@@ -151,6 +151,34 @@ def test_samples_per_client_fedtrip_style():
         run("samples_per_client", samples_per_client=200, disjoint=True)
 
 
+def _nested_within_classes(parts):
+    """Whether, in every class, of any two clients the one with fewer samples of it holds a subset of the other's."""
+    for c in np.unique(LABELS):
+        sets = sorted((set(p[LABELS[p] == c].tolist()) for p in parts), key=len)
+        if any(not a <= b for a, b in zip(sets, sets[1:])):
+            return False
+    return True
+
+
+def test_samples_per_client_shared_keys_ranks_every_client_by_one_order():
+    """Plato's Dirichlet sampler seeds every client's generator with the same seed, so torch's weighted draw without
+    replacement ranks the samples by the same keys for all clients: in each class the clients' samples are prefixes
+    of one order (nested sets), and the clients together hold far fewer distinct samples than independent draws."""
+    shared = run("samples_per_client", samples_per_client=300, alpha=0.5, shared_keys=True)
+    independent = run("samples_per_client", samples_per_client=300, alpha=0.5)
+    assert all(len(p) == 300 and np.all(np.diff(p) > 0) for p in shared)
+    assert _nested_within_classes(shared)
+    assert not _nested_within_classes(independent)
+    assert len(np.unique(np.concatenate(shared))) < 0.8 * len(np.unique(np.concatenate(independent)))
+    # the default is the independent draw, unchanged by the new parameter
+    assert all(
+        np.array_equal(a, b) for a, b in zip(run("samples_per_client", shared_keys=False), run("samples_per_client"))
+    )
+    # with a disjoint pool the shared ranking still gives distinct clients
+    disjoint = np.concatenate(run("samples_per_client", samples_per_client=100, shared_keys=True, disjoint=True))
+    assert len(np.unique(disjoint)) == len(disjoint)
+
+
 def test_split_indices_methods():
     rng = np.random.default_rng(0)
     indices = np.arange(100, 200)

@@ -132,9 +132,14 @@ def recipe_section(item: RecipeEvidence, causes: Sequence[Cause]) -> list[str]:
     name, paper = item.recipe.name, item.paper
     wall = sum(float(run.wall_seconds or 0.0) for run in item.runs)
     prov = _provenance(item.runs)
-    out = [
-        f"### {item.recipe.title or name}",
-        "",
+    out = [f"### {item.recipe.title or name}", ""]
+    if item.recipe.variant_of:
+        out += [
+            f"A variant of `{item.recipe.variant_of}`: the same cells under another reading of the paper (the recipe "
+            "says which and why); not counted in the headline.",
+            "",
+        ]
+    out += [
         f"Recipe [`recipes/{name}.toml`](../recipes/{name}.toml); runs [`{paper}/{name}.jsonl`]({paper}/{name}.jsonl); "
         f"report [`{paper}/{name}.md`]({paper}/{name}.md), [`{paper}/{name}.html`]({paper}/{name}.html) and its plots "
         f"[`{paper}/{name}/`]({paper}/{name}/).",
@@ -202,7 +207,7 @@ def headline(evidence: Sequence[RecipeEvidence]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for paper in dict.fromkeys(e.paper for e in evidence):
-        mine = [e for e in evidence if e.paper == paper]
+        mine = [e for e in evidence if e.paper == paper and not e.recipe.variant_of]  # variants re-run these cells
         totals: Counter[str] = Counter()
         for item in mine:
             for table in run_tables(item):
@@ -243,6 +248,9 @@ def ledger(evidence: Sequence[RecipeEvidence], causes: dict[str, list[Cause]]) -
         + ".",
         "",
         "## Headline",
+        "",
+        "Per paper, the cells of its recipes as the spec reads the paper (variants, which run the same cells under "
+        "another reading, are reported beside their recipe below, not counted here):",
         "",
         *headline(evidence),
         "",
