@@ -21,24 +21,21 @@ import re
 import tempfile
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import ValidationError
 
 from fedbench.errors import FedbenchError
 from fedbench.recipes.expand import compile_recipes
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import resolve_spec
-from fedbench.recipes.schema import Recipe
 from fedbench.registry import Registry
 from fedbench.registry.transfer import import_runs, read_runs_file
-from fedbench.report.cells import Table
 from fedbench.report.collect import build_tables
+from fedbench.report.ledger_items import CAUSE_KINDS, Cause, RecipeEvidence
 from fedbench.report.render import render
 from fedbench.report.render.html import html_pages
-from fedbench.report.render.ledger import CAUSE_KINDS, ledger
+from fedbench.report.render.ledger import ledger
 
 LEDGER = "README.md"
 CAUSES = "causes.toml"
@@ -48,54 +45,6 @@ PLOT_DPI = 100
 
 class EvidenceError(FedbenchError):
     """A malformed evidence folder: a runs file without its recipe, a bad causes file."""
-
-
-class Cause(BaseModel):
-    """Why a cell of a table (or a claim in a group of cells) differs from the paper. ``row``/``column`` ``"*"``
-    match every row/column; a claim's cause names the claim (its number in the table, from 1) and its group."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    recipe: str
-    table: str  # the table view's name (``[[tables]] name``)
-    row: str = "*"
-    column: str = "*"
-    claim: int | None = None
-    group: str = "*"  # a claim's group: the column or row it is evaluated in
-    kind: str  # one of CAUSE_KINDS
-    text: str
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, value: str) -> str:
-        if value not in CAUSE_KINDS:
-            raise ValueError(f"unknown kind {value!r}")
-        return value
-
-    def covers_cell(self, recipe: str, table: str, row: str, column: str) -> bool:
-        return (
-            self.claim is None
-            and (self.recipe, self.table) == (recipe, table)
-            and self.row in ("*", row)
-            and self.column in ("*", column)
-        )
-
-    def covers_claim(self, recipe: str, table: str, claim: int, group: str) -> bool:
-        return (self.recipe, self.table, self.claim) == (recipe, table, claim) and self.group in ("*", group)
-
-
-@dataclass
-class RecipeEvidence:
-    """One recipe's exported runs, the recipe, and what was found of them in the rendering."""
-
-    paper: str
-    export: Path
-    recipe: Recipe
-    recipe_file: Path
-    runs: list[Any] = field(default_factory=list)  # the exported runs (registry.transfer.RunLine)
-    planned: int = 0  # runs the recipe compiles to at its full scale
-    stale: int = 0  # exported runs that are not runs of the recipe as it stands (its spec changed since)
-    tables: list[Table] = field(default_factory=list)
 
 
 def load_causes(path: Path) -> list[Cause]:

@@ -136,6 +136,8 @@ def _published_by_line(recipe, view, scale: str, synthetic: bool, seeds, only) -
     if synthetic or scale != "full":
         return out
     for p in planned_for_view(recipe, view, scale, synthetic, seeds=seeds, only=only):
+        if not set(view.rows + view.columns) <= set(p.labels):
+            continue  # a pseudo-axis (client, metric, round): the table's cells are not one run's curve
         value = view.published_value(*cell_of(view, p.labels))
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             out[figure_and_line(view, p.labels)] = float(value)

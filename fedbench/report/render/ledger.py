@@ -11,24 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedbench.report.cells import VERDICTS, Cell, ClaimResult, Table
+from fedbench.report.ledger_items import CAUSE_KINDS, Cause, RecipeEvidence
 from fedbench.report.render.claim_lines import statement
 from fedbench.report.render.notes import margin_words, ours_text, paper_text, verdict_mark
 
-if TYPE_CHECKING:
-    from fedbench.report.evidence import Cause, RecipeEvidence
-
 NO_CAUSE = "**no cause recorded** (add one to causes.toml)"
-# What a difference between our runs and the paper can be due to (a cause's ``kind`` in PAPER/causes.toml).
-CAUSE_KINDS = {
-    "bug": "a fedbench bug, fixed (the affected cells were run again)",
-    "reading": "a reading of the paper: the spec's default and an alternative, both run",
-    "seed-variance": "seed variance",
-    "paper-error": "an error in the paper (a printed number at odds with its own other numbers or text)",
-    "unexplained": "not explained yet (what was ruled out is said)",
-}
 COMMIT_DIGITS = 12
 CLAIM_WORDS = {"holds": "holds", "fails": "fails", "inconclusive": "inconclusive", "no_verdict": "no verdict"}
 
