@@ -676,3 +676,23 @@ def test_learning_happens_on_digits(sink):
     spec = RunSpec(algorithm="fedavg", **{**BASE, "rounds": 5, "clients_per_round": 5})
     run(spec, sink)
     assert sink.records[-1].test_acc > 0.6
+
+
+def test_a_round_without_diagnostics_is_stored_without_any(registry_url):
+    """A record built without diagnostics (a plug-in's sink, a round the spec does not diagnose) stores none: the
+    registry's diagnostic reads skip it, as they skip the engine's undiagnosed rounds."""
+    from fedbench.engine.loop import RoundRecord
+    from fedbench.recipes.resolve import resolve_spec
+    from fedbench.registry import Registry
+
+    spec = resolve_spec(dict(algorithm="fedavg", dataset="digits", model="digits_mlp", seed=0))
+    registry = Registry(registry_url)
+    entry = dict(spec_hash=spec.spec_hash, spec=spec.model_dump(mode="json"), labels={}, paper="p", recipe="r")
+    entry |= dict(algorithm="fedavg", dataset="digits", seed=0, scale="full", synthetic=False, targets=[])
+    registry.ensure_runs([entry])
+    run_id = registry.claim(spec.spec_hash, "host:1")
+    record = RoundRecord(round=1, train_loss=1.0, wall_seconds=0.1, bytes_up=0, bytes_down=0, test_acc=0.5)
+    assert record.diagnostics is None
+    registry.log_round(run_id, record)
+    assert [row.diagnostics for row in registry.curves([run_id])[run_id]] == [None]
+    assert registry.diagnostic_values([run_id], "update_norm") == {run_id: {}}
