@@ -67,7 +67,11 @@ def test_the_rounds_diagnosed_are_every_kth_the_last_and_those_named():
         ({"diagnostics": ("weight_divergence",), "diagnostics_rounds": (0,)}, "rounds, 1-based"),
         ({"diagnostics": ("val_loss",), **VALIDATED, "client_val_fraction": 0.0}, "set client_val_fraction > 0"),
         ({"diagnostics": ("val_loss",), **VALIDATED, "eval_mode": "global"}, "set eval_mode 'personal' or 'both'"),
-        ({"diagnostics": ("personal_divergence",)}, "is measured by personal evaluation: set eval_mode"),
+        (  # the whole message, as pydantic frames it
+            {"diagnostics": ("personal_divergence",)},
+            r"Value error, diagnostic 'personal_divergence' is measured by personal evaluation: set eval_mode "
+            r"'personal' or 'both' \[",
+        ),
     ],
 )
 def test_settings_the_diagnostics_cannot_have_are_refused(fields, message):
