@@ -40,7 +40,9 @@ def run_tables(item: RecipeEvidence) -> list[Table]:
 def table_counts(table: Table) -> dict[str, int]:
     cells = [c for c in table.cells.values() if counted(c)]
     out = {status: sum(c.verdict.status == status for c in cells) for status in VERDICTS}  # type: ignore[union-attr]
-    return {**out, "cells": len(cells), "in_progress": sum(in_progress(c) for c in table.cells.values())}
+    everything = table.cells.values()
+    not_run = sum(c.verdict is not None and c.n == 0 for c in everything)  # e.g. a data set not at hand
+    return {**out, "cells": len(cells), "in_progress": sum(in_progress(c) for c in everything), "not_run": not_run}
 
 
 def _group_cells(table: Table, result: ClaimResult, group: str) -> list[Cell]:
@@ -142,8 +144,8 @@ def recipe_section(item: RecipeEvidence, causes: Sequence[Cause]) -> list[str]:
         f"- data: checksums {_listing(prov['data']) or '–'}"
         + (f": {', '.join(_digests(item.runs))}" if item.runs else ""),
         "",
-        "| table | cells run | reproduced | higher | lower | inconclusive | not comparable | in progress | margin |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| table | cells run | reproduced | higher | lower | inconclusive | not comparable | in progress | not run | margin |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     differences: list[str] = []
     claims: list[str] = []
@@ -152,7 +154,7 @@ def recipe_section(item: RecipeEvidence, causes: Sequence[Cause]) -> list[str]:
         out.append(
             f"| {_cell_escape(table.title)} | {counts['cells']} | {counts['reproduced']} | {counts['higher']} | "
             f"{counts['lower']} | {counts['inconclusive']} | {counts['not_comparable']} | {counts['in_progress']} | "
-            f"{_cell_escape(margin_words(table))} |"
+            f"{counts['not_run']} | {_cell_escape(margin_words(table))} |"
         )
         figure = table.view.figure
         for row in table.rows:

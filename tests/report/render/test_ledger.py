@@ -37,7 +37,10 @@ def evidence_of(recipe_name: str, statuses: list[str], variant_of: str | None = 
 
 def test_the_headline_counts_a_papers_recipes_not_their_variants():
     base = evidence_of("t1", ["reproduced", "lower", "inconclusive"])
+    never = cell("fedavg", "svhn", [], expected=3, published=50.0)  # a published cell without a run (no data)
+    never.verdict = Verdict("not_comparable", reason="no finished run")
     variant = evidence_of("t1_other_reading", ["reproduced", "reproduced", "reproduced"], variant_of="t1")
+    base.tables[0].cells[("never", "svhn")] = never
     assert table_counts(base.tables[0]) == {
         "reproduced": 1,
         "higher": 0,
@@ -46,6 +49,7 @@ def test_the_headline_counts_a_papers_recipes_not_their_variants():
         "not_comparable": 0,
         "cells": 3,
         "in_progress": 0,
+        "not_run": 1,
     }
     rows = headline([base, variant])
     assert rows[2] == "| p | 3 | 1 | 0 | 1 | 1 | 0 | 3 |"
