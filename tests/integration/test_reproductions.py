@@ -23,7 +23,8 @@ def rendered():
 
 
 def test_the_committed_reports_and_ledger_are_what_fedbench_renders(rendered):
-    assert check_evidence(FOLDER, rendered) == [], "run `fedbench ledger` and commit what it writes"
+    problems = check_evidence(FOLDER, rendered)
+    assert not problems, "\n".join([*problems, "run `fedbench ledger` and commit what it writes"])
 
 
 def test_every_difference_and_unsupported_claim_has_a_cause(rendered):
