@@ -63,6 +63,7 @@ TARGETS = (
     "fedbench/recipes/load.py",
     "fedbench/recipes/expand.py",
     "fedbench/report/table.py",
+    "fedbench/report/figure_values.py",  # one function per table figure
     "fedbench/report/claims.py",  # the papers' claims: holds / fails / inconclusive
     "fedbench/report/diagnostic_series.py",  # the per-round diagnostics' runs and their figures
     "fedbench/report/diagnostic_plots.py",

@@ -7,7 +7,8 @@ Accuracies are fractions in [0, 1] in the registry; tables print percentages and
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -63,7 +64,36 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
     return out
 
 
-def summarize(curve: Curve, targets: Sequence[float] = ()) -> dict:
+class RunSummary(TypedDict):
+    """A finished run's stored summary (``runs.summary``, a JSON object): what ``summarize`` computes and what
+    ``fedbench runs``, ``fedbench show`` and the run pages of a report print."""
+
+    best: float | None  # a fraction, like the curve
+    best_round: int | None
+    final: float | None
+    last5_mean: float | None
+    last10_mean: float | None
+    rounds_to_target: dict[str, int | None]  # keyed by the recipe's targets in % ("80"), None: not reached
+    evaluated_rounds: int
+
+
+def stored_summary(stored: Mapping[str, Any] | None) -> RunSummary | None:
+    """A run's stored summary as a ``RunSummary``; None for a run without one (not finished). A key a summary of an
+    older registry lacks reads as None (``rounds_to_target``: none; ``evaluated_rounds``: 0)."""
+    if not stored:
+        return None
+    return RunSummary(
+        best=stored.get("best"),
+        best_round=stored.get("best_round"),
+        final=stored.get("final"),
+        last5_mean=stored.get("last5_mean"),
+        last10_mean=stored.get("last10_mean"),
+        rounds_to_target=dict(stored.get("rounds_to_target") or {}),
+        evaluated_rounds=int(stored.get("evaluated_rounds") or 0),
+    )
+
+
+def summarize(curve: Curve, targets: Sequence[float] = ()) -> RunSummary:
     """The summary a finished run stores (``runs.summary``), from its curve of ``SUMMARY_METRIC`` (test accuracy;
     the Dice on segmentation runs) as stored: fractions in [0, 1].
 
@@ -73,15 +103,15 @@ def summarize(curve: Curve, targets: Sequence[float] = ()) -> dict:
     report's ``rounds_to_target`` figure converts it) is at least the target, None if none is. A report recomputes
     each of these from the same curve and must find the same value."""
     in_percent = [(r, to_percent(v)) for r, v in curve]
-    return {
-        "best": best(curve),
-        "best_round": best_round(curve),
-        "final": final(curve),
-        "last5_mean": last_k_mean(curve, 5),
-        "last10_mean": last_k_mean(curve, 10),
-        "rounds_to_target": {f"{t:g}": rounds_to_target(in_percent, t) for t in targets},
-        "evaluated_rounds": len(curve),
-    }
+    return RunSummary(
+        best=best(curve),
+        best_round=best_round(curve),
+        final=final(curve),
+        last5_mean=last_k_mean(curve, 5),
+        last10_mean=last_k_mean(curve, 10),
+        rounds_to_target={f"{t:g}": rounds_to_target(in_percent, t) for t in targets},
+        evaluated_rounds=len(curve),
+    )
 
 
 def value_at_best(curve: Curve, selector: Curve) -> float | None:

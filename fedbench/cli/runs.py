@@ -41,6 +41,7 @@ def runs(
 
     Example: `fedbench runs --paper quickstart --status done` · `fedbench runs --stale`
     """
+    from fedbench.metrics import stored_summary
     from fedbench.registry import Registry
     from fedbench.report.run_view import run_list
 
@@ -60,7 +61,7 @@ def runs(
     records = records or []
     rows = []
     for r in records:
-        summary = r["summary"] or {}
+        summary = stored_summary(r["summary"])
         scale = r["scale"] + (" (synthetic)" if r["synthetic"] else "")
         rows.append(
             [
@@ -72,8 +73,8 @@ def runs(
                 scale,
                 r["status"],
                 str(r["rounds_done"]),
-                format_percent(summary.get("best")),
-                format_percent(summary.get("final")),
+                format_percent(summary["best"] if summary else None),
+                format_percent(summary["final"] if summary else None),
             ]
         )
     columns = ("id", "spec_hash", "paper", "labels", "seed", "scale", "status", "rounds", "best", "final")

@@ -32,6 +32,7 @@ from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
 from fedbench.registry.claims import worker_id
+from fedbench.registry.store import in_chunks
 from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import ENDED, WAITING, RunStatus
 
@@ -88,10 +89,10 @@ class RegistryWatcher:
         hashes = list(self.rounds_of)
         state = {}
         with self.registry.engine.connect() as connection:
-            for start in range(0, len(hashes), 500):
+            for chunk in in_chunks(hashes):
                 rows = connection.execute(
                     select(runs.c.spec_hash, runs.c.id, runs.c.status, runs.c.rounds_done, runs.c.error).where(
-                        runs.c.spec_hash.in_(hashes[start : start + 500])
+                        runs.c.spec_hash.in_(chunk)
                     )
                 )
                 state.update({h: (i, s, n, e) for h, i, s, n, e in rows})

@@ -6,10 +6,10 @@ checkpoint hash) and the ``rounds`` of each run's curve. Writes for a claimed ru
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Result, Row, Text, bindparam, case, cast, delete, func, insert, select
 from sqlalchemy.exc import IntegrityError
@@ -69,10 +69,8 @@ class Store(Connection):
         hashes = list(spec_hashes)
         out: dict[str, str] = {}
         with self.engine.connect() as connection:
-            for start in range(0, len(hashes), 500):
-                rows = connection.execute(
-                    select(runs.c.spec_hash, runs.c.status).where(runs.c.spec_hash.in_(hashes[start : start + 500]))
-                )
+            for chunk in in_chunks(hashes):
+                rows = connection.execute(select(runs.c.spec_hash, runs.c.status).where(runs.c.spec_hash.in_(chunk)))
                 out.update({h: s for h, s in rows})
         return out
 
@@ -105,21 +103,21 @@ class Store(Connection):
             if spec_hashes is None:
                 return list(connection.execute(query).all())
             hashes = list(dict.fromkeys(spec_hashes))  # a hash in two chunks would be read twice
-            for start in range(0, len(hashes), 500):
-                rows += connection.execute(query.where(runs.c.spec_hash.in_(hashes[start : start + 500]))).all()
+            for chunk in in_chunks(hashes):
+                rows += connection.execute(query.where(runs.c.spec_hash.in_(chunk))).all()
         return sorted(rows, key=lambda row: row.id)
 
     def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
-        """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed`` and
-        ``provenance`` (what a report table reads; no spec JSON to decode): one statement."""
-        query = select(runs.c.id, runs.c.spec_hash, runs.c.status, runs.c.seed, runs.c.provenance).where(
-            runs.c.spec_hash.in_(bindparam("hashes", expanding=True))
-        )
+        """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed``,
+        ``provenance`` and ``summary`` (what a report table reads; no spec JSON to decode): one statement."""
+        query = select(
+            runs.c.id, runs.c.spec_hash, runs.c.status, runs.c.seed, runs.c.provenance, runs.c.summary
+        ).where(runs.c.spec_hash.in_(bindparam("hashes", expanding=True)))
         hashes = list(spec_hashes)
         out: list[Any] = []
         with self.engine.connect() as connection:
-            for start in range(0, len(hashes), 500):
-                out += _records(connection.execute(query, {"hashes": hashes[start : start + 500]}))
+            for chunk in in_chunks(hashes):
+                out += _records(connection.execute(query, {"hashes": chunk}))
         return out
 
     def curves(self, run_ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
@@ -137,8 +135,8 @@ class Store(Connection):
             .order_by(rounds.c.run_id, rounds.c.round)
         )
         with self.engine.connect() as connection:
-            for start in range(0, len(ids), 500):
-                for row in _records(connection.execute(query, {"ids": ids[start : start + 500]})):
+            for chunk in in_chunks(ids):
+                for row in _records(connection.execute(query, {"ids": chunk})):
                     out[row[0]].append(row)  # row[0]: run_id, the first column
         return out
 
@@ -158,8 +156,8 @@ class Store(Connection):
             .order_by(rounds.c.run_id, rounds.c.round)
         )
         with self.engine.connect() as connection:
-            for start in range(0, len(ids), 500):
-                for run_id, round_index, recorded in connection.execute(query, {"ids": ids[start : start + 500]}):
+            for chunk in in_chunks(ids):
+                for run_id, round_index, recorded in connection.execute(query, {"ids": chunk}):
                     if recorded is not None:  # a diagnosed round without this diagnostic
                         out[run_id][round_index] = recorded
         return out
@@ -227,6 +225,16 @@ def _cell_columns() -> tuple[Any, ...]:
 def _record_type(columns: tuple[str, ...]) -> Any:
     """The named tuple class of rows of these columns (made once per set of columns read)."""
     return namedtuple("Record", columns)
+
+
+Key = TypeVar("Key")
+IN_LIST_CHUNK = 500  # keys per `IN (...)` list: under SQLite's older limit of 999 bound parameters per statement
+
+
+def in_chunks(keys: Sequence[Key]) -> Iterator[Sequence[Key]]:
+    """``keys`` in consecutive slices of at most ``IN_LIST_CHUNK``: one query per slice of an ``IN`` list."""
+    for start in range(0, len(keys), IN_LIST_CHUNK):
+        yield keys[start : start + IN_LIST_CHUNK]
 
 
 def _records(result: Result[Any]) -> list[Any]:

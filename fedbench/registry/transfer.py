@@ -28,6 +28,7 @@ from fedbench import __version__
 from fedbench.errors import RunsFileError, UnknownNameError, field_error
 from fedbench.registry import Registry
 from fedbench.registry.schema import head_revision
+from fedbench.registry.store import in_chunks
 from fedbench.registry.tables import rounds, runs
 from fedbench.urls import mask_passwords
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
@@ -106,8 +107,7 @@ def export_lines(registry: Registry, paper: str | None = None, recipe: str | Non
     finished = [
         r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)
     ]
-    for start in range(0, len(finished), 200):
-        chunk = finished[start : start + 200]
+    for chunk in in_chunks(finished):
         curves = registry.curves([r.id for r in chunk])
         for run in chunk:
             yield json.dumps(_run_record(run, curves[run.id]), sort_keys=True)

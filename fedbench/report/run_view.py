@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedbench.errors import FedbenchError, RegistryError
+from fedbench.metrics import stored_summary
 from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, format_percent, metric_value
 
@@ -162,16 +163,17 @@ def curve_sample(curve: Sequence[dict[str, Any]], rows: int = CURVE_ROWS) -> lis
     return [curve[i] for i in picks]
 
 
-def result_line(summary: dict[str, Any]) -> list[str]:
-    """The summary figures of the global model's test accuracy (%), in the figure catalogue's words."""
-    if not summary:
+def result_line(stored: dict[str, Any] | None) -> list[str]:
+    """The stored summary figures of the global model's test accuracy (%), in the figure catalogue's words."""
+    summary = stored_summary(stored)
+    if summary is None:
         return []
     parts = [
-        f"best {format_percent(summary.get('best'))} (round {summary.get('best_round') or '–'})",
-        f"final {format_percent(summary.get('final'))}",
-        f"mean of last 5 {format_percent(summary.get('last5_mean'))}",
+        f"best {format_percent(summary['best'])} (round {summary['best_round'] or '–'})",
+        f"final {format_percent(summary['final'])}",
+        f"mean of last 5 {format_percent(summary['last5_mean'])}",
     ]
-    for target, reached in (summary.get("rounds_to_target") or {}).items():
+    for target, reached in summary["rounds_to_target"].items():
         parts.append(f"rounds to {target} %: {reached if reached is not None else 'not reached'}")
     return parts
 

@@ -13,19 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from fedbench import metrics
 from fedbench.recipes.expand import PlannedRun, added_axes, expand
 from fedbench.recipes.schema import ADDED_LABEL, Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.cells import Cell, Table
 from fedbench.report.claims import evaluate_claims, rank_agreement
+from fedbench.report.figure_values import figure_value
 from fedbench.report.stats import bootstrap_figures, compare_with_baseline, judges_figures, verdict
 from fedbench.spec import RunSpec
 from fedbench.vocab.figures import FIGURES
 from fedbench.vocab.metrics import (
-    METRICS,
-    VALIDATION_METRIC,
     display_factor,
     display_unit,
     metric_curve,
@@ -68,67 +66,8 @@ def cost_per_round_flops(spec: RunSpec, client_sizes: list[int] | None) -> float
     return client_round_work(spec, samples, card, algorithm, unit="macs")
 
 
-def _wall_seconds(rows: list | None) -> float | None:
-    """The run's wall-clock time: its rounds' wall_seconds (training and evaluation)."""
-    return float(sum(r.wall_seconds or 0 for r in rows)) if rows else None
-
-
-def figure_of(
-    view: TableView,
-    curve: list[tuple[int, float]],
-    rows: list | None = None,
-    cost: float | None = None,
-    target: float | None = None,
-    run=None,
-) -> float | None:
-    """The view's figure of one run: from its curve of the view's metric, its stored rounds (``rows``: wall time,
-    bytes), the cost of a round (``cost``: GFLOPs figures) or the run itself (``run``: its provenance)."""
-    if view.figure == "wall_seconds":
-        return _wall_seconds(rows)
-    if view.figure == "wall_hours":
-        seconds = _wall_seconds(rows)
-        return None if seconds is None else seconds / 3600.0
-    if view.figure == "peak_memory_mb":  # LG-Mix Table 9: MB of 2^20 bytes, as torch's allocator statistics
-        value = peak_memory(getattr(run, "provenance", None))[0]
-        return None if value is None else value / 2**20
-    factor = _scale_factor(view)
-    target = view.target if target is None else target
-    scaled = [(r, v * factor) for r, v in curve]
-    # "best" and "reaching the target" follow the metric's direction: the lowest loss, the first round at or
-    # below a loss target. The figures below work on a curve where higher is better (negated for a loss).
-    sign = 1.0 if METRICS[view.metric].higher_is_better else -1.0  # the metric's direction (FIGURES' "metric")
-    oriented = scaled if sign > 0 else [(r, -v) for r, v in scaled]
-
-    def reached() -> int | None:
-        return None if target is None else metrics.rounds_to_target(oriented, sign * target, view.target_rule)
-
-    if view.figure == "best":
-        top = metrics.best(oriented)
-        return None if top is None else sign * top
-    if view.figure == "final":
-        return metrics.final(scaled)
-    if view.figure == "last_k_mean":
-        return metrics.last_k_mean(scaled, view.k)
-    if view.figure == "best_round":
-        return metrics.best_round(oriented)
-    if view.figure == "rounds_to_target":
-        return reached()
-    if view.figure == "value_at_round":
-        assert view.at_round is not None  # the recipe's checks require at_round with this figure
-        return metrics.value_at_round(scaled, view.at_round)
-    if view.figure == "gflops_to_target":
-        rounds = reached()
-        return None if rounds is None or cost is None else rounds * cost / 1e9
-    if view.figure == "total_bytes_to_target":
-        rounds = reached()
-        if rounds is None or rows is None:
-            return None
-        return float(sum((r.bytes_up or 0) + (r.bytes_down or 0) for r in rows if r.round <= rounds))
-    if view.figure == "seconds_per_round":  # FedDr+ Table 9: training and evaluation, every round of the run
-        return float(np.mean([r.wall_seconds or 0 for r in rows])) if rows else None
-    if view.figure == "val_selected":  # LG-Mix: the value at the round with the best mean validation accuracy
-        return metrics.value_at_best(scaled, metric_curve(rows or [], VALIDATION_METRIC))
-    raise ValueError(view.figure)
+# The view's figure of one run: one function per figure of the catalogue (report/figure_values.py).
+figure_of = figure_value
 
 
 def round_fields(view: TableView) -> list[str]:

@@ -308,6 +308,7 @@ def test_html_page_is_self_contained_with_summary_marks_plots_and_runs(registrie
     assert page.count("· seed ") == 18  # 9 runs in each of the two tables
     # both tables draw test accuracy: each run's spec, provenance and curve once, the second table links to them
     assert page.count("spec</p><pre>") == 9 and page.count(": shown above</p>") == 9
+    assert page.count("<p>stored summary, test accuracy (%): best ") == 9  # as `fedbench show` prints it
     assert all(f'id="run-{i}"' in page for i in re.findall(r'href="#run-(\d+)"', page))
     assert "p<sub>Holm</sub>" in page and "ours − paper" in page and "90% [" in page and '"provenance"' not in page
     assert "<svg" in page and "spec</p><pre>" in page

@@ -59,7 +59,7 @@ def filled(registry_url) -> Registry:
     registry = Registry(registry_url)
     registry.ensure_runs([entry(1, paper="a"), entry(2, paper="b"), entry(0xABC, paper="a")])
     with registry.engine.begin() as connection:
-        connection.execute(text("UPDATE runs SET status = 'done' WHERE seed = 2"))
+        connection.execute(text("UPDATE runs SET status = 'done', summary = '{\"best\": 2.2}' WHERE seed = 2"))
         for run in connection.execute(select(runs.c.id, runs.c.seed)).all():
             for round_ in (2, 1):
                 values = {"run_id": run.id, "round": round_, "test_acc": run.seed + round_ / 10, "train_loss": 1.0}
@@ -96,6 +96,7 @@ def test_runs_by_paper_status_and_hashes_in_the_order_they_were_registered(fille
     states = {row.spec_hash: row for row in filled.run_states([entry(2)["spec_hash"], entry(1)["spec_hash"]])}
     assert sorted(states) == sorted([entry(2)["spec_hash"], entry(1)["spec_hash"]])
     assert states[entry(2)["spec_hash"]].status == "done" and states[entry(2)["spec_hash"]].seed == 2
+    assert states[entry(2)["spec_hash"]].summary == {"best": 2.2} and not states[entry(1)["spec_hash"]].summary
     assert filled.run_states([]) == []
 
 
@@ -149,3 +150,14 @@ def test_run_states_over_more_hashes_than_one_chunk_return_each_run_once(registr
         h: (i, "done" if i % 3 else "pending") for i, h in enumerate(hashes)
     }
     assert len(registry.statuses(hashes)) == count and len(registry.runs(spec_hashes=hashes)) == count
+
+
+def test_in_lists_are_cut_into_consecutive_chunks_of_at_most_the_bound():
+    from fedbench.registry.store import IN_LIST_CHUNK, in_chunks
+
+    keys = list(range(2 * IN_LIST_CHUNK + 1))
+    chunks = list(in_chunks(keys))
+    assert [len(c) for c in chunks] == [IN_LIST_CHUNK, IN_LIST_CHUNK, 1]
+    assert [k for c in chunks for k in c] == keys
+    assert list(in_chunks([])) == []
+    assert IN_LIST_CHUNK <= 999  # the oldest SQLite's bound on parameters per statement

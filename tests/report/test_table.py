@@ -11,14 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedbench import metrics
 from fedbench.engine.loop import RoundRecord
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.stats import BOOTSTRAP_DRAWS
-from fedbench.report.table import build_table, figure_of
+from fedbench.report.table import build_table
 from fedbench.spec import RunSpec
 
 
@@ -223,22 +222,6 @@ def test_per_client_cells_and_the_client_index_bound(stored):
     assert cell(built, "fedavg", "Avg.").values == pytest.approx([50.0, 50.0])
 
 
-def test_figures_of_one_curve():
-    curve = [(1, 0.2), (2, 0.6), (3, 0.5), (4, 0.9)]
-    view = TableView(name="v", rows=["algorithm"], figure="gflops_to_target", target=55)
-    assert figure_of(view, curve, cost=2.5e9) == pytest.approx(2 * 2.5)  # rounds to 55 % × GFLOPs per round
-    assert figure_of(view, curve, cost=None) is None
-    assert figure_of(view.model_copy(update={"target": 95}), curve, cost=2.5e9) is None
-
-    class Row:
-        def __init__(self, round_index, val):
-            self.round, self.personal_val_mean = round_index, val
-
-    rows = [Row(1, 0.1), Row(2, 0.3), Row(3, 0.7), Row(4, 0.7)]
-    selected = TableView(name="v", rows=["algorithm"], figure="val_selected")
-    assert figure_of(selected, curve, rows) == pytest.approx(50.0)  # the test value at the first best-val round
-
-
 def test_gflops_to_target_uses_each_runs_client_sizes(stored):
     """Rounds to the target × one client's round: n̄·E·FP + the method's attaching FLOPs (FedTrip §4), with n̄ the
     mean of the run's recorded client sizes. digits_mlp with 32 hidden units: FP = 64·32 + 32·10 MACs,
@@ -299,39 +282,6 @@ def test_where_and_published_only_rows(stored):
     fedx = cell(quoted, "FedX")
     assert (fedx.published_only, fedx.published, fedx.n, fedx.expected, fedx.mean) == (True, 70.0, 0, 0, None)
     assert cell(quoted, "fedavg").expected == 2 and not cell(quoted, "fedavg").published_only
-
-
-class Row:
-    """A stored round with only some of its fields recorded (None: not recorded, as in runs of older versions)."""
-
-    def __init__(self, round_index, wall_seconds=None, bytes_up=None, bytes_down=None):
-        self.round, self.wall_seconds, self.bytes_up, self.bytes_down = round_index, wall_seconds, bytes_up, bytes_down
-
-
-def test_unrecorded_times_and_bytes_count_as_zero():
-    curve = [(1, 0.5), (2, 0.9)]
-    rows = [Row(1, wall_seconds=3.0, bytes_up=10), Row(2, bytes_down=5)]
-    view = TableView(name="v", rows=["algorithm"])
-    assert figure_of(view.model_copy(update={"figure": "wall_seconds"}), curve, rows) == 3.0
-    assert figure_of(view.model_copy(update={"figure": "wall_hours"}), curve, rows) == pytest.approx(3.0 / 3600)
-    assert figure_of(view.model_copy(update={"figure": "seconds_per_round"}), curve, rows) == pytest.approx(1.5)
-    to_target = view.model_copy(update={"figure": "total_bytes_to_target", "target": 80})
-    assert figure_of(to_target, curve, rows) == 15.0
-    assert figure_of(to_target, curve, None) is None  # no stored rounds: no figure
-    for figure in ("wall_seconds", "seconds_per_round"):
-        assert figure_of(view.model_copy(update={"figure": figure}), curve, []) is None
-
-
-def test_a_loss_target_is_reached_at_or_below_it():
-    """For a lower-is-better metric "reaching" a target means falling to it: the first round at or below it."""
-    loss = [(1, 1.2), (2, 0.6), (3, 0.5), (4, 0.7)]
-    view = TableView(name="v", rows=["algorithm"], metric="test_loss", figure="rounds_to_target", target=0.6)
-    assert figure_of(view, loss) == 2
-    assert figure_of(view.model_copy(update={"target": 0.55}), loss) == 3
-    assert figure_of(view.model_copy(update={"target": 0.4}), loss) is None
-    assert figure_of(view.model_copy(update={"figure": "best"}), loss) == pytest.approx(0.5)
-    assert figure_of(view.model_copy(update={"figure": "best_round"}), loss) == 3
-    assert figure_of(view.model_copy(update={"figure": "final"}), loss) == pytest.approx(0.7)
 
 
 def test_value_at_round_and_val_selected_cells_are_in_percent(stored):
@@ -477,7 +427,6 @@ def test_each_cell_is_compared_with_fedavgs_seed_by_seed_and_with_the_paper(stor
 def test_the_baseline_label_of_a_view():
     """``baseline`` given, "none", or unset: the one label spelled FedAvg (any case), else the one label whose runs
     all train FedAvg; none when the axis is not shown or the choice is ambiguous."""
-    from types import SimpleNamespace
 
     from fedbench.report.table import baseline_label
 
@@ -589,17 +538,6 @@ def test_the_peak_memory_note_lists_each_measure_with_its_runs(stored):
     built = table(stored, figure="peak_memory_mb")
     assert built.notes == ["peak memory measured as: cpu_rss (2 runs), cuda_max_allocated (2 runs)."]
     assert cell(built, "fedavg").values == [3.0, 3.0]
-
-
-def test_validation_selected_figure_picks_the_best_validation_round():
-    from fedbench.recipes.views import TableView
-    from fedbench.report.table import figure_of
-
-    rows = [SimpleNamespace(round=r, personal_val_mean=v) for r, v in [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.9)]]
-    curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
-    view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
-    assert figure_of(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
-    assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
 
 
 def test_a_seed_mean_curve_cell_gets_its_bootstrap_only_where_it_gets_a_verdict(stored):

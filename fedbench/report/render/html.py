@@ -31,6 +31,7 @@ from fedbench.report.render.notes import (
     verdict_detail,
     verdict_mark,
 )
+from fedbench.report.run_view import result_line
 from fedbench.vocab.metrics import axis_label, display_factor, metric_curve
 
 STYLE = """
@@ -183,6 +184,9 @@ def runs_html(
                     f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
                     f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
                 ]
+                stored = result_line(run.summary)  # what `fedbench show` prints of it
+                if stored:
+                    out.append(f"<p>stored summary, test accuracy (%): {html.escape(' · '.join(stored))}</p>")
             out.append("</details>")
             shown.add((run.id, metric))
     out.append("</details>")

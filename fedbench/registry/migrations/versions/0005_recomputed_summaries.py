@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,7 +45,7 @@ def summary_targets(summary: dict[str, Any], targets: list[float] | None) -> lis
     return [float(t) for t in targets or []]
 
 
-def same_summary(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def same_summary(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """Equal summaries, a NaN (a diverged run's figure) equal to a NaN."""
 
     def nan_free(value: Any) -> Any:
