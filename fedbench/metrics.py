@@ -7,12 +7,12 @@ Accuracies are fractions in [0, 1] in the registry; tables print percentages and
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from collections.abc import Sequence
 
 import numpy as np
 
 from fedbench.vocab.metrics import to_percent
+from fedbench.vocab.summary import RunSummary
 
 Curve = Sequence[tuple[int, float]]  # (round, value) for evaluated rounds, in round order
 
@@ -62,35 +62,6 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
         last = v if last is None else weight * last + (1 - weight) * v
         out.append(last)
     return out
-
-
-class RunSummary(TypedDict):
-    """A finished run's stored summary (``runs.summary``, a JSON object): what ``summarize`` computes and what
-    ``fedbench runs``, ``fedbench show`` and the run pages of a report print."""
-
-    best: float | None  # a fraction, like the curve
-    best_round: int | None
-    final: float | None
-    last5_mean: float | None
-    last10_mean: float | None
-    rounds_to_target: dict[str, int | None]  # keyed by the recipe's targets in % ("80"), None: not reached
-    evaluated_rounds: int
-
-
-def stored_summary(stored: Mapping[str, Any] | None) -> RunSummary | None:
-    """A run's stored summary as a ``RunSummary``; None for a run without one (not finished). A key a summary of an
-    older registry lacks reads as None (``rounds_to_target``: none; ``evaluated_rounds``: 0)."""
-    if not stored:
-        return None
-    return RunSummary(
-        best=stored.get("best"),
-        best_round=stored.get("best_round"),
-        final=stored.get("final"),
-        last5_mean=stored.get("last5_mean"),
-        last10_mean=stored.get("last10_mean"),
-        rounds_to_target=dict(stored.get("rounds_to_target") or {}),
-        evaluated_rounds=int(stored.get("evaluated_rounds") or 0),
-    )
 
 
 def summarize(curve: Curve, targets: Sequence[float] = ()) -> RunSummary:

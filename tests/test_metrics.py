@@ -70,19 +70,3 @@ def test_a_summary_keeps_fractions_and_reaches_targets_in_percent_as_the_report_
         "rounds_to_target": {"80": None},
         "evaluated_rounds": 0,
     }
-
-
-def test_a_stored_summary_reads_back_as_the_record_summarize_wrote():
-    summary = metrics.summarize([(1, 0.5), (2, 0.75)], [60])
-    assert metrics.stored_summary(dict(summary)) == summary
-    assert metrics.stored_summary(None) is None and metrics.stored_summary({}) is None  # not finished
-    older = metrics.stored_summary({"best": 0.75, "final": 0.5})  # a registry's summary without the later keys
-    assert older == {
-        "best": 0.75,
-        "best_round": None,
-        "final": 0.5,
-        "last5_mean": None,
-        "last10_mean": None,
-        "rounds_to_target": {},
-        "evaluated_rounds": 0,
-    }

@@ -41,9 +41,9 @@ def runs(
 
     Example: `fedbench runs --paper quickstart --status done` · `fedbench runs --stale`
     """
-    from fedbench.metrics import stored_summary
     from fedbench.registry import Registry
     from fedbench.report.run_view import run_list
+    from fedbench.vocab.summary import stored_summary
 
     if stale:
         show_stale(registry, paper, as_json)

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from fedbench.errors import FedbenchError, RegistryError
-from fedbench.metrics import stored_summary
 from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, format_percent, metric_value
+from fedbench.vocab.summary import stored_summary
 
 # A curve entry: every stored round field (storage order), then the metrics read from per-client values
 # (e.g. personal_auc, the mean over clients of personal_metrics["auc"]), so every metric a recipe may name
