@@ -57,8 +57,8 @@ benchmark: $(INSTALL_STAMP)
 	$(BIN)/python benchmarks/round_overhead.py
 
 # The GPU check (docs/gpu.md). `gpu-wheels` downloads the Python 3.12 manylinux x86-64 wheels of what fedbench needs
-# beyond a GPU machine's PyTorch stack (benchmarks/gpu-requirements.txt, pinned) and a pip to install them ($(GPU_PIP)), into
-# $(GPU_WHEELS) (git-ignored, ~12 MB: it travels with the working tree). `gpu-check` runs benchmarks/gpu_check.py:
+# beyond a GPU machine's PyTorch stack (tools/gpu-requirements.txt, pinned) and a pip to install them ($(GPU_PIP)), into
+# $(GPU_WHEELS) (git-ignored, ~12 MB: it travels with the working tree). `gpu-check` runs tools/gpu_check.py:
 # installs them when fedbench's imports fail, checks and measures the CUDA paths, writes $(GPU_OUT)/gpu_check.json;
 # `make gpu-check DEVICE=cpu QUICK=1` rehearses it on the CPU in about 2 minutes.
 GPU_WHEELS ?= .gpu-wheels
@@ -69,14 +69,14 @@ QUICK ?=
 gpu-wheels:
 	$(PYTHON) -m pip download --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
 	  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
-	  -r benchmarks/gpu-requirements.txt $(GPU_PIP) \
+	  -r tools/gpu-requirements.txt $(GPU_PIP) \
 	  --disable-pip-version-check --quiet -d $(GPU_WHEELS)
 	@du -sh $(GPU_WHEELS)
 
 gpu-check:
-	$(PYTHON) benchmarks/gpu_check.py --out $(GPU_OUT) --device $(DEVICE) $(if $(QUICK),--quick) --wheels $(GPU_WHEELS)
+	$(PYTHON) tools/gpu_check.py --out $(GPU_OUT) --device $(DEVICE) $(if $(QUICK),--quick) --wheels $(GPU_WHEELS)
 
-# Mutation testing (benchmarks/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
+# Mutation testing (tools/mutation.py): mutmut's mutants of algorithms/, engine/, registry/, spec.py, recipes/,
 # report/table.py and cost.py, each against its own test file (tests/<package>/test_<module>.py) and the tests
 # tests/mutation_map.toml adds; a killed/total table per module
 # and benchmarks/results/mutation.json. Equivalent mutants: tests/mutation_equivalents.toml. The full run takes hours
@@ -89,13 +89,13 @@ MODULES ?=
 BASE ?= main
 CI_MUTANTS ?= 60
 mutation: $(DEV_STAMP)
-	nice -n 19 $(BIN)/python benchmarks/mutation.py --fail-under 85 $(MODULES)
+	nice -n 19 $(BIN)/python tools/mutation.py --fail-under 85 $(MODULES)
 
 mutation-changed: $(DEV_STAMP)
-	nice -n 19 $(BIN)/python benchmarks/mutation.py --changed-since $(BASE) $(MODULES)
+	nice -n 19 $(BIN)/python tools/mutation.py --changed-since $(BASE) $(MODULES)
 
 mutation-ci: $(DEV_STAMP)
-	$(BIN)/python benchmarks/mutation.py --changed-since-record --max-mutants $(CI_MUTANTS) $(MODULES)
+	$(BIN)/python tools/mutation.py --changed-since-record --max-mutants $(CI_MUTANTS) $(MODULES)
 
 JOBS ?= 2
 # Papers with recipes; `make reproduce-all` runs every recipe and writes each paper's report.

@@ -1,4 +1,4 @@
-"""The mutation-testing driver (benchmarks/mutation.py): every target module has tests (its own file by the layout, or
+"""The mutation-testing driver (tools/mutation.py): every target module has tests (its own file by the layout, or
 the map's), the map lists only exceptions to the layout and existing files, the equivalents file is well formed,
 mutants are attributed to the function they change, and a change since a base commit selects whole functions."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("mutation_driver", ROOT / "benchmarks" / "mutation.py")
+spec = importlib.util.spec_from_file_location("mutation_driver", ROOT / "tools" / "mutation.py")
 mutation = importlib.util.module_from_spec(spec)
 sys.modules["mutation_driver"] = mutation
 spec.loader.exec_module(mutation)
@@ -170,7 +170,7 @@ def test_a_mutant_runs_only_the_tests_that_call_its_function(tmp_path):
     out = tmp_path / "calls.json"
     script = (
         "import sys, pytest, importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('driver', {str(ROOT / 'benchmarks' / 'mutation.py')!r})\n"
+        f"spec = importlib.util.spec_from_file_location('driver', {str(ROOT / 'tools' / 'mutation.py')!r})\n"
         "driver = importlib.util.module_from_spec(spec); sys.modules['driver'] = driver; spec.loader.exec_module(driver)\n"
         "from pathlib import Path\n"
         f"recorder = driver.call_recorder(Path({str(tmp_path / 'pkg' / 'm.py')!r}), Path({str(out)!r}))\n"

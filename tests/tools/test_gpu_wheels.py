@@ -1,5 +1,5 @@
-"""The carried wheel folder (``make gpu-wheels``, benchmarks/gpu-requirements.txt) installs offline into a bare
-Python 3.12 — a GPU machine's Python, without fedbench's dependencies — the way benchmarks/gpu_check.py installs it
+"""The carried wheel folder (``make gpu-wheels``, tools/gpu-requirements.txt) installs offline into a bare
+Python 3.12 — a GPU machine's Python, without fedbench's dependencies — the way tools/gpu_check.py installs it
 there, after which fedbench's command line imports from the working tree. Torch is not installed (the GPU machine
 has it; no wheel of it is carried)."""
 
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gpu_check_for_wheels", ROOT / "benchmarks" / "gpu_check.py")
+spec = importlib.util.spec_from_file_location("gpu_check_for_wheels", ROOT / "tools" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
 sys.modules["gpu_check_for_wheels"] = gpu_check
 spec.loader.exec_module(gpu_check)
@@ -35,7 +35,7 @@ def python312() -> str | None:
 
 
 def pinned() -> dict[str, str]:
-    """{normalised name: version} of benchmarks/gpu-requirements.txt."""
+    """{normalised name: version} of tools/gpu-requirements.txt."""
     pins = {}
     for line in gpu_check.REQUIREMENTS.read_text().splitlines():
         line = line.split("#")[0].strip()

@@ -1,4 +1,4 @@
-"""The GPU check's driver (benchmarks/gpu_check.py), without a GPU: every part is recorded in the JSON whatever it
+"""The GPU check's driver (tools/gpu_check.py), without a GPU: every part is recorded in the JSON whatever it
 does (fails, runs past its limit, leaves processes behind), the JSON is on disk before the next part starts, the
 summary names each part, the install step installs only when fedbench's imports fail, and the pieces the parts
 compute with (curve comparison, the MNIST-shaped stand-in files) do what the figures assume."""
@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("gpu_check_script", ROOT / "benchmarks" / "gpu_check.py")
+spec = importlib.util.spec_from_file_location("gpu_check_script", ROOT / "tools" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
 sys.modules["gpu_check_script"] = gpu_check
 spec.loader.exec_module(gpu_check)
@@ -232,7 +232,7 @@ def test_the_quick_check_runs_every_part_end_to_end_on_the_cpu(tmp_path):
     """`make gpu-check DEVICE=cpu QUICK=1`: every part runs and reports its figures. The limits are stretched: the
     machine running the suite may be several times busier than a rehearsal's (the limits are tested above)."""
     limits = [arg for name, (_, quick) in gpu_check.LIMITS.items() for arg in ("--limit", f"{name}={4 * quick}")]
-    command = [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--out", str(tmp_path), "--device", "cpu"]
+    command = [sys.executable, str(ROOT / "tools" / "gpu_check.py"), "--out", str(tmp_path), "--device", "cpu"]
     command += ["--quick", "--total", str(4 * gpu_check.QUICK_TOTAL_SECONDS), *limits]
     done = subprocess.run(command, capture_output=True, text=True, timeout=8 * gpu_check.QUICK_TOTAL_SECONDS)
     report = json.loads((tmp_path / gpu_check.RESULT).read_text())

@@ -1,12 +1,12 @@
 """fedbench's CUDA paths checked and measured on a GPU machine in one command: one JSON file and a short summary.
 
-    python3 benchmarks/gpu_check.py --out FOLDER [--device cuda|cpu] [--quick] [--parts NAME,...]
+    python3 tools/gpu_check.py --out FOLDER [--device cuda|cpu] [--quick] [--parts NAME,...]
                                     [--limit NAME=SECONDS ...] [--total SECONDS] [--wheels FOLDER]
     make gpu-check [DEVICE=cpu] [QUICK=1] [GPU_OUT=reports/gpu-check]
 
 A GPU machine lent for a short time has PyTorch but not all of fedbench's dependencies, and reaches no package
 index. So first, when fedbench's imports fail, the script installs the wheels pinned in
-``benchmarks/gpu-requirements.txt`` from the carried folder ``.gpu-wheels/`` (``make gpu-wheels``) into ``.gpu-site/``
+``tools/gpu-requirements.txt`` from the carried folder ``.gpu-wheels/`` (``make gpu-wheels``) into ``.gpu-site/``
 with the pip wheel carried there, ``--no-index`` (a few seconds); fedbench itself runs from this working tree (on
 ``PYTHONPATH``), so a fix made on the GPU machine takes effect without building anything. docs/gpu.md has the
 command a GPU session runs.
@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-REQUIREMENTS = ROOT / "benchmarks" / "gpu-requirements.txt"
+REQUIREMENTS = ROOT / "tools" / "gpu-requirements.txt"
 WHEELS = ROOT / ".gpu-wheels"
 SITE = ROOT / ".gpu-site"
 RESULT = "gpu_check.json"

@@ -16,12 +16,12 @@ the time of its tests only. No wall-clock figure decides an outcome on a busy ma
 time limit (10 × the module's baseline, at least 60 s) is run again with a limit 5 times longer before it counts as
 a timeout.
 
-    python benchmarks/mutation.py                       # every module of TARGETS (hours)
-    python benchmarks/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
-    python benchmarks/mutation.py --changed-since main  # only the functions a change touched since main
-    python benchmarks/mutation.py fedbench/engine/contract.py --max-mutants 120   # an evenly spaced sample of a
+    python tools/mutation.py                       # every module of TARGETS (hours)
+    python tools/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
+    python tools/mutation.py --changed-since main  # only the functions a change touched since main
+    python tools/mutation.py fedbench/engine/contract.py --max-mutants 120   # an evenly spaced sample of a
                                                         # large module (its record says "sampled")
-    python benchmarks/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
+    python tools/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
                                                         # module's recorded run (the recorded scores stay true)
 
 Results: a killed/total table per module on stdout and ``benchmarks/results/mutation.json``.
@@ -705,7 +705,7 @@ def main(argv: list[str] | None = None) -> int:
 
         previous = json.loads(args.out.read_text()) if args.out.exists() else {}
         record = {
-            "tool": f"mutmut {version('mutmut')} mutation operators, run by benchmarks/mutation.py",
+            "tool": f"mutmut {version('mutmut')} mutation operators, run by tools/mutation.py",
             "target_score": TARGET_SCORE,
             "modules": {**previous.get("modules", {})},
         }
