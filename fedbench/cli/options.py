@@ -106,6 +106,12 @@ CLIENT_STATE_MEMORY: Any = typer.Option(
     help="MiB of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states "
     "already in the run's checkpoint are read back from disk when needed. Not part of the spec.",
 )
+EVAL_BATCH_SIZE: Any = typer.Option(
+    "--eval-batch-size",
+    min=1,
+    help="Test samples per forward pass when a model is evaluated: lower it when evaluation runs out of GPU memory "
+    "(results agree up to summation order; not part of the spec).",
+)
 EXECUTOR: Any = typer.Option(
     "--executor",
     help="Where the --jobs workers run: local (processes here), ray (Ray tasks) or slurm (a Slurm array job).",
@@ -159,6 +165,7 @@ Force = Annotated[bool, FORCE]
 DryRun = Annotated[bool, DRY_RUN]
 Checkpoints = Annotated[str | None, CHECKPOINTS]
 ClientStateMemory = Annotated[int, CLIENT_STATE_MEMORY]
+EvalBatchSize = Annotated[int, EVAL_BATCH_SIZE]
 Executor = Annotated[Launcher, EXECUTOR]
 Address = Annotated[str | None, ADDRESS]
 GpusPerRun = Annotated[float, GPUS_PER_RUN]
@@ -241,6 +248,7 @@ __all__ = [
     "ClientStateMemory",
     "Compile",
     "DryRun",
+    "EvalBatchSize",
     "Executor",
     "Fast",
     "Force",

@@ -26,6 +26,7 @@ from fedbench.cli.options import (
     DataDir,
     Device,
     DryRun,
+    EvalBatchSize,
     Executor,
     Fast,
     Force,
@@ -88,6 +89,7 @@ def run(
     dry_run: DryRun = False,
     checkpoints: Checkpoints = None,
     client_state_memory: ClientStateMemory = DEFAULT_CLIENT_STATE_MIB,
+    eval_batch_size: EvalBatchSize = DEFAULTS.eval_batch_size,
     executor: Executor = Launcher.LOCAL,
     address: Address = None,
     gpus_per_run: GpusPerRun = 0.0,
@@ -117,6 +119,7 @@ def run(
         fast=fast,
         compile=compile,
         client_state_memory=client_state_memory << 20,  # MiB on the command line
+        eval_batch_size=eval_batch_size,
     )
     launch = Launch(  # checked now: a launcher's options without it are refused before anything is registered
         launcher=executor,

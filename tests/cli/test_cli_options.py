@@ -89,6 +89,8 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
         str(tmp_path / "ckpt"),
         "--client-state-memory",
         "5",
+        "--eval-batch-size",
+        "64",
         "--plugin",
         "my_methods.py",
         "--plugin",
@@ -113,6 +115,7 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
         fast=False,
         compile=True,
         client_state_memory=5 << 20,  # MiB on the command line
+        eval_batch_size=64,
     )
     assert options == ExecutionOptions(
         registry_url="sqlite:///r.db",
@@ -123,9 +126,8 @@ def test_every_execution_option_is_set_from_the_run_command_line(tmp_path, monke
         settings=settings,
         launch=Launch(Launcher.RAY, jobs=4, ray=RayOptions(address="auto", gpus_per_run=0.25)),
     )
-    # every field but the evaluation batch size (not a command-line option) differs from its default
-    changed = {f.name for f in fields(Settings) if getattr(options.settings, f.name) != f.default}
-    assert changed == {f.name for f in fields(Settings)} - {"eval_batch_size"}
+    # every setting has its flag: each differs from its default
+    assert {f.name for f in fields(Settings) if getattr(options.settings, f.name) == f.default} == set()
     assert {f.name for f in fields(ExecutionOptions) if getattr(options, f.name) == f.default} == set()
 
 
@@ -146,6 +148,7 @@ def test_each_flag_defaults_to_its_setting_and_no_flag_gives_the_default_options
     assert (run["fast"].default, run["compile"].default) == (Settings().fast, Settings().compile)
     assert run["no_verify"].default is (not Settings().verify)
     assert run["client_state_memory"].default == DEFAULT_CLIENT_STATE_MIB == DEFAULT_MEMORY_BUDGET >> 20
+    assert run["eval_batch_size"].default == Settings().eval_batch_size
     assert parameters("plan")["threads"].default == Settings().threads
 
 
