@@ -166,7 +166,7 @@ DryRun = Annotated[bool, DRY_RUN]
 Checkpoints = Annotated[str | None, CHECKPOINTS]
 ClientStateMemory = Annotated[int, CLIENT_STATE_MEMORY]
 EvalBatchSize = Annotated[int, EVAL_BATCH_SIZE]
-Executor = Annotated[Launcher, EXECUTOR]
+LauncherChoice = Annotated[Launcher, EXECUTOR]  # --executor: where the workers run
 Address = Annotated[str | None, ADDRESS]
 GpusPerRun = Annotated[float, GPUS_PER_RUN]
 SlurmPartition = Annotated[str | None, SLURM_PARTITION]
@@ -249,11 +249,11 @@ __all__ = [
     "Compile",
     "DryRun",
     "EvalBatchSize",
-    "Executor",
     "Fast",
     "Force",
     "Gpus",
     "GpusPerRun",
+    "LauncherChoice",
     "NoVerify",
     "PackingChoice",
     "RegistryUrl",

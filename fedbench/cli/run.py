@@ -27,12 +27,12 @@ from fedbench.cli.options import (
     Device,
     DryRun,
     EvalBatchSize,
-    Executor,
     Fast,
     Force,
     Gpus,
     GpusPerRun,
     Jobs,
+    LauncherChoice,
     NoVerify,
     Only,
     Overrides,
@@ -90,7 +90,7 @@ def run(
     checkpoints: Checkpoints = None,
     client_state_memory: ClientStateMemory = DEFAULT_CLIENT_STATE_MIB,
     eval_batch_size: EvalBatchSize = DEFAULTS.eval_batch_size,
-    executor: Executor = Launcher.LOCAL,
+    launcher: LauncherChoice = Launcher.LOCAL,
     address: Address = None,
     gpus_per_run: GpusPerRun = 0.0,
     slurm_partition: SlurmPartition = None,
@@ -122,7 +122,7 @@ def run(
         eval_batch_size=eval_batch_size,
     )
     launch = Launch(  # checked now: a launcher's options without it are refused before anything is registered
-        launcher=executor,
+        launcher=launcher,
         jobs=jobs,
         slurm=SlurmOptions(
             partition=slurm_partition,
