@@ -24,7 +24,7 @@ import typer
 from fedbench.cli import completion
 from fedbench.cli.common import RegistryOption
 from fedbench.errors import FedbenchError
-from fedbench.execution.options import Launcher, SlurmCluster
+from fedbench.execution.options import Launch, Launcher, SlurmCluster
 from fedbench.settings import DEFAULT_MEMORY_BUDGET, Packing, Settings
 
 if TYPE_CHECKING:
@@ -138,8 +138,10 @@ THROUGHPUT: Any = typer.Option(
 )
 AS_JSON: Any = typer.Option("--json", help="Machine-readable output.")
 
-# The one default of each setting a flag gives: the command declares ``threads: Threads = DEFAULTS.threads``.
+# The one default of each setting a flag gives: the command declares ``threads: Threads = DEFAULTS.threads``; the
+# launch flags' defaults are ``DEFAULT_LAUNCH``'s alike.
 DEFAULTS = Settings()
+DEFAULT_LAUNCH = Launch()
 DEFAULT_CLIENT_STATE_MIB = DEFAULT_MEMORY_BUDGET >> 20  # --client-state-memory is in MiB
 
 Recipes = Annotated[list[Path], RECIPES]
@@ -241,6 +243,7 @@ def reworded(option: Any, help: str) -> Any:
 __all__ = [
     "DEFAULTS",
     "DEFAULT_CLIENT_STATE_MIB",
+    "DEFAULT_LAUNCH",
     "Add",
     "Address",
     "AsJson",

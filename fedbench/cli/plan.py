@@ -10,6 +10,7 @@ from rich.markup import escape
 from fedbench.cli.common import console, labels_lines, print_json, print_listing, user_errors
 from fedbench.cli.options import (
     DATA_DIR,
+    DEFAULT_LAUNCH,
     DEFAULTS,
     DEVICE,
     JOBS,
@@ -46,7 +47,7 @@ def plan(
     set_for: SetFor = [],  # noqa: B006
     synthetic: Annotated[bool, reworded(SYNTHETIC, "Plan the runs on generated stand-in data.")] = False,
     device: Annotated[str, reworded(DEVICE, "Device the calibration times: auto, cpu, cuda or cuda:N.")] = "auto",
-    jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = 1,
+    jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = DEFAULT_LAUNCH.jobs,
     threads: Annotated[int, reworded(THREADS, "CPU threads per run (as `fedbench run --threads`).")] = DEFAULTS.threads,
     throughput: Throughput = None,
     data_dir: Annotated[

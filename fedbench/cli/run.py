@@ -17,6 +17,7 @@ from fedbench.cli.common import (
 )
 from fedbench.cli.options import (
     DEFAULT_CLIENT_STATE_MIB,
+    DEFAULT_LAUNCH,
     DEFAULTS,
     Add,
     Address,
@@ -53,7 +54,7 @@ from fedbench.cli.options import (
     compile_options,
     load_plugins,
 )
-from fedbench.execution.options import ExecutionOptions, Launch, Launcher, RayOptions, SlurmCluster, SlurmOptions
+from fedbench.execution.options import ExecutionOptions, Launch, RayOptions, SlurmOptions
 from fedbench.settings import Settings
 from fedbench.vocab.metrics import to_percent
 from fedbench.vocab.status import RunStatus
@@ -76,7 +77,7 @@ def run(
     set_for: SetFor = [],  # noqa: B006
     synthetic: Synthetic = False,
     device: Device = "auto",
-    jobs: Jobs = 1,
+    jobs: Jobs = DEFAULT_LAUNCH.jobs,
     gpus: Gpus = None,
     threads: Threads = DEFAULTS.threads,
     packing: PackingChoice = DEFAULTS.packing,
@@ -90,14 +91,14 @@ def run(
     checkpoints: Checkpoints = None,
     client_state_memory: ClientStateMemory = DEFAULT_CLIENT_STATE_MIB,
     eval_batch_size: EvalBatchSize = DEFAULTS.eval_batch_size,
-    launcher: LauncherChoice = Launcher.LOCAL,
+    launcher: LauncherChoice = DEFAULT_LAUNCH.launcher,
     address: Address = None,
-    gpus_per_run: GpusPerRun = 0.0,
+    gpus_per_run: GpusPerRun = DEFAULT_LAUNCH.ray.gpus_per_run,
     slurm_partition: SlurmPartition = None,
     slurm_time: SlurmTime = None,
-    slurm_gpus: SlurmGpus = 0,
+    slurm_gpus: SlurmGpus = DEFAULT_LAUNCH.slurm.gpus_per_job,
     slurm_folder: SlurmFolder = None,
-    slurm_cluster: SlurmClusterChoice = SlurmCluster.SLURM,
+    slurm_cluster: SlurmClusterChoice = DEFAULT_LAUNCH.slurm.cluster,
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
