@@ -67,7 +67,11 @@ class Launch:
     ray: RayOptions = RayOptions()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "launcher", Launcher(self.launcher))
+        try:  # a name from a caller outside the CLI (whose flag Typer checks) is checked here
+            object.__setattr__(self, "launcher", Launcher(self.launcher))
+        except ValueError:
+            expected = ", ".join(launcher.value for launcher in Launcher)
+            raise ConfigError(f"--executor {self.launcher!r}: expected one of {expected}") from None
         if self.jobs < 1:
             raise ConfigError(f"--jobs {self.jobs}: expected at least 1")
         if self.launcher != Launcher.SLURM and self.slurm != SlurmOptions():

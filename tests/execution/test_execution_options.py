@@ -79,6 +79,7 @@ def test_a_cluster_launch_carries_its_own_options_only():
         (dict(launcher=Launcher.SLURM), "--executor slurm needs --slurm-time"),
         (dict(launcher=Launcher.SLURM, slurm=SlurmOptions(time="1h")), "--slurm-time '1h'"),
         (dict(jobs=0), "--jobs 0"),
+        (dict(launcher="kubernetes"), "^--executor 'kubernetes': expected one of local, ray, slurm$"),
     ],
 )
 def test_a_launch_is_checked_when_built(launch, message):
