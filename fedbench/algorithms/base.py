@@ -248,7 +248,7 @@ class Algorithm:
     # ---------------------------------------------------------------- packed local step (``engine/packed.py``)
     #: A method class sets this on *itself* (it is not inherited: a subclass may change the local step) when its
     #: default local training (one phase of ``train_steps`` with SGD) is expressed by the three hooks below; the
-    #: packed executor then trains a round's clients at once (``fedbench.engine.packed.choose_executor``).
+    #: packed path then trains a round's clients at once (``fedbench.engine.packed.choose_training_path``).
     packed_step: ClassVar[bool] = False
 
     def packed_inputs(self, ctx: ClientContext) -> dict[str, torch.Tensor]:

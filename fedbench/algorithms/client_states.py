@@ -37,9 +37,8 @@ import torch
 
 from fedbench.checkpoint.format import CheckpointRejected, file_sha256, read_checkpoint, save_checkpoints
 from fedbench.errors import FedbenchError
+from fedbench.settings import DEFAULT_MEMORY_BUDGET  # how much client state stays in memory: its one default
 
-# One fact: how much client state a run keeps in memory before it spills (``fedbench run --client-state-memory``).
-DEFAULT_MEMORY_BUDGET = 1 << 30
 _FILE_NAME = re.compile(r"^(\d+)-r(\d+)\.state$")
 
 

@@ -17,6 +17,7 @@ from fedbench.algorithms.functional import flat_parameters
 from fedbench.cost import spec_steps_per_round, steps_per_epoch
 from fedbench.data.store import TensorData, cutout, horizontal_flip, random_affine, random_crop
 from fedbench.seeding import derive_seed, torch_generator
+from fedbench.settings import EVAL_BATCH_SIZE  # test samples per forward pass: its one default
 from fedbench.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -252,11 +253,6 @@ class SpareModels:
         load_weights(model, params, buffers)
         return model.eval()
 
-
-# Test samples per forward pass when a model is evaluated (global and personalised evaluation, ``engine/``): the one
-# default of ``RunState.eval_batch_size``, ``engine.EngineOptions`` and the evaluation functions. Results do not
-# depend on it beyond summation order; segmentation caps it by pixels (``engine/evaluation.py``).
-EVAL_BATCH_SIZE = 1000
 
 Purpose = Literal["train", "eval", "finetune"]
 # (batch/augmentation generator stream, dropout seed stream) of each purpose (``fedbench.seeding``)

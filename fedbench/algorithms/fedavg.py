@@ -6,4 +6,4 @@ from fedbench.algorithms.base import Algorithm
 class FedAvg(Algorithm):
     """Local SGD on every sampled client; the server averages the models weighted by sample count."""
 
-    packed_step = True  # the base class's local step, as the packed executor's default hooks express it
+    packed_step = True  # the base class's local step, as the packed training path's default hooks express it

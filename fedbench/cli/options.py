@@ -1,13 +1,16 @@
-"""Command-line options several commands share, each declared once as an ``Annotated`` alias.
+"""The options of ``fedbench run`` and ``fedbench plan`` (and those other commands share), each declared once as an
+``Annotated`` alias.
 
-``fedbench run`` and ``fedbench plan`` read the same recipes with the same ``--scale``, ``--seeds``, ``--only``,
-``--set``, ``--synthetic``, ``--device``, ``--jobs``, ``--threads`` and ``--data-dir``, and ``report`` too with the same
-``--add`` and ``--set-for``: a command declares such a parameter with the alias (``scale: Scale = "full"``), so its
-names, type and bounds are written here only. A command for which an option means something more specific says so
-with ``reworded`` (same option, its own help line). ``parse_seeds`` reads ``--seeds`` for both; ``additions`` reads
-``--add`` and ``--set-for`` for all three; ``compile_options`` turns the options ``run`` and ``plan`` share into the
-keyword arguments that compile their recipes. ``--plugin`` (``Plugins``) is on every command that compiles recipes or
-lists plug-ins; ``load_plugins`` loads them (and the installed entry points) at the command's start.
+A command declares a parameter with the alias (``scale: Scale = "full"``), so its names, type, bounds and help are
+written here only; a command for which an option means something more specific says so with ``reworded`` (same
+option, its own help line). The defaults of the options that say how a run trains are ``DEFAULTS``'s fields
+(``fedbench.settings.Settings``), so a flag and the library never disagree on one. Choices are enums
+(``Packing``, ``Launcher``, ``SlurmCluster``), which Typer checks before a command starts, in a dry run too.
+
+``parse_seeds`` reads ``--seeds``; ``additions`` reads ``--add`` and ``--set-for``; ``compile_options`` turns the
+options ``run`` and ``plan`` share into the keyword arguments that compile their recipes. ``--plugin``
+(``Plugins``) is on every command that compiles recipes or lists plug-ins; ``load_plugins`` loads them (and the
+installed entry points) at the command's start.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedbench.cli import completion
+from fedbench.cli.common import RegistryOption
 from fedbench.errors import FedbenchError
+from fedbench.execution.options import Launch, Launcher, SlurmCluster
+from fedbench.settings import DEFAULT_MEMORY_BUDGET, Packing, Settings
 
 if TYPE_CHECKING:
     from fedbench.recipes.additions import Additions
@@ -66,6 +72,78 @@ SET_FOR: Any = typer.Option(
     "algorithm=scaffold:optimizer.lr=0.05 (repeatable).",
 )
 
+REGISTRY: Any = copy.copy(RegistryOption)  # the option other commands declare as a default, as an alias here
+REGISTRY.default = ...  # Typer's "none given in the annotation": the command's own ``= None`` is the default
+GPUS: Any = typer.Option(
+    "--gpus",
+    help="With --device cuda: the GPUs the workers are spread over, round-robin, e.g. 0,2,3 [default: every "
+    "visible GPU]. Several workers may share one.",
+)
+PACKING: Any = typer.Option(
+    "--packing",
+    help="How a run's clients train: packed (a round's clients at once, stacked), sequential, or auto (packed "
+    "on CUDA where the method and model allow it). Not part of the spec; provenance records the path.",
+)
+FAST: Any = typer.Option(
+    "--fast/--no-fast",
+    help="On CUDA: conv models in channels-last memory format and fused optimizers (same results up to "
+    "rounding; not part of the spec). No effect on a CPU.",
+)
+COMPILE: Any = typer.Option(
+    "--compile", help="On CUDA: torch.compile the working model (the first rounds pay the compilation)."
+)
+NO_VERIFY: Any = typer.Option("--no-verify", help="Skip data checksum verification (recorded as unverified).")
+FORCE: Any = typer.Option("--force", help="Re-run specs that are already done.")
+DRY_RUN: Any = typer.Option("--dry-run", help="Print the compiled runs and whether they are done; train nothing.")
+CHECKPOINTS: Any = typer.Option(
+    "--checkpoints",
+    help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
+    "[default: $FEDBENCH_CHECKPOINTS, else beside the registry].",
+)
+CLIENT_STATE_MEMORY: Any = typer.Option(
+    "--client-state-memory",
+    min=0,
+    help="MiB of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states "
+    "already in the run's checkpoint are read back from disk when needed. Not part of the spec.",
+)
+EVAL_BATCH_SIZE: Any = typer.Option(
+    "--eval-batch-size",
+    min=1,
+    help="Test samples per forward pass when a model is evaluated: lower it when evaluation runs out of GPU memory "
+    "(results agree up to summation order; not part of the spec).",
+)
+EXECUTOR: Any = typer.Option(
+    "--executor",
+    help="Where the --jobs workers run: local (processes here), ray (Ray tasks) or slurm (a Slurm array job).",
+)
+ADDRESS: Any = typer.Option(
+    "--address", help="Ray: auto (the running cluster) or ray://HOST:10001 [default: a local Ray]."
+)
+GPUS_PER_RUN: Any = typer.Option(
+    "--gpus-per-run", min=0.0, help="Ray: GPUs each worker (one run at a time) takes, e.g. 0.25."
+)
+SLURM_PARTITION: Any = typer.Option("--slurm-partition", help="Slurm: partition of the jobs.")
+SLURM_TIME: Any = typer.Option("--slurm-time", help="Slurm: time limit per job, HH:MM:SS.")
+SLURM_GPUS: Any = typer.Option("--slurm-gpus", min=0, help="Slurm: GPUs per worker job.")
+SLURM_FOLDER: Any = typer.Option(
+    "--slurm-folder", help="Slurm: job scripts and logs, on shared storage [default: registry/slurm]."
+)
+SLURM_CLUSTER: Any = typer.Option(
+    "--slurm-cluster", help="Slurm: 'local' runs the array as processes here (a try without Slurm)."
+)
+THROUGHPUT: Any = typer.Option(
+    "--throughput",
+    min=0.0,
+    help="Assume this sustained TFLOP/s for every model instead of calibrating (no timing).",
+)
+AS_JSON: Any = typer.Option("--json", help="Machine-readable output.")
+
+# The one default of each setting a flag gives: the command declares ``threads: Threads = DEFAULTS.threads``; the
+# launch flags' defaults are ``DEFAULT_LAUNCH``'s alike.
+DEFAULTS = Settings()
+DEFAULT_LAUNCH = Launch()
+DEFAULT_CLIENT_STATE_MIB = DEFAULT_MEMORY_BUDGET >> 20  # --client-state-memory is in MiB
+
 Recipes = Annotated[list[Path], RECIPES]
 Scale = Annotated[str, SCALE]
 Seeds = Annotated[str | None, SEEDS]
@@ -79,6 +157,27 @@ DataDir = Annotated[Path | None, DATA_DIR]
 Plugins = Annotated[list[str], PLUGIN]
 Add = Annotated[list[str], ADD]
 SetFor = Annotated[list[str], SET_FOR]
+RegistryUrl = Annotated[str | None, REGISTRY]
+Gpus = Annotated[str | None, GPUS]
+PackingChoice = Annotated[Packing, PACKING]
+Fast = Annotated[bool, FAST]
+Compile = Annotated[bool, COMPILE]
+NoVerify = Annotated[bool, NO_VERIFY]
+Force = Annotated[bool, FORCE]
+DryRun = Annotated[bool, DRY_RUN]
+Checkpoints = Annotated[str | None, CHECKPOINTS]
+ClientStateMemory = Annotated[int, CLIENT_STATE_MEMORY]
+EvalBatchSize = Annotated[int, EVAL_BATCH_SIZE]
+LauncherChoice = Annotated[Launcher, EXECUTOR]  # --executor: where the workers run
+Address = Annotated[str | None, ADDRESS]
+GpusPerRun = Annotated[float, GPUS_PER_RUN]
+SlurmPartition = Annotated[str | None, SLURM_PARTITION]
+SlurmTime = Annotated[str | None, SLURM_TIME]
+SlurmGpus = Annotated[int, SLURM_GPUS]
+SlurmFolder = Annotated[Path | None, SLURM_FOLDER]
+SlurmClusterChoice = Annotated[SlurmCluster, SLURM_CLUSTER]
+Throughput = Annotated[float | None, THROUGHPUT]
+AsJson = Annotated[bool, AS_JSON]
 
 
 def parse_seeds(text: str | None) -> list[int] | None:
@@ -142,7 +241,31 @@ def reworded(option: Any, help: str) -> Any:
 
 
 __all__ = [
+    "DEFAULTS",
+    "DEFAULT_CLIENT_STATE_MIB",
+    "DEFAULT_LAUNCH",
     "Add",
+    "Address",
+    "AsJson",
+    "Checkpoints",
+    "ClientStateMemory",
+    "Compile",
+    "DryRun",
+    "EvalBatchSize",
+    "Fast",
+    "Force",
+    "Gpus",
+    "GpusPerRun",
+    "LauncherChoice",
+    "NoVerify",
+    "PackingChoice",
+    "RegistryUrl",
+    "SlurmClusterChoice",
+    "SlurmFolder",
+    "SlurmGpus",
+    "SlurmPartition",
+    "SlurmTime",
+    "Throughput",
     "DataDir",
     "Device",
     "Jobs",

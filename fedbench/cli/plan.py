@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
 from rich.markup import escape
 
 from fedbench.cli.common import console, labels_lines, print_json, print_listing, user_errors
 from fedbench.cli.options import (
     DATA_DIR,
+    DEFAULT_LAUNCH,
+    DEFAULTS,
     DEVICE,
     JOBS,
     ONLY,
@@ -19,10 +20,12 @@ from fedbench.cli.options import (
     SYNTHETIC,
     THREADS,
     Add,
+    AsJson,
     Plugins,
     Recipes,
     Seeds,
     SetFor,
+    Throughput,
     compile_options,
     load_plugins,
     reworded,
@@ -44,18 +47,13 @@ def plan(
     set_for: SetFor = [],  # noqa: B006
     synthetic: Annotated[bool, reworded(SYNTHETIC, "Plan the runs on generated stand-in data.")] = False,
     device: Annotated[str, reworded(DEVICE, "Device the calibration times: auto, cpu, cuda or cuda:N.")] = "auto",
-    jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = 1,
-    threads: Annotated[int, reworded(THREADS, "CPU threads per run (as `fedbench run --threads`).")] = 1,
-    throughput: float | None = typer.Option(
-        None,
-        "--throughput",
-        min=0.0,
-        help="Assume this sustained TFLOP/s for every model instead of calibrating (no timing).",
-    ),
+    jobs: Annotated[int, reworded(JOBS, "Workers the wall time is divided over.")] = DEFAULT_LAUNCH.jobs,
+    threads: Annotated[int, reworded(THREADS, "CPU threads per run (as `fedbench run --threads`).")] = DEFAULTS.threads,
+    throughput: Throughput = None,
     data_dir: Annotated[
         Path | None, reworded(DATA_DIR, "Data root, read for the sizes of data sets without registered ones.")
     ] = None,
-    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    as_json: AsJson = False,
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """List the runs of recipes per table cell with their training/evaluation FLOPs and estimated wall time.

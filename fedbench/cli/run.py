@@ -3,15 +3,12 @@ compiles them, ``fedbench.execution.batch`` trains them)."""
 
 from __future__ import annotations
 
-from dataclasses import fields
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from fedbench.cli.common import (
-    RegistryOption,
     console,
     err_console,
     labels_lines,
@@ -19,23 +16,46 @@ from fedbench.cli.common import (
     user_errors,
 )
 from fedbench.cli.options import (
+    DEFAULT_CLIENT_STATE_MIB,
+    DEFAULT_LAUNCH,
+    DEFAULTS,
     Add,
+    Address,
+    Checkpoints,
+    ClientStateMemory,
+    Compile,
     DataDir,
     Device,
+    DryRun,
+    EvalBatchSize,
+    Fast,
+    Force,
+    Gpus,
+    GpusPerRun,
     Jobs,
+    LauncherChoice,
+    NoVerify,
     Only,
     Overrides,
+    PackingChoice,
     Plugins,
     Recipes,
+    RegistryUrl,
     Scale,
     Seeds,
     SetFor,
+    SlurmClusterChoice,
+    SlurmFolder,
+    SlurmGpus,
+    SlurmPartition,
+    SlurmTime,
     Synthetic,
     Threads,
     compile_options,
     load_plugins,
 )
-from fedbench.errors import FedbenchError
+from fedbench.execution.options import ExecutionOptions, Launch, RayOptions, SlurmOptions
+from fedbench.settings import Settings
 from fedbench.vocab.metrics import to_percent
 from fedbench.vocab.status import RunStatus
 
@@ -44,12 +64,10 @@ if TYPE_CHECKING:
 
     from fedbench.execution.batch import Batch
     from fedbench.execution.events import Event
-    from fedbench.execution.options import ExecutionOptions
 
 
 @user_errors
 def run(
-    ctx: typer.Context,
     recipes: Recipes,
     scale: Scale = "full",
     seeds: Seeds = None,
@@ -59,72 +77,28 @@ def run(
     set_for: SetFor = [],  # noqa: B006
     synthetic: Synthetic = False,
     device: Device = "auto",
-    jobs: Jobs = 1,
-    gpus: str | None = typer.Option(
-        None,
-        "--gpus",
-        help="With --device cuda: the GPUs the workers are spread over, round-robin, e.g. 0,2,3 [default: every "
-        "visible GPU]. Several workers may share one.",
-    ),
-    threads: Threads = 1,
-    packing: str = typer.Option(
-        "auto",
-        "--packing",
-        help="How a run's clients train: packed (a round's clients at once, stacked), sequential, or auto (packed "
-        "on CUDA where the method and model allow it). Not part of the spec; provenance records the path.",
-    ),
-    fast: bool = typer.Option(
-        True,
-        "--fast/--no-fast",
-        help="On CUDA: conv models in channels-last memory format and fused optimizers (same results up to "
-        "rounding; not part of the spec). No effect on a CPU.",
-    ),
-    compile: bool = typer.Option(
-        False, "--compile", help="On CUDA: torch.compile the working model (the first rounds pay the compilation)."
-    ),
-    registry_url: str | None = RegistryOption,
+    jobs: Jobs = DEFAULT_LAUNCH.jobs,
+    gpus: Gpus = None,
+    threads: Threads = DEFAULTS.threads,
+    packing: PackingChoice = DEFAULTS.packing,
+    fast: Fast = DEFAULTS.fast,
+    compile: Compile = DEFAULTS.compile,
+    registry_url: RegistryUrl = None,
     data_dir: DataDir = None,
-    no_verify: bool = typer.Option(
-        False, "--no-verify", help="Skip data checksum verification (recorded as unverified)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Re-run specs that are already done."),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the compiled runs and whether they are done; train nothing."
-    ),
-    checkpoints: str | None = typer.Option(
-        None,
-        "--checkpoints",
-        help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
-        "[default: $FEDBENCH_CHECKPOINTS, else beside the registry].",
-    ),
-    client_state_memory: int | None = typer.Option(
-        None,
-        "--client-state-memory",
-        min=0,
-        help="MiB of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states "
-        "already in the run's checkpoint are read back from disk when needed [default: algorithms.client_states."
-        "DEFAULT_MEMORY_BUDGET, 1 GiB]. Not part of the spec.",
-    ),
-    executor: str = typer.Option(
-        "local",
-        "--executor",
-        help="Where the --jobs workers run: local (processes here), ray (Ray tasks) or slurm (a Slurm array job).",
-    ),
-    address: str | None = typer.Option(
-        None, "--address", help="Ray: auto (the running cluster) or ray://HOST:10001 [default: a local Ray]."
-    ),
-    gpus_per_run: float = typer.Option(
-        0.0, "--gpus-per-run", min=0.0, help="Ray: GPUs each worker (one run at a time) takes, e.g. 0.25."
-    ),
-    slurm_partition: str | None = typer.Option(None, "--slurm-partition", help="Slurm: partition of the jobs."),
-    slurm_time: str | None = typer.Option(None, "--slurm-time", help="Slurm: time limit per job, HH:MM:SS."),
-    slurm_gpus: int = typer.Option(0, "--slurm-gpus", min=0, help="Slurm: GPUs per worker job."),
-    slurm_folder: Path | None = typer.Option(
-        None, "--slurm-folder", help="Slurm: job scripts and logs, on shared storage [default: registry/slurm]."
-    ),
-    slurm_cluster: str = typer.Option(
-        "slurm", "--slurm-cluster", help="Slurm: 'local' runs the array as processes here (a try without Slurm)."
-    ),
+    no_verify: NoVerify = not DEFAULTS.verify,
+    force: Force = False,
+    dry_run: DryRun = False,
+    checkpoints: Checkpoints = None,
+    client_state_memory: ClientStateMemory = DEFAULT_CLIENT_STATE_MIB,
+    eval_batch_size: EvalBatchSize = DEFAULTS.eval_batch_size,
+    launcher: LauncherChoice = DEFAULT_LAUNCH.launcher,
+    address: Address = None,
+    gpus_per_run: GpusPerRun = DEFAULT_LAUNCH.ray.gpus_per_run,
+    slurm_partition: SlurmPartition = None,
+    slurm_time: SlurmTime = None,
+    slurm_gpus: SlurmGpus = DEFAULT_LAUNCH.slurm.gpus_per_job,
+    slurm_folder: SlurmFolder = None,
+    slurm_cluster: SlurmClusterChoice = DEFAULT_LAUNCH.slurm.cluster,
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
@@ -138,10 +112,29 @@ def run(
     from fedbench.execution import selection
 
     load_plugins(plugin)  # every worker loads them too (ExecutionOptions.plugins)
-    cluster = cluster_options(
-        executor, address, gpus_per_run, slurm_partition, slurm_time, slurm_gpus, slurm_folder, slurm_cluster, threads
+    settings = Settings(
+        data_root=str(data_dir) if data_dir is not None else None,
+        verify=not no_verify,
+        threads=threads,
+        packing=packing,
+        fast=fast,
+        compile=compile,
+        client_state_memory=client_state_memory << 20,  # MiB on the command line
+        eval_batch_size=eval_batch_size,
     )
-    options = execution_options(ctx.params)
+    launch = Launch(  # checked now: a launcher's options without it are refused before anything is registered
+        launcher=launcher,
+        jobs=jobs,
+        slurm=SlurmOptions(
+            partition=slurm_partition,
+            time=slurm_time,
+            folder=slurm_folder,
+            cluster=slurm_cluster,
+            gpus_per_job=slurm_gpus,
+        ),
+        ray=RayOptions(address=address, gpus_per_run=gpus_per_run),
+    )
+    options = execution_options(registry_url, device, gpus, checkpoints, plugin, settings, launch)
     planned = selection.plan_runs(
         recipes, **compile_options(scale, seeds, only, set_, synthetic, add, set_for), device=options.device
     )
@@ -178,7 +171,7 @@ def run(
     elif work.skipped:
         console.print(f"{len(work.skipped)} of {len(planned)} runs already done (skipped; --force re-runs them)")
     if work.todo:
-        train_with_progress(work, jobs, cluster)
+        train_with_progress(work)
     outcome = work.outcome()
     counts = ", ".join(f"{n} {status}" for status, n in outcome.counts.items())
     console.print(f"registry: {counts}  ({outcome.registry_url})")
@@ -188,64 +181,34 @@ def run(
         raise typer.Exit(1)
 
 
-def execution_options(parameters: dict[str, Any]) -> ExecutionOptions:
-    """``fedbench run``'s ``ExecutionOptions``, built once: each field is the command's parameter of the same name
-    (so a new option is a field and a parameter, nothing in between); the few that the command line gives in
-    another form are converted here."""
+def execution_options(
+    registry_url: str | None,
+    device: str,
+    gpus: str | None,
+    checkpoints: str | None,
+    plugins: list[str],
+    settings: Settings,
+    launch: Launch,
+) -> ExecutionOptions:
+    """``fedbench run``'s ``ExecutionOptions``, built once from the flags that the command line gives in another
+    form than the workers read them: GPU indices, the checkpoints' resolved location, the plug-ins as every worker
+    loads them."""
     from fedbench.checkpoint.location import resolve_checkpoints
     from fedbench.execution.devices import parse_gpus
-    from fedbench.execution.options import ExecutionOptions
-    from fedbench.plugins import plugin_source
+    from fedbench.plugins import plugin_source  # local: the CLI's start-up imports no library (cli/__init__.py)
 
-    same = {f.name: parameters[f.name] for f in fields(ExecutionOptions) if f.name in parameters}
-    memory = parameters["client_state_memory"]
     return ExecutionOptions(
-        **{
-            **same,
-            "data_root": str(parameters["data_dir"]) if parameters["data_dir"] is not None else None,
-            "verify": not parameters["no_verify"],
-            "gpus": parse_gpus(parameters["gpus"]),
-            "checkpoints": resolve_checkpoints(parameters["checkpoints"]),
-            "client_state_memory": None if memory is None else memory << 20,  # MiB on the command line
-            "plugins": tuple(plugin_source(text) for text in parameters["plugin"]),  # as every worker loads them
-        }
+        registry_url=registry_url,
+        device=device,
+        gpus=parse_gpus(gpus),
+        checkpoints=resolve_checkpoints(checkpoints),
+        plugins=tuple(plugin_source(text) for text in plugins),
+        settings=settings,
+        launch=launch,
     )
 
 
-def cluster_options(
-    executor: str,
-    address: str | None,
-    gpus_per_run: float,
-    slurm_partition: str | None,
-    slurm_time: str | None,
-    slurm_gpus: int,
-    slurm_folder: Path | None,
-    slurm_cluster: str,
-    threads: int,
-) -> Any:
-    """``--executor`` and its options as ``fedbench.execution.options`` cluster options (None: local workers)."""
-    from fedbench.execution.options import EXECUTORS, RayOptions, SlurmOptions, slurm_minutes
-
-    if executor not in EXECUTORS:
-        raise FedbenchError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
-    slurm_given = slurm_partition or slurm_time or slurm_gpus or slurm_folder or slurm_cluster != "slurm"
-    if executor != "slurm" and slurm_given:
-        raise FedbenchError("--slurm-* options need --executor slurm")
-    if executor != "ray" and (address or gpus_per_run):
-        raise FedbenchError("--address and --gpus-per-run need --executor ray")
-    if executor == "slurm":
-        if slurm_time is None:
-            raise FedbenchError("--executor slurm needs --slurm-time HH:MM:SS (each worker job's time limit)")
-        if slurm_cluster not in ("slurm", "local"):
-            raise FedbenchError(f"--slurm-cluster {slurm_cluster!r}: expected slurm or local")
-        slurm_minutes(slurm_time)  # checked before anything is registered
-        return SlurmOptions(slurm_partition, slurm_time, slurm_folder, slurm_cluster, slurm_gpus, threads)
-    if executor == "ray":
-        return RayOptions(address, gpus_per_run, float(threads))
-    return None
-
-
-def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
+def train_with_progress(work: Batch) -> None:
     """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run."""
     from rich.progress import (
         BarColumn,
@@ -286,7 +249,7 @@ def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
 
         def on_event(event: Event) -> None:
             nonlocal finished
-            if isinstance(event, Note):  # from the executor: jobs submitted, a worker failed
+            if isinstance(event, Note):  # from the launcher: jobs submitted, a worker failed
                 progress.console.print(f"  {escape(event.message)}")
             elif isinstance(event, RunStarted):
                 current[event.spec_hash] = progress.add_task(
@@ -310,4 +273,4 @@ def train_with_progress(work: Batch, jobs: int, cluster: Any = None) -> None:
                     error = event.error or ""
                     progress.console.print(f"  {escape(label_of.get(key, key))}: {event.status} {escape(error)}")
 
-        work.train(jobs, on_event, cluster)
+        work.train(on_event)

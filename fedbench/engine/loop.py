@@ -43,7 +43,7 @@ from fedbench.engine.diagnostics import check_diagnostics, layer_slices, round_d
 from fedbench.engine.evaluation import evaluate
 from fedbench.engine.feature_diagnostics import check_feature_diagnostics, feature_stats
 from fedbench.engine.options import EngineOptions
-from fedbench.engine.packed import ExecutorChoice, choose_executor
+from fedbench.engine.packed import TrainingPath, choose_training_path
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
 from fedbench.engine.snapshots import check_snapshot, feature_snapshot
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
@@ -86,7 +86,7 @@ class RunSink(Protocol):
 class RunResult:
     status: RunStatus  # DONE or DIVERGED
     rounds_done: int
-    # non-spec choices recorded in provenance: "packing" (``ExecutorChoice.as_dict``: which path trained it and
+    # non-spec choices recorded in provenance: "packing" (``TrainingPath.as_dict``: which path trained it and
     # why), "acceleration" (``Acceleration.as_dict``), "precision" and "tf32" (``accel.set_precision``)
     settings: dict[str, Any] = field(default_factory=dict)
     diverged_round: int | None = None
@@ -193,7 +193,7 @@ class Training:
     algorithm: Algorithm
     state: RunState
     schedule: list[list[int]]  # ``client_schedule``
-    choice: ExecutorChoice  # packed or sequential, and why
+    choice: TrainingPath  # packed or sequential, and why
     frozen: torch.Tensor  # parameters the model fixes (ETF classifiers), over the flat vector (``state.frozen``)
     frozen_values: torch.Tensor  # their values at w^0, restored after every aggregation
     upload: int  # bytes one client sends per round
@@ -211,10 +211,11 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     """Round 0: the data, the model at w^0 and the method bound to it (a model or fine-tuning loss the method cannot
     take fails now, before round 1), the run state and the path that trains the clients."""
     device = torch.device(options.device)
+    settings, acceleration = options.settings, options.accelerated(device)
     algorithm = build_algorithm(spec.algorithm, spec.algorithm_params)
-    data = prepare_data(spec, device, options.data_root, options.verify, options.arrays)
+    data = prepare_data(spec, device, settings.data_root, settings.verify, options.arrays)
     precision = set_precision(spec.precision, device)
-    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), options.acceleration)
+    model = prepare_model(init_model(spec, data.num_classes, data.input_shape, device), acceleration)
     num_params = sum(p.numel() for p in model.parameters())
     frozen = torch.cat([torch.full((p.numel(),), not p.requires_grad, device=device) for p in model.parameters()])
     frozen_values = flat_parameters(model.parameters()).detach()[frozen].clone()
@@ -225,15 +226,15 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
         model=model,
         device=device,
         spare_models=SpareModels(model),
-        eval_batch_size=options.eval_batch_size,
+        eval_batch_size=settings.eval_batch_size,
         frozen=frozen,
         client_states=ClientStates(
             folder=client_state_folder(path) if path is not None else None,
             spec_hash=spec.spec_hash,
             device=device,
-            memory_budget=options.client_state_memory,
+            memory_budget=settings.client_state_memory,
         ),
-        optimizer_options=optimizer_options(options.acceleration, device),
+        optimizer_options=optimizer_options(acceleration, device),
         server=ServerState(
             params=flat_parameters(model.parameters()).detach().clone(),
             buffers={name: b.detach().clone() for name, b in model.named_buffers()},
@@ -246,8 +247,8 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     check_snapshot(spec, data.tensors.task, model)
     check_feature_diagnostics(spec, data.tensors.task)
     algorithm.init_server(state.server)
-    choice = choose_executor(options.packing, algorithm, spec, model, device)
-    compiled_forward(model, options.acceleration)  # in place: the module keeps its parameters, hooks and methods
+    choice = choose_training_path(settings.packing, algorithm, spec, model, device)
+    compiled_forward(model, acceleration)  # in place: the module keeps its parameters, hooks and methods
     return Training(
         spec=spec,
         options=options,
@@ -259,7 +260,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
         frozen_values=frozen_values,
         upload=(num_params + algorithm.extra_upload_floats(num_params)) * 4,
         download=(num_params + algorithm.extra_download_floats(num_params)) * 4,
-        settings={"packing": choice.as_dict(), "acceleration": options.acceleration.as_dict(), **precision},
+        settings={"packing": choice.as_dict(), "acceleration": acceleration.as_dict(), **precision},
         info=dict(data.info, num_params=num_params),
         layers=layer_slices(model),
     )

@@ -1,23 +1,24 @@
 """How a process trains a run: everything ``engine.run`` takes besides the spec and the sink.
 
-None of it changes a run's result (the spec alone does): where the run trains and with which speed switches, which
-path trains its clients, where its data and its checkpoint lie, how much client state stays in memory, and who
-hears of its progress. A caller (``execution``, a benchmark, a test) builds one ``EngineOptions`` with what it
-knows and leaves the rest at the defaults, which train on the CPU, sequentially, without a checkpoint.
+None of it changes a run's result (the spec alone does). ``settings`` (``fedbench.settings.Settings``) says how the
+run trains: its data root and verification, the training path, the speed switches, the evaluation batch size and
+the client-state memory. The rest are this process's own objects, which no other process could use: the device, the
+cache of loaded data sets, the checkpoint with its ledger and mirror, and who hears of the run's progress. A caller
+(``execution``, a benchmark, a test) builds one ``EngineOptions`` with what it knows and leaves the rest at the
+defaults, which train on the CPU, with the settings' defaults, without a checkpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET
-from fedbench.algorithms.context import EVAL_BATCH_SIZE
 from fedbench.engine.accel import Acceleration
+from fedbench.settings import Packing, Settings
 
 if TYPE_CHECKING:
     from fedbench.checkpoint.format import CheckpointLedger, CheckpointMirror
@@ -25,19 +26,17 @@ if TYPE_CHECKING:
     from fedbench.engine.loop import RoundRecord
 
 
+DEFAULT_SETTINGS = Settings()
+
+
 @dataclass(frozen=True)
 class EngineOptions:
+    settings: Settings = DEFAULT_SETTINGS  # how the run trains (``fedbench.settings``)
     device: torch.device | str = "cpu"
-    # the data: where data sets are kept (None: the default folder), whether their checksums are verified, and the
-    # caller's cache of loaded data sets (a worker's, shared by the runs it trains; None: loaded anew)
-    data_root: str | Path | None = None
-    verify: bool = True
+    # the caller's cache of loaded data sets (a worker's, shared by the runs it trains; None: loaded anew)
     arrays: ArraysCache | None = None
-    eval_batch_size: int = EVAL_BATCH_SIZE  # test samples per forward pass (``engine/evaluation.py``)
-    # which path trains the clients: sequential, packed or auto (``engine.packed.choose_executor``; a run that
-    # cannot be packed trains sequentially, and the result says which path trained it and why)
-    packing: str = "sequential"
-    acceleration: Acceleration = Acceleration()  # CUDA speed switches (``engine/accel.py``); default none
+    # CUDA speed switches (``engine/accel.py``); None: the settings' ``fast`` and ``compile`` for the device
+    acceleration: Acceleration | None = None
     # the checkpoint written after every round and resumed from (None: none). The ledger (the registry) records the
     # sha256 of each one written and vouches for the one read back; without it a checkpoint is checked for format,
     # spec and layout only. The mirror is storage each checkpoint is copied to (``--checkpoints URL``) before the
@@ -45,8 +44,40 @@ class EngineOptions:
     checkpoint_path: Path | None = None
     checkpoint_ledger: CheckpointLedger | None = None
     checkpoint_mirror: CheckpointMirror | None = None
-    # bytes of client state kept in memory; beyond it, states the last checkpoint filed leave memory
-    # (``algorithms/client_states.py``; needs a checkpoint)
-    client_state_memory: int = DEFAULT_MEMORY_BUDGET
     on_round: Callable[[RoundRecord], None] | None = None  # each round, once it is logged and checkpointed
     on_warning: Callable[[str], None] | None = None  # one line, e.g. why a checkpoint was not used
+    # A setting given by its name replaces that one of ``settings`` (then read it there): a test or the contract
+    # checker changes one or two without building a ``Settings``, also through ``dataclasses.replace``.
+    data_root: InitVar[str | Path | None] = None
+    verify: InitVar[bool | None] = None
+    packing: InitVar[Packing | str | None] = None
+    eval_batch_size: InitVar[int | None] = None
+    client_state_memory: InitVar[int | None] = None
+
+    def __post_init__(
+        self,
+        data_root: str | Path | None,
+        verify: bool | None,
+        packing: Packing | str | None,
+        eval_batch_size: int | None,
+        client_state_memory: int | None,
+    ) -> None:
+        given: dict[str, Any] = {
+            "data_root": None if data_root is None else str(data_root),
+            "verify": verify,
+            "packing": packing,
+            "eval_batch_size": eval_batch_size,
+            "client_state_memory": client_state_memory,
+        }
+        changed = {name: value for name, value in given.items() if value is not None}
+        if changed:
+            object.__setattr__(self, "settings", replace(self.settings, **changed))
+
+    def accelerated(self, device: torch.device) -> Acceleration:
+        """The speed switches this run trains with on ``device``: ``acceleration`` when given, else the settings'."""
+        if self.acceleration is not None:
+            return self.acceleration
+        return Acceleration.for_device(device, fast=self.settings.fast, compile=self.settings.compile)
+
+
+__all__ = ["EngineOptions"]

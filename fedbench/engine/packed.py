@@ -1,4 +1,4 @@
-"""The packed executor: the participating clients of one round trained at once, with stacked parameters.
+"""The packed training path: the participating clients of one round trained at once, with stacked parameters.
 
 The sequential path (``engine/loop.py``) trains a round's K clients one after another, each with many small
 kernels; for the small models of FedTrip/FedTR/digits tables a GPU then idles. Here the K clients' parameters are
@@ -17,7 +17,7 @@ the two in float64), because everything that decides a client's result is the se
 - client state: ``packed_inputs`` reads it as the method's ``begin_local`` does, and the method's own
   ``end_local`` writes it back from an ordinary ``ClientUpdate``.
 
-Which runs can be packed is decided in one place, ``choose_executor``, with a reason a user can read (recorded
+Which runs can be packed is decided in one place, ``choose_training_path``, with a reason a user can read (recorded
 in each run's provenance): the method must declare ``packed_step`` on its own class (an inherited declaration
 does not count: a subclass may change the local step), and the model must have no BatchNorm buffers, no dropout
 and no frozen parameters; the optimizer must be SGD without gradient clipping. ``auto`` packs on CUDA only:
@@ -36,34 +36,26 @@ from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
 from fedbench.algorithms.context import ClientContext, ClientUpdate
-from fedbench.errors import ConfigError
+from fedbench.settings import Packing
 
 if TYPE_CHECKING:
     from fedbench.algorithms.context import RunState
     from fedbench.spec import RunSpec
 
-TRAINING_PATHS = ("auto", "packed", "sequential")
-
 
 @dataclass(frozen=True)
-class ExecutorChoice:
+class TrainingPath:
     """Which path trains a run's clients, and why (``provenance["packing"]``)."""
 
-    executor: str  # "packed" or "sequential"
+    path: str  # "packed" or "sequential"
     reason: str
 
     @property
     def packed(self) -> bool:
-        return self.executor == "packed"
+        return self.path == Packing.PACKED
 
     def as_dict(self) -> dict[str, str]:
-        return {"executor": self.executor, "reason": self.reason}
-
-
-def check_packing(name: str) -> str:
-    if name not in TRAINING_PATHS:
-        raise ConfigError(f"--packing {name!r}: expected one of {', '.join(TRAINING_PATHS)}")
-    return name
+        return {"executor": self.path, "reason": self.reason}  # the recorded provenance keeps its key
 
 
 def declares_packed_step(algorithm: Any) -> bool:
@@ -91,22 +83,22 @@ def unpackable_reason(algorithm: Any, spec: RunSpec, model: nn.Module) -> str | 
     return None
 
 
-def choose_executor(
-    requested: str, algorithm: Any, spec: RunSpec, model: nn.Module, device: torch.device
-) -> ExecutorChoice:
-    """The one decision of which path trains a run: ``requested`` is ``auto``, ``packed`` or ``sequential``. A run
-    that cannot be packed falls back to the sequential path, whatever was requested, with the reason."""
-    check_packing(requested)
-    if requested == "sequential":
-        return ExecutorChoice("sequential", "requested")
+def choose_training_path(
+    requested: Packing, algorithm: Any, spec: RunSpec, model: nn.Module, device: torch.device
+) -> TrainingPath:
+    """The one decision of which path trains a run (``Settings.packing``: auto, packed or sequential). A run that
+    cannot be packed falls back to the sequential path, whatever was requested, with the reason."""
+    if requested == Packing.SEQUENTIAL:
+        return TrainingPath("sequential", "requested")
     reason = unpackable_reason(algorithm, spec, model)
     if reason is not None:
-        return ExecutorChoice("sequential", f"fallback: {reason}")
+        return TrainingPath("sequential", f"fallback: {reason}")
     if spec.clients_per_round < 2:
-        return ExecutorChoice("sequential", "one client per round: nothing to pack")
-    if requested == "auto" and device.type != "cuda":
-        return ExecutorChoice("sequential", "auto: the packed executor is used on CUDA only (slower on a CPU)")
-    return ExecutorChoice("packed", "requested" if requested == "packed" else "auto: CUDA, packable run")
+        return TrainingPath("sequential", "one client per round: nothing to pack")
+    if requested == Packing.AUTO and device.type != "cuda":
+        # the recorded reason's wording is kept, so that reports of earlier runs read alike
+        return TrainingPath("sequential", "auto: the packed executor is used on CUDA only (slower on a CPU)")
+    return TrainingPath("packed", "requested" if requested == Packing.PACKED else "auto: CUDA, packable run")
 
 
 # ------------------------------------------------------------------------------------------ the packed step

@@ -8,12 +8,10 @@ afterwards. Printing, progress bars and exit codes belong to the CLI.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.data.files import unchecked_pickle_warning
 from fedbench.data.own import changed_data_warning, reads_user_path
-from fedbench.engine.packed import check_packing
 from fedbench.execution.cluster import execute_on_cluster
 from fedbench.execution.devices import check_placement
 from fedbench.execution.events import Emit
@@ -55,13 +53,14 @@ class Batch:
     arrays: ArraysCache | None = None
     warnings: list[str] = field(default_factory=list)  # for the user, one line each (e.g. unchecked pickles)
 
-    def train(self, jobs: int, on_event: Emit, cluster: Any = None) -> None:
-        """Train ``todo`` in process (``jobs`` = 1) or in ``jobs`` worker processes; progress goes to ``on_event``.
-        ``cluster``: a ``fedbench.execution.options.SlurmOptions`` or ``RayOptions`` to run the ``jobs`` workers there."""
-        if cluster is not None:
-            execute_on_cluster(self.todo, self.options, jobs, on_event, cluster)
+    def train(self, on_event: Emit) -> None:
+        """Train ``todo`` as ``options.launch`` says: in process (one local job), in local worker processes, or in
+        Slurm jobs or Ray tasks; progress goes to ``on_event``."""
+        launch = self.options.launch
+        if launch.cluster is not None:
+            execute_on_cluster(self.todo, self.options, on_event)
             return
-        execute(self.todo, self.options, jobs, on_event, arrays=self.arrays)
+        execute(self.todo, self.options, launch.jobs, on_event, arrays=self.arrays)
 
     def outcome(self) -> Outcome:
         """Statuses of the batch's runs now, and the last error line of each failed one."""
@@ -83,15 +82,14 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     registry), register every planned run, and decide what to train: finished runs are skipped, or with ``force``
     put back to pending. The workers load the plug-ins loaded here (``ExecutionOptions.plugins``); a finished run
     skipped although the source of a plug-in that declares a revision changed since is a warning."""
-    check_packing(options.packing)
     check_placement(options.device, options.gpus)
     known = Registry.peek_statuses(options.registry_url, [p.spec_hash for p in planned])
     # Data and partitions are checked before the registry is touched: bad input changes nothing there.
     arrays = ArraysCache()
     warnings = preflight(
         [p for p in planned if force or known.get(p.spec_hash) not in FINISHED],
-        options.data_root,
-        verify=options.verify,
+        options.settings.data_root,
+        verify=options.settings.verify,
         arrays=arrays,
     )
     store = Registry(options.registry_url)
@@ -100,8 +98,8 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
     finished = [p for p in planned if statuses.get(p.spec_hash) in FINISHED]
     if force and finished:
         store.reset_for_rerun(p.spec_hash for p in finished)
-    elif finished and options.verify:
-        warnings += changed_data_warnings(finished, store, options.data_root)
+    elif finished and options.settings.verify:
+        warnings += changed_data_warnings(finished, store, options.settings.data_root)
     todo = planned if force else [p for p in planned if statuses.get(p.spec_hash) not in FINISHED]
     if not force and any(p.spec.plugin_code for p in finished):
         warnings += source_changes(row.provenance for row in store.run_states(p.spec_hash for p in finished))

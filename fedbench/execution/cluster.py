@@ -8,7 +8,7 @@ from its checkpoint. A shared registry (PostgreSQL) is what makes that work acro
 on storage every worker sees (``--checkpoints``).
 
 Progress comes back by watching the registry (``watch_registry``): the runs' statuses and their last recorded
-rounds become the same start/round/end events an in-process run emits, whatever the executor. Ctrl-C cancels the
+rounds become the same start/round/end events an in-process run emits, whatever the launcher. Ctrl-C cancels the
 jobs or tasks; each worker then records its run as ``interrupted`` (its checkpoint kept), as a local worker does.
 """
 
@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 
 from fedbench.errors import ConfigError, FedbenchError
 from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
-from fedbench.execution.options import ExecutionOptions, RayOptions, SlurmOptions, slurm_minutes
+from fedbench.execution.options import ExecutionOptions, RayOptions, SlurmCluster, SlurmOptions, slurm_minutes
 from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
@@ -140,7 +140,7 @@ def watch_until(watcher: RegistryWatcher, finished: Callable[[], bool], interval
 
 # ---------------------------------------------------------------------------------------------- Slurm
 def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -> Any:
-    """A submitit executor for an array of ``jobs`` worker jobs."""
+    """A submitit executor (submitit's name for what submits jobs) for an array of ``jobs`` worker jobs."""
     try:
         # local: optional dependency (pip install fedbench[slurm])
         import submitit
@@ -148,9 +148,11 @@ def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -
         raise ConfigError(
             "--executor slurm needs submitit: pip install 'fedbench[slurm]' (or pip install submitit)"
         ) from None
+    if slurm.time is None:  # ``Launch`` requires it; a caller building SlurmOptions alone must give it too
+        raise ConfigError("--executor slurm needs --slurm-time HH:MM:SS (each worker job's time limit)")
     minutes = slurm_minutes(slurm.time)
     try:
-        executor = submitit.AutoExecutor(folder=folder, cluster=slurm.cluster)
+        executor = submitit.AutoExecutor(folder=folder, cluster=str(slurm.cluster))
     except RuntimeError as exc:  # submitit: 'Could not detect "srun"'
         raise FedbenchError(
             f"--executor slurm: this is not a Slurm cluster ({exc}); submit from a login node, "
@@ -192,7 +194,7 @@ def execute_on_slurm(
 ) -> None:
     registry = Registry(options.registry_url)
     folder = Path(slurm.folder) if slurm.folder is not None else registry.home / "slurm"
-    executor = slurm_executor(slurm, jobs, options.threads, folder / "%j")
+    executor = slurm_executor(slurm, jobs, options.settings.threads, folder / "%j")
     watcher = RegistryWatcher(registry, planned, emit)
     submitted = submit_slurm_workers(executor, planned, options, jobs)
     emit(Note(f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"))
@@ -233,8 +235,9 @@ def execute_on_ray(
             raise FedbenchError(f"--address {ray_options.address}: cannot reach a Ray cluster ({exc})") from None
     try:
         # Any: ray's typed overloads take cluster_worker for a two-argument function (its third has a default)
+        cpus = ray_options.cpus_per_run if ray_options.cpus_per_run is not None else float(options.settings.threads)
         worker: Any = ray.remote(cluster_worker).options(
-            num_cpus=ray_options.cpus_per_run, num_gpus=ray_options.gpus_per_run, max_retries=0
+            num_cpus=cpus, num_gpus=ray_options.gpus_per_run, max_retries=0
         )
         watcher = RegistryWatcher(Registry(options.registry_url), planned, emit)
         refs = [worker.remote(planned, options, False) for _ in range(jobs)]
@@ -273,8 +276,9 @@ def for_remote_workers(options: ExecutionOptions) -> ExecutionOptions:
         absolute = str(Path(url.database).resolve())
         if absolute != url.database:
             changes["registry_url"] = url.set(database=absolute).render_as_string(hide_password=False)
-    if options.data_root is not None:
-        changes["data_root"] = str(Path(options.data_root).expanduser().resolve())
+    if options.settings.data_root is not None:
+        data_root = str(Path(options.settings.data_root).expanduser().resolve())
+        changes["settings"] = dataclasses.replace(options.settings, data_root=data_root)
     return dataclasses.replace(options, **changes)
 
 
@@ -288,23 +292,23 @@ def _sqlite_note(options: ExecutionOptions, many_machines: bool, emit: Emit) -> 
         )
 
 
-def execute_on_cluster(
-    planned: list[PlannedRun], options: ExecutionOptions, jobs: int, emit: Emit, cluster: Any
-) -> None:
-    """Run ``jobs`` workers as Slurm jobs (``SlurmOptions``) or Ray tasks (``RayOptions``)."""
+def execute_on_cluster(planned: list[PlannedRun], options: ExecutionOptions, emit: Emit) -> None:
+    """Run ``options.launch.jobs`` workers as Slurm jobs or Ray tasks, as ``options.launch`` says."""
     options = for_remote_workers(options)
+    launch = options.launch
+    cluster = launch.cluster
     _sqlite_note(
         options,
-        (isinstance(cluster, SlurmOptions) and cluster.cluster == "slurm")
+        (isinstance(cluster, SlurmOptions) and cluster.cluster == SlurmCluster.SLURM)
         or (isinstance(cluster, RayOptions) and cluster.address is not None),
         emit,
     )
     if isinstance(cluster, SlurmOptions):
-        execute_on_slurm(planned, options, jobs, emit, cluster)
+        execute_on_slurm(planned, options, launch.jobs, emit, cluster)
     elif isinstance(cluster, RayOptions):
-        execute_on_ray(planned, options, jobs, emit, cluster)
+        execute_on_ray(planned, options, launch.jobs, emit, cluster)
     else:
-        raise TypeError(f"unknown cluster options {cluster!r}")
+        raise TypeError(f"no cluster launcher in {launch!r}")
 
 
 __all__ = [

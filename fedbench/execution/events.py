@@ -1,5 +1,5 @@
 """Progress of a batch, as events: what a worker reports while it trains (``worker.py``), what the registry shows of
-remote workers (``cluster.RegistryWatcher``), and what ``fedbench run`` draws its progress bars from. Every executor
+remote workers (``cluster.RegistryWatcher``), and what ``fedbench run`` draws its progress bars from. Every launcher
 emits the same events, so the command line shows the same progress whatever trained the runs.
 
 Events are plain, picklable data: a local worker process puts them on a queue for its parent (``local.py``).

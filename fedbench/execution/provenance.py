@@ -76,7 +76,7 @@ def ray_info() -> dict[str, Any] | None:
 
 def provenance(device: torch.device, **settings: Any) -> dict:
     """Where and with what a run was produced; ``settings``: the run's non-spec choices to record with it (the
-    executor that trained it, TF32, ``torch.compile`` …)."""
+    training path that trained it, TF32, ``torch.compile`` …)."""
     commit, dirty = git_state()
     gpu = gpu_info(device)
     ray = ray_info()

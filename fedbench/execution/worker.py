@@ -22,7 +22,6 @@ from fedbench.checkpoint.mirror import CheckpointMirror
 from fedbench.data.federated import ArraysCache
 from fedbench.engine import EngineOptions, RunResult
 from fedbench.engine import run as run_engine
-from fedbench.engine.accel import Acceleration
 from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
@@ -91,12 +90,14 @@ def train(
     arrays: ArraysCache | None,
     emit: Emit,
 ) -> RunResult:
-    """Train a claimed run on the engine: the one place the batch's options become the engine's settings.
-    ``sink`` records rounds and is the checkpoint's ledger; ``mirror``: the checkpoint's copy at a storage URL."""
+    """Train a claimed run on the engine with the batch's settings and this worker's own objects: its device, data
+    cache and checkpoint. ``sink`` records rounds and is the checkpoint's ledger; ``mirror``: the checkpoint's copy at
+    a storage URL."""
     return run_engine(
         spec,
         sink,
         EngineOptions(
+            settings=options.settings,
             device=device,
             checkpoint_path=checkpoint,
             checkpoint_ledger=sink,
@@ -104,12 +105,6 @@ def train(
             arrays=arrays,
             on_warning=lambda message: emit(RunWarning(spec.spec_hash, message)),
             on_round=lambda r: emit(RoundDone(spec.spec_hash, r.round, r.test_acc, r.wall_seconds)),
-            data_root=options.data_root,
-            verify=options.verify,
-            packing=options.packing,
-            acceleration=Acceleration.for_device(device, fast=options.fast, compile=options.compile),
-            **({} if options.eval_batch_size is None else {"eval_batch_size": options.eval_batch_size}),
-            **({} if options.client_state_memory is None else {"client_state_memory": options.client_state_memory}),
         ),
     )
 
@@ -229,7 +224,7 @@ def work_through(
     """Load the batch's plug-ins, then claim and train every run not finished or held by a live worker; the runs
     share one data set cache."""
     load_plugins(options.plugins)
-    torch.set_num_threads(options.threads)
+    torch.set_num_threads(options.settings.threads)
     registry = Registry(options.registry_url)
     arrays = arrays if arrays is not None else ArraysCache()
     for item in planned:

@@ -85,7 +85,7 @@ class _SmallConv2d(torch.autograd.Function):
 
 
 def _functorch_wrapped(tensor: torch.Tensor) -> bool:
-    """True inside ``torch.func`` transforms (the packed executor's vmap/grad), which ``_SmallConv2d`` (an
+    """True inside ``torch.func`` transforms (the packed training path's vmap/grad), which ``_SmallConv2d`` (an
     ``autograd.Function`` without a vmap rule) cannot run under; PyTorch's convolution can."""
     return torch._C._functorch.is_functorch_wrapped_tensor(tensor)
 

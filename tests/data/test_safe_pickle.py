@@ -22,6 +22,7 @@ from fedbench.data import cifar, load_dataset
 from fedbench.data.files import file_digest
 from fedbench.data.safe_pickle import UnsafePickle, load_arrays_pickle
 from fedbench.errors import DataError
+from fedbench.settings import Settings
 
 
 class Python2Pickler(pickle._Pickler):  # the pure-Python pickler, whose opcodes can be chosen
@@ -168,7 +169,9 @@ rounds = 1
 """
     )
     planned = plan_runs([recipe], device="cpu")
-    options = ExecutionOptions(registry_url=f"sqlite:///{tmp_path / 'r.db'}", data_root=str(tmp_path), device="cpu")
+    options = ExecutionOptions(
+        registry_url=f"sqlite:///{tmp_path / 'r.db'}", device="cpu", settings=Settings(data_root=str(tmp_path))
+    )
     work = prepare_batch(planned, options)
     assert len(planned) == 2 and len(work.warnings) == 1  # two runs, one data set: one line
     assert "'digits5': 10 pickle file(s)" in work.warnings[0] and "no checksum is published" in work.warnings[0]

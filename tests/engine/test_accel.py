@@ -77,7 +77,11 @@ def test_precision_sets_the_cuda_flags_and_nothing_on_a_cpu():
 def test_cpu_provenance_records_the_settings(tmp_path):
     result = train(make_spec("fedavg", {}, rounds=1), tmp_path)[0]
     assert result.settings == {
-        "packing": {"executor": "sequential", "reason": "requested"},
+        # the default training path is auto (``Settings.packing``): sequential on a CPU
+        "packing": {
+            "executor": "sequential",
+            "reason": "auto: the packed executor is used on CUDA only (slower on a CPU)",
+        },
         "acceleration": {"channels_last": False, "fused_optimizer": False, "compile": False},
         "precision": "fp32",
         "tf32": False,

@@ -651,7 +651,7 @@ def test_the_checks_train_on_the_cpu_with_the_callers_data_options_and_one_threa
     seen = []
 
     def set_up(spec, options):  # the preflight's set-up: stop there
-        seen.append((options.data_root, options.verify, options.device, torch.get_num_threads()))
+        seen.append((options.settings.data_root, options.settings.verify, options.device, torch.get_num_threads()))
         raise ConfigError("stop")
 
     monkeypatch.setattr(contract, "set_up", set_up)

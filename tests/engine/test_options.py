@@ -1,5 +1,6 @@
-"""EngineOptions (engine/options.py): the defaults train on the CPU, sequentially, without a checkpoint; an options
-object is one frozen value a caller builds from its own settings; and none of it changes a run's result."""
+"""EngineOptions (engine/options.py): the defaults train on the CPU with the settings' defaults, without a
+checkpoint; a setting given by name lands in ``settings``; an options object is one frozen value a caller builds
+from its own objects; and none of it changes a run's result."""
 
 from __future__ import annotations
 
@@ -13,24 +14,50 @@ from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET
 from fedbench.algorithms.context import EVAL_BATCH_SIZE
 from fedbench.engine import EngineOptions, run
 from fedbench.engine.accel import Acceleration
+from fedbench.settings import Packing, Settings
 
 
-def test_the_defaults_train_on_the_cpu_sequentially_without_a_checkpoint():
+def test_the_defaults_train_on_the_cpu_with_the_default_settings_without_a_checkpoint():
     options = EngineOptions()
     assert torch.device(options.device) == torch.device("cpu")
-    assert (options.packing, options.acceleration) == ("sequential", Acceleration())
+    assert options.settings == Settings() and options.settings.packing == Packing.AUTO
     assert (options.checkpoint_path, options.checkpoint_ledger, options.checkpoint_mirror) == (None, None, None)
-    assert (options.data_root, options.verify, options.arrays) == (None, True, None)
-    assert options.eval_batch_size == EVAL_BATCH_SIZE == 1000
-    assert options.client_state_memory == DEFAULT_MEMORY_BUDGET == 1 << 30
+    assert (options.arrays, options.acceleration) == (None, None)
     assert (options.on_round, options.on_warning) == (None, None)
+    # the algorithms' defaults are the settings' (one default each)
+    assert Settings().eval_batch_size == EVAL_BATCH_SIZE == 1000
+    assert Settings().client_state_memory == DEFAULT_MEMORY_BUDGET == 1 << 30
+
+
+def test_a_setting_given_by_name_replaces_that_one_of_the_settings():
+    base = Settings(threads=2, fast=False)
+    options = EngineOptions(settings=base, data_root="d", verify=False, packing="packed", eval_batch_size=7)
+    assert options.settings == dataclasses.replace(
+        base, data_root="d", verify=False, packing=Packing.PACKED, eval_batch_size=7
+    )
+    assert EngineOptions(client_state_memory=0).settings.client_state_memory == 0
+    assert EngineOptions(settings=base).settings is base  # nothing given: the caller's settings as they are
 
 
 def test_options_are_frozen_and_replaced_field_by_field():
     options = EngineOptions(packing="packed")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        options.packing = "sequential"  # type: ignore[misc]
-    assert dataclasses.replace(options, eval_batch_size=10) == EngineOptions(packing="packed", eval_batch_size=10)
+        options.settings = Settings()  # type: ignore[misc]
+    replaced = dataclasses.replace(options, eval_batch_size=10)
+    assert replaced == EngineOptions(packing="packed", eval_batch_size=10)
+    assert replaced.settings.packing == Packing.PACKED  # a replace keeps the settings not named
+    fresh = dataclasses.replace(options, settings=Settings(verify=False))
+    assert fresh.settings == Settings(verify=False)  # and a new settings value is taken whole
+
+
+def test_the_speed_switches_follow_the_settings_for_the_device_unless_given():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert EngineOptions().accelerated(cpu) == Acceleration()
+    assert EngineOptions().accelerated(cuda) == Acceleration(channels_last=True, fused_optimizer=True)
+    compiled = EngineOptions(settings=Settings(fast=False, compile=True))
+    assert compiled.accelerated(cuda) == Acceleration(compile=True)
+    given = Acceleration(channels_last=True)
+    assert EngineOptions(acceleration=given).accelerated(cpu) is given
 
 
 def test_the_evaluation_batch_size_changes_no_figure_beyond_summation_order():

@@ -1,4 +1,4 @@
-"""The packed executor (``fedbench.engine.packed``): clients trained at once with stacked parameters give the
+"""The packed training path (``fedbench.engine.packed``): clients trained at once with stacked parameters give the
 sequential path's results up to floating-point summation order, and runs it cannot express fall back with a reason.
 
 Compared in float64 (the ``float64`` fixture): the two paths do the same arithmetic in another order (a batched
@@ -10,7 +10,7 @@ batch counted in the mean — moves the weights by far more (the ``*_detects_*``
 On tiny problems: one packed round against the same clients trained one after another by the methods' own
 ``local_train`` (unequal client sizes: unequal step counts and short last batches; a returning SCAFFOLD client with
 its own state; a client without samples), the SGD update written out by hand, the padding of a short batch and its
-masked mean, the model call on a flat vector, and the executor decision with the reason a user reads.
+masked mean, the model call on a flat vector, and the training-path decision with the reason a user reads.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from fedbench.algorithms.context import RunState, ServerState, SpareModels
 from fedbench.data.federated import FederatedData
 from fedbench.data.store import TensorData
 from fedbench.engine import packed
+from fedbench.engine.accel import Acceleration
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
+from fedbench.settings import Packing, Settings
 from tests.algorithm_fixtures import LinearModel, make_spec, train
 from tests.conftest import F64_ATOL
 
@@ -156,7 +158,7 @@ def test_equality_test_detects_a_client_state_not_read(float64, tmp_path, monkey
 def _choice(algorithm: str, params=None, requested="packed", device="cpu", **overrides):
     spec = make_spec(algorithm, params or {}, **overrides)
     model = init_model(spec, 10, (1, 8, 8), torch.device("cpu"))
-    return packed.choose_executor(
+    return packed.choose_training_path(
         requested, build_algorithm(algorithm, spec.algorithm_params), spec, model, torch.device(device)
     )
 
@@ -183,7 +185,7 @@ def test_packable_run_is_packed_when_requested_and_on_cuda_under_auto():
 )
 def test_unpackable_runs_fall_back_with_a_reason(algorithm, params, overrides, reason):
     choice = _choice(algorithm, params, **overrides)
-    assert choice.executor == "sequential"
+    assert choice.path == "sequential"
     assert reason in choice.reason
 
 
@@ -198,11 +200,12 @@ def test_a_subclass_does_not_inherit_the_packed_declaration():
     assert not packed.declares_packed_step(Changed(FedAvg.Params()))
 
 
-def test_unknown_executor_is_a_user_error():
+def test_an_unknown_training_path_is_a_user_error():
+    from fedbench.engine import EngineOptions
     from fedbench.errors import FedbenchError
 
     with pytest.raises(FedbenchError, match="--packing 'gpu'"):
-        packed.check_packing("gpu")
+        EngineOptions(packing="gpu")
 
 
 # ------------------------------------------------------------------------------------------ through the CLI
@@ -226,14 +229,19 @@ def test_run_option_selects_the_path_records_it_and_keeps_the_spec_hash(write_re
     assert sequential_run["provenance"]["packing"] == {"executor": "sequential", "reason": "requested"}
 
 
-def test_bad_executor_exits_2_with_one_line(write_recipe, registry_url):
-    from typer.testing import CliRunner
+def test_a_bad_training_path_exits_2_with_one_line(write_recipe, registry_url, monkeypatch, capsys):
+    import sys
 
-    from fedbench.cli import app
+    from fedbench.cli import main
 
-    result = CliRunner().invoke(app, ["run", str(write_recipe()), "--packing", "gpu", "--registry", registry_url])
-    assert result.exit_code == 2
-    assert "--packing 'gpu'" in result.output and len(result.output.strip().splitlines()) == 1
+    monkeypatch.setattr(
+        sys, "argv", ["fedbench", "run", str(write_recipe()), "--packing", "gpu", "--registry", registry_url]
+    )
+    with pytest.raises(SystemExit) as exited:
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert "--packing" in err and "'gpu'" in err and len(err.strip().splitlines()) == 1
     assert not Path(registry_url.removeprefix("sqlite:///")).exists()  # nothing registered
 
 
@@ -242,8 +250,9 @@ def test_bad_executor_exits_2_with_one_line(write_recipe, registry_url):
 def test_packed_equals_sequential_on_cuda(case, float64, tmp_path):
     """The same comparison on a GPU: vmapped CUDA kernels against the sequential CUDA path (float64)."""
     spec = _spec(case)
-    sequential = train(spec, tmp_path, "sequential.pt", packing="sequential", device="cuda")
-    together = train(spec, tmp_path, "packed.pt", packing="packed", device="cuda")
+    plain = Acceleration()  # the two paths alone: no fused optimizer or channels-last for the sequential one
+    sequential = train(spec, tmp_path, "sequential.pt", packing="sequential", device="cuda", acceleration=plain)
+    together = train(spec, tmp_path, "packed.pt", packing="packed", device="cuda", acceleration=plain)
     assert together[0].settings["packing"]["executor"] == "packed"
     _assert_same_run(sequential, together)
 
@@ -388,11 +397,11 @@ def test_model_call_runs_any_function_with_a_flat_vector():
     assert [v.shape for v in call.views(flat).values()] == [(2, 2), (2,), (1, 2), (1,)]
 
 
-# ------------------------------------------------------------------------------------------ the executor decision
+# ------------------------------------------------------------------------------------------ the training path decision
 def _decision(algorithm="fedavg", params=None, requested="packed", device="cpu", model=None, **overrides):
     spec = make_spec(algorithm, params or {}, **overrides)
     model = LinearModel(10, (1, 8, 8)) if model is None else model
-    return packed.choose_executor(
+    return packed.choose_training_path(
         requested, build_algorithm(algorithm, spec.algorithm_params), spec, model, torch.device(device)
     )
 
@@ -466,13 +475,11 @@ def test_a_dropout_of_zero_and_one_frozen_parameter_among_many_are_judged_right(
     assert _decision(model=partly).reason == "fallback: model digits_mlp has frozen parameters"
 
 
-def test_unknown_executor_is_a_config_error_naming_the_choices():
-    for name in packed.TRAINING_PATHS:
-        assert packed.check_packing(name) == name
+def test_an_unknown_training_path_is_a_config_error_naming_the_choices():
+    for name in ("auto", "packed", "sequential"):
+        assert Settings(packing=name).packing == Packing(name)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"^--packing 'gpu': expected one of auto, packed, sequential$"):
-        packed.check_packing("gpu")
-    with pytest.raises(ConfigError):
-        _decision(requested="gpu")
+        Settings(packing="gpu")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["fedprox", "scaffold"])

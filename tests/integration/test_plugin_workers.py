@@ -81,7 +81,7 @@ def test_a_worker_with_other_plugin_code_refuses_the_run(tmp_path, registry_url)
     batch = prepare_batch(planned, ExecutionOptions(registry_url=registry_url, device="cpu"))
     assert batch.options.plugins == (str(method.resolve()),)
     method.write_text(method_source(comment="edited after planning"))
-    batch.train(1, lambda event: None)  # the worker loads the plug-in as it is now
+    batch.train(lambda event: None)  # the worker loads the plug-in as it is now
     [row] = Registry(registry_url).runs()
     assert row.status == "failed"
     assert "algorithm 'growingprox': this worker has sha256:" in row.error
