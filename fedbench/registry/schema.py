@@ -58,7 +58,7 @@ _DECLARATION = re.compile(r"^(down_revision|revision)\b[^=\n]*=\s*(?:[\"']([^\"'
 def _revisions() -> dict[str, str | None]:
     """{revision: the revision it revises} of every migration file, read from the files' declarations."""
     graph: dict[str, str | None] = {}
-    for script in sorted((MIGRATIONS / "versions").glob("*.py")):
+    for script in sorted((MIGRATIONS / "versions").glob("[0-9]*.py")):  # the revisions, not __init__.py
         declared = {name: value or None for name, value in _DECLARATION.findall(script.read_text(encoding="utf-8"))}
         graph[str(declared["revision"])] = declared.get("down_revision")
     return graph
