@@ -21,6 +21,7 @@ from fedbench.algorithms._registry import (
     register_algorithm,
     validate_algorithm_params,
 )
+from fedbench.plugins import register_catalogue
 
 
 def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
@@ -107,6 +108,7 @@ _method(
     fedavg_setting={"algorithm_params": {"beta": 0.0, "slow_lr": 1.0}},
 )
 _method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))
+register_catalogue(ALGORITHMS)  # every built-in declared: a plug-in that fails to load leaves them (plugins/registry.py)
 
 __all__ = [
     "ALGORITHMS",
