@@ -172,6 +172,7 @@ class PluginRegistry(Generic[T]):
 
 
 _REGISTRIES: weakref.WeakSet[PluginRegistry[Any]] = weakref.WeakSet()
+_CATALOGUES: weakref.WeakSet[PluginRegistry[Any]] = weakref.WeakSet()
 _OPEN: list[Snapshot] = []  # the snapshots taken and not closed yet: a catalogue completing now joins them
 _CHANGE_HOOKS: list[Callable[[], None]] = []
 
@@ -185,9 +186,15 @@ def register_catalogue(*registries: PluginRegistry[Any]) -> None:
     """Called by a built-in catalogue once every built-in name of ``registries`` is registered or declared: a
     snapshot open now (a plug-in being loaded imported the catalogue first) records them as they are, so that
     restoring it keeps the built-ins and forgets only the plug-in's names."""
+    _CATALOGUES.update(registries)
     for snapshot in _OPEN:
         for registry in registries:
             snapshot.states.setdefault(registry, registry.state())
+
+
+def catalogues() -> list[PluginRegistry[Any]]:
+    """The registries of the built-in catalogues imported so far (``register_catalogue``), by kind."""
+    return sorted(_CATALOGUES, key=lambda registry: registry.kind)
 
 
 class Snapshot:

@@ -12,11 +12,14 @@ import textwrap
 import pytest
 from plugin_fixtures import fresh_plugins, method_source, write_method, write_plugged_recipe  # noqa: F401 (fixture)
 
+from fedbench.algorithms import ALGORITHMS
+from fedbench.data import DATASETS, PARTITIONERS
 from fedbench.errors import ConfigError, UnknownNameError
+from fedbench.models import MODELS
 from fedbench.plugins import (
     PluginRegistry,
 )
-from fedbench.plugins.registry import on_registry_change, register_catalogue, snapshot
+from fedbench.plugins.registry import catalogues, on_registry_change, register_catalogue, snapshot
 
 # every plug-in a test loads is forgotten after it (``plugin_fixtures.fresh_plugins``)
 pytestmark = pytest.mark.usefixtures("fresh_plugins")
@@ -169,3 +172,14 @@ def test_a_catalogue_completed_while_a_snapshot_is_open_keeps_its_builtins_when_
     assert catalogue.names() == ["builtin"]
     register_catalogue(catalogue)  # no snapshot open: nothing to record
     assert catalogue.names() == ["builtin"]
+    assert catalogue in catalogues()
+
+
+def test_the_builtin_catalogues_register_themselves_once_their_builtins_are_in():
+    assert {registry for registry in catalogues() if registry.kind != "gadget"} == {
+        ALGORITHMS,
+        DATASETS,
+        MODELS,
+        PARTITIONERS,
+    }
+    assert [r.kind for r in catalogues() if r.kind != "gadget"] == ["algorithm", "dataset", "model", "partitioner"]
