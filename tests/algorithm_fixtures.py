@@ -306,3 +306,15 @@ def final_params(spec, tmp_path, sink, **kwargs):
     path = tmp_path / f"{spec.spec_hash}.pt"
     result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
     return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
+
+
+# The settings the methods that need a particular model train in (the engine contract's checks on every method,
+# their client-state tests): MLP is the head_mlp fixture's model.
+BN = {"model": "fedbn_digit_cnn", "model_params": {}, "local_steps": 2, "batch_size": 16}
+SETTINGS = {
+    "dot_regression": {"model": MLP, "model_params": {"classifier": "etf"}, "optimizer": {"lr": 1.0}},
+    "spherefed": {"model": MLP, "model_params": {"classifier": "orthonormal"}, "optimizer": {"lr": 1.0}},
+    "fedetf": {"model": MLP, "model_params": {"classifier": "fedetf"}, "optimizer": {"lr": 0.5}},
+    "fedimpro": {"model": "digits_cnn", "model_params": {"width": 4, "hidden": 16}},
+    "fedbn": BN,
+}

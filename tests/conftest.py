@@ -14,8 +14,8 @@ from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures t
 from fedbench.data.store import TensorData
 
 # Two float64 computations that agree in exact arithmetic agree to within F64_ATOL (where it comes from: its comment in
-# fedbench/engine/contract.py, whose checks compare that way too); the tests import it from here.
-from fedbench.engine.contract import F64_ATOL  # noqa: F401
+# fedbench/execution/contract/compare.py, whose checks compare that way too); the tests import it from here.
+from fedbench.execution.contract import F64_ATOL  # noqa: F401
 from model_fixtures import models  # noqa: F401  (a fixture: every registered model, built once per test module)
 from postgres_server import start_server
 

@@ -5,14 +5,17 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-import fedbench.plugins as plugins
+import fedbench.algorithms
+import fedbench.data
+import fedbench.models  # noqa: F401 (the catalogues: their registries exist before a test loads a plug-in)
+from fedbench.plugins import loading
+from fedbench.plugins.registry import Snapshot
 
 # A FedProx variant with its own Params, under a new name: what a researcher writes in a file of their own.
 METHOD = '''
@@ -90,24 +93,21 @@ def write_plugged_recipe(
 
 def remember_plugins():
     """What is loaded now; calling the returned function forgets every plug-in loaded since (each name it
-    registered, and its modules), and the installed entry points are looked up again by the next ``load_plugins``."""
-    for catalogue in plugins.CATALOGUES:  # their registries exist before the test, as load_plugins makes sure
-        importlib.import_module(catalogue)
-    loaded = dict(plugins._LOADED)
-    names = {registry: set(registry._info) for registry in plugins._REGISTRIES}
-    entry_points_loaded = plugins._entry_points_loaded
+    registered: every registry as it was, and its modules), and the installed entry points are looked up again by
+    the next ``load_plugins``."""
+    loaded = dict(loading.LOADED)
+    registries = Snapshot()
+    entry_points_loaded = loading._entry_points_loaded
 
     def forget() -> None:
-        for source, plugin in list(plugins._LOADED.items()):
+        for source, plugin in list(loading.LOADED.items()):
             if source not in loaded:
                 for name in list(sys.modules):
                     if name == plugin.module or name.startswith(f"{plugin.module}."):
                         sys.modules.pop(name, None)
-                del plugins._LOADED[source]
-        for registry, before in names.items():
-            registry._remove(set(registry._info) - before)
-        plugins._entry_points_loaded = entry_points_loaded
-        plugins._changed()
+                del loading.LOADED[source]
+        registries.restore()
+        loading._entry_points_loaded = entry_points_loaded
 
     return forget
 

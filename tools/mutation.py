@@ -19,7 +19,7 @@ a timeout.
     python tools/mutation.py                       # every module of TARGETS (hours)
     python tools/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
     python tools/mutation.py --changed-since main  # only the functions a change touched since main
-    python tools/mutation.py fedbench/engine/contract.py --max-mutants 120   # an evenly spaced sample of a
+    python tools/mutation.py fedbench/execution/contract/properties.py --max-mutants 120   # an evenly spaced sample of a
                                                         # large module (its record says "sampled")
     python tools/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
                                                         # module's recorded run (the recorded scores stay true)
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (
     "fedbench/algorithms",
     "fedbench/engine",
+    "fedbench/execution/contract",  # the engine contract's checks (fedbench/engine/contract.py when it was recorded)
     "fedbench/checkpoint/format.py",  # with atomic.py and location.py: engine/checkpoint.py when it was recorded
     "fedbench/checkpoint/atomic.py",
     "fedbench/checkpoint/location.py",

@@ -4,7 +4,7 @@ Each entry names the method, its class in ``fedbench/algorithms/<name>.py``, its
 ``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it),
 ``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
 it) and ``fedavg_setting`` (the ``algorithm_params``, and run ``setup`` where needed, with which the method is
-FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/engine/contract.py``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
+FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/execution/contract/``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
 class; compiling a recipe, hashing its specs and listing the methods read only this catalogue and ``params.py``,
 which import no torch. A plug-in written outside the repository registers its class in one step instead:
 ``@register_algorithm(name, papers=...)`` (``_registry.py``).
@@ -21,6 +21,7 @@ from fedbench.algorithms._registry import (
     register_algorithm,
     validate_algorithm_params,
 )
+from fedbench.plugins import register_catalogue
 
 
 def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
@@ -107,6 +108,9 @@ _method(
     fedavg_setting={"algorithm_params": {"beta": 0.0, "slow_lr": 1.0}},
 )
 _method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))
+register_catalogue(
+    ALGORITHMS
+)  # every built-in declared: a plug-in that fails to load leaves them (plugins/registry.py)
 
 __all__ = [
     "ALGORITHMS",

@@ -1,5 +1,5 @@
 """``fedbench check-method``: the engine contract's checks on one method, a built-in or a plug-in's (library:
-``fedbench.engine.contract``). One line per property; exit 0 when none fails, 1 when one does, 2 for bad input."""
+``fedbench.execution.contract``). One line per property; exit 0 when none fails, 1 when one does, 2 for bad input."""
 
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ def check_method(
     Example: `fedbench check-method myprox --plugin my_methods.py` · `fedbench check-method fedprox --set
     algorithm_params.mu=0.1 --property resume`
     """
-    from fedbench.engine.contract import check_method as check
-    from fedbench.engine.contract import contract_spec
+    from fedbench.execution.contract import check_method as check
+    from fedbench.execution.contract import contract_spec
     from fedbench.recipes.assignments import nested_assignments
     from fedbench.spec import SETUP_KEYS
 

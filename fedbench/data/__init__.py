@@ -38,6 +38,10 @@ from fedbench.data._registry import (
     static_input_shape,
 )
 from fedbench.data.partition import PARTITIONERS, register_partitioner
+from fedbench.plugins import register_catalogue
+
+# every built-in registered: a plug-in that fails to load leaves them (plugins/registry.py)
+register_catalogue(DATASETS, PARTITIONERS)
 
 __all__ = [
     "DATASETS",

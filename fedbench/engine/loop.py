@@ -4,7 +4,7 @@ reports each finished round to a ``RunSink``.
 
 ``run`` is ``set_up`` (round 0), then ``train``: ``resume`` (from the run's checkpoint, if any) and for each round
 ``train_round``, ``evaluate_round``, the sink's ``log_round`` and ``checkpoint_round``. The engine contract's checks
-(``engine/contract.py``) call ``set_up`` and ``train`` themselves, to change one thing in between.
+(``fedbench/execution/contract/``) call ``set_up`` and ``train`` themselves, to change one thing in between.
 """
 
 from __future__ import annotations

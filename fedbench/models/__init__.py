@@ -8,5 +8,8 @@ when called), so a recipe's model parameters are checked and filled in without t
 
 from fedbench.models import zoo  # noqa: F401  (imported to register)
 from fedbench.models._registry import MODELS, build_model, register_model
+from fedbench.plugins import register_catalogue
+
+register_catalogue(MODELS)  # every built-in registered: a plug-in that fails to load leaves them (plugins/registry.py)
 
 __all__ = ["MODELS", "build_model", "register_model"]

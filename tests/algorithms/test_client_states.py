@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from algorithm_fixtures import (
+    SETTINGS,
     Sink,
     interrupt,
     make_spec,
@@ -32,11 +33,11 @@ from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET, ClientState
 from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
 from fedbench.checkpoint.location import client_state_folder
 from fedbench.engine import EngineOptions, run
-from fedbench.engine.contract import contract_spec
 from fedbench.engine.loop import client_schedule
+from fedbench.execution.contract import contract_spec
 from fedbench.spec import RunSpec
 from personal_run_fixtures import BASE as PERSONAL_BASE
-from tests.engine.test_engine_contract import SETTINGS, assert_same_tree
+from tests.engine.test_engine_contract import assert_same_tree
 
 NAME = re.compile(r"^(\d+)-r(\d+)\.state$")
 

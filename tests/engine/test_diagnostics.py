@@ -1,7 +1,7 @@
 """The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the layers of a model over its flat
 vector, FedImpro's layer-wise weight divergence, the clients' validation losses from personal evaluation, and the
 rounds that record them. That they never change training, for every method, is the engine contract's
-``diagnostics`` property (tests/engine/test_engine_contract.py)."""
+``diagnostics`` property (tests/execution/contract/test_builtin_methods.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from torch import nn
 from conftest import ListSink
 from fedbench.algorithms.context import ClientUpdate
 from fedbench.engine import EngineOptions, run
-from fedbench.engine.contract import contract_spec
 from fedbench.engine.diagnostics import layer_slices, weight_divergence
 from fedbench.engine.loop import client_schedule
+from fedbench.execution.contract import contract_spec
 
 
 class Net(nn.Module):

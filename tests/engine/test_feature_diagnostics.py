@@ -2,7 +2,7 @@
 each sampled client's local model against the global model it started from (Figs. 2–5), and LG-Mix's last-layer
 activations of each client's own model (Fig. 2(b)). Checked against values computed here independently, on a round
 trained by hand; that recording them never changes training is the engine contract's ``diagnostics`` property, run
-for every method (tests/engine/test_engine_contract.py), and checked bit for bit below as well."""
+for every method (tests/execution/contract/test_builtin_methods.py), and checked bit for bit below as well."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import torch
 from conftest import ListSink, float64_mode
 from fedbench.algorithms.context import ClientUpdate, load_weights
 from fedbench.engine import EngineOptions, feature_diagnostics, run
-from fedbench.engine.contract import contract_spec
 from fedbench.engine.diagnostics import DIGITS, diagnostics_of
 from fedbench.engine.feature_diagnostics import (
     QUANTILES,
@@ -30,6 +29,7 @@ from fedbench.engine.feature_diagnostics import (
 )
 from fedbench.engine.loop import resume, set_up
 from fedbench.errors import ConfigError
+from fedbench.execution.contract import contract_spec
 from fedbench.models.base import FedModel
 from fedbench.seeding import numpy_rng
 

@@ -15,7 +15,6 @@ from conftest import ListSink
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import load_weights
 from fedbench.engine import EngineOptions, run
-from fedbench.engine.contract import check_method, contract_spec
 from fedbench.engine.loop import client_schedule, init_model, set_up, train
 from fedbench.engine.snapshots import (
     MAX_VALUES,
@@ -26,6 +25,7 @@ from fedbench.engine.snapshots import (
     sample_order,
 )
 from fedbench.errors import ConfigError
+from fedbench.execution.contract import check_method, contract_spec
 from fedbench.seeding import numpy_rng
 
 DIGITS_TEST = 360  # scikit-learn's digits: the test split the contract setting evaluates on

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.engine.contract import PROPERTIES
+from fedbench.execution.contract import PROPERTIES
 from fedbench.recipes.expand import compile_recipes
 
 pytestmark = pytest.mark.slow

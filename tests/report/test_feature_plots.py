@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from conftest import ListSink
 from fedbench.engine import EngineOptions, run
-from fedbench.engine.contract import contract_spec
+from fedbench.execution.contract import contract_spec
 from fedbench.recipes.views import TableView
 from fedbench.report.diagnostic_series import RunDiagnostics
 from fedbench.report.feature_plots import (

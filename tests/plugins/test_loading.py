@@ -1,5 +1,5 @@
-"""The plug-in registries (``fedbench.plugins.PluginRegistry``): a declared entry is known by name, info and
-docstring without importing its module, and imported by the first ``get``; a name is registered once."""
+"""Loading plug-ins from outside fedbench (``fedbench.plugins.loading``): a file, a package folder, a module name, an
+installed distribution's entry point or a recipe's ``plugins``, each all-or-nothing, a broken one one line."""
 
 from __future__ import annotations
 
@@ -9,146 +9,27 @@ import re
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from plugin_fixtures import fresh_plugins, method_source, write_method, write_plugged_recipe  # noqa: F401 (fixture)
 
-import fedbench.plugins as plugins
 from fedbench.algorithms import ALGORITHMS, params_class
 from fedbench.data import DATASETS, PARTITIONERS
-from fedbench.errors import ConfigError, UnknownNameError
 from fedbench.models import MODELS
 from fedbench.plugins import (
     PluginError,
-    PluginRegistry,
     load_plugins,
     loaded_plugins,
+    loading,
     plugin_sources,
-    source_changes,
 )
 from fedbench.recipes.expand import compile_recipes
-from fedbench.recipes.resolve import check_plugin_code, plugin_records, resolve_spec
-from fedbench.spec import RunSpec
+from fedbench.recipes.resolve import plugin_records, resolve_spec
 
 # every plug-in a test loads is forgotten after it (``plugin_fixtures.fresh_plugins``)
 pytestmark = pytest.mark.usefixtures("fresh_plugins")
+
 KINDS = {"algorithm": ALGORITHMS, "model": MODELS, "dataset": DATASETS, "partition": PARTITIONERS}
-
-MODULE = "fedbench_test_lazy_plugin"  # written by the fixture; unique, so no other test has imported it
-
-
-@pytest.fixture
-def plugin_module(tmp_path, monkeypatch) -> str:
-    """A plug-in module on the path, not imported yet: one class, ``Thing``, whose ``Params`` is ``dict``."""
-    (tmp_path / f"{MODULE}.py").write_text(
-        textwrap.dedent(
-            '''
-            """The module's docstring."""
-
-
-            class Thing:
-                """A thing that does one thing."""
-
-                Params = dict
-            '''
-        )
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, MODULE, raising=False)
-    return MODULE
-
-
-def registry() -> PluginRegistry:
-    return PluginRegistry("widget", describe=lambda cls: {"params": cls.Params})
-
-
-def test_a_declared_entry_is_known_without_importing_it_and_imported_by_get(plugin_module):
-    widgets = registry()
-    widgets.declare("thing", f"{plugin_module}:Thing", params=dict, papers=("p",))
-    assert widgets.names() == ["thing"] and "thing" in widgets and list(widgets) == ["thing"]
-    assert widgets.info("thing") == {"params": dict, "papers": ("p",)}
-    assert widgets.doc("thing") == "A thing that does one thing."  # read from the source
-    assert plugin_module not in sys.modules
-    thing = widgets.get("thing")
-    assert plugin_module in sys.modules and thing is sys.modules[plugin_module].Thing
-    assert widgets.get("thing") is thing and widgets.doc("thing") == "A thing that does one thing."
-
-
-def test_a_registered_entry_records_what_its_object_states():
-    widgets = registry()
-
-    @widgets.register("made", papers=("q",))
-    class Made:
-        Params = list
-
-    assert widgets.get("made") is Made
-    assert widgets.info("made") == {"papers": ("q",), "params": list}
-    assert widgets.doc("made") == sys.modules[__name__].__doc__  # no docstring of its own: its module's
-
-
-def test_a_name_is_registered_or_declared_once(plugin_module):
-    widgets = registry()
-    widgets.declare("thing", f"{plugin_module}:Thing", params=dict)
-    with pytest.raises(ValueError, match="widget 'thing' registered twice"):
-        widgets.declare("thing", f"{plugin_module}:Thing", params=dict)
-    with pytest.raises(ValueError, match="widget 'thing' registered twice"):
-        widgets.register("thing")(type("Other", (), {"Params": dict}))
-    assert widgets.get("thing").__name__ == "Thing"  # the first entry stays
-
-
-def test_an_entry_point_must_name_a_module_and_an_attribute():
-    with pytest.raises(ValueError, match="widget 'bad': entry point 'no_colon' is not 'package.module:attribute'"):
-        registry().declare("bad", "no_colon")
-
-
-def test_a_declaration_the_imported_object_contradicts_is_a_one_line_config_error(plugin_module):
-    widgets = registry()
-    widgets.declare("thing", f"{plugin_module}:Thing", params=list)
-    with pytest.raises(ConfigError) as caught:
-        widgets.get("thing")
-    assert str(caught.value) == (
-        f"widget 'thing': {plugin_module}:Thing has params <class 'dict'>, declared <class 'list'>"
-    )
-
-
-def test_a_missing_module_or_attribute_is_a_one_line_config_error(plugin_module):
-    widgets = registry()
-    widgets.declare("gone", "fedbench_no_such_module:Thing")
-    widgets.declare("typo", f"{plugin_module}:Thinq", params=dict)
-    with pytest.raises(ConfigError, match=r"^widget 'gone': no module fedbench_no_such_module \(entry point"):
-        widgets.get("gone")
-    with pytest.raises(ConfigError, match=rf"^widget 'typo': module {plugin_module} has no Thinq \(entry point"):
-        widgets.get("typo")
-
-
-def test_an_unknown_name_lists_close_matches(plugin_module):
-    widgets = registry()
-    widgets.declare("thing", f"{plugin_module}:Thing", params=dict)
-    for lookup in (widgets.get, widgets.info, widgets.doc):
-        with pytest.raises(UnknownNameError, match="unknown widget 'thinq'; did you mean thing?"):
-            lookup("thinq")
-    assert plugin_module not in sys.modules
-
-
-PROBE = """
-import json, sys
-from fedbench.algorithms import ALGORITHMS, params_class
-from fedbench.recipes.resolve import resolve_spec
-
-spec = resolve_spec({"algorithm": "fedprox", "dataset": "digits", "model": "digits_cnn"})
-seen = {"resolved": "fedbench.algorithms.fedprox" in sys.modules or "torch" in sys.modules}
-ALGORITHMS.get("fedprox")
-seen["got"] = "fedbench.algorithms.fedprox" in sys.modules
-seen["mu"] = spec.algorithm_params["mu"]
-print(json.dumps(seen))
-"""
-
-
-def test_resolving_a_spec_imports_neither_the_method_nor_torch_and_get_imports_the_method():
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"resolved": False, "got": True, "mu": 0.01}
 
 
 # ---------------------------------------------------------------------------------------- loading plug-ins
@@ -249,6 +130,42 @@ def test_a_broken_plugin_is_one_line_naming_it_and_leaves_nothing_registered(tmp
     assert "bad_new_name" in ALGORITHMS
 
 
+FIRST_IMPORT = """
+import json, sys
+from fedbench.plugins import PluginError, load_plugins
+
+try:
+    load_plugins([sys.argv[1]], entry_points=False)
+except PluginError as exc:
+    failed = str(exc)
+from fedbench.algorithms import ALGORITHMS
+from fedbench.data import DATASETS
+
+good = load_plugins([sys.argv[2]], entry_points=False)[0]
+print(json.dumps({
+    "failed": failed, "fedprox": "fedprox" in ALGORITHMS, "digits": "digits" in DATASETS,
+    "left": "bad_new_name" in ALGORITHMS, "names": good.names,
+}))
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_that_imports_the_catalogues_first_and_fails_leaves_their_builtins_and_none_of_its_names(tmp_path):
+    """In a process where nothing imported the catalogues yet, the failing plug-in imports them itself: they record
+    their built-ins as they complete (``register_catalogue``), so restoring the registries keeps those."""
+    bad, good = tmp_path / "bad_plugin.py", tmp_path / "good_plugin.py"
+    bad.write_text(BROKEN["duplicate"][0])
+    good.write_text(method_source(name="good_new_name"))
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_IMPORT, str(bad), str(good)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert "registered twice" in seen["failed"]
+    assert (seen["fedprox"], seen["digits"], seen["left"]) == (True, True, False)
+    assert seen["names"] == [["algorithm", "good_new_name"]]  # a later plug-in's own names only
+
+
 def test_a_source_that_is_neither_a_path_nor_a_module_name_is_one_line(tmp_path):
     with pytest.raises(PluginError, match=r"^plug-in gone\.py: no such file or folder"):
         load_plugins(["gone.py"], base=tmp_path)
@@ -264,7 +181,7 @@ def test_a_source_that_is_neither_a_path_nor_a_module_name_is_one_line(tmp_path)
 def test_an_entry_point_of_an_installed_distribution_is_loaded_once(tmp_path, monkeypatch):
     write_entry_point_distribution(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    monkeypatch.setattr(loading, "_entry_points_loaded", False)
     assert load_plugins() == []
     [plugin] = [p for p in loaded_plugins() if p.module == "fedbench_ep_demo"]
     assert plugin.source == "entry point demo = fedbench_ep_demo:register"
@@ -284,7 +201,7 @@ def test_an_entry_point_of_an_installed_distribution_is_loaded_once(tmp_path, mo
 def test_the_folder_of_an_installed_plugin_is_that_plugin_not_a_clash(tmp_path, monkeypatch):
     write_entry_point_distribution(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(plugins, "_entry_points_loaded", False)
+    monkeypatch.setattr(loading, "_entry_points_loaded", False)
     load_plugins()
     [installed] = [p for p in loaded_plugins() if p.module == "fedbench_ep_demo"]
     # its source folder named with --plugin too (a developer's checkout of the installed package): the same plug-in,
@@ -313,71 +230,6 @@ def write_entry_point_distribution(folder) -> None:
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fedbench-ep-demo\nVersion: 1.2.3\n")
     (info / "entry_points.txt").write_text("[fedbench.plugins]\ndemo = fedbench_ep_demo:register\n")
     (info / "top_level.txt").write_text("fedbench_ep_demo\n")
-
-
-# ---------------------------------------------------------------------------------------- identity of results
-def test_builtin_specs_carry_no_plugin_code_and_keep_their_hash(tmp_path):
-    before = resolve_spec({**BASE, "algorithm": "fedprox"})
-    load_plugins([str(write_method(tmp_path))])
-    after = resolve_spec({**BASE, "algorithm": "fedprox"})
-    assert before.plugin_code == after.plugin_code == {} and after.spec_hash == before.spec_hash
-    assert "plugin_code" not in json.loads(after.canonical_json())
-
-
-def test_an_edited_plugin_gives_another_spec_hash(tmp_path):
-    path = write_method(tmp_path)
-    load_plugins([str(path)])
-    first = resolve_spec({**BASE, "algorithm": "growingprox"})
-    assert first.plugin_code == {"algorithm": f"sha256:{sha256_of(path)}"}
-    assert RunSpec.model_validate_json(first.model_dump_json()).spec_hash == first.spec_hash  # without plug-ins
-    assert resolve_spec(first) == first  # a stored spec keeps the code it was trained with
-    path.write_text(method_source(comment="edited"))
-    [reloaded] = load_plugins([str(path)])  # edited since loaded: loaded again, its name now the new code's
-    second = resolve_spec({**BASE, "algorithm": "growingprox"})
-    assert second.plugin_code == {"algorithm": f"sha256:{reloaded.sha256}"} != first.plugin_code
-    assert second.spec_hash != first.spec_hash and loaded_plugins() == [reloaded]
-    with pytest.raises(PluginError, match=r"^algorithm 'growingprox': this worker has sha256:.*planned with sha256:"):
-        check_plugin_code(first)  # a worker with the new code refuses the run planned with the old
-    check_plugin_code(second)
-
-
-def test_a_declared_revision_keeps_the_hash_and_a_changed_source_is_a_warning(tmp_path):
-    path = write_method(tmp_path, header="FEDBENCH_REVISION = 2")
-    [old] = load_plugins([str(path)])
-    first = resolve_spec({**BASE, "algorithm": "growingprox"})
-    assert first.plugin_code == {"algorithm": "my_methods revision 2"}
-    provenance = {"plugins": plugin_records(first)}
-    assert provenance["plugins"][0]["revision"] == 2 and provenance["plugins"][0]["sha256"] == old.sha256
-    assert source_changes([provenance, None]) == []
-    path.write_text(method_source(comment="edited", header="FEDBENCH_REVISION = 2"))
-    [new] = load_plugins([str(path)])
-    assert resolve_spec({**BASE, "algorithm": "growingprox"}).spec_hash == first.spec_hash
-    [warning] = source_changes([provenance, provenance])
-    assert warning == (
-        f"2 run(s) of plug-in my_methods (FEDBENCH_REVISION 2) were trained by other source code "
-        f"(sha256 {old.sha256[:12]}…, now {new.sha256[:12]}…); if the change alters results, raise its "
-        "FEDBENCH_REVISION"
-    )
-    path.write_text(method_source(header="FEDBENCH_REVISION = 3"))
-    load_plugins([str(path)])
-    assert resolve_spec({**BASE, "algorithm": "growingprox"}).spec_hash != first.spec_hash
-
-
-def test_a_bad_revision_is_one_line(tmp_path):
-    path = write_method(tmp_path, header="FEDBENCH_REVISION = '2'")
-    with pytest.raises(PluginError, match=r"FEDBENCH_REVISION = '2'; expected an integer ≥ 1$"):
-        load_plugins([str(path)])
-    assert "growingprox" not in ALGORITHMS
-
-
-def test_a_name_registered_outside_load_plugins_is_identified_by_its_module_file():
-    @MODELS.register("test_script_model")
-    def script_model(num_classes, input_shape):
-        raise AssertionError("not built here")
-
-    spec = resolve_spec({**BASE, "algorithm": "fedavg", "model": "test_script_model"})
-    assert spec.plugin_code == {"model": f"sha256:{sha256_of(Path(__file__))}"}
-    assert plugin_records(spec)[0]["module"] == __name__
 
 
 def test_a_recipe_loads_its_plugins_relative_to_its_file(tmp_path):
