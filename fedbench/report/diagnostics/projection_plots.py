@@ -1,4 +1,4 @@
-"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic, ``fedbench/engine/snapshots.py``):
+"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic, ``fedbench/engine/diagnostics/snapshots.py``):
 FedTrip Fig. 2's t-SNE of test-set features, one figure per panel, points coloured by class.
 
 The panels of a view with ``at_rounds = [R', R]`` follow the paper's layout: (a) the global model at the last round
@@ -24,7 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fedbench.errors import RegistryError
-from fedbench.report.diagnostic_series import Drawer, RunDiagnostics
+from fedbench.report.diagnostics.series import RunDiagnostics
 from fedbench.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -158,6 +158,4 @@ def draw_feature_snapshots(view: TableView, runs: list[RunDiagnostics]) -> list[
     return out
 
 
-PROJECTION_DRAWERS: dict[str, Drawer] = {"feature_snapshot": draw_feature_snapshots}
-
-__all__ = ["PROJECTION_DRAWERS", "decode_snapshot", "draw_feature_snapshots", "panels", "project", "projection_seed"]
+__all__ = ["decode_snapshot", "draw_feature_snapshots", "panels", "project", "projection_seed"]

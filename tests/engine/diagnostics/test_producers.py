@@ -1,4 +1,4 @@
-"""The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the layers of a model over its flat
+"""The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the producers' table, the layers of a model over its flat
 vector, FedImpro's layer-wise weight divergence, the clients' validation losses from personal evaluation, and the
 rounds that record them. That they never change training, for every method, is the engine contract's
 ``diagnostics`` property (tests/engine/test_engine_contract.py)."""
@@ -15,7 +15,7 @@ from conftest import ListSink
 from fedbench.algorithms.context import ClientUpdate
 from fedbench.engine import EngineOptions, run
 from fedbench.engine.contract import contract_spec
-from fedbench.engine.diagnostics import layer_slices, weight_divergence
+from fedbench.engine.diagnostics.divergence import layer_slices, weight_divergence
 from fedbench.engine.loop import client_schedule
 
 
@@ -130,7 +130,7 @@ def test_the_diagnostics_a_setting_can_record(algorithm, eval_mode, val_fraction
 
 
 def test_values_are_stored_to_six_significant_digits():
-    from fedbench.engine.diagnostics import val_loss
+    from fedbench.engine.diagnostics.validation import val_loss
 
     assert val_loss([1 / 3, 2 / 3, 123456.789]) == {
         "clients": [0, 1, 2],
@@ -145,6 +145,7 @@ def test_the_method_is_asked_for_exactly_the_diagnostics_it_reports_among_those_
 
     from fedbench.algorithms.base import Algorithm
     from fedbench.engine.diagnostics import round_diagnostics
+    from fedbench.engine.diagnostics.base import Aggregated
 
     class Mixing(Algorithm):
         reported_diagnostics = frozenset({"mixing_weights"})
@@ -166,5 +167,53 @@ def test_the_method_is_asked_for_exactly_the_diagnostics_it_reports_among_those_
     ):
         method = Mixing()
         spec = types.SimpleNamespace(diagnostics=asked)
-        out = round_diagnostics(spec, method, layers, server, updates, [])
+        out = round_diagnostics(Aggregated(spec, None, method, layers, server, updates, []))  # type: ignore[arg-type]
         assert method.asked == called and sorted(out) == sorted(keys)
+
+
+# ------------------------------------------------------------------------------------------- the producers' table
+def test_the_producers_are_keyed_exactly_by_the_catalogue_each_where_its_entry_says():
+    from fedbench.engine.diagnostics import PRODUCERS
+    from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
+
+    assert list(PRODUCERS) == list(DIAGNOSTIC_NAMES)  # one producer per entry, none of another name
+    for name, producer in PRODUCERS.items():
+        in_evaluation = DIAGNOSTICS[name].source == "evaluation"
+        assert (producer.in_evaluation is not None) == in_evaluation, name
+        assert (producer.after_aggregation is not None) != in_evaluation, name
+
+
+def _typed_keys(value, typed, where: str) -> list[str]:
+    """Where ``value`` (a stored JSON object) lacks a required key of the TypedDict ``typed`` or has one it does not
+    declare, nested TypedDicts included."""
+    from typing import get_type_hints, is_typeddict
+
+    problems = []
+    keys = set(value)
+    if not typed.__required_keys__ <= keys or not keys <= typed.__required_keys__ | typed.__optional_keys__:
+        problems.append(f"{where}: keys {sorted(keys)}, {typed.__name__} declares {sorted(get_type_hints(typed))}")
+    for key, hint in get_type_hints(typed).items():
+        if is_typeddict(hint) and key in value:
+            problems += _typed_keys(value[key], hint, f"{where}.{key}")
+    return problems
+
+
+def test_every_value_a_run_stores_has_the_keys_of_its_catalogued_type(tmp_path):
+    """Every diagnostic at once, on a method that reports its own (LG-Mix): each round's stored value (through JSON,
+    as the registry holds it) has exactly the keys of the catalogue's TypedDict."""
+    import json
+
+    from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
+
+    spec = contract_spec(
+        "lgmix", rounds=2, eval_mode="both", client_val_fraction=0.2, diagnostics=list(DIAGNOSTIC_NAMES)
+    )
+    sink = ListSink()
+    assert run(spec, sink, EngineOptions()).status == "done"
+    problems = []
+    for record in sink.records:
+        stored = json.loads(json.dumps(record.diagnostics))
+        assert set(stored) == set(DIAGNOSTIC_NAMES), record.round  # every one
+        for name, value in stored.items():
+            problems += _typed_keys(value, DIAGNOSTICS[name].value, f"round {record.round} {name}")
+    assert not problems, "\n".join(problems)
