@@ -120,11 +120,9 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
             val_idx = data.client_val[client]
             val_accuracy, loss = evaluate(personal, x_all[val_idx], y_all[val_idx], run.eval_batch_size, task)
             validation.append(val_accuracy)
-        if collectors:
-            batch_size = capped_batch_size(run.eval_batch_size, test_x, task)
-            seen = Evaluated(client, personal, test_x, test_y, batch_size, loss)
-            for collector in collectors.values():
-                collector.add(seen)
+        seen = Evaluated(client, personal, test_x, test_y, capped_batch_size(run.eval_batch_size, test_x, task), loss)
+        for collector in collectors.values():
+            collector.add(seen)
     record.personal_per_client = accuracies
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:

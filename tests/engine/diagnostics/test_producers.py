@@ -100,6 +100,12 @@ def test_a_method_diagnostic_the_method_does_not_report_is_refused_when_the_run_
     check_diagnostics(contract_spec("lgmix", diagnostics=["mixing_weights"]), build_algorithm("lgmix", {}))
     engine_and_evaluation = contract_spec("fedavg", diagnostics=["weight_divergence", "personal_divergence"])
     check_diagnostics(engine_and_evaluation, build_algorithm("fedavg", {}))  # not the method's: never refused
+    # the task and the model not given: the needs they decide are not judged
+    features = contract_spec("fedavg", diagnostics=["feature_snapshot", "feature_stats"])
+    check_diagnostics(features, build_algorithm("fedavg", {}))
+    check_diagnostics(features, build_algorithm("fedavg", {}), "classification")
+    with pytest.raises(ConfigError, match="^diagnostic 'feature_snapshot' reads FedModel.features"):
+        check_diagnostics(features, build_algorithm("fedavg", {}), None, nn.Linear(2, 2))
 
 
 FEATURES = ("feature_snapshot", "feature_stats")  # the engine's, from the round's models: every setting has them
@@ -160,6 +166,15 @@ def test_the_method_is_asked_for_exactly_the_diagnostics_it_reports_among_those_
     server = types.SimpleNamespace(params=torch.tensor([1.0, 2.0]))
     updates = [ClientUpdate(0, torch.tensor([1.0, 0.0]), {}, 1, 1, 0.0)]
     layers = [("a", 0, 2)]
+
+    class Silent(Mixing):
+        reported_diagnostics = frozenset()  # its hook would answer, but it reports none: never asked
+
+    method = Silent()
+    out = round_diagnostics(
+        Aggregated(types.SimpleNamespace(diagnostics=["mixing_weights"]), None, method, layers, server, updates, [])
+    )  # type: ignore[arg-type]
+    assert method.asked == [] and out == {}
     for asked, called, keys in (
         (["weight_divergence"], [], ["weight_divergence"]),
         (["mixing_weights"], [{"mixing_weights"}], ["mixing_weights"]),
