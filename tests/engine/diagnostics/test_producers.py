@@ -5,6 +5,7 @@ rounds that record them. That they never change training, for every method, is t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -192,6 +193,8 @@ def test_the_producers_are_keyed_exactly_by_the_catalogue_each_where_its_entry_s
     from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
 
     assert list(PRODUCERS) == list(DIAGNOSTIC_NAMES)  # one producer per entry, none of another name
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a table read by every run: nothing rebinds a producer
+        PRODUCERS[DIAGNOSTIC_NAMES[0]].after_aggregation = None  # type: ignore[misc]
     for name, producer in PRODUCERS.items():
         in_evaluation = DIAGNOSTICS[name].source == "evaluation"
         assert (producer.in_evaluation is not None) == in_evaluation, name
