@@ -79,9 +79,9 @@ class TableView(Strict):
     # and 9) or "per_stage" (a line per stage, the layers grouped by the block that holds them, ResNet's layer1 to
     # layer4: FedImpro Fig. 3(b)), each line normalised by its maximum as FedImpro §5.4 does.
     layout: Literal["default", "whole_model", "per_layer", "per_stage"] = "default"
-    # per_layer: the layers drawn, by name (``fedbench.engine.diagnostics.divergence.layer_slices``: "encoder.layer1.0.conv1");
-    # empty: ten spread evenly over the model, its first and last included (FedImpro Fig. 3(a) draws "10 chosen
-    # layers" without naming them)
+    # per_layer: the layers drawn, by name (``fedbench.engine.diagnostics.divergence.layer_slices``:
+    # "encoder.layer1.0.conv1"); empty: ten spread evenly over the model, its first and last included (FedImpro
+    # Fig. 3(a) draws "10 chosen layers" without naming them)
     layers: list[str] = []
     static_rows: list[StaticRow] = []
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs

@@ -57,8 +57,8 @@ def check_diagnostics(spec: RunSpec, algorithm: Algorithm, task: str | None = No
 
 
 def diagnostics_of(spec: RunSpec) -> tuple[str, ...]:
-    """Every diagnostic ``spec``'s method can record in ``spec``'s setting: those whose needs the setting meets (personal
-    evaluation, validation splits) and that the method reports where the method must."""
+    """Every diagnostic ``spec``'s method can record in ``spec``'s setting: those whose needs the setting meets
+    (personal evaluation, validation splits) and that the method reports where the method must."""
     reported = build_algorithm(spec.algorithm, spec.algorithm_params).reported_diagnostics
     has: dict[Need, bool] = {
         "personal_evaluation": spec.eval_mode != "global",

@@ -1,5 +1,6 @@
-"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic, ``fedbench/engine/diagnostics/snapshots.py``):
-FedTrip Fig. 2's t-SNE of test-set features, one figure per panel, points coloured by class.
+"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic,
+``fedbench/engine/diagnostics/snapshots.py``): FedTrip Fig. 2's t-SNE of test-set features, one figure per panel, points
+coloured by class.
 
 The panels of a view with ``at_rounds = [R', R]`` follow the paper's layout: (a) the global model at the last round
 R, then client 1's local model (client 0 here) at each round, latest first ((b) at R, (c) at R'). Each run of the view

@@ -1,6 +1,6 @@
-"""The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the producers' table, the layers of a model over its flat
-vector, FedImpro's layer-wise weight divergence, the clients' validation losses from personal evaluation, and the
-rounds that record them. That they never change training, for every method, is the engine contract's
+"""The engine's per-round diagnostics (``fedbench.engine.diagnostics``): the producers' table, the layers of a model
+over its flat vector, FedImpro's layer-wise weight divergence, the clients' validation losses from personal evaluation,
+and the rounds that record them. That they never change training, for every method, is the engine contract's
 ``diagnostics`` property (tests/engine/test_engine_contract.py)."""
 
 from __future__ import annotations

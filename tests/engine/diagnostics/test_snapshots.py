@@ -1,7 +1,7 @@
-"""The ``feature_snapshot`` diagnostic (``fedbench.engine.diagnostics.snapshots``): the features of a fixed sample of test points, of
-the round's global model and of client 0's local model, as float16 bytes. The sample is the same every round and for
-every method; the stored values are the models' float32 features to within float16's precision; the size is bounded;
-a round client 0 did not train in says so; and recording it leaves training bit for bit as it was."""
+"""The ``feature_snapshot`` diagnostic (``fedbench.engine.diagnostics.snapshots``): the features of a fixed sample of
+test points, of the round's global model and of client 0's local model, as float16 bytes. The sample is the same every
+round and for every method; the stored values are the models' float32 features to within float16's precision; the size
+is bounded; a round client 0 did not train in says so; and recording it leaves training bit for bit as it was."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The drawers of the feature diagnostics (``fedbench.report.diagnostics.feature_plots``): FedDr+ Figs. 2–5 one panel each, the
-methods overlaid with observed classes solid and unobserved dashed, each point the mean over seeds of the stored
-mean over the sampled clients; LG-Mix Fig. 2(b) one box per client and method from the stored quantiles."""
+"""The drawers of the feature diagnostics (``fedbench.report.diagnostics.feature_plots``): FedDr+ Figs. 2–5 one panel
+each, the methods overlaid with observed classes solid and unobserved dashed, each point the mean over seeds of the
+stored mean over the sampled clients; LG-Mix Fig. 2(b) one box per client and method from the stored quantiles."""
 
 from __future__ import annotations
 

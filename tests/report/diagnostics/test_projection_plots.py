@@ -1,6 +1,6 @@
-"""Projections of recorded feature snapshots (``fedbench.report.diagnostics.projection_plots``): FedTrip Fig. 2's panels, one
-figure each; a t-SNE whose random_state comes from the run's seed and is shown, so that it can be redone; and a
-stored value that is malformed gives one line, never a crash."""
+"""Projections of recorded feature snapshots (``fedbench.report.diagnostics.projection_plots``): FedTrip Fig. 2's
+panels, one figure each; a t-SNE whose random_state comes from the run's seed and is shown, so that it can be redone;
+and a stored value that is malformed gives one line, never a crash."""
 
 from __future__ import annotations
 
