@@ -201,6 +201,17 @@ def test_the_producers_are_keyed_exactly_by_the_catalogue_each_where_its_entry_s
         assert (producer.after_aggregation is not None) != in_evaluation, name
 
 
+def test_what_a_producer_sees_it_cannot_rebind():
+    """The round and the client evaluation a producer reads are frozen: a producer only reads."""
+    from fedbench.engine.diagnostics.base import Aggregated, Evaluated
+
+    aggregated = Aggregated(None, None, None, [], None, [], [])  # type: ignore[arg-type]
+    evaluated = Evaluated(0, nn.Linear(1, 1), torch.zeros(0), torch.zeros(0), 1, None)
+    for seen, field in ((aggregated, "updates"), (evaluated, "val_loss")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(seen, field, None)
+
+
 def _typed_keys(value, typed, where: str) -> list[str]:
     """Where ``value`` (a stored JSON object) lacks a required key of the TypedDict ``typed`` or has one it does not
     declare, nested TypedDicts included."""
