@@ -246,3 +246,36 @@ def test_every_value_a_run_stores_has_the_keys_of_its_catalogued_type(tmp_path):
         for name, value in stored.items():
             problems += _typed_keys(value, DIAGNOSTICS[name].value, f"round {record.round} {name}")
     assert not problems, "\n".join(problems)
+
+
+def test_personal_evaluation_shows_each_collector_every_client_with_its_validation_loss_or_none(monkeypatch):
+    """A collector sees every client once per evaluated round, its validation loss where the spec has validation
+    splits and None where it has none; what it returns is what the round stores."""
+    from fedbench.engine.diagnostics import PRODUCERS
+    from fedbench.engine.diagnostics.base import Producer
+
+    seen = []
+
+    class Recorder:
+        def __init__(self, run):
+            self.clients = []
+
+        def add(self, client):
+            seen.append(client.val_loss)
+            self.clients.append(client.client)
+
+        def value(self):
+            return {"clients": self.clients}
+
+    monkeypatch.setitem(PRODUCERS, "activations", Producer(in_evaluation=Recorder))
+    for fraction, validated in ((0.0, False), (0.2, True)):
+        seen.clear()
+        spec = contract_spec(
+            "fedavg", rounds=1, eval_mode="personal", client_val_fraction=fraction, diagnostics=["activations"]
+        )
+        sink = ListSink()
+        run(spec, sink, EngineOptions())
+        (record,) = sink.records
+        assert record.diagnostics == {"activations": {"clients": list(range(spec.num_clients))}}
+        assert len(seen) == spec.num_clients
+        assert all(isinstance(v, float) for v in seen) if validated else all(v is None for v in seen)
