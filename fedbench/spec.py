@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, Need, unmet_need
 from fedbench.vocab.metrics import EVAL_METRICS
 
 PLUGIN_KINDS = ("algorithm", "dataset", "model", "partition")
@@ -255,16 +255,13 @@ class RunSpec(_Strict):
             raise ValueError("diagnostics_every and diagnostics_rounds pick the rounds of diagnostics: set diagnostics")
         if any(r < 1 for r in self.diagnostics_rounds):
             raise ValueError("diagnostics_rounds are rounds, 1-based")
-        for name in self.diagnostics:
-            needs = DIAGNOSTICS[name].needs
-            if "personal_evaluation" in needs and self.eval_mode == "global":
-                raise ValueError(
-                    f"diagnostic {name!r} is measured by personal evaluation: set eval_mode 'personal' or 'both'"
-                )
-            if "validation_split" in needs and self.client_val_fraction <= 0:
-                raise ValueError(
-                    f"diagnostic {name!r} is measured on the clients' validation splits: set client_val_fraction > 0"
-                )
+        has: dict[Need, bool] = {
+            "personal_evaluation": self.eval_mode != "global",
+            "validation_split": self.client_val_fraction > 0,
+        }
+        refused = unmet_need(self.diagnostics, has)  # the catalogue's needs the spec decides
+        if refused is not None:
+            raise ValueError(refused)
 
     def diagnoses(self, round_index: int) -> bool:
         """Whether round ``round_index`` (1-based) records ``diagnostics``: every ``diagnostics_every``-th round, the

@@ -52,6 +52,7 @@ TARGETS = (
     "fedbench/algorithms",
     "fedbench/engine",
     "fedbench/execution/contract",  # the engine contract's checks (fedbench/engine/contract.py when it was recorded)
+    "fedbench/engine/diagnostics",  # the producers of the per-round diagnostics
     "fedbench/checkpoint/format.py",  # with atomic.py and location.py: engine/checkpoint.py when it was recorded
     "fedbench/checkpoint/atomic.py",
     "fedbench/checkpoint/location.py",
@@ -66,10 +67,7 @@ TARGETS = (
     "fedbench/report/table.py",
     "fedbench/report/figure_values.py",  # one function per table figure
     "fedbench/report/claims.py",  # the papers' claims: holds / fails / inconclusive
-    "fedbench/report/diagnostic_series.py",  # the per-round diagnostics' runs and their figures
-    "fedbench/report/diagnostic_plots.py",
-    "fedbench/report/feature_plots.py",
-    "fedbench/report/projection_plots.py",
+    "fedbench/report/diagnostics",  # the per-round diagnostics' runs and their figures
     "fedbench/cost.py",
     "fedbench/models/zoo.py",  # the builders' signatures are every model's model_params
 )

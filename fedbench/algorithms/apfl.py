@@ -20,11 +20,12 @@ from fedbench.algorithms.functional import flat_parameters
 from fedbench.algorithms.losses import task_loss
 from fedbench.algorithms.params import APFLParams
 from fedbench.algorithms.partial import initial_model_payload, remember_initial_model
+from fedbench.vocab.diagnostics import MIXING_WEIGHTS
 
 
 class APFL(Algorithm):
     Params = APFLParams
-    reported_diagnostics = frozenset({"mixing_weights"})
+    reported_diagnostics = frozenset({MIXING_WEIGHTS})
     params: APFLParams
 
     def init_server(self, server):
@@ -68,7 +69,7 @@ class APFL(Algorithm):
 
     def round_diagnostics(self, names, server, contexts):
         """α_k of each client of the round after its local steps (APFL Eq. 6; LG-Mix Fig. 2(a))."""
-        return {"mixing_weights": mixing_weights(contexts, "alpha", "α")} if "mixing_weights" in names else {}
+        return {MIXING_WEIGHTS: mixing_weights(contexts, "alpha", "α")} if MIXING_WEIGHTS in names else {}
 
     def eval_model(self, ctx):
         if "personal_params" not in ctx.state:

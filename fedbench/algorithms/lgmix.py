@@ -36,6 +36,7 @@ from fedbench.algorithms.base import Algorithm, mixing_weights
 from fedbench.algorithms.params import LGMixParams
 from fedbench.algorithms.partial import restore_model
 from fedbench.errors import ConfigError, FedbenchError
+from fedbench.vocab.diagnostics import MIXING_WEIGHTS
 
 
 def feature_moments(h: torch.Tensor, moments: list | None) -> list:
@@ -86,7 +87,7 @@ def mixing_ratio(local_trace: float, global_trace: float) -> float:
 
 class LGMix(Algorithm):
     Params = LGMixParams
-    reported_diagnostics = frozenset({"mixing_weights"})
+    reported_diagnostics = frozenset({MIXING_WEIGHTS})
     params: LGMixParams
 
     # ---------------------------------------------------------------- the personal model w_c
@@ -149,7 +150,7 @@ class LGMix(Algorithm):
 
     def round_diagnostics(self, names, server, contexts):
         """λ̄_c(t) of each client of the round (LG-Mix Fig. 2(a))."""
-        return {"mixing_weights": mixing_weights(contexts, "lambda", "λ")} if "mixing_weights" in names else {}
+        return {MIXING_WEIGHTS: mixing_weights(contexts, "lambda", "λ")} if MIXING_WEIGHTS in names else {}
 
     def after_aggregation(self, ctx, server):
         """LG-Mix Eq. 2 once u(t+1) is known: w_c(t+1) = [w_c(t) + λ̄Δw_c − (1 − λ̄)u(t)] + (1 − λ̄)u(t+1)."""

@@ -39,13 +39,13 @@ from fedbench.engine.accel import (
     prepare_model,
     set_precision,
 )
-from fedbench.engine.diagnostics import check_diagnostics, layer_slices, round_diagnostics
+from fedbench.engine.diagnostics import check_diagnostics, round_diagnostics
+from fedbench.engine.diagnostics.base import Aggregated
+from fedbench.engine.diagnostics.divergence import layer_slices
 from fedbench.engine.evaluation import evaluate
-from fedbench.engine.feature_diagnostics import check_feature_diagnostics, feature_stats
 from fedbench.engine.options import EngineOptions
 from fedbench.engine.packed import TrainingPath, choose_training_path
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
-from fedbench.engine.snapshots import check_snapshot, feature_snapshot
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng
@@ -243,9 +243,7 @@ def set_up(spec: RunSpec, options: EngineOptions) -> Training:
     algorithm.bind_model(spec, model, data.input_shape, data.num_classes)
     algorithm.check_model(model, spec.algorithm)
     check_finetune(spec, algorithm, model)
-    check_diagnostics(spec, algorithm)
-    check_snapshot(spec, data.tensors.task, model)
-    check_feature_diagnostics(spec, data.tensors.task)
+    check_diagnostics(spec, algorithm, data.tensors.task, model)
     algorithm.init_server(state.server)
     choice = choose_training_path(settings.packing, algorithm, spec, model, device)
     compiled_forward(model, acceleration)  # in place: the module keeps its parameters, hooks and methods
@@ -336,11 +334,8 @@ def train_round(training: Training, round_index: int, lr: float) -> RoundRecord:
         algorithm.after_aggregation(ctx, server)
     diagnostics = None
     if training.spec.diagnoses(round_index):  # reads the round's updates, weights and client states only
-        diagnostics = round_diagnostics(training.spec, algorithm, training.layers, server, updates, contexts)
-        if "feature_snapshot" in training.spec.diagnostics:
-            diagnostics["feature_snapshot"] = feature_snapshot(state, server, updates)
-        if "feature_stats" in training.spec.diagnostics:  # the local models against the global one they started from
-            diagnostics["feature_stats"] = feature_stats(training.spec, updates, contexts, state.eval_batch_size)
+        aggregated = Aggregated(training.spec, state, algorithm, training.layers, server, updates, contexts)
+        diagnostics = round_diagnostics(aggregated)
     return RoundRecord(
         round=round_index,
         train_loss=float(np.average([u.train_loss for u in updates], weights=[u.num_samples for u in updates])),

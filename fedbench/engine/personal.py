@@ -29,12 +29,10 @@ from fedbench import metrics
 from fedbench.algorithms import build_algorithm, finetune_objective
 from fedbench.algorithms.base import only_trainable
 from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
-from fedbench.algorithms.functional import flat_parameters
-from fedbench.engine.diagnostics import divergence, layer_distances, layer_slices
-from fedbench.engine.diagnostics import val_loss as diagnostic_val_loss
+from fedbench.engine.diagnostics import evaluation_collectors
+from fedbench.engine.diagnostics.base import Evaluated
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
-from fedbench.engine.feature_diagnostics import activation_summary, activations
 from fedbench.models.base import FedModel
 from fedbench.spec import RunSpec, ScheduleSpec
 
@@ -104,32 +102,27 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
     built for evaluation (``RunState.client_context``): a copy of each client's state and evaluation's own random
     streams, so evaluating never changes what training does next."""
     spec, data = run.spec, run.data
-    accuracies, sizes, validation, val_losses = [], [], [], []
+    accuracies, sizes, validation = [], [], []
     extra: dict[str, list] = {name: [] for name in spec.eval_metrics}
     x_all, y_all, task = data.tensors.train_x, data.tensors.train_y, data.tensors.task
-    diagnosed = spec.diagnoses(record.round)
-    layers = layer_slices(run.model) if diagnosed and "personal_divergence" in spec.diagnostics else None
-    distances = []  # per client, per layer: ‖w_c − u‖ of its own model to the round's global model
-    # per client: the distribution of its own model's last-hidden-layer values (``activations``)
-    summaries: list | None = [] if diagnosed and "activations" in spec.diagnostics else None
+    collectors = evaluation_collectors(run, record.round)  # the round's diagnostics of these passes and models
     for client in range(spec.num_clients):
         ctx = run.client_context(algorithm, client, record.round, purpose="eval", lr=lr)
         personal = algorithm.eval_model(ctx)  # may adapt (Per-FedAvg) or load a personal model
-        if layers is not None:
-            distances.append(layer_distances(layers, flat_parameters(personal.parameters()), run.server.params))
         test_x, test_y = data.client_test_data(client)  # from the training pool or the global test set
         accuracy, scores = client_scores(personal, test_x, test_y, spec.eval_metrics, run.eval_batch_size, task)
-        if summaries is not None:
-            summaries.append(activation_summary(personal, test_x, capped_batch_size(run.eval_batch_size, test_x, task)))
         accuracies.append(accuracy)
         sizes.append(len(test_y))
         for name in spec.eval_metrics:
             extra[name].append(scores[name])
+        loss = None
         if spec.client_val_fraction > 0:
             val_idx = data.client_val[client]
             val_accuracy, loss = evaluate(personal, x_all[val_idx], y_all[val_idx], run.eval_batch_size, task)
             validation.append(val_accuracy)
-            val_losses.append(loss)
+        seen = Evaluated(client, personal, test_x, test_y, capped_batch_size(run.eval_batch_size, test_x, task), loss)
+        for collector in collectors.values():
+            collector.add(seen)
     record.personal_per_client = accuracies
     record.personal_mean, record.personal_weighted_mean, record.personal_std = _summary(accuracies, sizes)
     if validation:
@@ -137,14 +130,8 @@ def personal_evaluation(run: RunState, algorithm, record, lr: float = 0.0) -> No
         record.personal_val_mean = float(np.mean(validation))  # LG-Mix: mean over clients
     if extra:
         record.personal_metrics = extra
-    found: dict[str, Any] = {}
-    if "val_loss" in spec.diagnostics and diagnosed:  # the losses of the passes above
-        found["val_loss"] = diagnostic_val_loss(val_losses)
-    if layers is not None:
-        found["personal_divergence"] = divergence(layers, range(spec.num_clients), distances, run.server.params)
-    if summaries is not None:
-        found["activations"] = activations(summaries)
-    if found:
+    if collectors:
+        found = {name: collector.value() for name, collector in collectors.items()}
         record.diagnostics = {**(record.diagnostics or {}), **found}
 
 

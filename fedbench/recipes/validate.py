@@ -14,7 +14,7 @@ from fedbench.errors import ConfigError, RecipeError, UnknownNameError
 from fedbench.recipes.schema import RUN_META_KEYS, SPEC_SETUP_KEYS, Recipe, check_setup_keys
 from fedbench.recipes.views import Claim, TableView, alternatives
 from fedbench.spec import RunSpec, seed_out_of_range
-from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
 from fedbench.vocab.figures import FIGURES
 
 
@@ -237,7 +237,8 @@ def _check_where(recipe: Recipe, view: TableView) -> None:
 def _check_diagnostic(recipe: Recipe, view: TableView) -> None:
     """A diagnostics view names its diagnostic, and every run it selects records it, at every scale (a figure
     of runs that record nothing would stay empty after days of training); a view of another kind names none.
-    ``layout`` arranges weight_divergence only, ``layers`` picks the lines of its per_layer layout."""
+    ``layout`` is one of the diagnostic's own (the catalogue's ``layouts``), ``layers`` picks the lines of a
+    per_layer layout."""
     if view.kind != "diagnostics":
         if view.diagnostic is not None or view.layout != "default" or view.layers:
             key = "diagnostic" if view.diagnostic is not None else "layout" if view.layout != "default" else "layers"
@@ -250,8 +251,9 @@ def _check_diagnostic(recipe: Recipe, view: TableView) -> None:
         raise _view_error(
             recipe, view, f"kind 'diagnostics' needs diagnostic = one of {', '.join(map(repr, DIAGNOSTIC_NAMES))}"
         )
-    if view.layout != "default" and name != "weight_divergence":
-        raise _view_error(recipe, view, f"layout {view.layout!r} arranges weight_divergence only; drop it")
+    if view.layout != "default" and view.layout not in DIAGNOSTICS[name].layouts:
+        arranged = ", ".join(n for n, d in DIAGNOSTICS.items() if view.layout in d.layouts)
+        raise _view_error(recipe, view, f"layout {view.layout!r} arranges {arranged} only; drop it")
     if view.layers and view.layout != "per_layer":
         raise _view_error(recipe, view, "layers picks the lines of layout 'per_layer'; set it or drop layers")
     from fedbench.recipes.expand import cell_setups  # local: expand imports this module

@@ -70,18 +70,18 @@ class TableView(Strict):
     # each method of `static_rows` in the `setting` (FedTrip Table VIII).  partition: each row's per-client class
     # counts, from the partition its runs train on (the first seed's partition stream), no training (FedTR Fig. 2).
     # diagnostics: a figure drawn from the per-round diagnostic `diagnostic` its runs record
-    # (fedbench/vocab/diagnostics.py; fedbench/report/diagnostic_series.py reads them).
+    # (fedbench/vocab/diagnostics.py; fedbench/report/diagnostics/series.py reads them).
     kind: Literal["runs", "models", "overheads", "partition", "diagnostics"] = "runs"
     diagnostic: Literal[DIAGNOSTIC_NAMES] | None = None  # type: ignore[valid-type]
-    # How a diagnostics view lays its diagnostic out (fedbench/report/diagnostic_plots.py); "default": the
+    # How a diagnostics view lays its diagnostic out (fedbench/report/diagnostics/drawers.py); "default": the
     # diagnostic's own figure. For weight_divergence: "whole_model" (its default: the mean over the sampled clients of
     # √(Σ_ℓ distance²), methods overlaid, FedImpro Fig. 2(b)), "per_layer" (a line per layer, FedImpro Figs. 3(a)
     # and 9) or "per_stage" (a line per stage, the layers grouped by the block that holds them, ResNet's layer1 to
     # layer4: FedImpro Fig. 3(b)), each line normalised by its maximum as FedImpro §5.4 does.
     layout: Literal["default", "whole_model", "per_layer", "per_stage"] = "default"
-    # per_layer: the layers drawn, by name (``fedbench.engine.diagnostics.layer_slices``: "encoder.layer1.0.conv1");
-    # empty: ten spread evenly over the model, its first and last included (FedImpro Fig. 3(a) draws "10 chosen
-    # layers" without naming them)
+    # per_layer: the layers drawn, by name (``fedbench.engine.diagnostics.divergence.layer_slices``:
+    # "encoder.layer1.0.conv1"); empty: ten spread evenly over the model, its first and last included (FedImpro
+    # Fig. 3(a) draws "10 chosen layers" without naming them)
     layers: list[str] = []
     static_rows: list[StaticRow] = []
     setting: dict[str, Any] = {}  # overheads: model, dataset, samples_per_client, batch_size, local_epochs

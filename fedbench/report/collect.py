@@ -18,7 +18,7 @@ from fedbench.recipes.load import load_recipe
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.report.diagnostic_series import diagnostic_table
+from fedbench.report.diagnostics.series import diagnostic_table
 from fedbench.report.table import Table, build_table
 
 

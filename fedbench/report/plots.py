@@ -19,8 +19,8 @@ from fedbench.metrics import ema
 from fedbench.recipes.schema import Recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.report.diagnostic_plots import draw
-from fedbench.report.diagnostic_series import diagnostic_runs, figure_and_line
+from fedbench.report.diagnostics.drawers import draw
+from fedbench.report.diagnostics.series import diagnostic_runs, figure_and_line
 from fedbench.report.render.notes import figure_heading
 from fedbench.report.static import partition_panels
 from fedbench.report.table import build_table, cell_of, planned_for_view
@@ -246,7 +246,7 @@ def _partition_plots(recipe, view, scale: str, synthetic: bool) -> list[tuple[st
 
 
 def _diagnostic_plots(recipe, view, registry, scale: str, synthetic: bool, seeds, only) -> list[tuple[str, Figure]]:
-    """The figures of a diagnostics view (``fedbench.report.diagnostic_plots``), from its runs' recorded values."""
+    """The figures of a diagnostics view (``fedbench.report.diagnostics.drawers``), from its runs' recorded values."""
     made = draw(view, diagnostic_runs(recipe, view, registry, scale, synthetic, seeds, only))
     if synthetic:
         for _, fig in made:

@@ -115,3 +115,14 @@ def test_apfl_reports_each_clients_alpha_when_asked_and_nothing_otherwise():
     weights = {"clients": [2], "weight": [0.5], "symbol": "α"}
     assert apfl.round_diagnostics({"mixing_weights"}, None, contexts) == {"mixing_weights": weights}
     assert apfl.round_diagnostics(set(), None, contexts) == {}
+
+
+def test_a_spec_may_ask_apfl_for_its_mixing_weights():
+    """APFL declares the mixing weights it reports (``reported_diagnostics``): a spec asking for them starts."""
+    from algorithm_fixtures import make_spec
+    from fedbench.engine.diagnostics import check_diagnostics, diagnostics_of
+
+    spec = make_spec("apfl", diagnostics=("mixing_weights",))
+    assert build_algorithm("apfl", {}).reported_diagnostics == frozenset({"mixing_weights"})
+    check_diagnostics(spec, build_algorithm("apfl", spec.algorithm_params))
+    assert "mixing_weights" in diagnostics_of(spec)

@@ -586,5 +586,6 @@ def test_a_spec_may_ask_lgmix_for_its_mixing_weights():
     from fedbench.engine.diagnostics import check_diagnostics, diagnostics_of
 
     spec = make_spec("lgmix", diagnostics=("mixing_weights",))
+    assert build_algorithm("lgmix", {}).reported_diagnostics == frozenset({"mixing_weights"})
     check_diagnostics(spec, build_algorithm("lgmix", spec.algorithm_params))
     assert "mixing_weights" in diagnostics_of(spec)

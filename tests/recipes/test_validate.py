@@ -765,6 +765,29 @@ def test_cutout_needs_images_and_must_fit_them():
 DIAGNOSED = GRID.replace("rounds = 3\n", 'rounds = 3\ndiagnostics = ["weight_divergence"]\n', 1)
 
 
+# one run (no matrix), whose view draws a diagnostic it does not record
+SINGLE = """
+paper = "p"
+name = "single"
+seeds = [0]
+
+[setup]
+algorithm = "fedavg"
+dataset = "digits"
+model = "digits_mlp"
+partition = "iid"
+num_clients = 4
+clients_per_round = 2
+rounds = 3
+optimizer = { lr = 0.1 }
+
+[[tables]]
+name = "d"
+kind = "diagnostics"
+diagnostic = "weight_divergence"
+"""
+
+
 def diagnostics_view(extra: str = "", recipe: str = DIAGNOSED) -> str:
     """``recipe`` with a diagnostics view of weight_divergence added (``extra``: more lines of that view)."""
     return recipe + (
@@ -800,6 +823,10 @@ def test_a_diagnostics_view_of_runs_that_record_it_compiles_and_trains(write_rec
             "FILE: tables 't': layout is for a view of kind 'diagnostics' (this one is 'runs'): drop it",
         ),
         (
+            with_view('layers = ["fc1"]'),
+            "FILE: tables 't': layers is for a view of kind 'diagnostics' (this one is 'runs'): drop it",
+        ),
+        (
             diagnostics_view('layers = ["fc1"]'),
             "FILE: tables 'd': layers picks the lines of layout 'per_layer'; set it or drop layers",
         ),
@@ -812,6 +839,11 @@ def test_a_diagnostics_view_of_runs_that_record_it_compiles_and_trains(write_rec
             "FILE: tables 'd': diagnostic 'weight_divergence' is not recorded by run algorithm=fedavg, "
             'local_epochs=1 (scale full): add it to the setup\'s diagnostics (diagnostics = ["weight_divergence"]) '
             "or leave that run out of the view (where)",
+        ),
+        (  # a recipe of one run: no labels to name it by
+            SINGLE,
+            "FILE: tables 'd': diagnostic 'weight_divergence' is not recorded by run all (scale full): add it to the "
+            'setup\'s diagnostics (diagnostics = ["weight_divergence"]) or leave that run out of the view (where)',
         ),
     ],
 )

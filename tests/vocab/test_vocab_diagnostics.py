@@ -4,25 +4,52 @@ the rounds they pick, and the settings they refuse."""
 
 from __future__ import annotations
 
+from typing import get_args, is_typeddict
+
 import pytest
 from pydantic import ValidationError
 
+from fedbench import vocab
 from fedbench.algorithms import ALGORITHMS
+from fedbench.recipes.views import TableView
 from fedbench.spec import RunSpec
-from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS
+from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES, DIAGNOSTICS, NEEDS, Need, Source, unmet_need
 
 BASE = {"algorithm": "fedavg", "dataset": "digits", "model": "digits_mlp", "rounds": 10}
 VALIDATED = {"eval_mode": "both", "client_test_fraction": 0.2, "client_val_fraction": 0.1}
 
 
-def test_every_entry_says_its_shape_source_layout_meaning_and_figures():
+def test_every_entry_says_its_shape_source_value_type_needs_meaning_and_figures():
+    view_layouts = set(get_args(TableView.model_fields["layout"].annotation)) - {"default"}
     for name, entry in DIAGNOSTICS.items():
         assert entry.name == name
         assert entry.shape in ("scalar", "per_layer", "per_client", "per_class", "per_point")
-        assert entry.source in ("engine", "evaluation", "method")
-        assert entry.layout.startswith("{") and entry.meaning and entry.figures, name
+        assert entry.source in get_args(Source)
+        assert is_typeddict(entry.value) and entry.meaning and entry.figures, name
+        assert set(entry.needs) <= set(NEEDS) and set(entry.layouts) <= view_layouts, name
         assert (entry.source == "evaluation") == ("personal_evaluation" in entry.needs), name
+        assert (entry.source == "method") == ("method_report" in entry.needs), name
+        # its constant: vocab.diagnostics.WEIGHT_DIVERGENCE is "weight_divergence"
+        assert getattr(vocab.diagnostics, name.upper()) == name
     assert DIAGNOSTIC_NAMES == tuple(DIAGNOSTICS)
+    assert set(NEEDS) == set(get_args(Need))  # every need says how a run without it is refused
+
+
+def test_a_need_is_judged_only_where_the_caller_knows_it_and_refused_in_the_catalogues_sentence():
+    names = ["weight_divergence", "mixing_weights", "feature_stats"]
+    assert unmet_need(names, {}) is None  # nothing known: nothing refused
+    assert unmet_need(names, {"classification": True, "fed_model": True}, {"mixing_weights"}) is None
+    facts = {"dataset": "isic", "task": "segmentation", "model": "unet", "algorithm": "fedavg"}
+    assert unmet_need(names, {"classification": False}, **facts) == (
+        "diagnostic 'feature_stats' tells the test points apart by class: dataset 'isic' is a segmentation task"
+    )
+    assert unmet_need(names, {"classification": False}, frozenset(), **facts) == (  # the first name refused first
+        "diagnostic 'mixing_weights' is reported by the method, and fedavg does not report it (methods that do: "
+        "those whose reported_diagnostics names it, e.g. lgmix, apfl)"
+    )
+    assert unmet_need(["feature_snapshot"], {"classification": True, "fed_model": False}, **facts) == (
+        "diagnostic 'feature_snapshot' reads FedModel.features(x): model 'unet' is not a FedModel (fedbench.models)"
+    )
 
 
 def test_the_spec_takes_the_catalogued_names_only():

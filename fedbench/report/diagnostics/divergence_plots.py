@@ -1,5 +1,5 @@
-"""Figures of the per-round diagnostics, in the papers' layouts. ``DRAWERS`` maps a diagnostic's name to its drawer
-(the ``Drawer`` signature of ``fedbench/report/diagnostic_series.py``); ``draw`` looks the view's diagnostic up there.
+"""The figures of the per-layer divergences (``fedbench/vocab/diagnostics.py``), in the papers' layouts (the
+``Drawer`` signature of ``fedbench/report/diagnostics/series.py``).
 
 - ``weight_divergence``: FedImpro Fig. 2(b) (``layout`` "whole_model", its default): the whole-model divergence
   (1/|S^r|) Σ_{i∈S^r} ‖θ̄ − θ_i‖ per round, i.e. the mean over the sampled clients of √(Σ_ℓ distance²), methods
@@ -10,10 +10,6 @@
   division by √(number of parameters) of each layer, a constant per line.
 - ``personal_divergence``: LG-Mix Fig. 3: per layer, ‖w_c − u‖ of each client at the end of training (each run's
   last diagnosed round), one bar per client (named by the view's ``clients``, A–E), the mean over seeds.
-- ``mixing_weights``: LG-Mix Fig. 2(a): each client's mixing weight per round (LG-Mix's λ_c, APFL's α), on a
-  logarithmic axis as the spec reads the figure ("log λ_c per round"), a line per method and client.
-- ``val_loss``: LG-Mix Fig. 4's validation-loss panel: the mean over clients of each client's validation loss per
-  round, methods overlaid, the mean over seeds with a min–max band.
 """
 
 from __future__ import annotations
@@ -27,15 +23,11 @@ from matplotlib.figure import Figure
 
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
-from fedbench.report.diagnostic_series import Drawer, RunDiagnostics, figure_and_line
-from fedbench.report.feature_plots import FEATURE_DRAWERS, round_axis
-from fedbench.report.projection_plots import PROJECTION_DRAWERS
+from fedbench.report.diagnostics.curve_plots import _figure_name, _grouped, _overlay, _title, seed_mean
+from fedbench.report.diagnostics.feature_plots import round_axis
+from fedbench.report.diagnostics.series import RunDiagnostics
 
-BAND = "min–max over seeds"
 CHOSEN_LAYERS = 10  # FedImpro Fig. 3(a): "We choose and show the divergence of 10 layers"
-LINE_STYLES = ("-", "--", ":", "-.")
-
-Series = dict[int, float]  # round → value
 
 
 # ------------------------------------------------------------------------------------------------ the formulas
@@ -91,59 +83,7 @@ def normalised(values: np.ndarray) -> np.ndarray:
     return values / top if top > 0 else values
 
 
-def seed_mean(series: Sequence[Series]) -> tuple[list[int], np.ndarray]:
-    """(the rounds every seed recorded, the values as a seeds × rounds array)."""
-    rounds = sorted(set.intersection(*(set(s) for s in series))) if series else []
-    return rounds, np.array([[s[r] for r in rounds] for s in series], dtype=float).reshape(len(series), len(rounds))
-
-
 # ------------------------------------------------------------------------------------------------ layouts
-def _title(view: TableView, key: str) -> str:
-    """The paper items the view reproduces (or its name), and the figure's key where it has one."""
-    parts = [", ".join(view.reproduces) or view.name]
-    return " · ".join(parts + ([key] if key not in ("", "all") else []))
-
-
-def _figure_name(key: str, method: str, methods: int) -> str:
-    """A figure of one method's runs: its key, with the method where the key alone does not tell it."""
-    parts = [part for part in (key if key != "all" else "", method if methods > 1 or key == "all" else "") if part]
-    return " / ".join(parts) or "all"
-
-
-def _grouped(view: TableView, runs: list[RunDiagnostics]) -> dict[str, dict[str, list[RunDiagnostics]]]:
-    """{figure: {line: runs (one per seed)}}, as the curve plots group runs (``figure_and_line``)."""
-    out: dict[str, dict[str, list[RunDiagnostics]]] = {}
-    for run in runs:
-        key, line = figure_and_line(view, run.labels)
-        out.setdefault(key, {}).setdefault(line, []).append(run)
-    return out
-
-
-def _overlay(
-    view: TableView, runs: list[RunDiagnostics], scalar, ylabel: str, log: bool = False
-) -> list[tuple[str, Figure]]:
-    """A scalar per round (``scalar(value)``) of each run: a figure per value of the view's other keys, a line per
-    method with its mean over seeds and a min–max band."""
-    out = []
-    for key, lines in _grouped(view, runs).items():
-        fig = Figure(figsize=(6, 4))
-        ax = fig.subplots()
-        for line, members in lines.items():
-            rounds, values = seed_mean([{r: scalar(v) for r, v in run.rounds.items()} for run in members])
-            ax.plot(rounds, values.mean(0), label=f"{line} (n={len(members)})")
-            ax.fill_between(rounds, values.min(0), values.max(0), alpha=0.2)
-        if log:
-            ax.set_yscale("log")
-        round_axis(ax)
-        ax.set_xlabel("round")
-        ax.set_ylabel(ylabel)
-        ax.set_title(_title(view, key), fontsize=9)
-        ax.legend(fontsize=8, title=f"mean; band: {BAND}", title_fontsize=7)
-        fig.tight_layout()
-        out.append((key, fig))
-    return out
-
-
 def _normalised_parts(view: TableView, runs: list[RunDiagnostics], per_stage: bool) -> list[tuple[str, Figure]]:
     """FedImpro Figs. 3 and 9: a figure per value of the view's keys and method, a line per layer (or stage): its
     mean over the clients, then over the seeds, divided by the line's maximum."""
@@ -176,7 +116,6 @@ def _normalised_parts(view: TableView, runs: list[RunDiagnostics], per_stage: bo
     return out
 
 
-# ------------------------------------------------------------------------------------------------ the drawers
 def draw_weight_divergence(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[str, Figure]]:
     """FedImpro Fig. 2(b) (the whole model, the default), or Figs. 3 and 9 (per layer, per stage)."""
     if view.layout in ("per_layer", "per_stage"):
@@ -218,63 +157,13 @@ def draw_personal_divergence(view: TableView, runs: list[RunDiagnostics]) -> lis
     return out
 
 
-def draw_mixing_weights(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[str, Figure]]:
-    """LG-Mix Fig. 2(a): a figure per value of the view's other keys, a line per method and client (colour: the
-    client; line style: the method), the mean over seeds with a min–max band, on a logarithmic axis."""
-    out = []
-    for key, lines in _grouped(view, runs).items():
-        fig = Figure(figsize=(7, 4.5))
-        ax = fig.subplots()
-        for m, (method, members) in enumerate(lines.items()):
-            symbol = next(iter(members[0].rounds.values()))["symbol"]
-            clients = sorted({c for run in members for v in run.rounds.values() for c in v["clients"]})
-            for client in clients:
-                series = [
-                    {
-                        r: v["weight"][v["clients"].index(client)]
-                        for r, v in run.rounds.items()
-                        if client in v["clients"]
-                    }
-                    for run in members
-                ]
-                rounds, values = seed_mean(series)
-                name = view.clients[client] if client < len(view.clients) else str(client)
-                colour = f"C{client % 10}"
-                style = LINE_STYLES[m % len(LINE_STYLES)]
-                ax.plot(rounds, values.mean(0), style, color=colour, label=f"{method} {symbol} {name}")
-                ax.fill_between(rounds, values.min(0), values.max(0), color=colour, alpha=0.12)
-        ax.set_yscale("log")
-        round_axis(ax)
-        ax.set_xlabel("round")
-        ax.set_ylabel("mixing weight (log scale)")
-        ax.set_title(_title(view, key), fontsize=9)
-        ax.legend(fontsize=7, ncol=2, title=f"mean; band: {BAND}", title_fontsize=7)
-        fig.tight_layout()
-        out.append((key, fig))
-    return out
-
-
-def draw_val_loss(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[str, Figure]]:
-    """LG-Mix Fig. 4's validation-loss panel: the mean over clients per round, methods overlaid."""
-    return _overlay(view, runs, lambda value: value["mean"], "validation loss (mean over clients)")
-
-
-DRAWERS: dict[str, Drawer] = {
-    "weight_divergence": draw_weight_divergence,
-    "personal_divergence": draw_personal_divergence,
-    "mixing_weights": draw_mixing_weights,
-    "val_loss": draw_val_loss,
-    **PROJECTION_DRAWERS,  # feature_snapshot: FedTrip Fig. 2's t-SNE
-    **FEATURE_DRAWERS,  # feature_stats: FedDr+ Figs. 2–5; activations: LG-Mix Fig. 2(b)
-}
-
-
-def draw(view: TableView, runs: list[RunDiagnostics], drawers: Mapping[str, Drawer] = DRAWERS):
-    """The view's figures from its runs' diagnostics, by the drawer of its ``diagnostic``; none without runs."""
-    drawer = drawers.get(view.diagnostic or "")
-    if drawer is None:
-        raise ConfigError(
-            f"tables '{view.name}': no figure is drawn for diagnostic {view.diagnostic!r} yet "
-            f"(drawn: {', '.join(sorted(drawers))})"
-        )
-    return drawer(view, runs) if runs else []
+__all__ = [
+    "chosen_layers",
+    "draw_personal_divergence",
+    "draw_weight_divergence",
+    "layer_divergence",
+    "normalised",
+    "stage_divergence",
+    "stage_of",
+    "whole_model_divergence",
+]

@@ -1,7 +1,7 @@
-"""The ``feature_snapshot`` diagnostic (``fedbench.engine.snapshots``): the features of a fixed sample of test points, of
-the round's global model and of client 0's local model, as float16 bytes. The sample is the same every round and for
-every method; the stored values are the models' float32 features to within float16's precision; the size is bounded;
-a round client 0 did not train in says so; and recording it leaves training bit for bit as it was."""
+"""The ``feature_snapshot`` diagnostic (``fedbench.engine.diagnostics.snapshots``): the features of a fixed sample of
+test points, of the round's global model and of client 0's local model, as float16 bytes. The sample is the same every
+round and for every method; the stored values are the models' float32 features to within float16's precision; the size
+is bounded; a round client 0 did not train in says so; and recording it leaves training bit for bit as it was."""
 
 from __future__ import annotations
 
@@ -12,18 +12,19 @@ import pytest
 import torch
 
 from conftest import ListSink
+from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.algorithms.context import load_weights
 from fedbench.engine import EngineOptions, run
-from fedbench.engine.loop import client_schedule, init_model, set_up, train
-from fedbench.engine.snapshots import (
+from fedbench.engine.diagnostics import check_diagnostics
+from fedbench.engine.diagnostics.snapshots import (
     MAX_VALUES,
     SAMPLE_SIZE,
     SNAPSHOT_CLIENT,
-    check_snapshot,
     feature_snapshot,
     sample_order,
 )
+from fedbench.engine.loop import client_schedule, init_model, set_up, train
 from fedbench.errors import ConfigError
 from fedbench.execution.contract import check_method, contract_spec
 from fedbench.seeding import numpy_rng
@@ -144,20 +145,23 @@ def test_recording_snapshots_leaves_training_bit_for_bit_unchanged():
 
 def test_a_run_that_cannot_record_snapshots_fails_when_it_starts():
     spec = contract_spec("fedavg", diagnostics=["feature_snapshot"])
-    message = "^diagnostic 'feature_snapshot' colours test points by class: digits is a segmentation task$"
-    with pytest.raises(ConfigError, match=message):
-        check_snapshot(spec, "segmentation", None)
+    fedavg = build_algorithm("fedavg", {})
     message = (
-        r"^diagnostic 'feature_snapshot' records FedModel\.features\(x\): model 'digits_mlp' is not a FedModel "
+        "^diagnostic 'feature_snapshot' tells the test points apart by class: dataset 'digits' is a segmentation task$"
+    )
+    with pytest.raises(ConfigError, match=message):
+        check_diagnostics(spec, fedavg, "segmentation", None)
+    message = (
+        r"^diagnostic 'feature_snapshot' reads FedModel\.features\(x\): model 'digits_mlp' is not a FedModel "
         r"\(fedbench\.models\)$"
     )
     with pytest.raises(ConfigError, match=message):
-        check_snapshot(spec, "classification", torch.nn.Linear(2, 2))
-    check_snapshot(contract_spec("fedavg"), "segmentation", None)  # not asked for: nothing to check
+        check_diagnostics(spec, fedavg, "classification", torch.nn.Linear(2, 2))
+    check_diagnostics(contract_spec("fedavg"), fedavg, "segmentation", torch.nn.Linear(2, 2))  # not asked for
 
 
 def test_features_too_wide_for_one_point_are_refused_in_one_line(monkeypatch):
-    monkeypatch.setattr("fedbench.engine.snapshots.MAX_VALUES", 8)
+    monkeypatch.setattr("fedbench.engine.diagnostics.snapshots.MAX_VALUES", 8)
     training = set_up(contract_spec("fedavg", diagnostics=["feature_snapshot"]), EngineOptions())
     with pytest.raises(ConfigError, match="16 values per point, more than the 8"):
         feature_snapshot(training.state, training.state.server, [])

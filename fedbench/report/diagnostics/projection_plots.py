@@ -1,5 +1,6 @@
-"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic, ``fedbench/engine/snapshots.py``):
-FedTrip Fig. 2's t-SNE of test-set features, one figure per panel, points coloured by class.
+"""Projections of recorded feature snapshots (the ``feature_snapshot`` diagnostic,
+``fedbench/engine/diagnostics/snapshots.py``): FedTrip Fig. 2's t-SNE of test-set features, one figure per panel, points
+coloured by class.
 
 The panels of a view with ``at_rounds = [R', R]`` follow the paper's layout: (a) the global model at the last round
 R, then client 1's local model (client 0 here) at each round, latest first ((b) at R, (c) at R'). Each run of the view
@@ -24,7 +25,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from fedbench.errors import RegistryError
-from fedbench.report.diagnostic_series import Drawer, RunDiagnostics
+from fedbench.report.diagnostics.series import RunDiagnostics
 from fedbench.seeding import derive_seed
 
 if TYPE_CHECKING:
@@ -158,6 +159,4 @@ def draw_feature_snapshots(view: TableView, runs: list[RunDiagnostics]) -> list[
     return out
 
 
-PROJECTION_DRAWERS: dict[str, Drawer] = {"feature_snapshot": draw_feature_snapshots}
-
-__all__ = ["PROJECTION_DRAWERS", "decode_snapshot", "draw_feature_snapshots", "panels", "project", "projection_seed"]
+__all__ = ["decode_snapshot", "draw_feature_snapshots", "panels", "project", "projection_seed"]

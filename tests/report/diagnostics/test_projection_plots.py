@@ -1,6 +1,6 @@
-"""Projections of recorded feature snapshots (``fedbench.report.projection_plots``): FedTrip Fig. 2's panels, one
-figure each; a t-SNE whose random_state comes from the run's seed and is shown, so that it can be redone; and a
-stored value that is malformed gives one line, never a crash."""
+"""Projections of recorded feature snapshots (``fedbench.report.diagnostics.projection_plots``): FedTrip Fig. 2's
+panels, one figure each; a t-SNE whose random_state comes from the run's seed and is shown, so that it can be redone;
+and a stored value that is malformed gives one line, never a crash."""
 
 from __future__ import annotations
 
@@ -15,16 +15,15 @@ from matplotlib.figure import Figure
 
 from fedbench.errors import FedbenchError, RegistryError
 from fedbench.recipes.views import TableView
-from fedbench.report.diagnostic_series import RunDiagnostics
-from fedbench.report.projection_plots import (
-    PROJECTION_DRAWERS,
+from fedbench.report.diagnostics.projection_plots import (
     decode_snapshot,
+    draw_feature_snapshots,
     panels,
     project,
     projection_seed,
 )
+from fedbench.report.diagnostics.series import RunDiagnostics
 from fedbench.seeding import derive_seed
-from fedbench.vocab.diagnostics import DIAGNOSTICS
 
 VIEW = TableView(name="tsne", kind="diagnostics", diagnostic="feature_snapshot", at_rounds=[30, 50])
 N, D = 40, 6
@@ -57,10 +56,6 @@ def snapshot(local: bool = True, **changes) -> dict:
 
 def titles(fig: Figure) -> str:
     return fig._suptitle.get_text() if fig._suptitle else ""
-
-
-def test_the_drawer_is_the_one_of_the_catalogued_diagnostic():
-    assert set(PROJECTION_DRAWERS) == {"feature_snapshot"} <= set(DIAGNOSTICS)
 
 
 def test_a_snapshot_decodes_to_its_features_within_float16_precision():
@@ -108,7 +103,7 @@ def test_a_snapshot_of_one_point_or_one_feature_decodes(shape):
 def test_a_truncated_snapshot_stops_the_drawer_with_that_line():
     run = RunDiagnostics({"algorithm": "fedavg"}, 1, {30: snapshot(), 50: snapshot(local=False) | {"global": "AAAA"}})
     with pytest.raises(RegistryError, match="run seed 1, round 50: the stored feature_snapshot global features hold 3"):
-        PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run])
+        draw_feature_snapshots(VIEW, [run])
 
 
 def test_panels_follow_the_papers_layout():
@@ -120,7 +115,7 @@ def test_panels_follow_the_papers_layout():
 
 def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_can_be_redone():
     run = RunDiagnostics({"algorithm": "fedavg"}, 10, {30: snapshot(), 50: snapshot(), 100: snapshot()})
-    drawn = PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run])
+    drawn = draw_feature_snapshots(VIEW, [run])
     assert [stem for stem, _ in drawn] == ["global_r50", "client1_r50", "client1_r30"]
     random_state = projection_seed(10)
     assert random_state != projection_seed(11) and 0 <= random_state < 2**32
@@ -139,7 +134,7 @@ def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_ca
         f"(c) client 1's local model (client 0), round 30 (fedavg, seed 10)\n{redo}",
     ]
     two_labels = RunDiagnostics({"algorithm": "fedavg", "dataset": "cifar10"}, 10, {50: snapshot()})
-    first = PROJECTION_DRAWERS["feature_snapshot"](VIEW.model_copy(update={"at_rounds": [50]}), [two_labels])[0][1]
+    first = draw_feature_snapshots(VIEW.model_copy(update={"at_rounds": [50]}), [two_labels])[0][1]
     assert titles(first).startswith("(a) global model, round 50 (fedavg, cifar10, seed 10)\n")
     # redone from what the figure says: the same coordinates as plotted
     points, _ = project(decode_snapshot(snapshot(), "global", "here")[0], random_state)
@@ -157,7 +152,7 @@ def test_one_figure_per_panel_with_its_random_state_from_the_seed_shown_so_it_ca
 
 def test_a_panel_the_run_cannot_fill_is_a_figure_saying_why():
     run = RunDiagnostics({"algorithm": "fedavg"}, 1, {50: snapshot(local=False)})
-    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](VIEW, [run]))
+    drawn = dict(draw_feature_snapshots(VIEW, [run]))
     assert list(drawn) == ["global_r50", "client1_r50", "client1_r30"]
     texts = {stem: " ".join(t.get_text() for t in fig.axes[0].texts) for stem, fig in drawn.items()}
     assert texts["global_r50"] == ""  # drawn
@@ -168,7 +163,7 @@ def test_a_panel_the_run_cannot_fill_is_a_figure_saying_why():
     bare = {key: value for key, value in snapshot(local=False).items() if key != "note"}
     view = VIEW.model_copy(update={"at_rounds": [50]})
     for value, expected in ((other, "client 0 held no data"), (bare, "client 0 did not train in this round")):
-        fig = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})]))["client1_r50"]
+        fig = dict(draw_feature_snapshots(view, [RunDiagnostics({}, 1, {50: value})]))["client1_r50"]
         (text,) = fig.axes[0].texts
         assert text.get_text() == expected
         FigureCanvasAgg(fig).draw()
@@ -183,7 +178,7 @@ def test_the_local_panels_name_the_client_the_snapshot_records(client):
     value = {key: v for key, v in snapshot(client=client).items() if v is not None}
     client = 0 if client is None else client
     view = VIEW.model_copy(update={"at_rounds": [50]})
-    drawn = PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})])
+    drawn = draw_feature_snapshots(view, [RunDiagnostics({}, 1, {50: value})])
     assert [stem for stem, _ in drawn] == ["global_r50", f"client{client + 1}_r50"]
     assert titles(drawn[1][1]).startswith(f"(b) client {client + 1}'s local model (client {client}), round 50 ")
 
@@ -191,7 +186,7 @@ def test_the_local_panels_name_the_client_the_snapshot_records(client):
 def test_a_missing_round_does_not_stop_the_panels_after_it():
     view = VIEW.model_copy(update={"at_rounds": [50, 100]})
     run = RunDiagnostics({}, 1, {30: snapshot(), 50: snapshot()})
-    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [run]))
+    drawn = dict(draw_feature_snapshots(view, [run]))
     assert list(drawn) == ["global_r100", "client1_r100", "client1_r50"]
     assert drawn["global_r100"].axes[0].texts[0].get_text() == "round 100 not recorded (recorded: 30, 50)"
     assert not drawn["client1_r50"].axes[0].texts  # drawn: a scatter, no note
@@ -200,7 +195,7 @@ def test_a_missing_round_does_not_stop_the_panels_after_it():
 def test_a_long_note_wraps_within_the_figure_around_its_middle():
     rounds = {r: snapshot() for r in range(1, 200)}
     view = VIEW.model_copy(update={"at_rounds": [500]})
-    fig = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, rounds)]))["global_r500"]
+    fig = dict(draw_feature_snapshots(view, [RunDiagnostics({}, 1, rounds)]))["global_r500"]
     (text,) = fig.axes[0].texts
     assert text.get_text().startswith("round 500 not recorded (recorded: 1, 2, 3, ")
     FigureCanvasAgg(fig).draw()
@@ -212,7 +207,7 @@ def test_a_long_note_wraps_within_the_figure_around_its_middle():
 def scatter_of(classes: int) -> Figure:
     value = snapshot(labels=[i % classes for i in range(N)])
     view = VIEW.model_copy(update={"at_rounds": [50]})
-    drawn = dict(PROJECTION_DRAWERS["feature_snapshot"](view, [RunDiagnostics({}, 1, {50: value})]))
+    drawn = dict(draw_feature_snapshots(view, [RunDiagnostics({}, 1, {50: value})]))
     return drawn["global_r50"]
 
 
@@ -294,7 +289,7 @@ def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
         for seed in (2, 1)
     ]
     view = VIEW.model_copy(update={"at_rounds": [50]})
-    stems = [stem for stem, _ in PROJECTION_DRAWERS["feature_snapshot"](view, runs)]
+    stems = [stem for stem, _ in draw_feature_snapshots(view, runs)]
     assert stems == [
         f"{name}_s{seed}_{panel}"
         for name in ("fedavg", "fedtrip")
@@ -303,11 +298,11 @@ def test_several_runs_each_get_their_panels_named_by_labels_and_seed():
     ]
     # every label, joined, in a file name's characters
     named = [RunDiagnostics({"algorithm": "fed avg", "dataset": "C/10"}, seed, {50: snapshot()}) for seed in (1, 2)]
-    assert [stem for stem, _ in PROJECTION_DRAWERS["feature_snapshot"](view, named)][0] == "fed-avg_C-10_s1_global_r50"
+    assert [stem for stem, _ in draw_feature_snapshots(view, named)][0] == "fed-avg_C-10_s1_global_r50"
 
 
 def test_the_module_imports_neither_torch_nor_scikit_learn():
     """Drawing reports trains nothing: projections seed without torch and import scikit-learn only to project."""
-    code = "import sys, fedbench.report.projection_plots; print(sorted({'torch', 'sklearn'} & set(sys.modules)))"
+    code = "import sys, fedbench.report.diagnostics.projection_plots; print(sorted({'torch', 'sklearn'} & set(sys.modules)))"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert found.strip() == "[]"

@@ -1,4 +1,4 @@
-"""The feature diagnostics (``fedbench.engine.feature_diagnostics``): FedDr+'s observed/unobserved-class statistics of
+"""The feature diagnostics (``fedbench.engine.diagnostics.features``): FedDr+'s observed/unobserved-class statistics of
 each sampled client's local model against the global model it started from (Figs. 2–5), and LG-Mix's last-layer
 activations of each client's own model (Fig. 2(b)). Checked against values computed here independently, on a round
 trained by hand; that recording them never changes training is the engine contract's ``diagnostics`` property, run
@@ -14,15 +14,17 @@ import pytest
 import torch
 
 from conftest import ListSink, float64_mode
+from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ClientUpdate, load_weights
-from fedbench.engine import EngineOptions, feature_diagnostics, run
-from fedbench.engine.diagnostics import DIGITS, diagnostics_of
-from fedbench.engine.feature_diagnostics import (
+from fedbench.engine import EngineOptions, run
+from fedbench.engine.diagnostics import check_diagnostics, diagnostics_of
+from fedbench.engine.diagnostics import features as feature_producers
+from fedbench.engine.diagnostics.base import DIGITS
+from fedbench.engine.diagnostics.features import (
     QUANTILES,
     QUANTITIES,
     SPLITS,
     activation_summary,
-    check_feature_diagnostics,
     feature_stats,
     features_and_logits,
     sample_indices,
@@ -144,7 +146,7 @@ def test_the_test_sample_is_bounded_fixed_and_drawn_from_its_own_stream(monkeypa
     assert torch.equal(sample_indices(spec, 50), torch.arange(50))  # a small test set: all of it
     # 2,000 points: CIFAR-100's 10,000 test points give ~200 of a client's 10 observed classes (shard s = 10)
     assert torch.equal(sample_indices(spec, 2000), torch.arange(2000)) and len(sample_indices(spec, 10_000)) == 2000
-    monkeypatch.setattr(feature_diagnostics, "FEATURE_SAMPLE", 100)
+    monkeypatch.setattr(feature_producers, "FEATURE_SAMPLE", 100)
     chosen = sample_indices(spec, 5000)
     assert len(chosen) == 100 and len(set(chosen.tolist())) == 100 and bool((chosen.diff() > 0).all())
     assert torch.equal(chosen, sample_indices(spec, 5000))  # every round, every method of a seed: the same points
@@ -161,7 +163,7 @@ def test_the_test_sample_is_the_runs_feature_sample_stream(monkeypatch, round_on
     "feature-sample", as in every version, so rounds recorded before and after an upgrade (or a resume) are
     computed on the same test points."""
     spec = round_one[0]
-    monkeypatch.setattr(feature_diagnostics, "FEATURE_SAMPLE", 100)
+    monkeypatch.setattr(feature_producers, "FEATURE_SAMPLE", 100)
     drawn = numpy_rng(spec.seed, "feature-sample").choice(5000, 100, replace=False)
     assert sample_indices(spec, 5000).tolist() == sorted(drawn.tolist())
 
@@ -199,10 +201,10 @@ def test_features_and_logits_cover_every_point_in_batches_and_keep_the_models_mo
 def test_opposite_features_are_at_an_angle_of_pi_not_nan():
     """cos(f, −c·f) rounds to slightly below −1 in float64 for many f; the angle is still π, never arccos's NaN."""
     x, y = torch.randn(1000, 7, dtype=torch.float64), torch.zeros(1000, dtype=torch.long)
-    local = feature_diagnostics._Model(Identity(7), x, y, 1000)
-    start = feature_diagnostics._Model(Identity(7), -3 * x, y, 1000)
+    local = feature_producers._Model(Identity(7), x, y, 1000)
+    start = feature_producers._Model(Identity(7), -3 * x, y, 1000)
     assert bool((torch.nn.functional.cosine_similarity(local.features, start.features, dim=1) < -1).any())
-    angles = feature_diagnostics._per_point(local, start)["angle"]
+    angles = feature_producers._per_point(local, start)["angle"]
     assert angles is not None and torch.allclose(angles, torch.full_like(angles, math.pi))
 
 
@@ -222,10 +224,13 @@ def test_a_head_that_is_not_one_linear_map_has_no_alignment(head_mlp):
 
 def test_feature_stats_needs_class_labels():
     spec = contract_spec("fedavg", diagnostics=["feature_stats"])
-    check_feature_diagnostics(spec, "classification")
-    message = "^diagnostic 'feature_stats' splits the test set by class, and dataset 'digits' is a segmentation task$"
+    fedavg = build_algorithm("fedavg", {})
+    check_diagnostics(spec, fedavg, "classification")
+    message = (
+        "^diagnostic 'feature_stats' tells the test points apart by class: dataset 'digits' is a segmentation task$"
+    )
     with pytest.raises(ConfigError, match=message):  # the whole one-line error
-        check_feature_diagnostics(spec, "segmentation")
+        check_diagnostics(spec, fedavg, "segmentation")
 
 
 # ------------------------------------------------------------------------ activations
@@ -241,7 +246,7 @@ def test_activation_summary_is_the_distribution_of_the_last_hidden_layer_values(
     assert summary["quantiles"] == pytest.approx(list(np.quantile(values, QUANTILES)), rel=1e-5, abs=1e-9)
     assert summary["zero_fraction"] > 0 and summary["quantiles"][0] == 0  # after a ReLU
     # more values than QUANTILE_VALUES: the quantiles of every k-th, the moments still of all of them
-    monkeypatch.setattr(feature_diagnostics, "QUANTILE_VALUES", 100)
+    monkeypatch.setattr(feature_producers, "QUANTILE_VALUES", 100)
     strided = activation_summary(model, x, batch_size=7)
     step = -(-values.size // 100)
     assert strided["quantiles"] == pytest.approx(list(np.quantile(values[::step], QUANTILES)), rel=1e-5, abs=1e-9)
@@ -249,7 +254,7 @@ def test_activation_summary_is_the_distribution_of_the_last_hidden_layer_values(
     one_by_one = activation_summary(model, x, batch_size=1)  # the batches change nothing, one point each too
     assert one_by_one["quantiles"] == pytest.approx(strided["quantiles"], rel=1e-4, abs=1e-7)  # float32 sums
     # a stride that does not divide a batch's values: every k-th of the whole set still, across the batches
-    monkeypatch.setattr(feature_diagnostics, "QUANTILE_VALUES", -(-values.size // 5))
+    monkeypatch.setattr(feature_producers, "QUANTILE_VALUES", -(-values.size // 5))
     step = 5
     assert (7 * values.size // 50) % step != 0  # a batch of 7 points
     uneven = activation_summary(model, x, batch_size=7)

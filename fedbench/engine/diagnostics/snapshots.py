@@ -1,6 +1,6 @@
 """The ``feature_snapshot`` diagnostic (``fedbench/vocab/diagnostics.py``): the features ``FedModel.features(x)`` of a
 fixed sample of test points, of the round's global model and of one client's local model, stored compactly for a
-projection (FedTrip Fig. 2's t-SNE, ``fedbench/report/projection_plots.py``).
+projection (FedTrip Fig. 2's t-SNE, ``fedbench/report/diagnostics/projection_plots.py``).
 
 - **The sample**: the first ``n`` test points of one permutation of the test set drawn from the stream
   ``(seed, "feature_snapshot")`` (``fedbench.seeding``), which no training or evaluation step draws from. It depends on
@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import torch
 
 from fedbench.algorithms.context import ClientUpdate, RunState, ServerState
+from fedbench.engine.diagnostics.base import Aggregated
 from fedbench.errors import ConfigError
 from fedbench.models.base import FedModel
 from fedbench.seeding import numpy_rng
-from fedbench.spec import RunSpec
+from fedbench.vocab.diagnostics import FEATURE_SNAPSHOT, FeatureSnapshotValue
 
-NAME = "feature_snapshot"
+NAME = FEATURE_SNAPSHOT
 # Test points per snapshot: enough to see the clusters of FedTrip Fig. 2's 10 classes (≈ 50 points each) without
 # storing the whole test set; t-SNE of 500 points takes ~5 s on one core of a busy 2-core machine.
 SAMPLE_SIZE = 500
@@ -41,22 +42,10 @@ SAMPLE_SIZE = 500
 # fewer points, so one snapshot stays under 512 KiB of raw bytes whatever the model.
 MAX_VALUES = 500 * 512
 SNAPSHOT_CLIENT = 0  # the client whose local model is recorded: "client 1" of FedTrip Fig. 2 (the paper counts from 1)
-STREAM = "feature_snapshot"  # the sample's random stream (``fedbench.seeding``): its own purpose, drawn once
-SLOT = "feature_snapshot"  # the spare model the snapshots are computed with (``SpareModels``)
+# the sample's random stream (``fedbench.seeding``), keyed by the diagnostic's name: its own purpose, drawn once
+STREAM = FEATURE_SNAPSHOT
+SLOT = FEATURE_SNAPSHOT  # the spare model the snapshots are computed with (``SpareModels``)
 DTYPE = "float16"  # stored little-endian ("<f2")
-
-
-def check_snapshot(spec: RunSpec, task: str, model: torch.nn.Module) -> None:
-    """A ConfigError, when the run starts, for a ``feature_snapshot`` the run cannot record: its points are coloured by
-    class (a classification task), and its features are ``FedModel.features``."""
-    if NAME not in spec.diagnostics:
-        return
-    if task != "classification":
-        raise ConfigError(f"diagnostic {NAME!r} colours test points by class: {spec.dataset} is a {task} task")
-    if not isinstance(model, FedModel):
-        raise ConfigError(
-            f"diagnostic {NAME!r} records FedModel.features(x): model {spec.model!r} is not a FedModel (fedbench.models)"
-        )
 
 
 def sample_order(seed: int, num_test: int) -> np.ndarray:
@@ -77,7 +66,7 @@ def _features(state: RunState, params: torch.Tensor, buffers: dict[str, torch.Te
     return model.features(x).flatten(1).float()
 
 
-def feature_snapshot(state: RunState, server: ServerState, updates: Sequence[ClientUpdate]) -> dict[str, Any]:
+def feature_snapshot(state: RunState, server: ServerState, updates: Sequence[ClientUpdate]) -> FeatureSnapshotValue:
     """The ``feature_snapshot`` value of an aggregated round (module docstring: sample, models, layout)."""
     tensors = state.data.tensors
     order = sample_order(state.spec.seed, len(tensors.test_y))[:SAMPLE_SIZE]
@@ -90,7 +79,7 @@ def feature_snapshot(state: RunState, server: ServerState, updates: Sequence[Cli
             f"diagnostic {NAME!r}: {state.spec.model}'s features have {global_features.shape[1]} values per point, "
             f"more than the {MAX_VALUES} a snapshot stores"
         )
-    value: dict[str, Any] = {
+    value: FeatureSnapshotValue = {
         "points": order[:n].tolist(),
         "labels": tensors.test_y[index[:n]].tolist(),
         "shape": [n, int(global_features.shape[1])],
@@ -107,14 +96,19 @@ def feature_snapshot(state: RunState, server: ServerState, updates: Sequence[Cli
     return value
 
 
+def snapshot_of(aggregated: Aggregated) -> FeatureSnapshotValue:
+    """The ``feature_snapshot`` producer: the round's global model and client 0's upload on the fixed sample."""
+    return feature_snapshot(aggregated.state, aggregated.server, aggregated.updates)
+
+
 __all__ = [
     "DTYPE",
     "MAX_VALUES",
     "NAME",
     "SAMPLE_SIZE",
     "SNAPSHOT_CLIENT",
-    "check_snapshot",
     "encode",
     "feature_snapshot",
     "sample_order",
+    "snapshot_of",
 ]

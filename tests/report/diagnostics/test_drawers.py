@@ -1,4 +1,4 @@
-"""The drawers of the per-round diagnostics (``fedbench/report/diagnostic_plots.py``), read back through matplotlib's
+"""The drawers of the per-round diagnostics (``fedbench/report/diagnostics/``), read back through matplotlib's
 objects: what each figure plots is the paper's quantity computed from the stored values by hand (FedImpro's
 whole-model divergence, each per-layer line normalised by its maximum, the stages of a ResNet; LG-Mix's distances at
 the last diagnosed round, the mixing weights on a log axis, the mean validation loss)."""
@@ -14,16 +14,15 @@ from matplotlib.colors import to_rgba
 
 from fedbench.errors import ConfigError
 from fedbench.recipes.views import TableView
-from fedbench.report.diagnostic_plots import (
+from fedbench.report.diagnostics.divergence_plots import (
     CHOSEN_LAYERS,
-    DRAWERS,
     chosen_layers,
-    draw,
     normalised,
     stage_divergence,
     stage_of,
 )
-from fedbench.report.diagnostic_series import RunDiagnostics
+from fedbench.report.diagnostics.drawers import DRAWERS, draw
+from fedbench.report.diagnostics.series import RunDiagnostics
 from fedbench.vocab.diagnostics import DIAGNOSTIC_NAMES
 
 
@@ -169,8 +168,8 @@ def test_validation_loss_is_the_mean_over_clients_per_round_methods_overlaid():
 
 
 # ------------------------------------------------------------------------------------------- dispatch
-def test_every_computed_diagnostic_has_a_drawer_and_a_missing_one_is_named():
-    assert set(DIAGNOSTIC_NAMES) <= set(DRAWERS)
+def test_the_drawers_are_keyed_exactly_by_the_catalogue_and_a_missing_one_is_named():
+    assert list(DRAWERS) == list(DIAGNOSTIC_NAMES)  # one drawer per catalogue entry, none of another name
     with pytest.raises(ConfigError, match=r"no figure is drawn for diagnostic 'val_loss' yet \(drawn: a, b\)"):
         draw(view("val_loss"), [run("x", 0, {1: {}})], drawers={"a": DRAWERS["val_loss"], "b": DRAWERS["val_loss"]})
     assert draw(view("val_loss"), []) == []  # no run recorded it yet: no figure

@@ -25,19 +25,19 @@ it — mean, std, the fraction of zeros and quantiles.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbench.algorithms.context import EVAL_BATCH_SIZE, ClientContext, ClientUpdate
-from fedbench.engine.diagnostics import rounded
-from fedbench.errors import ConfigError
+from fedbench.algorithms.context import EVAL_BATCH_SIZE, ClientContext, ClientUpdate, RunState
+from fedbench.engine.diagnostics.base import Aggregated, Evaluated, rounded
 from fedbench.models.base import FedModel
 from fedbench.seeding import numpy_rng
 from fedbench.spec import RunSpec
+from fedbench.vocab.diagnostics import ActivationsValue, FeatureStatsValue
 
 # Test points feature_stats evaluates each model on: a fixed sample of the global test set (the whole set when it is
 # smaller), drawn once per run from the stream (seed, SAMPLE_STREAM), the same every round and for every method of
@@ -52,14 +52,6 @@ QUANTITIES = ("alignment", "alignment_gap", "accuracy", "accuracy_gap", "distanc
 # the quantiles of the activations' distribution (LG-Mix Fig. 2(b) draws it; 0 and 1 are the min and max)
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 QUANTILE_VALUES = 1 << 22  # values at most the quantiles are computed from (every k-th of more)
-
-
-def check_feature_diagnostics(spec: RunSpec, task: str) -> None:
-    """A ConfigError, when the run starts, for ``feature_stats`` on a task without class labels per sample."""
-    if "feature_stats" in spec.diagnostics and task != "classification":
-        raise ConfigError(
-            f"diagnostic 'feature_stats' splits the test set by class, and dataset {spec.dataset!r} is a {task} task"
-        )
 
 
 def sample_indices(spec: RunSpec, size: int) -> torch.Tensor:
@@ -144,7 +136,7 @@ def _client_mean(values: list[float | None]) -> float | None:
 
 def feature_stats(
     spec: RunSpec, updates: Sequence[ClientUpdate], contexts: Sequence[ClientContext], batch_size: int
-) -> dict[str, Any]:
+) -> FeatureStatsValue:
     """The ``feature_stats`` diagnostic of an aggregated round: ``updates`` hold each sampled client's θ_r^i, its
     context (``contexts``, same order) the global weights it started from (``global_params``: aggregation put the
     new ones in a new tensor) and the training samples it trained on."""
@@ -166,7 +158,7 @@ def feature_stats(
             counts[split].append(int(mask.sum()))
             for quantity in QUANTITIES:
                 values[split][quantity].append(_mean(per_point[quantity], mask))
-    return {
+    value = {
         "clients": [u.client_id for u in updates],
         "test_points": len(chosen),
         "observed_classes": observed_classes,
@@ -179,6 +171,7 @@ def feature_stats(
         },
         "mean": {split: {q: _client_mean(values[split][q]) for q in QUANTITIES} for split in SPLITS},
     }
+    return cast(FeatureStatsValue, value)  # the splits' keys are SPLITS, their quantities QUANTITIES
 
 
 def activation_summary(model: nn.Module, x: torch.Tensor, batch_size: int = EVAL_BATCH_SIZE) -> dict[str, Any]:
@@ -215,26 +208,47 @@ def activation_summary(model: nn.Module, x: torch.Tensor, batch_size: int = EVAL
     }
 
 
-def activations(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def activations(summaries: Sequence[dict[str, Any]]) -> ActivationsValue:
     """The ``activations`` diagnostic from every client's ``activation_summary`` (client order)."""
-    return {
+    value = {
         "clients": list(range(len(summaries))),
         "quantile_levels": list(QUANTILES),
         **{key: [s[key] for s in summaries] for key in ("mean", "std", "zero_fraction", "quantiles")},
     }
+    return cast(ActivationsValue, value)
+
+
+def feature_stats_of(aggregated: Aggregated) -> FeatureStatsValue:
+    """The ``feature_stats`` producer: the round's local models against the global one they started from."""
+    return feature_stats(aggregated.spec, aggregated.updates, aggregated.contexts, aggregated.state.eval_batch_size)
+
+
+class Activations:
+    """``activations`` over one evaluated round: the distribution of each client's own model's last-hidden-layer
+    values on its test set (LG-Mix Fig. 2(b))."""
+
+    def __init__(self, run: RunState):
+        self.summaries: list[dict[str, Any]] = []
+
+    def add(self, seen: Evaluated) -> None:
+        self.summaries.append(activation_summary(seen.model, seen.test_x, seen.test_batch_size))
+
+    def value(self) -> ActivationsValue:
+        return activations(self.summaries)
 
 
 __all__ = [
     "FEATURE_SAMPLE",
+    "Activations",
     "QUANTILES",
     "QUANTITIES",
     "SAMPLE_STREAM",
     "SPLITS",
     "activation_summary",
     "activations",
-    "check_feature_diagnostics",
     "class_vectors",
     "feature_stats",
+    "feature_stats_of",
     "features_and_logits",
     "sample_indices",
 ]

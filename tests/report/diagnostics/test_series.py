@@ -15,7 +15,7 @@ from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
-from fedbench.report.diagnostic_series import diagnostic_runs, diagnostic_table, figure_and_line
+from fedbench.report.diagnostics.series import diagnostic_runs, diagnostic_table, figure_and_line
 
 RECIPE = """
 paper = "testpaper"

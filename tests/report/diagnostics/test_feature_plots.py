@@ -1,6 +1,6 @@
-"""The drawers of the feature diagnostics (``fedbench.report.feature_plots``): FedDr+ Figs. 2–5 one panel each, the
-methods overlaid with observed classes solid and unobserved dashed, each point the mean over seeds of the stored
-mean over the sampled clients; LG-Mix Fig. 2(b) one box per client and method from the stored quantiles."""
+"""The drawers of the feature diagnostics (``fedbench.report.diagnostics.feature_plots``): FedDr+ Figs. 2–5 one panel
+each, the methods overlaid with observed classes solid and unobserved dashed, each point the mean over seeds of the
+stored mean over the sampled clients; LG-Mix Fig. 2(b) one box per client and method from the stored quantiles."""
 
 from __future__ import annotations
 
@@ -16,16 +16,15 @@ from conftest import ListSink
 from fedbench.engine import EngineOptions, run
 from fedbench.execution.contract import contract_spec
 from fedbench.recipes.views import TableView
-from fedbench.report.diagnostic_series import RunDiagnostics
-from fedbench.report.feature_plots import (
-    FEATURE_DRAWERS,
+from fedbench.report.diagnostics.drawers import DRAWERS
+from fedbench.report.diagnostics.feature_plots import (
     FEATURE_PANELS,
     activation_boxes,
     draw_activations,
     draw_feature_stats,
     method_label,
 )
-from fedbench.vocab.diagnostics import DIAGNOSTICS
+from fedbench.report.diagnostics.series import RunDiagnostics
 
 QUANTITIES = ("alignment", "alignment_gap", "accuracy", "accuracy_gap", "distance", "angle", "norm", "norm_gap")
 
@@ -56,10 +55,6 @@ def feature_runs() -> list[RunDiagnostics]:
 def lines(fig: Figure) -> dict[str, tuple[list, list]]:
     (ax,) = fig.axes
     return {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
-
-
-def test_every_diagnostic_drawn_here_is_in_the_catalogue():
-    assert set(FEATURE_DRAWERS) == {"feature_stats", "activations"} and set(FEATURE_DRAWERS) <= set(DIAGNOSTICS)
 
 
 def test_a_view_declaring_no_panel_draws_every_panel_of_figs_2_to_5():
@@ -169,17 +164,17 @@ def test_the_drawers_draw_what_a_run_records(tmp_path):
         name: [RunDiagnostics({"algorithm": "FedAvg"}, 0, {r.round: r.diagnostics[name] for r in sink.records})]
         for name in ("feature_stats", "activations")
     }
-    drawn = dict(FEATURE_DRAWERS["feature_stats"](view("feature_stats"), runs["feature_stats"]))
+    drawn = dict(DRAWERS["feature_stats"](view("feature_stats"), runs["feature_stats"]))
     stored = [r.diagnostics["feature_stats"]["mean"]["observed"]["norm_gap"] for r in sink.records]
     assert lines(drawn["fig4c_norm_gap"])["FedAvg (O)"][1] == pytest.approx(stored)
-    ((_, fig),) = FEATURE_DRAWERS["activations"](view("activations"), runs["activations"])
+    ((_, fig),) = DRAWERS["activations"](view("activations"), runs["activations"])
     assert len(fig.axes[0].get_xticklabels()) == spec.num_clients
 
 
 def test_a_single_diagnosed_round_is_drawn_on_a_window_of_whole_rounds():
     from matplotlib.figure import Figure
 
-    from fedbench.report.feature_plots import round_axis
+    from fedbench.report.diagnostics.feature_plots import round_axis
 
     ax = Figure().add_subplot()
     ax.plot([2], [0.5], ".")
@@ -226,7 +221,7 @@ def test_each_panel_says_its_quantity_and_unit_on_its_axis_and_title():
 
 
 def test_a_window_of_two_rounds_or_more_is_left_as_matplotlib_set_it():
-    from fedbench.report.feature_plots import round_axis
+    from fedbench.report.diagnostics.feature_plots import round_axis
 
     ax = Figure().add_subplot()
     ax.plot([1, 2], [0.0, 1.0])

@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fedbench.report.diagnostic_series import Drawer, RunDiagnostics
+from fedbench.report.diagnostics.series import RunDiagnostics
 from fedbench.vocab.metrics import to_percent
 
 if TYPE_CHECKING:
@@ -206,10 +206,7 @@ def draw_activations(view: TableView, runs: list[RunDiagnostics]) -> list[tuple[
     return [(ACTIVATIONS_STEM, fig)]
 
 
-FEATURE_DRAWERS: dict[str, Drawer] = {"feature_stats": draw_feature_stats, "activations": draw_activations}
-
 __all__ = [
-    "FEATURE_DRAWERS",
     "FEATURE_PANELS",
     "activation_boxes",
     "draw_activations",
