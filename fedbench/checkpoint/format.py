@@ -7,7 +7,7 @@ Format (version 2, docs/security.md): a file in safetensors' layout. Its tensors
 header metadata holds the format name and version, the spec hash, the round and the rest of the payload as JSON
 (dicts, lists, tuples, str, int, float, bool, None; tensors referred to by key). Loading parses JSON and reads
 raw tensor bytes: nothing is unpickled, so a file planted on shared checkpoint storage cannot execute anything.
-Version 1 was ``torch.save``'s pickle (fedbench ≤ 0.2); such a file is refused like any other foreign file.
+Format version 1 was ``torch.save``'s pickle; such a file is refused like any other foreign file.
 
 A checkpoint is bound to its run: it names the spec hash, and the sha256 of its bytes is recorded (by the
 caller's ``CheckpointLedger``: the registry) when it is written. ``read_checkpoint`` refuses a file that is not
