@@ -98,8 +98,9 @@ mutation-ci: $(DEV_STAMP)
 	$(BIN)/python tools/mutation.py --changed-since-record --max-mutants $(CI_MUTANTS) $(MODULES)
 
 JOBS ?= 2
-# Papers with recipes; `make reproduce-all` runs every recipe and writes each paper's report.
-PAPERS := quickstart fedtrip fedtr fedimpro lgmix feddrplus
+# Papers with recipes (and `bench`, the benchmark set-ups: recipes/bench_*.toml); `make reproduce-all` runs every
+# recipe and writes each one's report.
+PAPERS := quickstart fedtrip fedtr fedimpro lgmix feddrplus bench
 
 reproduce-all: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/*.toml --jobs $(JOBS)
