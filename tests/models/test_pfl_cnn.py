@@ -73,9 +73,7 @@ def test_weights_are_xavier_uniform_and_biases_pytorch_default():
     # PyTorch's default bound differs from Xavier's for every layer here, so the test tells the two apart
     for layer in layers:
         fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(layer.weight)
-        assert abs(1 / math.sqrt(fan_in) - math.sqrt(6 / (fan_in + fan_out))) > 0.01 * math.sqrt(
-            6 / (fan_in + fan_out)
-        )
+        assert abs(1 / math.sqrt(fan_in) - math.sqrt(6 / (fan_in + fan_out))) > 0.01 * math.sqrt(6 / (fan_in + fan_out))
 
 
 def test_dropout_acts_in_training_only():
