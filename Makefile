@@ -60,7 +60,7 @@ benchmark: $(INSTALL_STAMP)
 # beyond a GPU machine's PyTorch stack (tools/gpu-requirements.txt, pinned) and a pip to install them ($(GPU_PIP)), into
 # $(GPU_WHEELS) (git-ignored, ~12 MB: it travels with the working tree). `gpu-check` runs tools/gpu_check.py:
 # installs them when fedbench's imports fail, checks and measures the CUDA paths, writes $(GPU_OUT)/gpu_check.json;
-# `make gpu-check DEVICE=cpu QUICK=1` rehearses it on the CPU in about 2 minutes.
+# `make gpu-check DEVICE=cpu QUICK=1` rehearses it on the CPU in about 2–3 minutes.
 GPU_WHEELS ?= .gpu-wheels
 GPU_PIP := pip==26.3
 GPU_OUT ?= reports/gpu-check
@@ -98,8 +98,9 @@ mutation-ci: $(DEV_STAMP)
 	$(BIN)/python tools/mutation.py --changed-since-record --max-mutants $(CI_MUTANTS) $(MODULES)
 
 JOBS ?= 2
-# Papers with recipes; `make reproduce-all` runs every recipe and writes each paper's report.
-PAPERS := quickstart fedtrip fedtr fedimpro lgmix feddrplus
+# Papers with recipes (and `bench`, the benchmark set-ups: recipes/bench_*.toml); `make reproduce-all` runs every
+# recipe and writes each one's report.
+PAPERS := quickstart fedtrip fedtr fedimpro lgmix feddrplus bench
 
 reproduce-all: $(INSTALL_STAMP)
 	$(BIN)/fedbench run recipes/*.toml --jobs $(JOBS)

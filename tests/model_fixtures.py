@@ -197,6 +197,8 @@ EXPECTED_PARAMS = {
     "resnet18_femnist": resnet(conv(1, 64, 3, False), basic_block, [2, 2, 2, 2], 1, 62),
     # FedImpro spec §2.6: "≈23.7M" for CIFAR-100 (matches: 23,705,252).
     "resnet50": resnet(conv(3, 64, 3, False), bottleneck, [3, 4, 6, 3], 4, 100),
+    # pfl-research simple_cnn: 896 + 18,496 + 1,605,760 + 1,290 = 1,626,442.
+    "pfl_cnn": conv(3, 32, 3) + conv(32, 64, 3) + linear(14 * 14 * 64, 128) + linear(128, 10),
     "vgg9": (
         conv(3, 32, 3)
         + conv(32, 64, 3)

@@ -149,6 +149,17 @@ def test_model_card_errors():
         model_card("lenet5", input_shape="big")
 
 
+def test_the_pfl_benchmark_cnn_is_counted_by_its_layers():
+    """pfl-research's simple_cnn at 32×32×3: 2 FLOPs per multiply-accumulate of each conv (output positions ×
+    output channels × kernel taps × input channels) and linear layer."""
+    card = model_card("pfl_cnn")
+    conv1 = 30 * 30 * 32 * (3 * 3 * 3)
+    conv2 = 28 * 28 * 64 * (3 * 3 * 32)
+    assert card["flops_forward"] == 2 * (conv1 + conv2 + 12_544 * 128 + 128 * 10) == 33_670_400
+    assert card["params"] == 1_626_442 and card["head_params"] == 128 * 10 + 10
+    assert card["update_bytes"] == 4 * 1_626_442
+
+
 def test_model_cards_cover_every_model():
     cards = model_cards()
     assert [c["name"] for c in cards] == MODELS.names()

@@ -11,7 +11,7 @@ with the pip wheel carried there, ``--no-index`` (a few seconds); fedbench itsel
 ``PYTHONPATH``), so a fix made on the GPU machine takes effect without building anything. docs/gpu.md has the
 command a GPU session runs.
 
-Then the parts, each in a process of its own with its own time limit, all of them within ``--total`` (7 minutes;
+Then the parts, each in a process of its own with its own time limit, all of them within ``--total`` (470 s;
 the install is not counted). A part that fails or runs over its limit is recorded with its error and what it had
 measured, and the next part starts. Each prints its progress (prefixed by its name):
 
@@ -26,6 +26,11 @@ measured, and the next part starts. Each prints its progress (prefixed by its na
 - ``table4_block``: FedTrip Table IV's MNIST/FMNIST block (6 methods × 4 cases × 10 seeds = 240 runs) on stand-in
   data of MNIST's shape and size (class templates plus noise, written as IDX files), one seed (24 runs, a tenth
   of the block) after another until the limit: the slices' wall time and the whole block's, extrapolated.
+- ``pfl_slice``: a slice of ``recipes/bench_pfl_cifar10.toml``, pfl-research's CIFAR-10 benchmark (1,000 users of
+  50 images, 50 per round, E = 1, batch 10, its CNN; 1,500 rounds, evaluation every 10), on CIFAR-shaped stand-in
+  data of CIFAR-10's size: a few rounds sequential and packed in this process, and N worker processes at once (2,
+  4; 2 with ``--quick``, at the smoke scale's 40 users of 5 per round); each extrapolated to the benchmark as
+  seconds per round × 1,500 + one evaluation's seconds × 150.
 - ``plan``: ``fedbench plan --device DEVICE`` of the same runs next to the measured times.
 - ``memory``: the quickstart runs in this process: peak memory as recorded in each run's provenance next to
   ``torch.cuda.max_memory_allocated`` read by the check after the run.
@@ -34,7 +39,7 @@ measured, and the next part starts. Each prints its progress (prefixed by its na
 Written to FOLDER: ``gpu_check.json`` (after every part), ``gpu_check.txt`` (the summary, also printed),
 ``logs/PART.log`` (each part's output) and ``work/PART/`` (its registries and stand-in data, emptied when the part
 starts). ``--device cpu --quick`` runs
-every part on the CPU at tiny sizes, a rehearsal of the whole check in about 2 minutes; figures only a GPU has are
+every part on the CPU at tiny sizes, a rehearsal of the whole check in about 2–3 minutes; figures only a GPU has are
 recorded as not applicable.
 """
 
@@ -64,8 +69,8 @@ WHEELS = ROOT / ".gpu-wheels"
 SITE = ROOT / ".gpu-site"
 RESULT = "gpu_check.json"
 SUMMARY = "gpu_check.txt"
-TOTAL_SECONDS = 420.0  # the check's 7 minutes, install not counted
-QUICK_TOTAL_SECONDS = 495.0
+TOTAL_SECONDS = 470.0  # the check's 8 minutes at most (7 min 50 s), install not counted
+QUICK_TOTAL_SECONDS = 585.0
 NOT_APPLICABLE = "not applicable on a CPU"
 # Whether the carried wheels must be installed: fedbench's own dependencies that a GPU machine may lack (the PyTorch
 # stack it has is not probed: importing torch takes seconds, and no carried wheel could replace it).
@@ -75,6 +80,10 @@ TABLE4 = ROOT / "recipes" / "fedtrip_table4.toml"
 TABLE4_CASES = ("MLP MNIST-87%", "MLP FMNIST-75%", "CNN MNIST-90%", "CNN FMNIST-75%")  # the MNIST/FMNIST block
 TABLE4_SEEDS = 10
 QUICKSTART = ROOT / "recipes" / "quickstart.toml"
+PFL_RECIPE = ROOT / "recipes" / "bench_pfl_cifar10.toml"
+PFL_ROUNDS = 1500  # pfl-research's CIFAR-10 benchmark: 1,500 rounds, the test set evaluated every 10
+PFL_EVALUATIONS = 150
+PFL_STAND_IN = "pfl_cifar10_size"
 # The tests about CUDA: those named so in the packages that train on a device (folders rather than files: a test file
 # may be renamed or split; they import nothing a GPU machine lacks).
 CUDA_TESTS = ("tests/engine", "tests/execution")
@@ -835,17 +844,197 @@ def part_memory(ctx: Context) -> None:
     )
 
 
+class _RoundTimes:
+    """A run sink that keeps each round's record (the engine's ``RunSink``), for the rounds' wall seconds."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def log_round(self, record: Any) -> None:
+        self.records.append(record)
+
+    def truncate(self, after_round: int) -> None:
+        del self.records[after_round:]
+
+
+def pfl_stand_in(quick: bool) -> None:
+    """Register CIFAR-shaped stand-in data (uniform noise: the timing does not depend on the pixels) of CIFAR-10's
+    size, 50,000 training and 10,000 test images; 2,000 and 500 with ``--quick``, the smoke scale's synthetic size."""
+    import numpy as np
+
+    from fedbench.data import register_dataset
+    from fedbench.data.base import DatasetArrays, DatasetMeta
+
+    train, test = (2000, 500) if quick else (50_000, 10_000)
+    meta = DatasetMeta(PFL_STAND_IN, 10, (3, 32, 32), (0.5,) * 3, (0.5,) * 3)
+    rng = np.random.default_rng(0)
+    arrays = DatasetArrays(
+        meta=meta,
+        train_x=rng.integers(0, 256, (train, 3, 32, 32), dtype=np.uint8),
+        train_y=rng.integers(0, 10, train),
+        test_x=rng.integers(0, 256, (test, 3, 32, 32), dtype=np.uint8),
+        test_y=rng.integers(0, 10, test),
+    )
+    register_dataset(meta)(lambda root, **params: arrays)
+
+
+def pfl_slice_spec(quick: bool, rounds: int) -> Any:
+    """The benchmark recipe's run (its full scale; with ``quick`` its smoke scale's users and cohort) on the
+    stand-in data, ``rounds`` rounds, the test set evaluated after the last one only."""
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
+    from fedbench.spec import RunSpec
+
+    (planned,) = expand(load_recipe(PFL_RECIPE), scale="smoke" if quick else "full")
+    fields = planned.spec.model_dump()
+    fields.update(dataset=PFL_STAND_IN, dataset_params={}, rounds=rounds, eval_every=rounds)
+    return RunSpec(**fields)
+
+
+def pfl_extrapolation(seconds_per_round: float, evaluation_seconds: float) -> float:
+    """The benchmark's wall time from a slice: 1,500 training rounds and 150 evaluations of the test set."""
+    return seconds_per_round * PFL_ROUNDS + evaluation_seconds * PFL_EVALUATIONS
+
+
+def round_timing(walls: list[float]) -> dict[str, float]:
+    """A slice's rounds' wall seconds, the last of which also evaluated the test set: a training round's (median of
+    the rounds between the first, which warms up, and the last) and one evaluation's (the last round's excess)."""
+    training = sorted(walls[1:-1] or walls[:1])
+    middle = len(training) // 2
+    per_round = training[middle] if len(training) % 2 else (training[middle - 1] + training[middle]) / 2
+    return {"seconds_per_round": per_round, "evaluation_seconds": max(0.0, walls[-1] - per_round)}
+
+
+def time_pfl_slice(spec: Any, device: str, packing: str) -> dict[str, Any]:
+    """One run of ``spec`` with the executor ``packing``: its rounds' wall seconds, the executor it used, the
+    timing and the extrapolation."""
+    from fedbench.engine import EngineOptions, run
+
+    sink = _RoundTimes()
+    result = run(spec, sink, EngineOptions(device=device, packing=packing))
+    walls = [record.wall_seconds for record in sink.records]
+    timing = round_timing(walls)
+    return {
+        "executor": result.settings["packing"]["executor"],
+        "executor_reason": result.settings["packing"]["reason"],
+        "round_wall_seconds": walls,
+        **timing,
+        "benchmark_seconds_extrapolated": pfl_extrapolation(timing["seconds_per_round"], timing["evaluation_seconds"]),
+    }
+
+
+def _pfl_worker(index: int, device: str, quick: bool, rounds: int, ready: Any, results: Any) -> None:
+    """One of N worker processes on the device: builds its data (and CUDA context), waits for the others, trains
+    one sequential run of the slice (seed ``index``), puts its round timing on ``results``."""
+    import torch
+
+    torch.set_num_threads(1)
+    pfl_stand_in(quick)
+    if device.startswith("cuda"):
+        torch.zeros(1, device=device)  # the CUDA context, before the clock starts
+    spec = pfl_slice_spec(quick, rounds).model_copy(update={"seed": index})
+    ready.wait()
+    results.put(time_pfl_slice(spec, device, "sequential"))
+
+
+def pfl_workers(device: str, quick: bool, rounds: int, count: int, timeout: float) -> dict[str, Any]:
+    """``count`` processes training one run each at the same time: each run's seconds per round, the device's
+    run-rounds per second, each run's 1,500 rounds extrapolated (they run together) and that over ``count``."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be used in forked processes
+    ready, results = context.Barrier(count), context.Queue()
+    processes = [
+        context.Process(target=_pfl_worker, args=(i, device, quick, rounds, ready, results)) for i in range(count)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        timings = [results.get(timeout=max(timeout, 1.0)) for _ in processes]
+    finally:
+        for process in processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    per_round = [t["seconds_per_round"] for t in timings]
+    each = max(t["benchmark_seconds_extrapolated"] for t in timings)
+    return {
+        "workers": count,
+        "seconds_per_round": per_round,
+        "run_rounds_per_second": sum(1.0 / s for s in per_round),
+        "benchmark_seconds_extrapolated": each,
+        "benchmark_seconds_per_run_amortised": each / count,
+    }
+
+
+def part_pfl_slice(ctx: Context) -> None:
+    rounds = 3 if ctx.quick else 6  # the first warms up, the last evaluates
+    ctx.record["setup"] = (
+        "pfl-research CIFAR-10 benchmark (recipes/bench_pfl_cifar10.toml): FedAvg, pfl_cnn, "
+        + (
+            "the smoke scale's 40 users × 50 images, 5 per round"
+            if ctx.quick
+            else "1,000 users × 50 images, 50 per round"
+        )
+        + f", E = 1, batch 10, SGD lr 0.1; {PFL_ROUNDS} rounds, evaluation every 10; pfl-research's own figure:"
+        " one A100-40GB with 10 CPUs"
+    )
+    ctx.record["extrapolation"] = (
+        f"seconds per round × {PFL_ROUNDS} + one evaluation's seconds × {PFL_EVALUATIONS}; a round's seconds: the"
+        f" median of a {rounds}-round slice's rounds but the first (warm-up) and the last (which evaluates the test"
+        " set: its excess over a round is the evaluation's)"
+    )
+    import torch
+
+    if not ctx.cuda:
+        torch.set_num_threads(1)  # as each worker process: the in-process and the worker figures compare
+    pfl_stand_in(ctx.quick)
+    spec = pfl_slice_spec(ctx.quick, rounds)
+    figures: dict[str, Any] = {"scale": "smoke" if ctx.quick else "full", "slice_rounds": rounds}
+    for packing in ("sequential", "packed"):
+        timing = time_pfl_slice(spec, ctx.device, packing)
+        ctx.record[packing] = timing
+        if packing == "packed":
+            # the benchmark's CNN has dropout, which the packed step does not reproduce: a request for it falls
+            # back to the sequential path, and says why; its timing is then the sequential one again
+            figures.update(packed_executor=timing["executor"], packed_reason=timing["executor_reason"])
+        figures.update(
+            {
+                f"{packing}_seconds_per_round": timing["seconds_per_round"],
+                f"{packing}_evaluation_seconds": timing["evaluation_seconds"],
+                f"{packing}_benchmark_seconds_extrapolated": timing["benchmark_seconds_extrapolated"],
+            }
+        )
+        ctx.record.figures(**figures)
+    rows = []
+    for count in (2,) if ctx.quick else (2, 4):
+        if ctx.left() < 10:
+            break
+        rows.append(pfl_workers(ctx.device, ctx.quick, rounds, count, ctx.left() - 5))
+        ctx.record["workers"] = rows
+        row = rows[-1]
+        figures.update(
+            {
+                f"workers_{count}_seconds_per_round": max(row["seconds_per_round"]),
+                f"workers_{count}_benchmark_seconds_extrapolated": row["benchmark_seconds_extrapolated"],
+                f"workers_{count}_seconds_per_run_amortised": row["benchmark_seconds_per_run_amortised"],
+            }
+        )
+        ctx.record.figures(**figures)
+
+
 PART_FUNCTIONS: dict[str, Callable[[Context], None]] = {
     "environment": part_environment,
     "cuda_tests": part_cuda_tests,
     "determinism": part_determinism,
     "throughput": part_throughput,
     "table4_block": part_table4_block,
+    "pfl_slice": part_pfl_slice,
     "plan": part_plan,
     "memory": part_memory,
     "compile": part_compile,
 }
-# Time limits in seconds, in the order the parts run: on a GPU (420 in all), and with --quick, where they are only a
+# Time limits in seconds, in the order the parts run: on a GPU (470 in all), and with --quick, where they are only a
 # safety net (an idle 2-core machine needs about a fifth of each; one shared with other jobs, several times that).
 # The compile part comes last: torch.compile's first compilation is the least predictable step.
 LIMITS = {
@@ -854,6 +1043,7 @@ LIMITS = {
     "determinism": (50, 90),
     "throughput": (70, 90),
     "table4_block": (110, 60),  # on a GPU: the data, then one or two slices of 24 runs of 100 rounds
+    "pfl_slice": (50, 60),  # on a GPU: CIFAR-10-sized data, two 6-round runs in this process, 2 then 4 workers
     "plan": (30, 60),
     "memory": (25, 45),
     "compile": (60, 60),
@@ -886,7 +1076,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--limit", action="append", default=[], metavar="PART=SECONDS", help="a part's time limit (repeatable)"
     )
-    parser.add_argument("--total", type=float, default=None, help="seconds for all parts [420; 495 with --quick]")
+    parser.add_argument("--total", type=float, default=None, help="seconds for all parts [470; 585 with --quick]")
     parser.add_argument("--wheels", type=Path, default=WHEELS, help="the carried wheel folder (make gpu-wheels)")
     parser.add_argument("--site", type=Path, default=SITE, help="where the carried wheels are installed")
     parser.add_argument("--part", choices=sorted(PART_FUNCTIONS), help=argparse.SUPPRESS)

@@ -45,7 +45,7 @@ _method(
     "fedavg",
     "FedAvg",
     p.NoParams,
-    papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix"),
+    papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix", "bench"),
     finetune_losses={"ce": {}},
 )
 _method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))

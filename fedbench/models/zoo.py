@@ -221,6 +221,21 @@ def mobilenet(
 
 
 @register_model(
+    "pfl_cnn",
+    papers=("bench",),
+    input_shape=(3, 32, 32),
+    num_classes=10,
+    description="pfl-research's CIFAR-10 benchmark CNN (simple_cnn): 2 conv (32, 64), max-pool, FC 128, "
+    "dropout 0.25/0.5, Xavier-uniform weights",
+    feature="128-d, FC 12544→128 after ReLU (and dropout in train mode)",
+)
+def pfl_cnn(num_classes: int, input_shape: tuple[int, ...]) -> FedModel:
+    from fedbench.models.pfl_cnn import PflSimpleCNN  # local: keeps torch out of compiling recipes
+
+    return PflSimpleCNN(num_classes, input_shape)
+
+
+@register_model(
     "resnet18",
     papers=("fedimpro",),
     input_shape=(3, 32, 32),

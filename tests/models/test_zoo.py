@@ -40,6 +40,7 @@ def test_known_totals():
     assert EXPECTED_PARAMS["pamap2_net"] == 99_466
     assert EXPECTED_PARAMS["mlp"] == 79_510
     assert EXPECTED_PARAMS["fedtrip_cnn"] == 61_706
+    assert EXPECTED_PARAMS["pfl_cnn"] == 1_626_442
     assert EXPECTED_PARAMS["alexnet_cifar"] == 2_729_290
     assert EXPECTED_PARAMS["resnet18_imagenet"] == 11_689_512 - linear(512, 1000) + linear(512, 10)
     assert EXPECTED_PARAMS["densenet121"] == 7_978_856 - linear(1024, 1000) + linear(1024, 2)
@@ -116,6 +117,7 @@ def test_head_body_batchnorm_names_partition(name):
         ("vgg9", 0),
         ("mlp", 0),
         ("alexnet_cifar", 0),
+        ("pfl_cnn", 0),
         ("unet", 18),
     ],
 )
@@ -170,8 +172,9 @@ TRAINED_ON = {
     "unet": ("retinal", {"image_size": 256}),
     "vgg11": ("cifar10", {}),
     "vgg9": ("cifar10", {}),
+    "pfl_cnn": ("cifar10", {}),
 }
-PAPERS = {"quickstart", "fedtrip", "fedtr", "fedimpro", "lgmix", "feddrplus"}  # the Makefile's PAPERS
+PAPERS = {"quickstart", "fedtrip", "fedtr", "fedimpro", "lgmix", "feddrplus", "bench"}  # the Makefile's PAPERS
 
 
 @pytest.mark.parametrize("name", NAMES)

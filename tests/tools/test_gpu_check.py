@@ -191,6 +191,62 @@ def test_mnist_shaped_stand_ins_load_through_fedbench_loaders(tmp_path):
     assert not np.array_equal(mnist.train_x, fmnist.train_x)  # two data sets, not one written twice
 
 
+@pytest.fixture
+def pfl_stand_in():
+    """The pfl slice's stand-in data registered (quick size), and forgotten after the test."""
+    from fedbench.data._registry import DATASETS
+
+    state = DATASETS.state()
+    gpu_check.pfl_stand_in(quick=True)
+    yield
+    DATASETS.restore(state)
+
+
+def test_the_pfl_slice_is_the_benchmark_recipe_on_cifar_shaped_stand_in_data(pfl_stand_in):
+    """Full scale: pfl-research's CIFAR-10 benchmark (1,000 users, 50 per round, E = 1, batch 10, SGD lr 0.1 without
+    momentum, FedAvg, its CNN); the slice changes only the data set, the rounds and when it evaluates."""
+    from fedbench.data import dataset_meta, load_dataset
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
+
+    full = gpu_check.pfl_slice_spec(quick=False, rounds=6)
+    assert (full.algorithm, full.model, full.partition) == ("fedavg", "pfl_cnn", "iid")
+    assert (full.num_clients, full.clients_per_round, full.local_epochs, full.batch_size) == (1000, 50, 1, 10)
+    assert (full.optimizer.name, full.optimizer.lr, full.optimizer.momentum) == ("sgd", 0.1, 0.0)
+    assert (full.dataset, full.rounds, full.eval_every) == (gpu_check.PFL_STAND_IN, 6, 6)
+    (recipe_run,) = expand(load_recipe(gpu_check.PFL_RECIPE))
+    assert (recipe_run.spec.rounds, recipe_run.spec.eval_every, recipe_run.spec.dataset) == (1500, 10, "cifar10")
+    changed = {k for k, v in full.model_dump().items() if v != recipe_run.spec.model_dump()[k]}
+    assert changed == {"dataset", "dataset_params", "rounds", "eval_every"}  # the stand-in takes no parameters
+    assert gpu_check.PFL_ROUNDS == 1500 and gpu_check.PFL_EVALUATIONS == 1500 // 10
+    quick = gpu_check.pfl_slice_spec(quick=True, rounds=3)
+    assert (quick.num_clients, quick.clients_per_round) == (40, 5)  # the smoke scale's, 50 images each
+    meta = dataset_meta(gpu_check.PFL_STAND_IN)
+    assert meta.input_shape == (3, 32, 32) and meta.num_classes == 10
+    arrays = load_dataset(gpu_check.PFL_STAND_IN)
+    assert arrays.train_x.shape == (2000, 3, 32, 32) and len(arrays.train_x) == 40 * 50
+
+
+def test_the_pfl_extrapolation_is_rounds_times_a_round_plus_the_evaluations():
+    assert gpu_check.pfl_extrapolation(0.5, 2.0) == 0.5 * 1500 + 2.0 * 150
+    # the first round warms up, the last also evaluates: a round is the median of those between, an evaluation
+    # the last round's excess over it
+    assert gpu_check.round_timing([9.0, 1.0, 3.0, 2.0, 5.5]) == {"seconds_per_round": 2.0, "evaluation_seconds": 3.5}
+    assert gpu_check.round_timing([9.0, 1.0, 3.0, 5.0]) == {"seconds_per_round": 2.0, "evaluation_seconds": 3.0}
+    assert gpu_check.round_timing([4.0, 1.0]) == {"seconds_per_round": 4.0, "evaluation_seconds": 0.0}
+
+
+def test_a_pfl_slice_trains_and_says_which_executor_it_used(pfl_stand_in):
+    spec = gpu_check.pfl_slice_spec(quick=True, rounds=2).model_copy(update={"clients_per_round": 2})
+    timing = gpu_check.time_pfl_slice(spec, "cpu", "packed")
+    assert len(timing["round_wall_seconds"]) == 2 and timing["seconds_per_round"] > 0
+    # the benchmark's CNN has dropout: the packed request falls back to the sequential path, with the reason
+    assert timing["executor"] == "sequential" and "dropout" in timing["executor_reason"]
+    assert timing["benchmark_seconds_extrapolated"] == gpu_check.pfl_extrapolation(
+        timing["seconds_per_round"], timing["evaluation_seconds"]
+    )
+
+
 def test_install_only_when_the_imports_fail(tmp_path, monkeypatch):
     assert gpu_check.install(sys.executable, tmp_path / "wheels", tmp_path / "site")["status"] == "not needed"
     monkeypatch.setattr(gpu_check, "DEPENDENCIES_PROBE", "import fedbench_no_such_module")
@@ -247,6 +303,9 @@ def test_the_quick_check_runs_every_part_end_to_end_on_the_cpu(tmp_path):
     assert figures["throughput"]["packed_executor"] == "packed"
     # a whole slice, or on a busy machine part of one: either way some rounds and an extrapolation
     assert figures["table4_block"]["rounds_done"] > 0 and figures["table4_block"]["block_seconds_extrapolated"] > 0
+    pfl = figures["pfl_slice"]
+    assert pfl["scale"] == "smoke" and pfl["packed_executor"] == "sequential" and "dropout" in pfl["packed_reason"]
+    assert pfl["sequential_benchmark_seconds_extrapolated"] > 0 and pfl["workers_2_seconds_per_run_amortised"] > 0
     assert figures["plan"]["quickstart_planned_s"] > 0
     assert figures["memory"]["check_max_memory_allocated"] == gpu_check.NOT_APPLICABLE
     assert figures["compile"]["done"] is True
