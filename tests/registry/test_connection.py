@@ -619,3 +619,15 @@ def test_a_real_postgresql_registry_never_shows_or_stores_the_password(
             connection.execute(text(f"DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
             connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
         server.dispose()
+
+
+def test_a_read_only_registry_of_a_plain_url_cannot_write_even_past_its_pragmas(tmp_path):
+    """Opened read-only, a SQLite registry given by a plain URL is connected through SQLite's read-only URI: the
+    connection itself refuses writes, not only the ``query_only`` pragma a statement could turn off."""
+    database = tmp_path / "fedbench.db"
+    Registry(f"sqlite:///{database}").ensure_runs([entry(1)])
+    reader = Registry(f"sqlite:///{database}", read_only=True)
+    with reader.engine.connect() as conn:
+        conn.execute(text("PRAGMA query_only = 0"))
+        with pytest.raises(OperationalError, match="readonly"):
+            conn.execute(text("UPDATE runs SET status = 'done'"))
