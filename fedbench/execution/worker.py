@@ -194,7 +194,11 @@ def execute_one(
         emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=registry.scrub(f"{type(exc).__name__}: {exc}")))
         return RunStatus.FAILED
     info = {**provenance(device, **plugins, **result.settings), "data": result.info, PEAK_MEMORY: memory.result()}
-    curve = metric_curve(registry.curve(run_id), SUMMARY_METRIC)
+    rows = registry.curve(run_id)
+    curve = metric_curve(rows, SUMMARY_METRIC)
+    # A resumed run's wall time also counts its earlier sessions: the rounds it kept from them, as they were timed.
+    resumed_from = int(result.info.get("resumed_from") or 0)
+    earlier = sum(float(r.wall_seconds or 0.0) for r in rows if r.round <= resumed_from)
     try:
         sink.set_provenance(info)
         sink.finish(
@@ -202,7 +206,7 @@ def execute_one(
             summary=summarize(curve, planned.targets),
             error=result.message,
             diverged_round=result.diverged_round,
-            wall_seconds=time.perf_counter() - began,
+            wall_seconds=time.perf_counter() - began + earlier,
         )
     except ClaimLost as exc:  # the new owner's checkpoint is not this worker's to delete
         return taken_over(exc)

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import event
@@ -27,6 +28,7 @@ from typer.testing import CliRunner
 from fedbench.checkpoint import atomic
 from fedbench.checkpoint import format as checkpoint_module
 from fedbench.cli import app
+from fedbench.execution import worker
 from fedbench.registry import Registry, connection
 
 RECIPE = """
@@ -166,10 +168,17 @@ def test_a_checkpoint_write_that_fails_stops_the_run_keeps_the_previous_checkpoi
     # the failing round was logged before its checkpoint; it is redone on resume
     assert [r.round for r in Registry(url).curve(run.id)] == list(range(1, FAIL_AT + 1))
 
+    # the second session's own time stopped (a clock that never moves): its wall time is then the first session's
+    # kept rounds, as they were timed
+    monkeypatch.setattr(worker, "time", SimpleNamespace(perf_counter=lambda: 0.0))
     again = run_cli(recipe, url)
+    monkeypatch.undo()
     assert again.exit_code == 0, again.output
     assert "not used" not in again.output  # the checkpoint was accepted: resumed, not restarted
-    assert the_run(url).provenance["data"]["resumed_from"] == FAIL_AT - 1
+    resumed = the_run(url)
+    assert resumed.provenance["data"]["resumed_from"] == FAIL_AT - 1
+    kept = [r.wall_seconds for r in Registry(url).curve(resumed.id) if r.round <= FAIL_AT - 1]
+    assert resumed.wall_seconds == pytest.approx(sum(kept)) and sum(kept) > 0
     assert curve(url) == straight
 
 
