@@ -127,7 +127,7 @@ def child(name: str, memory_mib: int | None) -> dict:
 
     loop.save_checkpoint = timed(loop.save_checkpoint)
     try:  # the store of client-state files (absent from older fedbench versions)
-        from fedbench.algorithms.client_states import ClientStates
+        from fedbench.engine.client_states import ClientStates
 
         ClientStates.write_changed = timed(ClientStates.write_changed)
         ClientStates.commit = timed(ClientStates.commit)

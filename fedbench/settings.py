@@ -23,7 +23,7 @@ from fedbench.errors import ConfigError
 # summation order; segmentation caps it by pixels (``engine/evaluation.py``).
 EVAL_BATCH_SIZE = 1000
 # Bytes of per-client state (SCAFFOLD controls, personal models) a run keeps in memory; beyond it, states its last
-# checkpoint filed leave memory and are read back when needed (``algorithms/client_states.py``).
+# checkpoint filed leave memory and are read back when needed (``engine/client_states.py``).
 DEFAULT_MEMORY_BUDGET = 1 << 30
 
 

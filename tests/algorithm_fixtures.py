@@ -212,7 +212,7 @@ def fresh_server(model: nn.Module) -> ServerState:
 # client's state) against the values stored in fixtures/reference_runs.json. float64, because two float64 runs
 # on different CPU kernels agree to ~1e-12 (conftest.F64_ATOL), while any change of what a method computes moves
 # them far more. After a deliberate change of result (with its result revision), regenerate the stored values:
-#     FEDBENCH_WRITE_REFERENCE_RUNS=1 python -m pytest tests/engine/test_engine_contract.py tests/algorithms/test_lgmix.py -k reference
+#     FEDBENCH_WRITE_REFERENCE_RUNS=1 python -m pytest tests/engine/test_engine_contract.py tests/algorithms/methods/test_lgmix.py -k reference
 REFERENCE_RUNS = Path(__file__).resolve().parent / "fixtures" / "reference_runs.json"
 REFERENCE_TOLERANCE = {"rel": 1e-9, "abs": 1e-9}
 

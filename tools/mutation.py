@@ -50,6 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = (
     "fedbench/algorithms",
+    "fedbench/algorithms/methods",  # the built-in methods (fedbench/algorithms/<name>.py when recorded before the move)
     "fedbench/engine",
     "fedbench/execution/contract",  # the engine contract's checks (fedbench/engine/contract.py when it was recorded)
     "fedbench/engine/diagnostics",  # the producers of the per-round diagnostics

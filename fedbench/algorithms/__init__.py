@@ -1,6 +1,9 @@
-"""FL methods, one per file, declared by name below: the catalogue of built-in methods.
+"""FL methods, one per file in ``methods/``, declared by name below: the catalogue of built-in methods. Beside them,
+the API a method sees: ``base.py`` (``Algorithm``, which is FedAvg), ``context.py`` (a client's context and update),
+``params.py`` (every method's hyperparameters, no torch), ``functional.py``, ``losses.py`` and ``regularizers.py``
+(shared formulas), ``partial.py`` (personalised layer splits), ``fixed_classifier.py`` (ETF heads) and the registry.
 
-Each entry names the method, its class in ``fedbench/algorithms/<name>.py``, its hyperparameters (a class of
+Each entry names the method, its class in ``fedbench/algorithms/methods/<name>.py``, its hyperparameters (a class of
 ``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it),
 ``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
 it) and ``fedavg_setting`` (the ``algorithm_params``, and run ``setup`` where needed, with which the method is
@@ -10,6 +13,12 @@ which import no torch. A plug-in written outside the repository registers its cl
 ``@register_algorithm(name, papers=...)`` (``_registry.py``).
 """
 
+import importlib
+import sys
+import warnings
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
 from fedbench.algorithms import params as p
@@ -23,9 +32,12 @@ from fedbench.algorithms._registry import (
 )
 from fedbench.plugins import register_catalogue
 
+_BUILT_IN: set[str] = set()  # the modules of methods/, by name
+
 
 def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
-    ALGORITHMS.declare(name, f"fedbench.algorithms.{name}:{cls}", params=params, **info)
+    _BUILT_IN.add(name)
+    ALGORITHMS.declare(name, f"fedbench.algorithms.methods.{name}:{cls}", params=params, **info)
 
 
 # APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
@@ -111,6 +123,30 @@ _method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))
 register_catalogue(
     ALGORITHMS
 )  # every built-in declared: a plug-in that fails to load leaves them (plugins/registry.py)
+
+
+class _MovedMethod(MetaPathFinder, Loader):
+    """The built-in methods' modules lived at ``fedbench.algorithms.<name>`` before ``methods/``; a plug-in that
+    imports one from there (``from fedbench.algorithms.fedprox import FedProx``, to subclass it) still gets it, with a
+    ``DeprecationWarning`` naming the new path. It gets the very module of the new path, so its classes are the ones
+    the catalogue builds."""
+
+    def find_spec(self, fullname: str, path: Any, target: ModuleType | None = None) -> ModuleSpec | None:
+        package, _, name = fullname.rpartition(".")
+        if package != __name__ or name not in _BUILT_IN:
+            return None
+        return ModuleSpec(fullname, self)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        name = spec.name.rpartition(".")[2]
+        warnings.warn(f"{spec.name} moved: import it from {__name__}.methods.{name}", DeprecationWarning, stacklevel=2)
+        return importlib.import_module(f"{__name__}.methods.{name}")
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The module was executed under its new name."""
+
+
+sys.meta_path.append(_MovedMethod())
 
 __all__ = [
     "ALGORITHMS",

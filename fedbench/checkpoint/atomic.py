@@ -4,7 +4,7 @@ one is there once the call returned.
 Each file is written to a temporary file beside it, synced, then renamed over it (atomic on POSIX); its folder is
 synced once at the end. The sha256 of the bytes is computed while they are written, so that the caller can record
 it (the registry's ``CheckpointLedger``) before the new file replaces the old one. Checkpoints (``format.py``) and
-their client-state files (``algorithms/client_states.py``) are written through here.
+their client-state files (``engine/client_states.py``) are written through here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where a run's checkpoint lives: the one answer, for the workers, the engine, the registry and the mirror.
 
 A run's checkpoint is the file ``{spec_hash}.pt`` in the run's checkpoint folder, and its client-state files
-(``algorithms/client_states.py``) lie in the folder ``{spec_hash}.pt.clients`` beside it. The checkpoint folder is
+(``engine/client_states.py``) lie in the folder ``{spec_hash}.pt.clients`` beside it. The checkpoint folder is
 
 - ``--checkpoints FOLDER`` (a folder or ``file://`` URL, else ``$FEDBENCH_CHECKPOINTS``): storage every worker mounts
   (NFS, a cluster file system, a bucket mounted with s3fs/gcsfuse), so that a run whose worker died resumes on any

@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbench.algorithms.context import EVAL_BATCH_SIZE
 from fedbench.algorithms.losses import soft_dice_loss
+from fedbench.settings import EVAL_BATCH_SIZE
 
 # Segmentation outputs are per pixel: cap an evaluation batch at this many pixels (64 images of 256×256), so a
 # U-Net's activations for a full evaluation batch do not exhaust memory.

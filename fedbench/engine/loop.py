@@ -21,8 +21,7 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.client_states import ClientStateError, ClientStates
-from fedbench.algorithms.context import RunState, ServerState, SpareModels, load_weights
+from fedbench.algorithms.context import ServerState, SpareModels, load_weights
 from fedbench.algorithms.functional import flat_parameters
 from fedbench.checkpoint.format import (
     CheckpointLedger,
@@ -39,6 +38,7 @@ from fedbench.engine.accel import (
     prepare_model,
     set_precision,
 )
+from fedbench.engine.client_states import ClientStateError, ClientStates
 from fedbench.engine.diagnostics import check_diagnostics, round_diagnostics
 from fedbench.engine.diagnostics.base import Aggregated
 from fedbench.engine.diagnostics.divergence import layer_slices
@@ -46,6 +46,7 @@ from fedbench.engine.evaluation import evaluate
 from fedbench.engine.options import EngineOptions
 from fedbench.engine.packed import TrainingPath, choose_training_path
 from fedbench.engine.personal import check_finetune, finetune_evaluation, personal_evaluation, track_finetune_start
+from fedbench.engine.state import RunState
 from fedbench.errors import FedbenchError, RunDiverged, WriteFailed
 from fedbench.models import build_model
 from fedbench.seeding import derive_seed, numpy_rng

@@ -39,7 +39,7 @@ from fedbench.algorithms.context import ClientContext, ClientUpdate
 from fedbench.settings import Packing
 
 if TYPE_CHECKING:
-    from fedbench.algorithms.context import RunState
+    from fedbench.engine.state import RunState
     from fedbench.spec import RunSpec
 
 

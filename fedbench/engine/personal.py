@@ -28,12 +28,14 @@ from torch import nn
 from fedbench import metrics
 from fedbench.algorithms import build_algorithm, finetune_objective
 from fedbench.algorithms.base import only_trainable
-from fedbench.algorithms.context import EVAL_BATCH_SIZE, RunState, ServerState
+from fedbench.algorithms.context import ServerState
 from fedbench.engine.diagnostics import evaluation_collectors
 from fedbench.engine.diagnostics.base import Evaluated
 from fedbench.engine.evaluation import dice_scores, evaluate
 from fedbench.engine.evaluation import eval_batch_size as capped_batch_size
+from fedbench.engine.state import RunState
 from fedbench.models.base import FedModel
+from fedbench.settings import EVAL_BATCH_SIZE
 from fedbench.spec import RunSpec, ScheduleSpec
 
 

@@ -3,6 +3,9 @@ parameter gives, which method owns a fine-tuning loss, and which paper trains ea
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import pytest
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm, finetune_objective, validate_algorithm_params
@@ -117,3 +120,17 @@ def test_each_personalised_baseline_is_listed_under_the_papers_that_compare_it(n
     from fedbench.algorithms import ALGORITHMS
 
     assert set(ALGORITHMS.info(name)["papers"]) == papers
+
+
+def test_a_methods_old_import_path_gives_its_module_with_a_deprecation_warning(monkeypatch):
+    import fedbench.algorithms.methods.fedprox as moved
+
+    monkeypatch.delitem(sys.modules, "fedbench.algorithms.fedprox", raising=False)
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"^fedbench\.algorithms\.fedprox moved: import it from fedbench\.algorithms\.methods\.fedprox$",
+    ):
+        old = importlib.import_module("fedbench.algorithms.fedprox")
+    assert old is moved and old.FedProx is ALGORITHMS.get("fedprox")
+    with pytest.raises(ModuleNotFoundError):  # only the built-in methods' modules moved
+        importlib.import_module("fedbench.algorithms.nosuchmethod")

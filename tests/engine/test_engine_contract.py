@@ -119,7 +119,7 @@ def test_methods_on_the_phase_and_split_hooks_keep_their_reference_results(
     """FedRep's head/body phases and Per-FedAvg's meta-steps (``local_phases``) and FedFomo's validation split
     (``local_split``, a model without BatchNorm) give the curves, personal and fine-tuned figures and final
     states stored for them: results stored under their spec hashes stay valid when the methods are rewritten.
-    The rules themselves are checked by hand in tests/algorithms/test_fedrep.py, test_perfedavg.py and
+    The rules themselves are checked by hand in tests/algorithms/methods/test_fedrep.py, test_perfedavg.py and
     test_fedfomo.py."""
     records, checkpoint = train(tmp_path, algorithm, params, **overrides)
     check_reference_run(f"engine-contract/{request.node.callspec.id}", records, checkpoint)

@@ -23,7 +23,7 @@ from algorithm_fixtures import (
 )
 from conftest import F64_ATOL
 from fedbench.algorithms.context import ServerState
-from fedbench.algorithms.fedavg import FedAvg
+from fedbench.algorithms.methods.fedavg import FedAvg
 from fedbench.checkpoint.format import CheckpointRejected, load_checkpoint
 from fedbench.data.federated import prepare_data
 from fedbench.engine import EngineOptions, client_schedule, loop, packed, run

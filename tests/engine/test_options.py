@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from algorithm_fixtures import Sink, make_spec
-from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET
-from fedbench.algorithms.context import EVAL_BATCH_SIZE
 from fedbench.engine import EngineOptions, run
 from fedbench.engine.accel import Acceleration
-from fedbench.settings import Packing, Settings
+from fedbench.engine.client_states import DEFAULT_MEMORY_BUDGET
+from fedbench.settings import EVAL_BATCH_SIZE, Packing, Settings
 
 
 def test_the_defaults_train_on_the_cpu_with_the_default_settings_without_a_checkpoint():

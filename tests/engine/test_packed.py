@@ -24,12 +24,13 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm, functional
-from fedbench.algorithms.context import RunState, ServerState, SpareModels
+from fedbench.algorithms.context import ServerState, SpareModels
 from fedbench.data.federated import FederatedData
 from fedbench.data.store import TensorData
 from fedbench.engine import packed
 from fedbench.engine.accel import Acceleration
 from fedbench.engine.loop import init_model
+from fedbench.engine.state import RunState
 from fedbench.errors import ConfigError
 from fedbench.settings import Packing, Settings
 from tests.algorithm_fixtures import LinearModel, make_spec, train
@@ -138,7 +139,7 @@ def test_equality_test_detects_padding_counted_in_the_mean(float64, tmp_path, mo
 
 def test_equality_test_detects_a_client_state_not_read(float64, tmp_path, monkeypatch):
     """SCAFFOLD's c_i of a returning client enters its correction; leaving it out is caught."""
-    from fedbench.algorithms.scaffold import Scaffold
+    from fedbench.algorithms.methods.scaffold import Scaffold
 
     spec = _spec("scaffold")
     sequential = train(spec, tmp_path, "sequential.pt", packing="sequential")
@@ -190,7 +191,7 @@ def test_unpackable_runs_fall_back_with_a_reason(algorithm, params, overrides, r
 
 
 def test_a_subclass_does_not_inherit_the_packed_declaration():
-    from fedbench.algorithms.fedavg import FedAvg
+    from fedbench.algorithms.methods.fedavg import FedAvg
 
     class Changed(FedAvg):  # e.g. a method that overrides the local step
         def loss(self, ctx, x, y, logits):

@@ -29,14 +29,15 @@ from algorithm_fixtures import (
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm, validate_algorithm_params
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.context import RunState, SpareModels
-from fedbench.algorithms.dot_regression import dot_regression_loss
+from fedbench.algorithms.context import SpareModels
+from fedbench.algorithms.methods.dot_regression import dot_regression_loss
 from fedbench.algorithms.params import FEDDR_PLUS_PARAMS, NoParams
 from fedbench.cli import app
 from fedbench.data.federated import prepare_data
 from fedbench.data.store import TensorData
 from fedbench.engine import personal
 from fedbench.engine.loop import RoundRecord, init_model, run
+from fedbench.engine.state import RunState
 from fedbench.errors import ConfigError
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe

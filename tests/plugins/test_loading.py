@@ -104,7 +104,7 @@ BROKEN = {
     # registers a new name, then one that exists: the new one must not stay registered either
     "duplicate": (
         "from fedbench.algorithms import register_algorithm\n"
-        "from fedbench.algorithms.fedavg import FedAvg\n"
+        "from fedbench.algorithms.methods.fedavg import FedAvg\n"
         "register_algorithm('bad_new_name')(type('New', (FedAvg,), {}))\n"
         "register_algorithm('fedprox')(type('Mine', (FedAvg,), {}))\n",
         r"algorithm 'fedprox' registered twice: that name exists already",

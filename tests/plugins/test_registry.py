@@ -127,9 +127,9 @@ from fedbench.algorithms import ALGORITHMS, params_class
 from fedbench.recipes.resolve import resolve_spec
 
 spec = resolve_spec({"algorithm": "fedprox", "dataset": "digits", "model": "digits_cnn"})
-seen = {"resolved": "fedbench.algorithms.fedprox" in sys.modules or "torch" in sys.modules}
+seen = {"resolved": "fedbench.algorithms.methods.fedprox" in sys.modules or "torch" in sys.modules}
 ALGORITHMS.get("fedprox")
-seen["got"] = "fedbench.algorithms.fedprox" in sys.modules
+seen["got"] = "fedbench.algorithms.methods.fedprox" in sys.modules
 seen["mu"] = spec.algorithm_params["mu"]
 print(json.dumps(seen))
 """

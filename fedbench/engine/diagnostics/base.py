@@ -17,7 +17,8 @@ import torch
 from torch import nn
 
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.context import ClientContext, ClientUpdate, RunState, ServerState
+from fedbench.algorithms.context import ClientContext, ClientUpdate, ServerState
+from fedbench.engine.state import RunState
 from fedbench.spec import RunSpec
 
 DIGITS = 6  # significant digits of every stored value

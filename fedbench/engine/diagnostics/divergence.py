@@ -10,9 +10,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from fedbench.algorithms.context import ClientUpdate, RunState
+from fedbench.algorithms.context import ClientUpdate
 from fedbench.algorithms.functional import flat_parameters
 from fedbench.engine.diagnostics.base import Aggregated, Evaluated, rounded
+from fedbench.engine.state import RunState
 from fedbench.vocab.diagnostics import DivergenceValue
 
 

@@ -32,10 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbench.algorithms.context import EVAL_BATCH_SIZE, ClientContext, ClientUpdate, RunState
+from fedbench.algorithms.context import ClientContext, ClientUpdate
 from fedbench.engine.diagnostics.base import Aggregated, Evaluated, rounded
+from fedbench.engine.state import RunState
 from fedbench.models.base import FedModel
 from fedbench.seeding import numpy_rng
+from fedbench.settings import EVAL_BATCH_SIZE
 from fedbench.spec import RunSpec
 from fedbench.vocab.diagnostics import ActivationsValue, FeatureStatsValue
 

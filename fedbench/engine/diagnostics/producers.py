@@ -10,9 +10,9 @@ from typing import Any
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.context import RunState
 from fedbench.engine.diagnostics import divergence, features, method, snapshots, validation
 from fedbench.engine.diagnostics.base import Aggregated, Collector, Producer
+from fedbench.engine.state import RunState
 from fedbench.errors import ConfigError
 from fedbench.models.base import FedModel
 from fedbench.spec import RunSpec

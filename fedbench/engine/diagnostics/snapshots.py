@@ -27,8 +27,9 @@ from typing import cast
 import numpy as np
 import torch
 
-from fedbench.algorithms.context import ClientUpdate, RunState, ServerState
+from fedbench.algorithms.context import ClientUpdate, ServerState
 from fedbench.engine.diagnostics.base import Aggregated
+from fedbench.engine.state import RunState
 from fedbench.errors import ConfigError
 from fedbench.models.base import FedModel
 from fedbench.seeding import numpy_rng

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import cast
 
-from fedbench.algorithms.context import RunState
 from fedbench.engine.diagnostics.base import Evaluated, rounded
+from fedbench.engine.state import RunState
 from fedbench.vocab.diagnostics import ValLossValue
 
 

@@ -19,9 +19,9 @@ from pydantic import Field
 from fedbench.algorithms import ALGORITHMS
 from fedbench.algorithms.base import weighted_average
 from fedbench.algorithms.context import ServerState
-from fedbench.algorithms.fedavg import FedAvg
-from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.functional import proximal
+from fedbench.algorithms.methods.fedavg import FedAvg
+from fedbench.algorithms.methods.fedprox import FedProx
 from fedbench.algorithms.params import NoParams
 from fedbench.engine.loop import RoundRecord, RunResult
 from fedbench.errors import ConfigError

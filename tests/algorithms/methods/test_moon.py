@@ -109,7 +109,7 @@ def test_moon_pre_activation_cuts_before_the_encoders_final_activation():
     Identity may follow it); an encoder whose last layer is no activation has no such cut and is a user error."""
     from torch import nn
 
-    from fedbench.algorithms.moon import activation_cut
+    from fedbench.algorithms.methods.moon import activation_cut
     from fedbench.errors import ConfigError
 
     def with_encoder(*layers):

@@ -111,7 +111,7 @@ def test_xi_follows_participation_gaps():
 
 def test_moon_pre_activation_representation_matches_fedtrips_code():
     """FedTrip's MOON takes z before the last ReLU; the forward output is unchanged."""
-    from fedbench.algorithms.moon import pre_activation
+    from fedbench.algorithms.methods.moon import pre_activation
     from fedbench.models import build_model
 
     torch.manual_seed(0)

@@ -326,7 +326,7 @@ def test_eq4_sum_over_dims_reduction_by_hand():
 def test_eq7_centroids_do_not_depend_on_the_centroid_batch(batch_size):
     """Eq. 7's per-class means, accumulated over batches of any size, equal the whole-split means; the model is
     back in train mode afterwards."""
-    from fedbench.algorithms.fedtr import local_centroids
+    from fedbench.algorithms.methods.fedtr import local_centroids
 
     torch.manual_seed(5)
     model = TinyNet()

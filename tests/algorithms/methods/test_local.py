@@ -41,7 +41,7 @@ def test_local_training_continues_the_clients_own_model_and_the_server_keeps_w0(
 
 @pytest.mark.usefixtures("head_mlp", "float64")
 def test_local_training_with_dot_regression_needs_an_etf_and_uses_l_dr():
-    from fedbench.algorithms.dot_regression import dot_regression_loss
+    from fedbench.algorithms.methods.dot_regression import dot_regression_loss
 
     with pytest.raises(ConfigError, match="run with algorithm_params.loss = 'dr' needs a fixed etf classifier"):
         build_algorithm("local", {"loss": "dr"}).check_model(mlp(), "run")

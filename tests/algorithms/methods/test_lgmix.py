@@ -23,7 +23,7 @@ from algorithm_fixtures import (
 )
 from conftest import F64_ATOL, ListSink
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.lgmix import feature_moments, gram_trace, mixing_ratio
+from fedbench.algorithms.methods.lgmix import feature_moments, gram_trace, mixing_ratio
 from fedbench.algorithms.params import LGMixParams
 from fedbench.checkpoint.format import load_checkpoint, read_checkpoint, save_checkpoint
 from fedbench.checkpoint.location import client_state_folder

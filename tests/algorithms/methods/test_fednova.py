@@ -17,7 +17,7 @@ from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import weighted_average
 from fedbench.algorithms.context import ClientUpdate, ServerState
-from fedbench.algorithms.fednova import normalizing_factor
+from fedbench.algorithms.methods.fednova import normalizing_factor
 from global_formula_fixtures import (
     algorithm_flops,
     ce_grad,

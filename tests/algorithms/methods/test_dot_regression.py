@@ -1,4 +1,4 @@
-"""FedDr+'s dot-regression (``fedbench/algorithms/dot_regression.py``): the loss L_DR and the FedDr+ objective,
+"""FedDr+'s dot-regression (``fedbench/algorithms/methods/dot_regression.py``): the loss L_DR and the FedDr+ objective,
 against hand computations in float64."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from algorithm_fixtures import (
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.dot_regression import dot_regression_loss
+from fedbench.algorithms.methods.dot_regression import dot_regression_loss
 from fedbench.algorithms.params import FEDDR_PLUS_PARAMS
 from fedbench.data.store import TensorData
 from pfl_formula_fixtures import CLASSES, DIM, etf_model

@@ -13,8 +13,8 @@ lr 5.0 for L_DR [proposal].
 """
 
 from fedbench.algorithms.base import Algorithm
-from fedbench.algorithms.dot_regression import dot_regression_loss
 from fedbench.algorithms.fixed_classifier import require_classifier
+from fedbench.algorithms.methods.dot_regression import dot_regression_loss
 from fedbench.algorithms.params import LocalParams
 from fedbench.algorithms.partial import restore_model, store_model
 

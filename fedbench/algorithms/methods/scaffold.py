@@ -21,7 +21,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, average_buffers, weighted_average
 from fedbench.algorithms.context import param_views
-from fedbench.algorithms.fednova import normalizing_factor as effective_steps
+from fedbench.algorithms.methods.fednova import normalizing_factor as effective_steps
 from fedbench.algorithms.params import ScaffoldParams
 
 

@@ -1,4 +1,4 @@
-"""Client states (``fedbench/algorithms/client_states.py``) spill to one file per client and are checkpointed
+"""Client states (``fedbench/engine/client_states.py``) spill to one file per client and are checkpointed
 incrementally, so runs of thousands of stateful clients fit in memory and checkpoint only what a round changed.
 
 - The store on its own, through its public interface: the mapping, the files a checkpoint writes and deletes, the
@@ -29,10 +29,10 @@ from algorithm_fixtures import (
 )
 from conftest import ListSink
 from fedbench.algorithms import ALGORITHMS
-from fedbench.algorithms.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates, state_bytes
 from fedbench.checkpoint.format import read_checkpoint, save_checkpoint
 from fedbench.checkpoint.location import client_state_folder
 from fedbench.engine import EngineOptions, run
+from fedbench.engine.client_states import DEFAULT_MEMORY_BUDGET, ClientStateError, ClientStates, state_bytes
 from fedbench.engine.loop import client_schedule
 from fedbench.execution.contract import contract_spec
 from fedbench.spec import RunSpec

@@ -1,6 +1,6 @@
 """L2SGD's randomised averaging step (Hanzely & Richtárik 2020) against hand computations.
 
-The round form fedbench trains (``fedbench/algorithms/l2sgd.py``): one coin per round, U ~ U[0, 1) from the run
+The round form fedbench trains (``fedbench/algorithms/methods/l2sgd.py``): one coin per round, U ~ U[0, 1) from the run
 seed's ``l2sgd-coin`` stream (fedbench.seeding: one named stream per purpose). When U < p (and after round 1) a
 participating client first pulls its own model toward the received average, x_k ← x_k − θ(x_k − x̄) with
 θ = min(1, ηλ/p), then takes the round's local SGD steps on f_k from there; x_k persists across rounds in the

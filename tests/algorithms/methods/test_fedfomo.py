@@ -170,8 +170,9 @@ def test_fedfomo_scores_and_mixes_peers_with_their_own_batchnorm_statistics():
     import copy
 
     from fedbench.algorithms import build_algorithm
-    from fedbench.algorithms.context import RunState, ServerState, SpareModels
+    from fedbench.algorithms.context import ServerState, SpareModels
     from fedbench.algorithms.losses import task_loss
+    from fedbench.engine.state import RunState
 
     spec = RunSpec(**{**BASE, **BN, "algorithm": "fedfomo", "rounds": 1})
     data = prepare_data(spec, DEVICE)
