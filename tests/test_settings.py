@@ -24,10 +24,10 @@ def test_the_defaults():
     assert (EVAL_BATCH_SIZE, DEFAULT_MEMORY_BUDGET) == (1000, 1 << 30)
 
 
-def test_the_algorithms_read_the_same_defaults():
-    from fedbench.algorithms import client_states, context
+def test_the_engine_reads_the_same_defaults():
+    from fedbench.engine import client_states, evaluation, state
 
-    assert context.EVAL_BATCH_SIZE is EVAL_BATCH_SIZE
+    assert state.EVAL_BATCH_SIZE is EVAL_BATCH_SIZE and evaluation.EVAL_BATCH_SIZE is EVAL_BATCH_SIZE
     assert client_states.DEFAULT_MEMORY_BUDGET is DEFAULT_MEMORY_BUDGET
 
 
