@@ -19,9 +19,9 @@ a timeout.
     python tools/mutation.py                       # every module of TARGETS (hours)
     python tools/mutation.py fedbench/spec.py      # one module (its entry in the JSON is updated)
     python tools/mutation.py --changed-since main  # only the functions a change touched since main
-    python tools/mutation.py fedbench/execution/contract/properties.py --max-mutants 120   # an evenly spaced sample of a
+    python tools/mutation.py fedbench/execution/contract/properties.py --max-mutants 120   # a stable sample of a
                                                         # large module (its record says "sampled")
-    python tools/mutation.py --changed-since-record --max-mutants 60   # CI: the functions changed since each
+    python tools/mutation.py --changed-since-record --max-mutants 40   # CI: the functions changed since each
                                                         # module's recorded run (the recorded scores stay true)
 
 Results: a killed/total table per module on stdout and ``benchmarks/results/mutation.json``.
@@ -33,6 +33,7 @@ import argparse
 import ast
 import difflib
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -516,11 +518,20 @@ def record_base(module: str, recorded: dict) -> str | None:
 
 
 def spread(mutants: list[Mutant], limit: int) -> list[Mutant]:
-    """At most ``limit`` of ``mutants``, evenly spaced over the list (modules, then lines, in order): every touched
-    function of a large change keeps a share of CI's budget, and the choice is the same on every run."""
+    """At most ``limit`` of ``mutants``: those with the smallest digests of what they are (module, function, the line
+    and its mutation), in their order. The choice is the same on every run and, unlike every k-th mutant, stable
+    under changes elsewhere: the unchanged mutants keep their order, so a change to one function can move the draw's
+    share between that function and the rest, never swap a mutant elsewhere for another one."""
     if limit <= 0 or len(mutants) <= limit:
         return mutants
-    return [mutants[(i * len(mutants)) // limit] for i in range(limit)]
+    seen: Counter[tuple[str, str, str, str]] = Counter()
+    digests = []
+    for m in mutants:
+        identity = (m.module, m.function, m.original, m.mutated)
+        seen[identity] += 1  # the same mutation twice in one function: told apart by its occurrence
+        digests.append(hashlib.sha256("\0".join([*identity, str(seen[identity])]).encode()).hexdigest())
+    chosen = set(sorted(range(len(mutants)), key=digests.__getitem__)[:limit])
+    return [m for i, m in enumerate(mutants) if i in chosen]
 
 
 # ------------------------------------------------------------------------------------------- survivors only
@@ -588,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="run at most N mutants, evenly spaced over all the selected ones (CI's time budget; 0: no limit)",
+        help="run at most N mutants, a stable sample of all the selected ones (CI's time budget; 0: no limit)",
     )
     parser.add_argument(
         "--functions", nargs="+", metavar="NAME", help="mutate only these functions (qualified: Class.method)"
@@ -653,7 +664,9 @@ def main(argv: list[str] | None = None) -> int:
         selected = spread([m for _, mutants in plan.values() for m in mutants], args.max_mutants)
         total = sum(len(mutants) for _, mutants in plan.values())
         if len(selected) < total:
-            print(f"mutation: {len(selected)} of the {total} mutants, evenly spaced (--max-mutants {args.max_mutants})")
+            print(
+                f"mutation: {len(selected)} of the {total} mutants, a stable sample (--max-mutants {args.max_mutants})"
+            )
         keep = {id(m) for m in selected}
         plan = {module: (tests, [m for m in mutants if id(m) in keep]) for module, (tests, mutants) in plan.items()}
     if not any(mutants for _, mutants in plan.values()):
@@ -714,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
                 record["modules"][module] = merge_survivors(recorded[module], r, stamp)
                 continue
             scope = {"functions": sorted(args.functions)} if args.functions else {"functions": "all"}
-            if r["mutants"] < totals[module]:  # evenly spaced over the module (``spread``): the score is an estimate
+            if r["mutants"] < totals[module]:  # a stable sample of the module (``spread``): the score is an estimate
                 scope["sampled"] = {"of": totals[module], "by": f"--max-mutants {args.max_mutants}"}
             record["modules"][module] = {**scope, **r, **stamp}
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -219,12 +219,27 @@ def test_a_rerun_of_the_survivors_updates_the_recorded_counts():
     assert merged["commit"] == "x" and merged["survivors_rerun"]["commit"] == "y"
 
 
-def test_ci_spreads_its_mutant_budget_over_the_whole_change():
-    mutants = [mutation.Mutant("m.py", f"f{i // 10}", i, "a", "b") for i in range(100)]
+def test_cis_mutant_sample_is_stable_under_changes_elsewhere():
+    """CI's budget: the same mutants on every run, and a change to one function never swaps out a mutant of another
+    (every k-th mutant would: one mutant more in an early function shifts the whole draw)."""
+    mutants = [mutation.Mutant("m.py", f"f{i // 10}", i, f"line {i}", f"mutated {i}") for i in range(100)]
     chosen = mutation.spread(mutants, 10)
-    assert [m.line_number for m in chosen] == list(range(0, 100, 10))  # one per function of ten mutants each
+    assert len(chosen) == 10 and len({id(m) for m in chosen}) == 10  # never the same mutant twice
+    assert [m.line_number for m in chosen] == sorted(m.line_number for m in chosen)  # in the order of the module
+    assert [m.line_number for m in mutation.spread(mutants, 10)] == [m.line_number for m in chosen]
     assert mutation.spread(mutants, 0) == mutants and mutation.spread(mutants[:5], 10) == mutants[:5]
-    assert len({id(m) for m in mutation.spread(mutants, 33)}) == 33  # never the same mutant twice
+    # f0 changed (its mutants replaced by 0 to 20 new ones): the draw's share may move between f0 and the rest, but
+    # the rest's chosen mutants before and after are one a prefix of the other (none swapped for an unchecked one)
+    for new in (0, 5, 20):
+        edited = [mutation.Mutant("m.py", "f0", i, f"new {i}", f"new mutated {i}") for i in range(new)] + mutants[10:]
+        after = mutation.spread(edited, 10)
+        before_elsewhere = {m.line_number for m in chosen if m.function != "f0"}
+        after_elsewhere = {m.line_number for m in after if m.function != "f0"}
+        assert before_elsewhere <= after_elsewhere or after_elsewhere <= before_elsewhere
+        assert len(after) == 10
+    # the same mutation twice in one function counts twice
+    twins = [mutation.Mutant("m.py", "f", 1, "a", "b"), mutation.Mutant("m.py", "f", 2, "a", "b")]
+    assert len(mutation.spread(twins + mutants, 101)) == 101
 
 
 def test_ci_mutates_what_changed_since_each_modules_recorded_run(tmp_path, monkeypatch):
