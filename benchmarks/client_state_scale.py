@@ -171,7 +171,9 @@ def child(name: str, memory_mib: int | None) -> dict:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
         result = run(
-            spec, Sink(), EngineOptions(checkpoint_path=Path(folder) / "run.pt", on_round=next_round, **kwargs)
+            spec,
+            Sink(),
+            EngineOptions(checkpoint_path=Path(folder) / "run.pt", on_round=next_round).with_settings(**kwargs),
         )
     total = time.perf_counter() - began
     per_round_seconds, per_round_bytes = seconds[: spec.rounds], written[: spec.rounds]

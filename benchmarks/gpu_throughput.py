@@ -122,8 +122,8 @@ def time_run(spec: RunSpec, device: torch.device, executor: str, **kwargs) -> di
     result = run(
         spec,
         sink,
-        EngineOptions(
-            device=device, packing=executor, on_round=lambda r: cpu_marks.append(time.process_time()), **kwargs
+        EngineOptions(device=device, on_round=lambda r: cpu_marks.append(time.process_time()), **kwargs).with_settings(
+            packing=executor
         ),
     )
     # rounds 2 .. R-1: round 1 warms up (allocations, kernels), round R evaluates the test set

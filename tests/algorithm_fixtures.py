@@ -25,6 +25,7 @@ from fedbench.engine.loop import init_model
 from fedbench.models import MODELS
 from fedbench.models.base import FedModel
 from fedbench.models.heads import build_classifier
+from fedbench.settings import Settings
 from fedbench.spec import RunSpec
 
 LINEAR = (
@@ -107,12 +108,22 @@ class Sink:
         self.records = [r for r in self.records if r.round <= after_round]
 
 
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
+
+
+def engine_options(**given) -> EngineOptions:
+    """``EngineOptions`` from its fields and settings named alone (``packing="packed"``), so a test names only what
+    it changes."""
+    settings = {name: given.pop(name) for name in list(given) if name in SETTING_NAMES}
+    return EngineOptions(**given).with_settings(**settings)
+
+
 def train(spec: RunSpec, directory: Path, name: str = "run.pt", sink: Sink | None = None, **options):
-    """Run the engine (``options``: ``EngineOptions`` fields); return (result, sink, final checkpoint: server
+    """Run the engine (``options``: ``EngineOptions`` fields or settings, see ``engine_options``); return (result, sink, final checkpoint: server
     params/buffers/state, client states)."""
     sink = sink or Sink()
     path = Path(directory) / name
-    result = run(spec, sink, EngineOptions(checkpoint_path=path, **options))
+    result = run(spec, sink, engine_options(checkpoint_path=path, **options))
     return result, sink, load_checkpoint(path, spec.spec_hash)
 
 
@@ -148,7 +159,7 @@ def interrupt(
     """``train`` stopped after round ``last_round``; return (sink, the checkpoint it left, of that round)."""
     sink = sink or Sink()
     path = Path(directory) / name
-    run_until(spec, sink, last_round, EngineOptions(checkpoint_path=path, **options))
+    run_until(spec, sink, last_round, engine_options(checkpoint_path=path, **options))
     checkpoint = load_checkpoint(path, spec.spec_hash)
     assert checkpoint["round"] == last_round
     return sink, checkpoint
@@ -304,7 +315,7 @@ BASE = dict(
 def final_params(spec, tmp_path, sink, **kwargs):
     """Train ``spec`` to its end; (its result, its final checkpoint)."""
     path = tmp_path / f"{spec.spec_hash}.pt"
-    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
+    result = run(spec, sink, engine_options(checkpoint_path=path, **kwargs))
     return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 

@@ -911,7 +911,7 @@ def time_pfl_slice(spec: Any, device: str, packing: str) -> dict[str, Any]:
     from fedbench.engine import EngineOptions, run
 
     sink = _RoundTimes()
-    result = run(spec, sink, EngineOptions(device=device, packing=packing))
+    result = run(spec, sink, EngineOptions(device=device).with_settings(packing=packing))
     walls = [record.wall_seconds for record in sink.records]
     timing = round_timing(walls)
     return {

@@ -2,7 +2,7 @@
 
 The primary metric depends on the task (``DatasetMeta.task``): accuracy for classification; for segmentation
 the mean Dice over images and mask channels (optic disc and cup, LG-Mix Table 3) of the prediction
-sigmoid > 0.5 (LG-Mix [code] util), which equals ``fedbench.metrics.dice``. The loss is the task's training loss.
+sigmoid > 0.5 (LG-Mix [code] util), which equals ``fedbench.engine.scores.dice``. The loss is the task's training loss.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def eval_batch_size(batch_size: int, x: torch.Tensor, task: str = "classificatio
 
 def dice_scores(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
     """Dice of the thresholded prediction per image and channel (N, C), float64: 2|P∩T| / (|P| + |T|), 1 when
-    both are empty (as ``fedbench.metrics.dice``)."""
+    both are empty (as ``fedbench.engine.scores.dice``)."""
     pred, truth = torch.sigmoid(logits) > 0.5, masks > 0.5
     dims = tuple(range(2, logits.dim()))
     intersection = (pred & truth).sum(dims).double()

@@ -11,14 +11,14 @@ defaults, which train on the CPU, with the settings' defaults, without a checkpo
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import InitVar, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from fedbench.engine.accel import Acceleration
-from fedbench.settings import Packing, Settings
+from fedbench.settings import Settings
 
 if TYPE_CHECKING:
     from fedbench.checkpoint.format import CheckpointLedger, CheckpointMirror
@@ -46,32 +46,10 @@ class EngineOptions:
     checkpoint_mirror: CheckpointMirror | None = None
     on_round: Callable[[RoundRecord], None] | None = None  # each round, once it is logged and checkpointed
     on_warning: Callable[[str], None] | None = None  # one line, e.g. why a checkpoint was not used
-    # A setting given by its name replaces that one of ``settings`` (then read it there): a test or the contract
-    # checker changes one or two without building a ``Settings``, also through ``dataclasses.replace``.
-    data_root: InitVar[str | Path | None] = None
-    verify: InitVar[bool | None] = None
-    packing: InitVar[Packing | str | None] = None
-    eval_batch_size: InitVar[int | None] = None
-    client_state_memory: InitVar[int | None] = None
 
-    def __post_init__(
-        self,
-        data_root: str | Path | None,
-        verify: bool | None,
-        packing: Packing | str | None,
-        eval_batch_size: int | None,
-        client_state_memory: int | None,
-    ) -> None:
-        given: dict[str, Any] = {
-            "data_root": None if data_root is None else str(data_root),
-            "verify": verify,
-            "packing": packing,
-            "eval_batch_size": eval_batch_size,
-            "client_state_memory": client_state_memory,
-        }
-        changed = {name: value for name, value in given.items() if value is not None}
-        if changed:
-            object.__setattr__(self, "settings", replace(self.settings, **changed))
+    def with_settings(self, **changes: object) -> EngineOptions:
+        """These options with the named settings changed (a test or the contract checker changes one or two)."""
+        return replace(self, settings=replace(self.settings, **changes))  # type: ignore[arg-type]
 
     def accelerated(self, device: torch.device) -> Acceleration:
         """The speed switches this run trains with on ``device``: ``acceleration`` when given, else the settings'."""

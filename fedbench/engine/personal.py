@@ -25,10 +25,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedbench import metrics
 from fedbench.algorithms import build_algorithm, finetune_objective
 from fedbench.algorithms.base import only_trainable
 from fedbench.algorithms.context import ServerState
+from fedbench.engine import scores
 from fedbench.engine.diagnostics import evaluation_collectors
 from fedbench.engine.diagnostics.base import Evaluated
 from fedbench.engine.evaluation import dice_scores, evaluate
@@ -58,19 +58,19 @@ def extra_metrics(names, logits: torch.Tensor, y: torch.Tensor) -> dict[str, flo
     if y.ndim > 1:
         pred = (torch.sigmoid(logits) > 0.5).cpu().numpy()
         masks: dict[str, Callable[..., float | None]] = {
-            "dice": metrics.dice,
-            "iou": metrics.iou,
-            "hausdorff": metrics.hausdorff,
+            "dice": scores.dice,
+            "iou": scores.iou,
+            "hausdorff": scores.hausdorff,
         }
         return {n: masks[n](pred, labels > 0) if n in masks and len(labels) else None for n in names}
     probabilities = torch.softmax(logits.double(), dim=1).cpu().numpy()
     predictions, num_classes = probabilities.argmax(1), probabilities.shape[1]
     fns: dict[str, Callable[[], float | None]] = {
-        "auc": lambda: metrics.auc(labels, probabilities),
-        "balanced_accuracy": lambda: metrics.balanced_accuracy(labels, predictions),
-        "sensitivity": lambda: metrics.sensitivity(labels, predictions, num_classes),
-        "specificity": lambda: metrics.specificity(labels, predictions, num_classes),
-        "f1": lambda: metrics.f1_macro(labels, predictions),
+        "auc": lambda: scores.auc(labels, probabilities),
+        "balanced_accuracy": lambda: scores.balanced_accuracy(labels, predictions),
+        "sensitivity": lambda: scores.sensitivity(labels, predictions, num_classes),
+        "specificity": lambda: scores.specificity(labels, predictions, num_classes),
+        "f1": lambda: scores.f1_macro(labels, predictions),
     }
     # segmentation metrics on a classification task, and any metric of an empty test split, are None (as above)
     return {name: fns[name]() if name in fns and len(labels) else None for name in names}

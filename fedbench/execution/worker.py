@@ -19,6 +19,7 @@ import torch
 
 from fedbench.checkpoint.location import is_url, remove_checkpoint, run_checkpoint
 from fedbench.checkpoint.mirror import CheckpointMirror
+from fedbench.curves import summarize
 from fedbench.data.federated import ArraysCache
 from fedbench.engine import EngineOptions, RunResult
 from fedbench.engine import run as run_engine
@@ -27,7 +28,6 @@ from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
 from fedbench.execution.options import ExecutionOptions
 from fedbench.execution.provenance import PeakMemory, provenance
-from fedbench.metrics import summarize
 from fedbench.plugins import load_plugins
 from fedbench.recipes.expand import PlannedRun
 from fedbench.recipes.resolve import check_plugin_code, plugin_records

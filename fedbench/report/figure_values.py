@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from fedbench import metrics
-from fedbench.metrics import Curve
+from fedbench import curves
+from fedbench.curves import Curve
 from fedbench.recipes.views import TableView
 from fedbench.vocab.metrics import METRICS, VALIDATION_METRIC, display_factor, metric_curve
 from fedbench.vocab.provenance import peak_memory
@@ -55,7 +55,7 @@ class RunFigureInputs:
         """The rounds until the target is reached (at or below it for a loss), by the view's rule."""
         if self.target is None:
             return None
-        return metrics.rounds_to_target(self.oriented, self.sign * self.target, self.view.target_rule)
+        return curves.rounds_to_target(self.oriented, self.sign * self.target, self.view.target_rule)
 
 
 def _wall_seconds(rows: list | None) -> float | None:
@@ -64,20 +64,20 @@ def _wall_seconds(rows: list | None) -> float | None:
 
 
 def _best(x: RunFigureInputs) -> float | None:
-    top = metrics.best(x.oriented)
+    top = curves.best(x.oriented)
     return None if top is None else x.sign * top
 
 
 def _final(x: RunFigureInputs) -> float | None:
-    return metrics.final(x.scaled)
+    return curves.final(x.scaled)
 
 
 def _last_k_mean(x: RunFigureInputs) -> float | None:
-    return metrics.last_k_mean(x.scaled, x.view.k)
+    return curves.last_k_mean(x.scaled, x.view.k)
 
 
 def _best_round(x: RunFigureInputs) -> float | None:
-    return metrics.best_round(x.oriented)
+    return curves.best_round(x.oriented)
 
 
 def _rounds_to_target(x: RunFigureInputs) -> float | None:
@@ -98,7 +98,7 @@ def _gflops_to_target(x: RunFigureInputs) -> float | None:
 
 def _value_at_round(x: RunFigureInputs) -> float | None:
     assert x.view.at_round is not None  # the recipe's checks require at_round with this figure
-    return metrics.value_at_round(x.scaled, x.view.at_round)
+    return curves.value_at_round(x.scaled, x.view.at_round)
 
 
 def _wall_seconds_figure(x: RunFigureInputs) -> float | None:
@@ -123,7 +123,7 @@ def _peak_memory_mb(x: RunFigureInputs) -> float | None:
 
 def _val_selected(x: RunFigureInputs) -> float | None:
     # LG-Mix: the value at the first round of the best mean validation accuracy
-    return metrics.value_at_best(x.scaled, metric_curve(x.rows or [], VALIDATION_METRIC))
+    return curves.value_at_best(x.scaled, metric_curve(x.rows or [], VALIDATION_METRIC))
 
 
 FigureFunction = Callable[[RunFigureInputs], float | None]

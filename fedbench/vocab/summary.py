@@ -1,6 +1,6 @@
 """The layout of a finished run's stored summary (``runs.summary``, a JSON object), without numpy or torch.
 
-``fedbench.metrics.summarize`` computes it from the run's curve when the run finishes; ``fedbench runs``,
+``fedbench.curves.summarize`` computes it from the run's curve when the run finishes; ``fedbench runs``,
 ``fedbench show`` and a report's run drill-down read it back through ``stored_summary``. A report recomputes
 each figure from the same curve and must find the same value (tests/integration/test_stored_summaries.py).
 """

@@ -113,7 +113,7 @@ def test_with_a_zero_budget_no_filed_state_stays_in_memory(tmp_path, monkeypatch
         stores.append((self, list(self.resident_clients())))
 
     monkeypatch.setattr(ClientStates, "commit", recording)
-    run(spec, Sink(), EngineOptions(checkpoint_path=tmp_path / "zero.pt", client_state_memory=0))
+    run(spec, Sink(), EngineOptions(checkpoint_path=tmp_path / "zero.pt").with_settings(client_state_memory=0))
     assert [resident for _, resident in stores] == [[], [], []]
     stores.clear()
     run(spec, Sink(), EngineOptions(checkpoint_path=tmp_path / "default.pt"))

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from conftest import F64_ATOL
-from fedbench import metrics
 from fedbench.algorithms.losses import soft_dice_loss
+from fedbench.engine import scores
 from fedbench.engine.evaluation import SEGMENTATION_EVAL_PIXELS, dice_scores, eval_batch_size, evaluate
 from fedbench.models import build_model
 
@@ -198,7 +198,7 @@ def test_evaluate_reports_dice_equal_to_the_metric_on_the_same_predictions():
         logits = model(x)
     pred = (torch.sigmoid(logits) > 0.5).numpy()
     assert 0 < pred.mean() < 1, "a non-trivial prediction"
-    assert dice == pytest.approx(metrics.dice(pred, y.numpy() > 0), rel=1e-12)
+    assert dice == pytest.approx(scores.dice(pred, y.numpy() > 0), rel=1e-12)
     assert loss == pytest.approx(float(soft_dice_loss(logits, y).mean()), rel=0, abs=F64_ATOL)
     # a per-pixel output caps the evaluation batch (64 images of 256×256)
     assert eval_batch_size(1000, torch.empty(1, 3, 256, 256), "segmentation") == 64

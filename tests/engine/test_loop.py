@@ -190,7 +190,7 @@ def test_divergence_is_recorded_at_the_round_it_happens(monkeypatch, tmp_path, h
     diverging(monkeypatch, 3, how)
     spec = make_spec("fedavg", rounds=5)
     sink = Sink()
-    result = loop.run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "run.pt", packing=packing))
+    result = loop.run(spec, sink, EngineOptions(checkpoint_path=tmp_path / "run.pt").with_settings(packing=packing))
     assert result.status == "diverged"
     assert result.diverged_round == 3 and result.rounds_done == 2
     if how == "weights":
@@ -512,7 +512,7 @@ def test_a_run_reuses_a_cache_filled_with_verified_data(monkeypatch):
     cache.load(spec, None, True)
     loop.run(spec, Sink(), EngineOptions(arrays=cache))
     assert loads == [True]
-    loop.run(spec, Sink(), EngineOptions(arrays=cache, verify=False))  # unverified data is another entry
+    loop.run(spec, Sink(), EngineOptions(arrays=cache).with_settings(verify=False))  # unverified data is another entry
     assert loads == [True, False]
 
 

@@ -28,23 +28,34 @@ def test_the_defaults_train_on_the_cpu_with_the_default_settings_without_a_check
     assert Settings().client_state_memory == DEFAULT_MEMORY_BUDGET == 1 << 30
 
 
-def test_a_setting_given_by_name_replaces_that_one_of_the_settings():
+def test_with_settings_changes_the_named_settings_and_keeps_the_rest():
     base = Settings(threads=2, fast=False)
-    options = EngineOptions(settings=base, data_root="d", verify=False, packing="packed", eval_batch_size=7)
+    options = EngineOptions(settings=base, device="meta").with_settings(
+        data_root="d", verify=False, packing="packed", eval_batch_size=7
+    )
     assert options.settings == dataclasses.replace(
         base, data_root="d", verify=False, packing=Packing.PACKED, eval_batch_size=7
     )
-    assert EngineOptions(client_state_memory=0).settings.client_state_memory == 0
-    assert EngineOptions(settings=base).settings is base  # nothing given: the caller's settings as they are
+    assert options.device == "meta"  # the per-process objects stay
+    assert EngineOptions().with_settings(client_state_memory=0).settings.client_state_memory == 0
+    assert EngineOptions(settings=base).settings is base  # the caller's settings as they are
+
+
+def test_options_hold_no_setting_of_their_own():
+    """How a run trains is the settings' alone: the options take no setting by name (one place for each)."""
+    fields = {f.name for f in dataclasses.fields(EngineOptions)}
+    assert not fields & {f.name for f in dataclasses.fields(Settings)}
+    with pytest.raises(TypeError):
+        EngineOptions(packing="packed")  # type: ignore[call-arg]
 
 
 def test_options_are_frozen_and_replaced_field_by_field():
-    options = EngineOptions(packing="packed")
+    options = EngineOptions().with_settings(packing="packed")
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.settings = Settings()  # type: ignore[misc]
-    replaced = dataclasses.replace(options, eval_batch_size=10)
-    assert replaced == EngineOptions(packing="packed", eval_batch_size=10)
-    assert replaced.settings.packing == Packing.PACKED  # a replace keeps the settings not named
+    replaced = options.with_settings(eval_batch_size=10)
+    assert replaced == EngineOptions(settings=Settings(packing=Packing.PACKED, eval_batch_size=10))
+    assert replaced.settings.packing == Packing.PACKED  # a change keeps the settings not named
     fresh = dataclasses.replace(options, settings=Settings(verify=False))
     assert fresh.settings == Settings(verify=False)  # and a new settings value is taken whole
 
@@ -63,6 +74,6 @@ def test_the_evaluation_batch_size_changes_no_figure_beyond_summation_order():
     spec = make_spec("fedavg", rounds=2)
     default, small = Sink(), Sink()
     run(spec, default)
-    run(spec, small, EngineOptions(eval_batch_size=7))
+    run(spec, small, EngineOptions().with_settings(eval_batch_size=7))
     assert [(r.train_loss, r.test_acc) for r in small.records] == [(r.train_loss, r.test_acc) for r in default.records]
     assert [r.test_loss for r in small.records] == pytest.approx([r.test_loss for r in default.records], rel=1e-6)

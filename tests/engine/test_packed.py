@@ -202,11 +202,11 @@ def test_a_subclass_does_not_inherit_the_packed_declaration():
 
 
 def test_an_unknown_training_path_is_a_user_error():
-    from fedbench.engine import EngineOptions
     from fedbench.errors import FedbenchError
+    from fedbench.settings import Settings
 
     with pytest.raises(FedbenchError, match="--packing 'gpu'"):
-        EngineOptions(packing="gpu")
+        Settings(packing="gpu")
 
 
 # ------------------------------------------------------------------------------------------ through the CLI

@@ -15,11 +15,10 @@ import torch
 from torch import nn
 
 from algorithm_fixtures import head_mlp, linear_model, run_until  # noqa: F401  (fixtures)
-from fedbench import metrics
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ServerState, load_weights
 from fedbench.data.federated import prepare_data
-from fedbench.engine import personal
+from fedbench.engine import personal, scores
 from fedbench.engine.loop import init_model
 from fedbench.errors import ConfigError
 from fedbench.spec import OptimizerSpec, RunSpec, ScheduleSpec
@@ -89,7 +88,7 @@ def test_segmentation_metrics_threshold_the_prediction_and_the_mask_at_one_half(
     assert extra["iou"] == pytest.approx(2 / 4)
     predicted = np.zeros((1, 1, 4, 4), bool)
     predicted[0, 0, 0, :2] = True
-    assert extra["hausdorff"] == metrics.hausdorff(predicted, MASK.numpy() > 0)
+    assert extra["hausdorff"] == scores.hausdorff(predicted, MASK.numpy() > 0)
     assert extra["hausdorff"] > 0  # the unpredicted row of the mask is a pixel away
     assert extra["auc"] is None  # a classification metric of a segmentation task
 

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from fedbench.cli import app
+from fedbench.curves import rounds_to_target
 from fedbench.engine.loop import client_schedule
-from fedbench.metrics import rounds_to_target
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import non_default

@@ -16,12 +16,13 @@ import torch
 from typer.testing import CliRunner
 
 import data_fixtures as fx
-from fedbench import metrics
+from fedbench import curves
 from fedbench.cli import app
 from fedbench.data import load_dataset
 from fedbench.data.federated import prepare_data
 from fedbench.data.partition import make_partition
 from fedbench.data.synthetic import synthetic_dataset
+from fedbench.engine import scores
 from fedbench.engine.personal import extra_metrics
 from fedbench.errors import ConfigError, RecipeError
 from fedbench.execution.provenance import PeakMemory
@@ -88,21 +89,21 @@ def test_binary_metrics_equal_the_confusion_matrix_formulas():
 
     tn, fp, fn, tp = confusion_matrix(LABELS, PREDICTIONS).ravel()
     assert (tn, fp, fn, tp) == (3, 1, 2, 4)
-    assert metrics.sensitivity(LABELS, PREDICTIONS, 2) == pytest.approx(tp / (tp + fn)) == pytest.approx(4 / 6)
-    assert metrics.specificity(LABELS, PREDICTIONS, 2) == pytest.approx(tn / (tn + fp)) == pytest.approx(3 / 4)
+    assert scores.sensitivity(LABELS, PREDICTIONS, 2) == pytest.approx(tp / (tp + fn)) == pytest.approx(4 / 6)
+    assert scores.specificity(LABELS, PREDICTIONS, 2) == pytest.approx(tn / (tn + fp)) == pytest.approx(3 / 4)
     f1_pos = 2 * tp / (2 * tp + fp + fn)  # 8 / 11
     f1_neg = 2 * tn / (2 * tn + fn + fp)  # 6 / 9
-    assert metrics.f1_macro(LABELS, PREDICTIONS) == pytest.approx((f1_pos + f1_neg) / 2)
+    assert scores.f1_macro(LABELS, PREDICTIONS) == pytest.approx((f1_pos + f1_neg) / 2)
 
 
 def test_binary_metrics_are_none_where_undefined():
     only_negatives = np.zeros(4, int)
-    assert metrics.sensitivity(only_negatives, np.array([0, 1, 0, 0]), 2) is None  # no positives
-    assert metrics.specificity(only_negatives, np.array([0, 1, 0, 0]), 2) == pytest.approx(0.75)
-    assert metrics.specificity(np.ones(3, int), np.ones(3, int), 2) is None  # no negatives
+    assert scores.sensitivity(only_negatives, np.array([0, 1, 0, 0]), 2) is None  # no positives
+    assert scores.specificity(only_negatives, np.array([0, 1, 0, 0]), 2) == pytest.approx(0.75)
+    assert scores.specificity(np.ones(3, int), np.ones(3, int), 2) is None  # no negatives
     three = np.array([0, 1, 2, 2])
-    assert metrics.sensitivity(three, three, 3) is None and metrics.specificity(three, three, 3) is None
-    assert metrics.f1_macro(three, three) == 1.0  # macro F1 is defined for any number of classes
+    assert scores.sensitivity(three, three, 3) is None and scores.specificity(three, three, 3) is None
+    assert scores.f1_macro(three, three) == 1.0  # macro F1 is defined for any number of classes
 
 
 def test_client_metrics_of_logits():
@@ -287,7 +288,7 @@ figure = "peak_memory_mb"
     lgmix = next(r for r in runs if r.labels["algorithm"] == "lgmix")
     rounds = registry.curve(lgmix.id)
     for column, name in (("Accuracy", "personal_mean"), ("AUC", "personal_auc"), ("F1-score", "personal_f1")):
-        expected = metrics.value_at_best(metric_curve(rounds, name), metric_curve(rounds, VALIDATION_METRIC)) * 100
+        expected = curves.value_at_best(metric_curve(rounds, name), metric_curve(rounds, VALIDATION_METRIC)) * 100
         assert cells[("lgmix", column)]["mean"] == pytest.approx(expected), column
     hours = {c["row"]: c for c in tables["hours"]["cells"]}
     assert hours["lgmix"]["mean"] == pytest.approx(sum(r.wall_seconds for r in rounds) / 3600)

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, insert, select
 from typer.testing import CliRunner
 
 from fedbench.cli import app
-from fedbench.metrics import summarize
+from fedbench.curves import summarize
 from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.resolve import resolve_spec

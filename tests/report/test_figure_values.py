@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedbench import metrics
+from fedbench import curves
 from fedbench.recipes.views import TableView
 from fedbench.report.figure_values import FIGURE_VALUES, figure_value
 from fedbench.report.table import figure_of
@@ -109,4 +109,4 @@ def test_validation_selected_figure_picks_the_best_validation_round():
     curve = [(1, 0.55), (2, 0.80), (3, 0.95), (4, 0.85)]
     view = TableView(name="t", rows=["algorithm"], columns=[], figure="val_selected", metric="personal_mean")
     assert figure_value(view, curve, rows) == pytest.approx(80.0)  # round 2: first best validation, not best test
-    assert metrics.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80
+    assert curves.value_at_best(curve, [(r.round, r.personal_val_mean) for r in rows]) == 0.80

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from fedbench.metrics import ema
+from fedbench.curves import ema
 from fedbench.recipes.views import TableView
 from fedbench.report.plots import _published_by_line, _save, curve_series, figures, plot_table
 from tests.report.test_table import CURVES, stored  # noqa: F401 (stored: a fixture)

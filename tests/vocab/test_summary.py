@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from fedbench import metrics
+from fedbench import curves
 from fedbench.vocab.summary import stored_summary
 
 
 def test_a_stored_summary_reads_back_as_the_record_summarize_wrote():
-    summary = metrics.summarize([(1, 0.5), (2, 0.75)], [60])
+    summary = curves.summarize([(1, 0.5), (2, 0.75)], [60])
     assert stored_summary(dict(summary)) == summary
     assert stored_summary(None) is None and stored_summary({}) is None  # not finished
     older = stored_summary({"best": 0.75, "final": 0.5})  # a registry's summary without the later keys

@@ -164,9 +164,8 @@ class Checker:
         options = replace(
             self.options,
             checkpoint_path=path or self.path(),
-            packing=packing,
             on_round=_stop_after(stop_after) if stop_after is not None else None,
-        )
+        ).with_settings(packing=packing)
         with _global_random_state(random_seed), _default_dtype(torch.float64 if float64 else None):
             training = set_up(spec, options)
             if float64:

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from typer.testing import CliRunner
 
+from algorithm_fixtures import engine_options
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientUpdate
@@ -40,7 +41,7 @@ SHAPE = (1, 8, 8)
 
 def final(spec, tmp_path, sink, **kwargs):
     path = tmp_path / f"{spec.spec_hash}.pt"
-    result = run(spec, sink, EngineOptions(checkpoint_path=path, **kwargs))
+    result = run(spec, sink, engine_options(checkpoint_path=path, **kwargs))
     return result, load_checkpoint(path, spec.spec_hash, torch.device("cpu"))
 
 

@@ -58,7 +58,7 @@ def same_summary(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def upgrade() -> None:
     # local: Alembic imports every revision script to find the ones to run; only an upgrade needs the summariser
-    from fedbench.metrics import summarize
+    from fedbench.curves import summarize
     from fedbench.vocab.metrics import METRICS, SUMMARY_METRIC
 
     column = METRICS[SUMMARY_METRIC].column
