@@ -42,6 +42,7 @@ def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
 
 # APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
 _method("apfl", "APFL", p.APFLParams, papers=("lgmix",), fedavg_setting={})
+_method("ccvr", "CCVR", p.CCVRParams, papers=("bench",))
 _method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",), fedavg_setting={})
 # finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
 _method(
@@ -51,6 +52,7 @@ _method(
     papers=("feddrplus",),
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
+_method("fedala", "FedALA", p.FedALAParams, papers=("bench",))
 _method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
@@ -80,6 +82,8 @@ _method(
     papers=("fedimpro",),
     fedavg_setting={"algorithm_params": {"feature_weight": 0.0}},
 )
+# τ = 0 calibrates nothing: the loss is cross-entropy
+_method("fedlc", "FedLC", p.FedLCParams, papers=("bench",), fedavg_setting={"algorithm_params": {"tau": 0.0}})
 # equal step counts (local_steps) make every a_i equal, so w − τ_eff·Σ p_i (w − w_i)/a_i is FedAvg's average
 _method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",), fedavg_setting={"setup": {"local_steps": 2}})
 _method(
@@ -90,6 +94,7 @@ _method(
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
 _method("fedper", "FedPer", p.NoParams, papers=("feddrplus",))
+_method("fedproto", "FedProto", p.FedProtoParams, papers=("bench",))
 _method(
     "fedprox",
     "FedProx",
@@ -98,6 +103,7 @@ _method(
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
 _method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
+_method("fedrod", "FedRoD", p.FedRoDParams, papers=("bench",))
 _method(
     "fedtr",
     "FedTR",
@@ -111,6 +117,7 @@ _method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
 _method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
 _method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
 _method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
+_method("pfedme", "PFedMe", p.PFedMeParams, papers=("bench",))
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
 _method(
     "slowmo",
