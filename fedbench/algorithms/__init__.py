@@ -52,7 +52,8 @@ _method(
     papers=("feddrplus",),
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
-_method("fedala", "FedALA", p.FedALAParams, papers=("bench",))
+# p = 0 higher layers: every layer is the global model's, as FedAvg loads it
+_method("fedala", "FedALA", p.FedALAParams, papers=("bench",), fedavg_setting={"algorithm_params": {"layer_idx": 0}})
 _method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
