@@ -100,3 +100,23 @@ def own_head_state(ctx_model: nn.Module, seed: int = 9) -> tuple[dict, torch.Ten
     head = mask_of(ctx_model, ctx_model.head_parameter_names())
     own = torch.randn(int(head.sum()), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     return {"local_params": own.clone(), "local_buffers": {}}, own
+
+
+def mlp_parts(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``mlp()``'s (W1, b1, W2, b2) as views of its flat weights (DIM → 5 → CLASSES)."""
+    hidden = 5
+    sizes = [hidden * DIM, hidden, CLASSES * hidden, CLASSES]
+    w1, b1, w2, b2 = torch.split(w, sizes)
+    return w1.view(hidden, DIM), b1, w2.view(CLASSES, hidden), b2
+
+
+def mlp_features(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``mlp()``'s penultimate features relu(x W1ᵀ + b1), written out."""
+    w1, b1, _, _ = mlp_parts(w)
+    return torch.relu(x @ w1.T + b1)
+
+
+def mlp_logits(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``mlp()``'s logits f(x) W2ᵀ + b2, written out."""
+    _, _, w2, b2 = mlp_parts(w)
+    return mlp_features(w, x) @ w2.T + b2

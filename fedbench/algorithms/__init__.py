@@ -41,8 +41,9 @@ def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
 
 
 # APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
-_method("apfl", "APFL", p.APFLParams, papers=("lgmix",), fedavg_setting={})
-_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",), fedavg_setting={})
+_method("apfl", "APFL", p.APFLParams, papers=("lgmix", "bench"), fedavg_setting={})
+_method("ccvr", "CCVR", p.CCVRParams, papers=("bench",))
+_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus", "bench"), fedavg_setting={})
 # finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
 _method(
     "dot_regression",
@@ -51,7 +52,9 @@ _method(
     papers=("feddrplus",),
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
-_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
+# p = 0 higher layers: every layer is the global model's, as FedAvg loads it
+_method("fedala", "FedALA", p.FedALAParams, papers=("bench",), fedavg_setting={"algorithm_params": {"layer_idx": 0}})
+_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix", "bench"))
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
     "fedavg",
@@ -60,17 +63,17 @@ _method(
     papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix", "bench"),
     finetune_losses={"ce": {}},
 )
-_method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))
-_method("fedbn", "FedBN", p.NoParams, papers=("lgmix",))
+_method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix", "bench"))
+_method("fedbn", "FedBN", p.NoParams, papers=("lgmix", "bench"))
 _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
-_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix",))
+_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix", "bench"))
 _method(
     "fedhkd",
     "FedHKD",
     p.FedHKDParams,
-    papers=("lgmix",),
+    papers=("lgmix", "bench"),
     fedavg_setting={"algorithm_params": {"lam": 0.0, "gamma": 0.0}},
 )
 _method(
@@ -80,6 +83,8 @@ _method(
     papers=("fedimpro",),
     fedavg_setting={"algorithm_params": {"feature_weight": 0.0}},
 )
+# τ = 0 calibrates nothing: the loss is cross-entropy
+_method("fedlc", "FedLC", p.FedLCParams, papers=("bench",), fedavg_setting={"algorithm_params": {"tau": 0.0}})
 # equal step counts (local_steps) make every a_i equal, so w − τ_eff·Σ p_i (w − w_i)/a_i is FedAvg's average
 _method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",), fedavg_setting={"setup": {"local_steps": 2}})
 _method(
@@ -89,7 +94,8 @@ _method(
     papers=("fedtr", "feddrplus"),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
-_method("fedper", "FedPer", p.NoParams, papers=("feddrplus",))
+_method("fedper", "FedPer", p.NoParams, papers=("feddrplus", "bench"))
+_method("fedproto", "FedProto", p.FedProtoParams, papers=("bench",))
 _method(
     "fedprox",
     "FedProx",
@@ -97,7 +103,8 @@ _method(
     papers=("fedtr", "fedtrip", "fedimpro"),
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
-_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
+_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus", "bench"))
+_method("fedrod", "FedRoD", p.FedRoDParams, papers=("bench",))
 _method(
     "fedtr",
     "FedTR",
@@ -106,11 +113,12 @@ _method(
     fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
 )
 _method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",))
-_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
-_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
+_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix", "bench"))
+_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix", "bench"))
+_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus", "bench"))
 _method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
+_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus", "bench"))
+_method("pfedme", "PFedMe", p.PFedMeParams, papers=("bench",))
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
 _method(
     "slowmo",

@@ -72,9 +72,24 @@ class APFLParams(NoParams):
     alpha_lr: float | None = Field(None, gt=0)
 
 
+class CCVRParams(NoParams):
+    virtual_per_class: int = Field(100, ge=1)  # M_c, virtual representations sampled per class
+    calibration_epochs: int = Field(1, ge=1)  # passes of the server's head training over the virtual set
+    calibration_lr: float | None = Field(None, gt=0)  # None: the run's client learning rate
+
+
 class DittoParams(NoParams):
     lam: float = Field(0.75, ge=0)
     personal_epochs: int | None = Field(None, ge=0)  # None: as many steps as the global update
+
+
+class FedALAParams(NoParams):
+    rand_percent: float = Field(80.0, gt=0, le=100)  # s, % of the local data that trains W_i
+    layer_idx: int = Field(1, ge=0)  # p, the higher layers adaptively aggregated
+    eta: float = Field(1.0, gt=0)  # η, step size of W_i
+    threshold: float = Field(0.1, ge=0)  # first round: W_i trains until the std of the last losses is below it
+    loss_window: int = Field(10, ge=2)  # how many last losses that std is taken over
+    max_first_epochs: int = Field(50, ge=1)  # cap on the first round's passes
 
 
 class FedAltParams(NoParams):
@@ -128,6 +143,10 @@ class FedImproParams(NoParams):
     feature_weight_epochs: int = Field(500, ge=1)  # T in λ(e) = feature_weight·e/T
 
 
+class FedLCParams(NoParams):
+    tau: float = Field(1.0, ge=0)  # τ, strength of the label-count calibration
+
+
 class FedNovaParams(NoParams):
     normalize_buffers: bool = True
 
@@ -144,6 +163,10 @@ class FedNTDParams(NoParams):
     tau: float = Field(3.0, gt=0)
 
 
+class FedProtoParams(NoParams):
+    lam: float = Field(1.0, ge=0)  # λ, weight of the prototype distance
+
+
 class FedProxParams(NoParams):
     mu: float = Field(0.01, ge=0)
 
@@ -151,6 +174,10 @@ class FedProxParams(NoParams):
 class FedRepParams(NoParams):
     head_epochs: int | None = Field(None, ge=0)  # None: the run's local_epochs
     body_epochs: int = Field(1, ge=0)
+
+
+class FedRoDParams(NoParams):
+    balanced: bool = True  # the generic head's balanced softmax; False: plain cross-entropy
 
 
 class FedTRParams(NoParams):
@@ -201,6 +228,13 @@ class MoonParams(NoParams):
 class PerFedAvgParams(NoParams):
     beta: float = Field(1e-3, gt=0)
     adapt_steps: int = Field(1, ge=0)
+
+
+class PFedMeParams(NoParams):
+    lam: float = Field(15.0, gt=0)  # λ, the Moreau envelope's regularisation
+    inner_steps: int = Field(5, ge=1)  # K, steps of the inner solver for θ_i per outer step
+    personal_lr: float = Field(0.1, gt=0)  # the inner solver's learning rate
+    beta: float = Field(1.0, gt=0)  # β, the server's step towards the clients' average
 
 
 class ScaffoldParams(NoParams):

@@ -16,6 +16,7 @@ from torch import nn
 
 from fedbench.algorithms.base import Algorithm, only_trainable  # noqa: F401  (only_trainable: re-exported)
 from fedbench.algorithms.context import ClientContext, ServerState, load_weights
+from fedbench.models.base import FedModel
 
 
 # ------------------------------------------------------------------------------ per-client models
@@ -45,6 +46,18 @@ def initial_model_payload(server: ServerState) -> dict:
 def restore_or_initial(ctx: ClientContext, key: str, model: nn.Module) -> None:
     if not restore_model(ctx, key, model):
         load_weights(model, ctx.payload["initial_params"], ctx.payload["initial_buffers"])
+
+
+class WithClassifier(FedModel):
+    """A model's own encoder (shared, not copied) under another classifier: a personalised model whose head is not
+    the model's (FedProto's nearest prototype, FedRoD's two heads), still a FedModel for evaluation and its
+    diagnostics."""
+
+    def __init__(self, model: FedModel, classifier: nn.Module):
+        super().__init__()
+        self.encoder = model.encoder
+        self.classifier = classifier
+        self.feature_dim = model.feature_dim
 
 
 # ------------------------------------------------------------------------------ parameter groups

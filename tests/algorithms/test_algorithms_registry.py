@@ -103,17 +103,22 @@ def test_every_method_a_paper_trains_is_listed_under_that_paper():
 @pytest.mark.parametrize(
     "name, papers",
     [
-        ("fedper", {"feddrplus"}),
-        ("fedbn", {"lgmix"}),
-        ("fedbabu", {"feddrplus", "lgmix"}),
-        ("fedalt", {"lgmix"}),
-        ("fedrep", {"lgmix", "feddrplus"}),
+        ("fedper", {"feddrplus", "bench"}),
+        ("fedbn", {"lgmix", "bench"}),
+        ("fedbabu", {"feddrplus", "lgmix", "bench"}),
+        ("fedalt", {"lgmix", "bench"}),
+        ("fedrep", {"lgmix", "feddrplus", "bench"}),
         # LG-Mix Fig. 2b's "client standalone training" (shared/papers/lgmix.md: a figure-only baseline, no
         # recipe trains it yet); FedDr+ Table 3's "Local only" rows
-        ("local", {"lgmix", "feddrplus"}),
-        ("perfedavg", {"lgmix", "feddrplus"}),
-        ("ditto", {"feddrplus"}),
-        ("apfl", {"lgmix"}),
+        ("local", {"lgmix", "feddrplus", "bench"}),
+        ("perfedavg", {"lgmix", "feddrplus", "bench"}),
+        ("ditto", {"feddrplus", "bench"}),
+        ("apfl", {"lgmix", "bench"}),
+        # the personalised baselines of recipes/baselines_personal_mnist.toml, whose paper id is "bench"
+        ("fedproto", {"bench"}),
+        ("fedrod", {"bench"}),
+        ("fedala", {"bench"}),
+        ("pfedme", {"bench"}),
     ],
 )
 def test_each_personalised_baseline_is_listed_under_the_papers_that_compare_it(name, papers):

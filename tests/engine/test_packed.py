@@ -49,6 +49,7 @@ CASES = {
     "fedtrip_mu_one": ({"mu": 1.0, "epoch_scaled": True}, {"algorithm": "fedtrip", "optimizer": {"lr": 0.05}}),
     "scaffold": ({}, {"optimizer": {"lr": 0.05, "momentum": 0.5}}),
     "feddyn": ({"alpha": 0.1}, {"optimizer": {"lr": 0.05}}),
+    "fedlc": ({"tau": 1.0}, {"optimizer": {"lr": 0.05, "momentum": 0.9}}),
     "moon": ({"mu": 1.0, "tau": 0.5}, {"optimizer": {"lr": 0.05, "momentum": 0.9}}),
     "moon_pre_activation": (
         {"mu": 1.0, "tau": 0.5, "representation": "pre_activation"},

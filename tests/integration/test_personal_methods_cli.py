@@ -8,7 +8,23 @@ import json
 import pytest
 
 # ------------------------------------------------------------------------------------ CLI
-METHODS = ["local", "fedper", "fedrep", "ditto", "apfl", "perfedavg", "fedbn", "l2sgd", "fedalt", "fedfomo", "fedhkd"]
+METHODS = [
+    "local",
+    "fedper",
+    "fedrep",
+    "ditto",
+    "apfl",
+    "perfedavg",
+    "fedbn",
+    "l2sgd",
+    "fedalt",
+    "fedfomo",
+    "fedhkd",
+    "pfedme",
+    "fedproto",
+    "fedrod",
+    "fedala",
+]
 
 
 CLI_RECIPE = """
