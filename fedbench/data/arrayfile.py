@@ -3,7 +3,7 @@
 ``dataset_params.path`` (resolved as ``own.resolve_path`` says) names the file; ``test_path`` optionally names a
 second one in the same format holding the test split (else a stratified ``test_fraction`` of every (group, class) is
 held out, seeded by ``split_seed``). ``.npz`` files are read with ``numpy.load(allow_pickle=False)`` (every array
-numeric or string, none of objects); ``.parquet`` files need pyarrow (``pip install 'fedbench[parquet]'``).
+numeric or string, none of objects); ``.parquet`` files need pyarrow (``pip install 'fedbench-repro[parquet]'``).
 
 In either format, keys (npz arrays or parquet columns) are picked by name:
 
@@ -54,7 +54,7 @@ NAME = "arrays"
 LABEL_KEYS = ("y", "labels", "label")
 GROUP_KEYS = ("groups", "group", "site")
 FEATURE_KEYS = ("x", "features")
-PARQUET_INSTALL = "pip install 'fedbench[parquet]'"
+PARQUET_INSTALL = "pip install 'fedbench-repro[parquet]'"
 ARRAYS_SOURCE = Source(
     layout="dataset_params.path = one .npz (arrays x|features, y|labels, optional groups|site) or .parquet file "
     "(feature columns, a label column, an optional group column); test_path = an optional test file",
@@ -100,7 +100,7 @@ def _column(values: Any, name: str, path: Path) -> np.ndarray:
 
 def read_parquet(path: Path) -> dict[str, np.ndarray]:
     try:
-        # local: optional dependency (pip install fedbench[parquet])
+        # local: optional dependency (pip install fedbench-repro[parquet])
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError(f"dataset {NAME!r}: reading {path} needs pyarrow: {PARQUET_INSTALL}") from None

@@ -1,6 +1,6 @@
 """``hf_disk``: a Hugging Face ``datasets`` folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``.
 
-Read through ``datasets.load_from_disk`` (the optional extra: ``pip install 'fedbench[hf]'``). ``dataset_params.path``
+Read through ``datasets.load_from_disk`` (the optional extra: ``pip install 'fedbench-repro[hf]'``). ``dataset_params.path``
 (resolved as ``own.resolve_path`` says) names the folder. A ``DatasetDict`` gives its ``train_split`` and, where it
 has one, its ``test_split``; a single ``Dataset``, or a dict without the test split, holds out a stratified
 ``test_fraction`` of every (group, class), seeded by ``split_seed``.
@@ -46,7 +46,7 @@ from fedbench.data.own import (
 from fedbench.errors import DataError
 
 NAME = "hf_disk"
-INSTALL = "pip install 'fedbench[hf]'"
+INSTALL = "pip install 'fedbench-repro[hf]'"
 HF_SOURCE = Source(
     layout="dataset_params.path = a folder written by datasets' save_to_disk (a Dataset, or a DatasetDict with "
     "train / test splits); image_column, label_column, group_column name its columns",
@@ -81,7 +81,7 @@ def hf_manifest(root: Path, path: str, **_: object) -> Manifest:
 
 def _load(folder: Path) -> Any:
     try:
-        # local: optional dependency (pip install fedbench[hf])
+        # local: optional dependency (pip install fedbench-repro[hf])
         import datasets
     except ImportError:
         raise DataError(f"dataset {NAME!r}: reading {folder} needs the datasets package: {INSTALL}") from None
@@ -104,7 +104,7 @@ def _column(table: Any, column: str, folder: Path, what: str) -> list[Any]:
 
 
 def _inputs(table: Any, column: str, folder: Path, image_size: int, channels: int) -> np.ndarray:
-    import datasets  # local: optional dependency (pip install fedbench[hf]); _load imported it first
+    import datasets  # local: optional dependency (pip install fedbench-repro[hf]); _load imported it first
 
     cells = _column(table, column, folder, "image_column")
     if isinstance(table.features[column], datasets.Image):
@@ -125,7 +125,7 @@ def _inputs(table: Any, column: str, folder: Path, image_size: int, channels: in
 
 
 def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np.ndarray]:
-    import datasets  # local: optional dependency (pip install fedbench[hf]); _load imported it first
+    import datasets  # local: optional dependency (pip install fedbench-repro[hf]); _load imported it first
 
     values = _column(table, column, folder, "label_column")
     feature = table.features[column]
