@@ -29,7 +29,7 @@ import numpy as np
 from fedbench.data.arrayfile import as_inputs
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import NONE3, split_arrays
-from fedbench.data.files import Source
+from fedbench.data.files import DATA_WARNINGS, Source
 from fedbench.data.images import EncodedImage, read_images
 from fedbench.data.own import (
     USED_BY,
@@ -39,9 +39,11 @@ from fedbench.data.own import (
     class_index,
     content_manifest,
     own_split,
+    refuse_negative_labels,
     register_user_dataset,
     require_classes,
     resolve_path,
+    singleton_warning,
 )
 from fedbench.errors import DataError
 
@@ -121,7 +123,7 @@ def _inputs(table: Any, column: str, folder: Path, image_size: int, channels: in
         values = np.asarray(cells)
     except ValueError:
         raise DataError(f"dataset {NAME!r}: {folder} column {column!r} holds lists of different lengths") from None
-    return as_inputs(values, folder, column)
+    return as_inputs(values, folder, column, NAME)
 
 
 def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np.ndarray]:
@@ -140,7 +142,9 @@ def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np
         return list(feature.names), labels
     if any(v is None for v in values):
         raise DataError(f"dataset {NAME!r}: {folder} column {column!r} has a missing label; fill or drop it")
-    return None, np.asarray(values)
+    labels = np.asarray(values)
+    refuse_negative_labels(NAME, labels, f"{folder} column {column!r}")  # as a ClassLabel's -1 is refused above
+    return None, labels
 
 
 @register_user_dataset(HF_META, hf_manifest, source=HF_SOURCE)
@@ -195,6 +199,8 @@ def load_hf_disk(
         )
     x = np.concatenate(xs) if len(xs) == 2 else xs[0]
     how: dict[str, Any] = {"path": str(folder), "classes": classes, "image_column": image_column}
+    if singles := singleton_warning(NAME, classes, y, folder):
+        how[DATA_WARNINGS] = singles
     if len(tables) == 2:
         how["splits"] = [train_split, test_split]
     train, test = own_split(y, groups, len(xs[0]) if len(tables) == 2 else None, test_fraction, split_seed, how)
