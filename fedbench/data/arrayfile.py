@@ -281,6 +281,10 @@ def load_arrayfile(
     if len(parts) == 2 and (parts[0][2] is None) != (parts[1][2] is None):
         raise DataError(f"dataset {NAME!r}: only one of {files[0]} and {files[1]} has a group column; give both one")
     sizes = [len(p[1]) for p in parts]
+    if len({p[1].dtype.kind in "US" for p in parts}) > 1:  # numpy would turn the numbers into strings without a word
+        raise DataError(
+            f"dataset {NAME!r}: the labels of {files[0]} and {files[1]} mix numbers and strings; use one kind"
+        )
     try:
         classes, y = class_index(np.concatenate([p[1] for p in parts]))
     except TypeError:

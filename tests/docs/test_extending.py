@@ -120,7 +120,11 @@ def test_the_guide_states_the_engines_rule_on_torchs_global_generator():
     text = " ".join(GUIDE.read_text(encoding="utf-8").split())
     assert "Never numpy's, Python's or torch's global generator" not in text
     assert "a client hook may draw from it too and `check-method` passes it" in text
-    assert "in a server hook (`payload`, `aggregate`, `after_aggregation`) it holds whatever the last client left" in text
-    assert "torch's in a server hook (`payload`, `aggregate`, `after_aggregation`)" in PROPERTIES["keyed-streams"].breaks
+    assert (
+        "in a server hook (`payload`, `aggregate`, `after_aggregation`) it holds whatever the last client left" in text
+    )
+    assert (
+        "torch's in a server hook (`payload`, `aggregate`, `after_aggregation`)" in PROPERTIES["keyed-streams"].breaks
+    )
     state = (REPOSITORY / "fedbench" / "engine" / "state.py").read_text(encoding="utf-8")
     assert "torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))" in state
