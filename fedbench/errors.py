@@ -21,7 +21,17 @@ class RecipeError(FedbenchError):
 
 
 class UnknownNameError(FedbenchError):
-    """An algorithm, model, dataset or partitioner name that is not registered."""
+    """An algorithm, model, dataset or partitioner name that is not registered: ``kind`` (the registry's kind,
+    e.g. "algorithm") and ``name`` say which, so that a caller can look for the plug-in that defined it."""
+
+    def __init__(self, message: str, kind: str | None = None, name: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+
+    def reworded(self, message: str) -> UnknownNameError:
+        """The same unknown name with another message (a prefix naming the recipe, a hint)."""
+        return UnknownNameError(message, self.kind, self.name)
 
 
 class DataError(FedbenchError):

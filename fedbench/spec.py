@@ -320,6 +320,20 @@ class RunSpec(_Strict):
 _SEED_MARK = "\x00seed\x00"
 
 
+def spec_warnings(spec: RunSpec) -> list[str]:
+    """Settings of ``spec`` that change nothing, one line each (``fedbench run`` prints them before training). Client
+    test sets drawn from the global test set (``client_test`` = class_matched | natural) are read by personal
+    evaluation and fine-tuning only: under ``eval_mode = "global"`` without ``finetune`` the global model is scored on
+    the global test set and the setting is silently ignored (while still naming another spec hash)."""
+    if spec.client_test != "split" and spec.eval_mode == "global" and spec.finetune is None:
+        return [
+            f"client_test = {spec.client_test!r} does nothing under eval_mode = 'global' (only the global model is "
+            "scored, on the global test set); set eval_mode = 'personal' or 'both' to score each client on its own "
+            "test set"
+        ]
+    return []
+
+
 def _digest(canonical: str) -> str:
     """The ``spec_hash`` of a canonical JSON: the first 16 hex digits of its sha256."""
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

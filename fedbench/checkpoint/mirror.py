@@ -40,7 +40,7 @@ class CheckpointStorageError(FedbenchError):
 
 def check_url(url: str) -> str:
     """``url`` if fsspec can open its storage here, else a ``ConfigError`` saying what to install."""
-    # local: optional dependency (pip install fedbench[s3])
+    # local: optional dependency (pip install fedbench-repro[s3])
     import fsspec
 
     protocol = url.split("://", 1)[0]
@@ -64,7 +64,7 @@ class CheckpointMirror:
     (``location.py``)."""
 
     def __init__(self, url: str, spec_hash: str):
-        # local: optional dependency (pip install fedbench[s3])
+        # local: optional dependency (pip install fedbench-repro[s3])
         import fsspec
 
         self.url = url.rstrip("/")

@@ -2,7 +2,7 @@
 
 ``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and
 ``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and ``models`` (``cli/catalog.py``), the
-``datasets`` group (``cli/datasets.py``), ``export`` and ``import`` (``cli/transfer.py``), ``ledger`` (``cli/ledger.py``), ``check-method``
+``datasets`` group (``cli/datasets.py``), the ``recipes`` group (``cli/recipes.py``), ``export`` and ``import`` (``cli/transfer.py``), ``ledger`` (``cli/ledger.py``), ``check-method``
 (``cli/check.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
 handler in ``cli/common.py``.
@@ -26,7 +26,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from fedbench.cli import catalog, check, datasets, ledger, plan, report, run, runs, status, transfer
+from fedbench.cli import catalog, check, datasets, ledger, plan, recipes, report, run, runs, status, transfer
 from fedbench.cli.common import err_console, one_line
 
 app = typer.Typer(
@@ -51,6 +51,7 @@ app.command()(catalog.algorithms)
 app.command()(catalog.models)
 app.command("check-method")(check.check_method)
 datasets.register_cli(app)
+recipes.register_cli(app)
 
 
 def main() -> None:

@@ -123,8 +123,8 @@ def check_command(
             f"sha256 {content['sha256']} (pin it: -p digest=… / dataset_params.digest)",
             soft_wrap=True,
         )
-    if report["warning"]:
-        err_console.print(f"[yellow]warning:[/yellow] {escape(report['warning'])}", soft_wrap=True)
+    for warning in report["warnings"]:
+        err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     if "counts_match" in report:
         console.print(
             f"official counts {tuple(report['expected_counts'])}: "

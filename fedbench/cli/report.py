@@ -92,7 +92,9 @@ def report(
     ),
     out: Path | None = typer.Option(None, "--out", help="Write to this file instead of the terminal."),
     plots: Path | None = typer.Option(None, "--plots", help="Also write accuracy-vs-round PNGs to this folder."),
-    recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    recipes_dir: Path | None = typer.Option(
+        None, "--recipes-dir", help="Where --paper looks for recipes (default: ./recipes, else the shipped ones)."
+    ),
     seeds: Seeds = None,
     only: Only = [],  # noqa: B006
     add: Add = [],  # noqa: B006
@@ -166,7 +168,9 @@ def compare(
     scale: str = typer.Option("full", "--scale", help="Which scale's runs to compare."),
     synthetic: bool = typer.Option(False, "--synthetic", help="Compare runs on synthetic stand-in data."),
     fmt: str = typer.Option("rich", "--format", help="rich, markdown or json."),
-    recipes_dir: Path = typer.Option(Path("recipes"), "--recipes-dir", help="Where --paper looks for recipes."),
+    recipes_dir: Path | None = typer.Option(
+        None, "--recipes-dir", help="Where --paper looks for recipes (default: ./recipes, else the shipped ones)."
+    ),
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """The same cells from two registries side by side, their difference and whether it is within seed noise

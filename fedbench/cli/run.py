@@ -136,7 +136,10 @@ def run(
     )
     options = execution_options(registry_url, device, gpus, checkpoints, plugin, settings, launch)
     planned = selection.plan_runs(
-        recipes, **compile_options(scale, seeds, only, set_, synthetic, add, set_for), device=options.device
+        recipes,
+        **compile_options(scale, seeds, only, set_, synthetic, add, set_for),
+        device=options.device,
+        registry_url=options.registry_url,
     )
     if not planned:  # e.g. fedtrip_costs.toml: analytic tables only
         names = " ".join(f"--recipe {r}" for r in recipes)

@@ -3,7 +3,7 @@
 ``dataset_params.path`` (resolved as ``own.resolve_path`` says) names the file; ``test_path`` optionally names a
 second one in the same format holding the test split (else a stratified ``test_fraction`` of every (group, class) is
 held out, seeded by ``split_seed``). ``.npz`` files are read with ``numpy.load(allow_pickle=False)`` (every array
-numeric or string, none of objects); ``.parquet`` files need pyarrow (``pip install 'fedbench[parquet]'``).
+numeric or string, none of objects); ``.parquet`` files need pyarrow (``pip install 'fedbench-repro[parquet]'``).
 
 In either format, keys (npz arrays or parquet columns) are picked by name:
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import split_arrays
-from fedbench.data.files import Source
+from fedbench.data.files import DATA_WARNINGS, Source
 from fedbench.data.images import to_nchw
 from fedbench.data.own import (
     USED_BY,
@@ -44,9 +44,11 @@ from fedbench.data.own import (
     class_index,
     content_manifest,
     own_split,
+    refuse_negative_labels,
     register_user_dataset,
     require_classes,
     resolve_path,
+    singleton_warning,
 )
 from fedbench.errors import DataError
 
@@ -54,7 +56,7 @@ NAME = "arrays"
 LABEL_KEYS = ("y", "labels", "label")
 GROUP_KEYS = ("groups", "group", "site")
 FEATURE_KEYS = ("x", "features")
-PARQUET_INSTALL = "pip install 'fedbench[parquet]'"
+PARQUET_INSTALL = "pip install 'fedbench-repro[parquet]'"
 ARRAYS_SOURCE = Source(
     layout="dataset_params.path = one .npz (arrays x|features, y|labels, optional groups|site) or .parquet file "
     "(feature columns, a label column, an optional group column); test_path = an optional test file",
@@ -65,11 +67,29 @@ ARRAYS_META = DatasetMeta(NAME, 2, (1, 1, 16), (), (), used_by=USED_BY)
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file. An ``.npz`` is a zip archive of ``.npy`` files: any other file is refused
+    before numpy reads it (numpy would take it for a pickle and say so), and so is an array of objects."""
+    if not path.is_file():
+        raise DataError(f"dataset {NAME!r}: no file {path}; fix dataset_params.path")
+    if not zipfile.is_zipfile(path):
+        raise DataError(
+            f"dataset {NAME!r}: {path} is not an .npz file (no complete zip archive of arrays: truncated, or another format); write it with "
+            "numpy.savez"
+        )
     try:
         with np.load(path, allow_pickle=False) as stored:
-            return {key: stored[key] for key in stored.files}
-    except FileNotFoundError:
-        raise DataError(f"dataset {NAME!r}: no file {path}; fix dataset_params.path") from None
+            arrays = {}
+            for key in stored.files:
+                try:
+                    arrays[key] = stored[key]
+                except ValueError as error:
+                    if "allow_pickle" not in str(error):
+                        raise
+                    raise DataError(
+                        f"dataset {NAME!r}: {path} array {key!r} holds Python objects, which fedbench never "
+                        "unpickles; store numbers or strings (numpy.savez of a numeric or str array)"
+                    ) from None
+            return arrays
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
         raise DataError(
             f"dataset {NAME!r}: cannot read {path} as .npz ({error}); write it again with numpy.savez "
@@ -100,7 +120,7 @@ def _column(values: Any, name: str, path: Path) -> np.ndarray:
 
 def read_parquet(path: Path) -> dict[str, np.ndarray]:
     try:
-        # local: optional dependency (pip install fedbench[parquet])
+        # local: optional dependency (pip install fedbench-repro[parquet])
         import pyarrow.parquet as pq
     except ImportError:
         raise DataError(f"dataset {NAME!r}: reading {path} needs pyarrow: {PARQUET_INSTALL}") from None
@@ -137,16 +157,17 @@ def _pick(table: dict[str, np.ndarray], given: str | None, defaults: tuple[str, 
     return next((key for key in defaults if key in table), None)
 
 
-def as_inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:
-    """Inputs in the (N, C, H, W) layout the models read (see the module docstring)."""
+def as_inputs(x: np.ndarray, path: Path, key: str, dataset: str = NAME) -> np.ndarray:
+    """Inputs in the (N, C, H, W) layout the models read (see the module docstring); ``dataset`` is the loader the
+    errors name (``hf_disk`` shapes its numeric columns here too)."""
     if x.dtype.kind not in "biuf" or x.ndim < 1:
-        raise DataError(f"dataset {NAME!r}: {path} {key!r} is not numeric ({x.dtype}); store numbers")
+        raise DataError(f"dataset {dataset!r}: {path} {key!r} is not numeric ({x.dtype}); store numbers")
     if x.dtype == np.uint8 and x.ndim in (3, 4):
         return to_nchw(x)
     x = np.asarray(x, dtype=np.float32)
     if not np.isfinite(x).all():
         row = int(np.flatnonzero(~np.isfinite(x.reshape(len(x), -1)).all(1))[0])
-        raise DataError(f"dataset {NAME!r}: {path} {key!r} has a NaN or infinite value at row {row}; clean it")
+        raise DataError(f"dataset {dataset!r}: {path} {key!r} has a NaN or infinite value at row {row}; clean it")
     if x.ndim == 1:
         return x[:, None, None, None]
     if x.ndim == 2:
@@ -155,7 +176,7 @@ def as_inputs(x: np.ndarray, path: Path, key: str) -> np.ndarray:
         return x[:, :, None, :]
     if x.ndim == 4:
         return x
-    raise DataError(f"dataset {NAME!r}: {path} {key!r} has shape {x.shape}; use (N, D), (N, C, T) or (N, C, H, W)")
+    raise DataError(f"dataset {dataset!r}: {path} {key!r} has shape {x.shape}; use (N, D), (N, C, T) or (N, C, H, W)")
 
 
 def table_columns(
@@ -203,6 +224,7 @@ def table_columns(
         raise DataError(f"dataset {NAME!r}: {path} label {label_key!r} holds fractions; labels are class ids or names")
     if y.dtype.kind in "fb":
         y = y.astype(np.int64)  # whole numbers stored as floats (pandas) are class ids: class "1", not "1.0"
+    refuse_negative_labels(NAME, y, f"{path} label {label_key!r}")
     groups = None
     if group_key is not None:
         groups = table[group_key]
@@ -259,6 +281,10 @@ def load_arrayfile(
     if len(parts) == 2 and (parts[0][2] is None) != (parts[1][2] is None):
         raise DataError(f"dataset {NAME!r}: only one of {files[0]} and {files[1]} has a group column; give both one")
     sizes = [len(p[1]) for p in parts]
+    if len({p[1].dtype.kind in "US" for p in parts}) > 1:  # numpy would turn the numbers into strings without a word
+        raise DataError(
+            f"dataset {NAME!r}: the labels of {files[0]} and {files[1]} mix numbers and strings; use one kind"
+        )
     try:
         classes, y = class_index(np.concatenate([p[1] for p in parts]))
     except TypeError:
@@ -269,6 +295,8 @@ def load_arrayfile(
     if parts[0][2] is not None:
         group_names, groups = class_index(np.concatenate([p[2] for p in parts]))
     how: dict[str, Any] = {"path": str(files[0]), "classes": classes, "input_shape": list(x.shape[1:])}
+    if singles := singleton_warning(NAME, classes, y, files[0]):
+        how[DATA_WARNINGS] = singles
     if len(parts) == 2:
         how["test_path"] = str(files[1])
     train, test = own_split(y, groups, sizes[0] if len(parts) == 2 else None, test_fraction, split_seed, how)

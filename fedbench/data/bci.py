@@ -2,7 +2,7 @@
 
 Sources [paper]: AlexMI, BNCI2014_001, BNCI2015_004, Zhou2016 (datasets.md §1.13); only the classes they share,
 right_hand (0) and feet (1), are kept; group = source dataset (0…3 in that order). The data are read as MOABB
-caches them (``$MNE_DATA``, default ``~/mne_data``): MOABB is an optional extra (``pip install 'fedbench[bci]'``)
+caches them (``$MNE_DATA``, default ``~/mne_data``): MOABB is an optional extra (``pip install 'fedbench-repro[bci]'``)
 imported lazily, and the loader never downloads — network access is blocked while MOABB reads its cache, and a
 missing file is a ``DataError`` saying how to fetch it once.
 
@@ -59,7 +59,7 @@ FETCH = (
     'python -c "import moabb.datasets as d; [D().download() for D in '
     '(d.AlexMI, d.BNCI2014_001, d.BNCI2015_004, d.Zhou2016)]"'
 )
-INSTALL = "pip install moabb (the fedbench extra 'bci': pip install 'fedbench[bci]')"
+INSTALL = "pip install moabb (the fedbench extra 'bci': pip install 'fedbench-repro[bci]')"
 CACHE = "MOABB caches data under $MNE_DATA (default ~/mne_data)"
 
 BCI_SOURCE = Source(
@@ -129,7 +129,7 @@ def no_network() -> Iterator[list[str]]:
 
 def import_moabb() -> Any:
     try:
-        # local: optional dependency (pip install fedbench[bci])
+        # local: optional dependency (pip install fedbench-repro[bci])
         import moabb.datasets as moabb_datasets
     except ImportError:
         raise DataError(f"dataset 'bci' needs MOABB: {INSTALL}; {CACHE}; fetch once with {FETCH}") from None
@@ -141,7 +141,7 @@ def mne_config(key: str) -> str | None:
     if os.environ.get(key):
         return os.environ[key]
     try:
-        # local: optional dependency (pip install fedbench[bci])
+        # local: optional dependency (pip install fedbench-repro[bci])
         import mne
     except ImportError:
         return None
@@ -208,7 +208,7 @@ def recording_from_raw(raw: Any, event_id: dict[str, int], subject: int, session
     if stim:
         onsets, codes = stim_events(data[stim[0]])
     else:  # datasets that carry their events as annotations
-        # local: optional dependency (pip install fedbench[bci])
+        # local: optional dependency (pip install fedbench-repro[bci])
         import mne
 
         events, _ = mne.events_from_annotations(raw, event_id=event_id, verbose=False)
@@ -365,17 +365,17 @@ def _pyriemann() -> tuple[Any, Any]:
     """pyriemann's ``mean_riemann`` and ``tangent_space`` (the ``bci`` extra); ``pyriemann.geometry`` since 0.10,
     ``pyriemann.utils`` before."""
     try:
-        # local: optional dependency (pip install fedbench[bci])
+        # local: optional dependency (pip install fedbench-repro[bci])
         from pyriemann.geometry.mean import mean_riemann
         from pyriemann.geometry.tangentspace import tangent_space
     except ImportError:
         try:
-            # local: optional dependency (pip install fedbench[bci])
+            # local: optional dependency (pip install fedbench-repro[bci])
             from pyriemann.utils.mean import mean_riemann
             from pyriemann.utils.tangentspace import tangent_space
         except ImportError:
             raise DataError(
-                "dataset 'bci': features='tangent' needs pyriemann: pip install 'fedbench[bci]' (or use "
+                "dataset 'bci': features='tangent' needs pyriemann: pip install 'fedbench-repro[bci]' (or use "
                 "features='epochs')"
             ) from None
     return mean_riemann, tangent_space

@@ -24,7 +24,7 @@ import numpy as np
 
 from fedbench.data._registry import DATASETS, data_root, dataset_meta, dataset_params, load_dataset
 from fedbench.data.cache import CACHE_DIR, save_prepared
-from fedbench.data.files import Download, Source, file_digest, unchecked_pickle_warning
+from fedbench.data.files import Download, Source, data_warnings, file_digest, unchecked_pickle_warning
 from fedbench.errors import DataError
 
 Progress = Callable[[int, int | None], None]  # (bytes done, total bytes or None)
@@ -111,6 +111,7 @@ def check_dataset(
         "verification": arrays.info.get("verification") or arrays.info.get("source", ""),
         "prepared": arrays.info.get("prepared"),
         "warning": unchecked_pickle_warning(name, arrays.info),
+        "warnings": data_warnings(name, arrays.info),  # that one, then the loader's (e.g. one-sample classes)
         "seconds": round(seconds, 3),
         "train": len(arrays.train_y),
         "test": len(arrays.test_y),

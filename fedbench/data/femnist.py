@@ -71,7 +71,7 @@ def _read_leaf(paths: list[Path]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 def _read_h5(path: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     try:
-        # local: optional dependency (pip install fedbench[femnist])
+        # local: optional dependency (pip install fedbench-repro[femnist])
         import h5py
     except ImportError:
         raise DataError(

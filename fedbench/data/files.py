@@ -22,6 +22,7 @@ from fedbench.errors import DataError
 
 STAMP_NAME = ".fedbench-verified.json"
 UNCHECKED_PICKLES = "unchecked_pickles"  # info key: pickles read without a matched checksum (and why)
+DATA_WARNINGS = "warnings"  # info key: the loader's lines for the user about suspicious input (e.g. one-sample classes)
 _CHUNK = 1 << 20
 
 
@@ -160,6 +161,13 @@ def verify_files(
     if pickled and unchecked:
         info[UNCHECKED_PICKLES] = {"files": unchecked, "why": "no checksum is published for them"}
     return info
+
+
+def data_warnings(dataset: str, info: dict[str, Any]) -> list[str]:
+    """Every line a load of ``dataset`` has for the user, one each: unchecked pickles, then the loader's own
+    (``DATA_WARNINGS``). ``fedbench run`` and ``fedbench datasets check`` print them."""
+    pickles = unchecked_pickle_warning(dataset, info)
+    return ([pickles] if pickles else []) + list(info.get(DATA_WARNINGS) or [])
 
 
 def unchecked_pickle_warning(dataset: str, info: dict[str, Any]) -> str | None:

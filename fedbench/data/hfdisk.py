@@ -1,6 +1,6 @@
 """``hf_disk``: a Hugging Face ``datasets`` folder written by ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``.
 
-Read through ``datasets.load_from_disk`` (the optional extra: ``pip install 'fedbench[hf]'``). ``dataset_params.path``
+Read through ``datasets.load_from_disk`` (the optional extra: ``pip install 'fedbench-repro[hf]'``). ``dataset_params.path``
 (resolved as ``own.resolve_path`` says) names the folder. A ``DatasetDict`` gives its ``train_split`` and, where it
 has one, its ``test_split``; a single ``Dataset``, or a dict without the test split, holds out a stratified
 ``test_fraction`` of every (group, class), seeded by ``split_seed``.
@@ -29,7 +29,7 @@ import numpy as np
 from fedbench.data.arrayfile import as_inputs
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import NONE3, split_arrays
-from fedbench.data.files import Source
+from fedbench.data.files import DATA_WARNINGS, Source
 from fedbench.data.images import EncodedImage, read_images
 from fedbench.data.own import (
     USED_BY,
@@ -39,14 +39,16 @@ from fedbench.data.own import (
     class_index,
     content_manifest,
     own_split,
+    refuse_negative_labels,
     register_user_dataset,
     require_classes,
     resolve_path,
+    singleton_warning,
 )
 from fedbench.errors import DataError
 
 NAME = "hf_disk"
-INSTALL = "pip install 'fedbench[hf]'"
+INSTALL = "pip install 'fedbench-repro[hf]'"
 HF_SOURCE = Source(
     layout="dataset_params.path = a folder written by datasets' save_to_disk (a Dataset, or a DatasetDict with "
     "train / test splits); image_column, label_column, group_column name its columns",
@@ -81,7 +83,7 @@ def hf_manifest(root: Path, path: str, **_: object) -> Manifest:
 
 def _load(folder: Path) -> Any:
     try:
-        # local: optional dependency (pip install fedbench[hf])
+        # local: optional dependency (pip install fedbench-repro[hf])
         import datasets
     except ImportError:
         raise DataError(f"dataset {NAME!r}: reading {folder} needs the datasets package: {INSTALL}") from None
@@ -104,7 +106,7 @@ def _column(table: Any, column: str, folder: Path, what: str) -> list[Any]:
 
 
 def _inputs(table: Any, column: str, folder: Path, image_size: int, channels: int) -> np.ndarray:
-    import datasets  # local: optional dependency (pip install fedbench[hf]); _load imported it first
+    import datasets  # local: optional dependency (pip install fedbench-repro[hf]); _load imported it first
 
     cells = _column(table, column, folder, "image_column")
     if isinstance(table.features[column], datasets.Image):
@@ -121,11 +123,11 @@ def _inputs(table: Any, column: str, folder: Path, image_size: int, channels: in
         values = np.asarray(cells)
     except ValueError:
         raise DataError(f"dataset {NAME!r}: {folder} column {column!r} holds lists of different lengths") from None
-    return as_inputs(values, folder, column)
+    return as_inputs(values, folder, column, NAME)
 
 
 def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np.ndarray]:
-    import datasets  # local: optional dependency (pip install fedbench[hf]); _load imported it first
+    import datasets  # local: optional dependency (pip install fedbench-repro[hf]); _load imported it first
 
     values = _column(table, column, folder, "label_column")
     feature = table.features[column]
@@ -140,7 +142,9 @@ def _labels(table: Any, column: str, folder: Path) -> tuple[list[str] | None, np
         return list(feature.names), labels
     if any(v is None for v in values):
         raise DataError(f"dataset {NAME!r}: {folder} column {column!r} has a missing label; fill or drop it")
-    return None, np.asarray(values)
+    labels = np.asarray(values)
+    refuse_negative_labels(NAME, labels, f"{folder} column {column!r}")  # as a ClassLabel's -1 is refused above
+    return None, labels
 
 
 @register_user_dataset(HF_META, hf_manifest, source=HF_SOURCE)
@@ -195,6 +199,8 @@ def load_hf_disk(
         )
     x = np.concatenate(xs) if len(xs) == 2 else xs[0]
     how: dict[str, Any] = {"path": str(folder), "classes": classes, "image_column": image_column}
+    if singles := singleton_warning(NAME, classes, y, folder):
+        how[DATA_WARNINGS] = singles
     if len(tables) == 2:
         how["splits"] = [train_split, test_split]
     train, test = own_split(y, groups, len(xs[0]) if len(tables) == 2 else None, test_fraction, split_seed, how)

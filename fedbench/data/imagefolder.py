@@ -25,6 +25,7 @@ split, scaled by 1/255 at training time and normalised by ``normalization`` (``n
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -33,7 +34,7 @@ import numpy as np
 
 from fedbench.data.base import DatasetArrays, DatasetMeta
 from fedbench.data.common import HALF3, IMAGENET, NONE3, holdout_split
-from fedbench.data.files import Source
+from fedbench.data.files import DATA_WARNINGS, Source
 from fedbench.data.images import read_images
 from fedbench.data.own import (
     USED_BY,
@@ -44,6 +45,7 @@ from fedbench.data.own import (
     register_user_dataset,
     require_classes,
     resolve_path,
+    singleton_warning,
 )
 from fedbench.errors import ConfigError, DataError
 
@@ -64,7 +66,16 @@ REMEDY = "replace the file with a readable image, or remove it"
 
 
 def _visible(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    """The entries of ``folder`` but hidden ones, sorted. A symbolic link that leads nowhere (a loop, or a target
+    that is gone) is neither a folder nor a file, and would drop a class or a site without a word: it is refused."""
+    entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+    for entry in entries:
+        if entry.is_symlink() and not entry.exists():  # exists() follows the link: False for a loop or a dead end
+            raise DataError(
+                f"dataset {NAME!r}: {entry} is a symbolic link that leads nowhere (to {os.readlink(entry)}: a loop, "
+                "or its target is gone); point it at a folder or an image, or remove it"
+            )
+    return entries
 
 
 def _is_image(path: Path) -> bool:
@@ -258,6 +269,8 @@ def load_imagefolder(
     }
     if has_sites:
         how["group_names"] = [str(u.name) for u in units]
+    if singles := singleton_warning(NAME, classes, y, folder):
+        how[DATA_WARNINGS] = singles
     info = check_and_record(NAME, manifest, digest, verify, how)
     return DatasetArrays(
         meta,

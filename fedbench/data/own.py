@@ -124,8 +124,8 @@ def check_and_record(
     dataset: str, manifest: Manifest | None, digest: str | None, verify: bool, how: dict[str, Any]
 ) -> dict[str, Any]:
     """The loaded arrays' ``info``: the manifest's entries, ``verified`` / ``verification`` and ``how`` (the
-    parameters that shaped the arrays). A pinned ``digest`` that the content does not match is a ``DataError``;
-    ``manifest`` is None under ``--no-verify``."""
+    parameters that shaped the arrays, and the ``DATA_WARNINGS`` lines the loader found). A pinned ``digest`` that
+    the content does not match is a ``DataError``; ``manifest`` is None under ``--no-verify``."""
     if manifest is None:
         return {**how, "verified": False, "verification": "skipped (--no-verify)", "manifest": None}
     info = {**how, **manifest.record()}
@@ -157,6 +157,33 @@ def class_index(values: np.ndarray) -> tuple[list[str], np.ndarray]:
     """Sorted distinct ``values`` (numbers by value, strings by code point) as class names, and each value's class."""
     classes, index = np.unique(values, return_inverse=True)
     return [str(c) for c in classes.tolist()], index.astype(np.int64).reshape(-1)
+
+
+def refuse_negative_labels(dataset: str, labels: np.ndarray, where: str) -> None:
+    """Integer labels below 0 are refused: -1 conventionally marks an unlabelled sample (scikit-learn, Hugging Face's
+    ``ClassLabel``), and as one more class it would be trained on and scored silently. ``where`` names the file and
+    the key."""
+    if labels.dtype.kind not in "iu" or not len(labels) or labels.min() >= 0:
+        return
+    row = int(np.flatnonzero(labels < 0)[0])
+    raise DataError(
+        f"dataset {dataset!r}: {where} has label {labels[row]} at row {row}; a negative label marks an unlabelled "
+        "sample, not a class: drop those rows or give them a class"
+    )
+
+
+def singleton_warning(dataset: str, classes: Sequence[str], y: np.ndarray, where: Path) -> list[str]:
+    """One warning line when some classes have a single sample (over train and test): such a class lands in one of
+    the two splits only, so it is either never scored or never learnt; usually a typo in a label. Empty otherwise."""
+    counts = np.bincount(y, minlength=len(classes))
+    single = [classes[int(c)] for c in np.flatnonzero(counts == 1)]
+    if not single:
+        return []
+    shown = ", ".join(map(repr, single[:5])) + (f" (+{len(single) - 5} more)" if len(single) > 5 else "")
+    return [
+        f"dataset {dataset!r}: {where} has {len(single)} class(es) with one sample ({shown}); such a class is never "
+        "both learnt and scored: check the labels, or drop those samples"
+    ]
 
 
 def require_classes(dataset: str, classes: Sequence[str], where: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
-from fedbench.data.files import unchecked_pickle_warning
+from fedbench.data.files import data_warnings
 from fedbench.data.own import changed_data_warning, reads_user_path
 from fedbench.execution.cluster import execute_on_cluster
 from fedbench.execution.devices import check_placement
@@ -20,6 +20,7 @@ from fedbench.execution.options import ExecutionOptions
 from fedbench.plugins import plugin_sources, source_changes
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
+from fedbench.spec import spec_warnings
 from fedbench.vocab.status import FINISHED, RunStatus
 
 
@@ -124,7 +125,8 @@ def preflight(
     missing data or impossible partition (or client test set) parameters are user errors (exit 2) that leave
     the registry untouched, instead of failed runs. ``arrays``: a cache to load through (pass the one the
     in-process runs will use, so that the last data set is not loaded twice). Returns the warnings for the
-    user, one line each (pickled data files read without a matched checksum)."""
+    user, one line each (pickled data files read without a matched checksum, suspicious data, settings that do
+    nothing: ``spec_warnings``)."""
     arrays = arrays if arrays is not None else ArraysCache()
     seen: set[str] = set()
     warnings: dict[str, None] = {}  # ordered, each once
@@ -147,8 +149,7 @@ def preflight(
             continue
         seen.add(key)
         loaded = arrays.load(spec, data_root, verify)
-        warning = unchecked_pickle_warning(spec.dataset, loaded.info)
-        if warning:
+        for warning in [*data_warnings(spec.dataset, loaded.info), *spec_warnings(spec)]:
             warnings[warning] = None
         check_test_set(spec, loaded)
         parts = partition_clients(spec, loaded)

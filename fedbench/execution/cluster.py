@@ -142,11 +142,11 @@ def watch_until(watcher: RegistryWatcher, finished: Callable[[], bool], interval
 def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -> Any:
     """A submitit executor (submitit's name for what submits jobs) for an array of ``jobs`` worker jobs."""
     try:
-        # local: optional dependency (pip install fedbench[slurm])
+        # local: optional dependency (pip install fedbench-repro[slurm])
         import submitit
     except ImportError:
         raise ConfigError(
-            "--executor slurm needs submitit: pip install 'fedbench[slurm]' (or pip install submitit)"
+            "--executor slurm needs submitit: pip install 'fedbench-repro[slurm]' (or pip install submitit)"
         ) from None
     if slurm.time is None:  # ``Launch`` requires it; a caller building SlurmOptions alone must give it too
         raise ConfigError("--executor slurm needs --slurm-time HH:MM:SS (each worker job's time limit)")
@@ -220,10 +220,10 @@ def execute_on_ray(
     ray_options: RayOptions,
 ) -> None:
     try:
-        # local: optional dependency (pip install fedbench[ray])
+        # local: optional dependency (pip install fedbench-repro[ray])
         import ray
     except ImportError:
-        raise ConfigError("--executor ray needs ray: pip install 'fedbench[ray]' (or pip install 'ray>=2.9')") from None
+        raise ConfigError("--executor ray needs ray: pip install 'fedbench-repro[ray]' (or pip install 'ray>=2.9')") from None
     started_here = not ray.is_initialized()
     if started_here:
         try:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, UnknownNameError
 from fedbench.execution.devices import check_device
 from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun, compile_recipes
@@ -27,18 +27,36 @@ def plan_runs(
     synthetic: bool = False,
     device: str = "auto",
     additions: Additions | None = None,
+    registry_url: str | None = None,
 ) -> list[PlannedRun]:
     """Compile ``recipes`` (extended by ``additions``: ``--add``, ``--set-for``) into runs (deduplicated by
     spec_hash) and check ``device``; an ``only`` filter that keeps nothing is an error. An empty list means the
-    recipes define no runs (analytic tables only)."""
-    planned = compile_recipes(
-        list(recipes), additions, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
-    )
+    recipes define no runs (analytic tables only). A name no plug-in loaded here registers is an
+    ``UnknownNameError`` that names the plug-in which trained the runs of ``registry_url`` with it, if any."""
+    try:
+        planned = compile_recipes(
+            list(recipes), additions, scale=scale, seeds=seeds, only=only, overrides=overrides, synthetic=synthetic
+        )
+    except UnknownNameError as exc:
+        raise exc.reworded(f"{exc}{plugin_hint(exc, registry_url)}") from None
     check_device(device)
     if not planned and only:
         filters = " ".join(f"{key}={'|'.join(sorted(values))}" for key, values in only.items())
         raise FedbenchError(f"no runs match --only {filters}: check the filters against the recipe's labels")
     return planned
+
+
+def plugin_hint(error: UnknownNameError, registry_url: str | None) -> str:
+    """ "; runs of this registry were trained with it from the plug-in FILE: load it with --plugin FILE" where the
+    registry's provenance knows the plug-in that registered the unknown name; else nothing."""
+    registry = Registry.open_existing(registry_url) if error.kind and error.name else None
+    sources = registry.plugin_sources(str(error.kind), str(error.name)) if registry else []
+    if not sources:
+        return ""
+    return (
+        f"; runs in this registry were trained with {error.kind} {error.name!r} from the plug-in "
+        f"{', '.join(sources)}: load it with --plugin {sources[0]} (or a recipe's plugins = [...])"
+    )
 
 
 @dataclass(frozen=True)

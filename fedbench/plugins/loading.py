@@ -88,12 +88,18 @@ def plugin_source(text: str, base: str | os.PathLike[str] | None = None) -> str:
 
 def _resolve_source(text: str, base: Path | None) -> tuple[str, str]:
     """("path", absolute path) or ("module", dotted name): a path ends in ``.py``, has a separator, or exists."""
-    path = Path(text).expanduser()
-    if not path.is_absolute() and base is not None:
-        path = base / path
+    given = Path(text).expanduser()
+    path = base / given if not given.is_absolute() and base is not None else given
     if text.endswith(".py") or "/" in text or os.sep in text or path.exists():
         if not path.exists():
-            raise PluginError(f"plug-in {text}: no such file or folder ({path})")
+            against = (
+                ""
+                if given.is_absolute()
+                else f"; a relative path is resolved against the recipe's folder {base.absolute()}"
+                if base is not None
+                else f"; a relative path is resolved against the working directory {Path.cwd()}"
+            )
+            raise PluginError(f"plug-in {text}: no such file or folder {path.absolute()}{against}")
         return "path", str(path.resolve())
     if not _MODULE_NAME.fullmatch(text):
         raise PluginError(f"plug-in {text!r}: not a .py file, a package folder or a module name")
@@ -143,7 +149,7 @@ def _cause(exc: BaseException) -> str:
         where = f" in {exc.filename} line {exc.lineno}" if exc.filename and exc.lineno else ""
         return f"syntax error{where}: {exc.msg}"
     if isinstance(exc, DuplicateName):
-        return f"{exc}: that name exists already (fedbench's or another plug-in's); register it under another name"
+        return f"{exc}; register it under another name"
     if isinstance(exc, ImportError):
         return f"cannot import it: {exc}"
     return f"{type(exc).__name__}: {exc}"

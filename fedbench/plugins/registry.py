@@ -83,8 +83,16 @@ class PluginRegistry(Generic[T]):
 
     def _add(self, name: str, info: dict[str, Any]) -> None:
         if name in self._info:
-            raise DuplicateName(f"{self.kind} {name!r} registered twice")
+            raise DuplicateName(f"{self.kind} {name!r} registered twice: {self._owner(name)}")
         self._info[name] = info
+
+    def _owner(self, name: str) -> str:
+        """Who has ``name`` already, for the collision's message: fedbench itself (a built-in: its module is in the
+        fedbench package) or the module of another plug-in."""
+        entry = self._entry_points.get(name, "").partition(":")[0] or getattr(self._entries.get(name), "__module__", "")
+        if entry == "fedbench" or entry.startswith("fedbench."):
+            return f"{name!r} is a built-in {self.kind} of fedbench"
+        return f"{name!r} is registered by {entry}" if entry else f"{name!r} is registered already"
 
     def get(self, name: str) -> T:
         """The plug-in ``name``, imported now if it was declared."""
@@ -96,7 +104,7 @@ class PluginRegistry(Generic[T]):
         if name not in self._info:
             close = difflib.get_close_matches(name, self.names(), n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}?" if close else f"known: {', '.join(self.names())}"
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; {hint}")
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; {hint}", self.kind, name)
         entry_point = self._entry_points[name]
         module, _, attribute = entry_point.partition(":")
         try:

@@ -260,7 +260,8 @@ def _build_spec(
     try:
         spec = resolve_spec({**setup, "seed": seed, "scale": scale, "synthetic": synthetic})
     except (ConfigError, UnknownNameError) as exc:  # a plug-in parameter, resolved while the spec is built
-        raise type(exc)(f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")) from None
+        message = f"{recipe.source}: {exc}" + (f" (run {cell})" if cell else "")
+        raise (exc.reworded(message) if isinstance(exc, UnknownNameError) else type(exc)(message)) from None
     except ValidationError as exc:
         bad = field_error(exc)
         key = bad.key or "setup"

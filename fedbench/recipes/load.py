@@ -11,19 +11,22 @@ from pydantic import ValidationError
 from fedbench.errors import RecipeError, field_error
 from fedbench.plugins import PluginError, load_plugins
 from fedbench.recipes.schema import COMMAND_LINE_FIELDS, Recipe
+from fedbench.recipes.shipped import is_recipe_name, shipped_path
 from fedbench.recipes.validate import check_recipe
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """The recipe at ``path``, checked; a missing file, bad TOML, an unknown key or a bad value is a one-line
+    """The recipe at ``path`` (or the shipped recipe of that name: ``quickstart``), checked; a missing file, bad TOML, an unknown key or a bad value is a one-line
     ``RecipeError`` naming the file and the key. Its plug-ins (paths relative to the recipe file) are loaded first,
     and those of the installed distributions' entry points: a plug-in that fails is a ``PluginError`` naming the
     recipe and the plug-in."""
-    path = Path(path)
+    path = shipped_path(str(path)) if is_recipe_name(path) else Path(path)
     if path.is_dir():
         raise RecipeError(f"{path}: a folder, not a recipe file; give a .toml file (e.g. recipes/quickstart.toml)")
     if not path.is_file():
-        raise RecipeError(f"{path}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)")
+        raise RecipeError(
+            f"{path}: recipe file not found; give a recipe file or a shipped recipe's name (`fedbench recipes list`)"
+        )
     try:
         text = path.read_bytes().decode("utf-8")  # TOML is UTF-8, whatever the machine's locale
     except OSError as exc:

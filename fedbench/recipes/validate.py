@@ -453,4 +453,5 @@ def check_spec(spec: RunSpec, source: Path | str | None = None) -> None:
     try:
         check_augmentation(spec.augmentation, static_input_shape(spec.dataset, spec.dataset_params), spec.dataset)
     except (ConfigError, UnknownNameError) as exc:
-        raise type(exc)(f"{source}: {exc}" if source else str(exc)) from None
+        message = f"{source}: {exc}" if source else str(exc)
+        raise (exc.reworded(message) if isinstance(exc, UnknownNameError) else type(exc)(message)) from None

@@ -107,6 +107,19 @@ class Store(Connection):
                 rows += connection.execute(query.where(runs.c.spec_hash.in_(chunk))).all()
         return sorted(rows, key=lambda row: row.id)
 
+    def plugin_sources(self, kind: str, name: str) -> list[str]:
+        """Where the plug-ins that registered ``kind`` ``name`` (e.g. "algorithm", "fedavgm") for this registry's
+        runs came from, from the runs' provenance (``fedbench.plugins.identity``: a file, a folder or an installed
+        distribution), the latest run's first; empty when no run was trained with such a plug-in."""
+        query = select(runs.c.provenance).order_by(runs.c.id.desc())
+        found: dict[str, None] = {}
+        with self.engine.connect() as connection:
+            for (provenance,) in connection.execute(query):
+                for plugin in (provenance or {}).get("plugins") or []:
+                    if [kind, name] in (plugin.get("names") or []):
+                        found[str(plugin.get("distribution") or plugin.get("source"))] = None
+        return list(found)
+
     def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
         """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed``,
         ``provenance`` and ``summary`` (what a report table reads; no spec JSON to decode): one statement."""

@@ -16,18 +16,23 @@ from typing import Any
 from fedbench.errors import FedbenchError
 from fedbench.recipes.load import load_recipe
 from fedbench.recipes.schema import Recipe
+from fedbench.recipes.shipped import SHIPPED_DIR
 from fedbench.recipes.views import TableView
 from fedbench.registry import Registry
 from fedbench.report.diagnostics.series import diagnostic_table
 from fedbench.report.table import Table, build_table
 
 
-def report_recipes(paper: str | None, recipe_paths: Sequence[str | Path], recipes_dir: str | Path) -> list[Recipe]:
-    """The recipe files given, then every recipe in ``recipes_dir`` whose ``paper`` is ``paper`` (in the
-    paper's order)."""
+def report_recipes(
+    paper: str | None, recipe_paths: Sequence[str | Path], recipes_dir: str | Path | None = None
+) -> list[Recipe]:
+    """The recipe files (or shipped recipes' names) given, then every recipe in ``recipes_dir`` whose ``paper`` is
+    ``paper`` (in the paper's order); without ``recipes_dir``, ``./recipes`` where it exists (a clone), else the
+    recipes shipped with the package (an installed wheel)."""
     loaded = [load_recipe(p) for p in recipe_paths]
     if paper:
-        folder = Path(recipes_dir)
+        default = Path("recipes")
+        folder = Path(recipes_dir) if recipes_dir is not None else default if default.is_dir() else SHIPPED_DIR
         found = [load_recipe(p) for p in sorted(folder.glob("*.toml"))]
         matching = sorted((r for r in found if r.paper == paper), key=lambda r: (r.order, r.name))
         if not found:  # e.g. run outside the checkout: recipes/ is relative to the working directory

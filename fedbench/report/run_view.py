@@ -178,6 +178,20 @@ def result_line(stored: dict[str, Any] | None) -> list[str]:
     return parts
 
 
+def data_identity(data: dict[str, Any]) -> list[str]:
+    """What data the run read: a team's own data by its content manifest (``fedbench.data.own``: the path, the
+    files and the digest that ``fedbench datasets check`` prints and ``dataset_params.digest`` pins), a built-in data
+    set by its source and whether its files matched the published checksums."""
+    manifest = data.get("manifest")
+    if not manifest:
+        return [f"data {data.get('source', '?')}" + (", verified" if data.get("verified") else ", not verified")]
+    return [
+        f"data {manifest.get('path', '?')}",
+        f"{manifest.get('files', '?')} files, sha256 {manifest.get('sha256', '?')}",
+        "digest pinned" if data.get("verified") else "digest not pinned",
+    ]
+
+
 def provenance_lines(provenance: dict[str, Any] | None) -> list[list[str]]:
     """Where and how the run was trained, in three lines: software and machine; data; training path and memory."""
     p = provenance or {}
@@ -195,7 +209,7 @@ def provenance_lines(provenance: dict[str, Any] | None) -> list[list[str]]:
     data = p.get("data") or {}
     sizes = data.get("client_sizes") or []
     data_line = [
-        f"data {data.get('source', '?')}" + (", verified" if data.get("verified") else ", not verified"),
+        *data_identity(data),
         *([f"partition {data['partition_fingerprint']}"] if data.get("partition_fingerprint") else []),
         *([f"{len(sizes)} clients, {min(sizes)}–{max(sizes)} samples each"] if sizes else []),
         *([f"{data['num_params']:,} parameters"] if data.get("num_params") else []),

@@ -85,7 +85,7 @@ def test_a_recipe_names_its_plugins_relative_to_itself(tmp_path, registry_url):
     [
         ("def broken(:\n", "syntax error in"),
         ("import fedbench_no_such_dependency\n", "cannot import it: No module named 'fedbench_no_such_dependency'"),
-        (method_source(name="fedprox"), "algorithm 'fedprox' registered twice"),
+        (method_source(name="fedprox"), "algorithm 'fedprox' registered twice: 'fedprox' is a built-in algorithm"),
     ],
     ids=["syntax", "missing import", "duplicate"],
 )
@@ -174,3 +174,49 @@ def test_runs_of_a_plugin_import_with_it_and_without_it_are_one_line(tmp_path, r
     assert imported.exit_code == 0, imported.output
     assert "imported 2 new run(s)" in imported.output
     assert runs_of(other)["growingprox"]["spec_hash"] == runs_of(registry_url)["growingprox"]["spec_hash"]
+
+
+def test_a_plugins_method_without_its_plugin_names_the_file_that_trained_it(tmp_path, registry_url):
+    """The registry knows which plug-in trained its runs (their provenance): a recipe or an ``--add`` naming that
+    method without ``--plugin`` says so, as ``import`` does, instead of only the close built-in names."""
+    method = write_method(tmp_path)
+    recipe = write_plugged_recipe(tmp_path)
+    forget = remember_plugins()
+    assert invoke("run", recipe, "--plugin", method, "--registry", registry_url).exit_code == 0
+    forget()  # a new process: the plug-in is not loaded
+    hint = (
+        f"; runs in this registry were trained with algorithm 'growingprox' from the plug-in {method.resolve()}: "
+        f"load it with --plugin {method.resolve()} (or a recipe's plugins = [...])"
+    )
+    plain = write_plugged_recipe(tmp_path, name="fedprox", file="plain.toml")
+    for args in ([recipe], [plain, "--add", "algorithm=growingprox"]):
+        failed = invoke("run", *args, "--registry", registry_url)
+        assert failed.exit_code == 2, failed.output
+        [line] = failed.output.strip().splitlines()
+        assert "unknown algorithm 'growingprox'" in line and line.endswith(hint), line
+    elsewhere = invoke("run", recipe, "--registry", f"sqlite:///{tmp_path / 'other.db'}")
+    assert elsewhere.exit_code == 2 and "--plugin" not in elsewhere.output  # nothing known: no hint
+    assert not (tmp_path / "other.db").exists()
+
+
+def test_a_recipes_missing_plugin_path_is_shown_resolved(tmp_path, registry_url, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "recipes").mkdir()
+    write_plugged_recipe(tmp_path / "recipes", plugins='plugins = ["mine/my_methods.py"]')
+    failed = invoke("run", "recipes/plugged.toml", "--registry", registry_url)
+    assert failed.exit_code == 2, failed.output
+    [line] = failed.output.strip().splitlines()
+    assert line == (
+        f"error: recipes/plugged.toml: plug-in mine/my_methods.py: no such file or folder "
+        f"{tmp_path / 'recipes' / 'mine' / 'my_methods.py'}; a relative path is resolved against the recipe's folder "
+        f"{tmp_path / 'recipes'}"
+    )
+
+
+def test_a_name_taken_by_another_plugin_names_that_plugin(tmp_path):
+    first = write_method(tmp_path)
+    second = write_method(tmp_path, file="other_methods.py")
+    assert invoke("algorithms", "--plugin", first).exit_code == 0
+    failed = invoke("algorithms", "--plugin", second)
+    assert failed.exit_code == 2
+    assert "algorithm 'growingprox' registered twice: 'growingprox' is registered by my_methods;" in failed.output

@@ -53,6 +53,7 @@ NOT_IMPORTED = {
     "report": HEAVY,
     "algorithms": HEAVY | {"numpy"},
     "run --dry-run": HEAVY,  # compiles the recipe (numpy, the spec) and reads statuses: trains nothing
+    "recipes list": HEAVY | {"numpy", "fedbench.spec"},  # reads the shipped recipes' TOML, compiles none
 }
 
 
@@ -91,7 +92,8 @@ def probe(tmp_path: Path, *args: str) -> tuple[dict, str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "command", ["--help", "runs", "show", "status", "export", "import", "report", "algorithms", "run --dry-run"]
+    "command",
+    ["--help", "runs", "show", "status", "export", "import", "report", "algorithms", "run --dry-run", "recipes list"],
 )
 def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path, command):
     url, spec_hash = finished_run
@@ -109,6 +111,7 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         "algorithms": ["algorithms", "--json"],
         "status": ["status", "--registry", url],
         "run --dry-run": ["run", str(RECIPE), "--scale", "smoke", "--dry-run", "--registry", url],
+        "recipes list": ["recipes", "list", "--json"],
     }[command]
     verdict, printed = probe(tmp_path, *args)
     assert verdict["exit"] == 0, printed
@@ -127,6 +130,8 @@ def test_commands_that_train_nothing_do_not_import_torch(finished_run, tmp_path,
         assert "quickstart" in printed and "done" in printed
     elif command == "run --dry-run":
         assert spec_hash in printed and "done" in printed  # the finished run, as the registry has it
+    elif command == "recipes list":
+        assert "quickstart" in {entry["name"] for entry in json.loads(printed)}
     else:
         assert spec_hash in printed
     unwanted = sorted(NOT_IMPORTED[command] & set(verdict["imported"]))

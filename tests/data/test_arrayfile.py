@@ -70,7 +70,7 @@ def test_one_changed_byte_changes_the_manifest(tmp_path):
 @pytest.mark.parametrize(
     ("write", "params", "expected"),
     [
-        (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), {}, r"cannot read .*bad\.npz as \.npz"),
+        (lambda p: p.write_bytes(b"PK\x03\x04 truncated"), {}, r"bad\.npz is not an \.npz file \(no complete zip"),
         (lambda p: np.savez(p, x=np.zeros((3, 2)), target=np.zeros(3)), {}, r"no label .*set dataset_params\.label"),
         (lambda p: np.savez(p, x=np.zeros((3, 2)), y=np.zeros(3)), {"label": "cls"}, r"no label 'cls' \(it has x, y\)"),
         (lambda p: np.savez(p, x=np.zeros((3, 2)), y=np.zeros(2)), {}, r"label 'y' has shape \(2,\), expected \(3,\)"),
@@ -83,6 +83,16 @@ def test_one_changed_byte_changes_the_manifest(tmp_path):
         (lambda p: np.savez(p, x=np.zeros((2, 1)), y=np.array([0.5, 1])), {}, r"holds fractions"),
         (lambda p: np.savez(p, x=np.zeros((2, 1)), y=np.array([0, 1])), {"group": "site"}, r"no group 'site'"),
         (lambda p: None, {}, r"no file .*bad\.npz; fix dataset_params\.path"),
+        # not a zip archive at all: numpy would call it "pickled (object) data"
+        (
+            lambda p: p.write_bytes(b"\x00garbage, not arrays" * 10),
+            {},
+            r"bad\.npz is not an \.npz file \(no complete zip",
+        ),
+        (lambda p: p.write_bytes(b""), {}, r"bad\.npz is not an \.npz file"),
+        # -1 (unlabelled) is no class, as hf_disk's ClassLabel refuses it; also stored as floats (pandas)
+        (lambda p: np.savez(p, x=np.zeros((3, 1)), y=np.array([0, -1, 1])), {}, r"label 'y'.* has label -1 at row 1"),
+        (lambda p: np.savez(p, x=np.zeros((3, 1)), y=np.array([0.0, 1, -1])), {}, r"has label -1 at row 2; a negative"),
     ],
 )
 def test_each_bad_input_is_one_data_error_line(tmp_path, write, params, expected):
@@ -95,8 +105,21 @@ def test_each_bad_input_is_one_data_error_line(tmp_path, write, params, expected
 
 def test_an_object_array_is_refused_without_unpickling(tmp_path):
     np.savez(tmp_path / "o.npz", x=np.array([{"a": 1}, None], dtype=object), y=np.array([0, 1]))
-    with pytest.raises(DataError, match=r"cannot read .*o\.npz as \.npz"):
+    with pytest.raises(DataError, match=r"o\.npz array 'x' holds Python objects, which fedbench never unpickles"):
         load(tmp_path / "o.npz")
+
+
+def test_string_labels_may_look_negative_and_a_class_of_one_is_one_warning_line(tmp_path):
+    path = tmp_path / "a.npz"
+    np.savez(path, x=np.arange(9.0).reshape(9, 1), y=np.array(["-1", "a", "a", "a", "b", "b", "b", "b", "a"]))
+    arrays = load(path)
+    assert arrays.info["classes"] == ["-1", "a", "b"]  # a name, not a number: "-1" is the user's own class
+    assert arrays.info["warnings"] == [
+        f"dataset 'arrays': {path} has 1 class(es) with one sample ('-1'); such a class is never both learnt and "
+        "scored: check the labels, or drop those samples"
+    ]
+    np.savez(path, x=np.arange(9.0).reshape(9, 1), y=np.array([0, 1] * 4 + [0]))
+    assert "warnings" not in load(path).info
 
 
 def test_other_formats_are_refused(tmp_path):

@@ -307,7 +307,7 @@ def test_missing_moabb_names_the_extra(monkeypatch):
     with pytest.raises(DataError) as error:
         load_dataset("bci", "/x", use_prepared=False)
     message = str(error.value)
-    assert "fedbench[bci]" in message and "MNE_DATA" in message and "~/mne_data" in message
+    assert "fedbench-repro[bci]" in message and "MNE_DATA" in message and "~/mne_data" in message
     assert ".download()" in message and "\n" not in message
 
 

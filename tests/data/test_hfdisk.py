@@ -111,3 +111,23 @@ def test_an_undecodable_image_cell_names_its_row(tmp_path):
     with pytest.raises(DataError, match=r"cannot decode image .*row 1 \(b\.png\)") as caught:
         load(tmp_path / "b")
     assert "\n" not in str(caught.value)
+
+
+def test_numeric_columns_errors_name_hf_disk_and_plain_labels_follow_the_arrays_rules(tmp_path):
+    """The numeric-input rules are shared with ``arrays`` (``arrayfile.as_inputs``), and so are the label rules: a
+    message names the loader that read the data, -1 is no class whether it is a ``ClassLabel`` or a plain integer,
+    and a class of one sample is one warning line."""
+    datasets.Dataset.from_dict({"x": [[0.0], [float("nan")], [1.0]], "y": [0, 1, 0]}).save_to_disk(str(tmp_path / "n"))
+    with pytest.raises(DataError) as caught:
+        load(tmp_path / "n", image_column="x", label_column="y")
+    assert str(caught.value).startswith("dataset 'hf_disk': ") and "NaN or infinite value at row 1" in str(caught.value)
+    datasets.Dataset.from_dict({"x": [[0.0], [1.0], [2.0]], "y": [0, -1, 1]}).save_to_disk(str(tmp_path / "u"))
+    with pytest.raises(DataError, match=r"^dataset 'hf_disk': .*column 'y' has label -1 at row 1; a negative label"):
+        load(tmp_path / "u", image_column="x", label_column="y")
+    rows = {"x": [[float(i)] for i in range(7)], "y": [0, 0, 0, 1, 1, 1, 2]}
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "s"))
+    arrays = load(tmp_path / "s", image_column="x", label_column="y")
+    assert arrays.info["warnings"] == [
+        f"dataset 'hf_disk': {tmp_path / 's'} has 1 class(es) with one sample ('2'); such a class is never both "
+        "learnt and scored: check the labels, or drop those samples"
+    ]

@@ -173,9 +173,19 @@ def damage_one_class(root: Path) -> None:
     (root / "a" / "y").rmdir()
 
 
+def damage_class_link_loop(root: Path) -> None:
+    (root / "a" / "c9").symlink_to("c9")  # `ln -s c9 a/c9`: a link to itself, neither a folder nor a file
+
+
+def damage_site_link_gone(root: Path) -> None:
+    (root / "b").symlink_to(root.parent / "moved-away")  # a site folder whose target was moved
+
+
 @pytest.mark.parametrize(
     ("damage", "expected"),
     [
+        (damage_class_link_loop, r"a/c9 is a symbolic link that leads nowhere \(to c9: a loop"),
+        (damage_site_link_gone, r"bad/b is a symbolic link that leads nowhere .*moved-away"),
         (damage_corrupt, r"cannot decode image .*0\.png.*replace the file"),
         (damage_truncated, r"cannot decode image .*1\.png"),
         (damage_empty_class, r"class folder .*z has no image files.*add images or remove"),
@@ -197,6 +207,20 @@ def test_each_bad_input_is_one_data_error_line(tmp_path, damage, expected):
     import re
 
     assert re.search(expected, " ".join(result.output.split())), result.output
+
+
+def test_a_class_of_one_image_is_one_warning_line(tmp_path):
+    write_folder(tmp_path / "x", {"a": {"p": 3, "q": 1}, "b": {"p": 3, "r": 3}})
+    arrays = load(tmp_path / "x", image_size=4)
+    assert arrays.info["warnings"] == [
+        f"dataset 'imagefolder': {tmp_path / 'x'} has 1 class(es) with one sample ('q'); such a class is never "
+        "both learnt and scored: check the labels, or drop those samples"
+    ]
+    assert "warnings" not in load(tmp_path / "x", image_size=4, sites=["b"]).info  # no class of one there
+    result = runner.invoke(app, ["datasets", "check", "imagefolder", "--data-dir", str(tmp_path), "-p", "path=x"])
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warned) == 1 and "one sample ('q')" in warned[0]
 
 
 def test_missing_folder_unknown_site_and_no_path(tmp_path):

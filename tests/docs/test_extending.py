@@ -17,6 +17,7 @@ import pytest
 import typer
 
 from fedbench.cli import app
+from fedbench.execution.contract.properties import PROPERTIES
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 GUIDE = REPOSITORY / "docs" / "extending.md"
@@ -111,3 +112,19 @@ def test_every_command_line_names_a_command_and_its_options(words):
     options = {option for param in command.params for option in (*param.opts, *param.secondary_opts)}
     unknown = [word.split("=")[0] for word in rest if word.startswith("--") and word.split("=")[0] not in options]
     assert not unknown, f"`{' '.join(words)}`: {command.name} has no option {', '.join(unknown)}"
+
+
+def test_the_guide_states_the_engines_rule_on_torchs_global_generator():
+    """The engine seeds torch's global generator per client (engine/state.py) and the contract's keyed-streams
+    property refuses it in server hooks only: the guide says the same, and no longer forbids it in client hooks."""
+    text = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    assert "Never numpy's, Python's or torch's global generator" not in text
+    assert "a client hook may draw from it too and `check-method` passes it" in text
+    assert (
+        "in a server hook (`payload`, `aggregate`, `after_aggregation`) it holds whatever the last client left" in text
+    )
+    assert (
+        "torch's in a server hook (`payload`, `aggregate`, `after_aggregation`)" in PROPERTIES["keyed-streams"].breaks
+    )
+    state = (REPOSITORY / "fedbench" / "engine" / "state.py").read_text(encoding="utf-8")
+    assert "torch.manual_seed(derive_seed(self.spec.seed, dropout_stream, *keys))" in state

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import TINY_RECIPE
 from fedbench.errors import FedbenchError
 from fedbench.execution import batch
 from fedbench.execution.batch import preflight, prepare_batch
@@ -57,3 +58,21 @@ def test_the_outcome_counts_statuses_and_gives_each_failures_last_line(write_rec
     assert outcome.counts == {"failed": 1, "pending": 1}
     assert [(f.spec_hash, f.error) for f in outcome.failed] == [(planned[0].spec_hash, "ValueError: bad value")]
     assert outcome.registry_url == Registry(registry_url).display_url
+
+
+@pytest.mark.parametrize(
+    ("eval_mode", "warned"),
+    [(None, True), ('"both"', False), ('"personal"', False)],
+    ids=["global", "both", "personal"],
+)
+def test_client_test_sets_without_a_personal_evaluation_are_one_warning_line(write_recipe, eval_mode, warned):
+    """Client test sets from the global test set are read by personal evaluation only: under the default
+    ``eval_mode = "global"`` (and no fine-tuning) ``client_test`` changes nothing the run scores, which the README's
+    own-data example once did silently."""
+    setting = 'client_test = "class_matched"\n' + (f"eval_mode = {eval_mode}\n" if eval_mode else "")
+    planned = plan_runs([write_recipe(TINY_RECIPE.replace("targets = [50]\n", f"targets = [50]\n{setting}"))])
+    expected = (
+        "client_test = 'class_matched' does nothing under eval_mode = 'global' (only the global model is scored, on "
+        "the global test set); set eval_mode = 'personal' or 'both' to score each client on its own test set"
+    )
+    assert preflight(planned) == ([expected] if warned else [])  # once, for the batch's two methods

@@ -15,7 +15,7 @@ from fedbench.recipes.expand import expand
 from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 
-ray = pytest.importorskip("ray", reason="ray not installed (pip install 'fedbench[ray]')")
+ray = pytest.importorskip("ray", reason="ray not installed (pip install 'fedbench-repro[ray]')")
 runner = CliRunner()
 
 

@@ -20,7 +20,7 @@ from fedbench.recipes.load import load_recipe
 from fedbench.registry import Registry
 from fedbench.settings import Settings
 
-submitit = pytest.importorskip("submitit", reason="submitit not installed (pip install 'fedbench[slurm]')")
+submitit = pytest.importorskip("submitit", reason="submitit not installed (pip install 'fedbench-repro[slurm]')")
 runner = CliRunner()
 
 

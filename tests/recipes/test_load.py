@@ -15,7 +15,7 @@ def test_a_missing_file_is_named_with_where_recipes_live(tmp_path):
     with pytest.raises(RecipeError) as info:
         load_recipe(tmp_path / "nope.toml")
     assert str(info.value) == (
-        f"{tmp_path / 'nope.toml'}: recipe file not found; recipes live in recipes/ (e.g. recipes/quickstart.toml)"
+        f"{tmp_path / 'nope.toml'}: recipe file not found; give a recipe file or a shipped recipe's name (`fedbench recipes list`)"
     )
     with pytest.raises(RecipeError) as info:
         load_recipe(tmp_path)  # a directory is no recipe

@@ -86,3 +86,17 @@ def test_result_and_provenance_lines():
     assert "3 clients, 3–9 samples each" in data and "1,234 parameters" in data
     assert training == ["packed training", "fp32", "peak memory 3.0 MiB"]
     assert provenance_lines(None) == []
+
+
+def test_own_data_is_shown_by_its_manifests_digest():
+    """The own-data loaders record no source but a content manifest; ``show`` names its path, files and digest (what
+    `fedbench datasets check` prints and `dataset_params.digest` pins) instead of "data ?, not verified"."""
+    digest = "ab" * 32
+    manifest = {"path": "/data/xrays", "sha256": digest, "files": 12, "bytes": 3400, "listed": True}
+    _, unpinned, _ = provenance_lines({"data": {"manifest": manifest, "verified": False, "client_sizes": [4, 8]}})
+    assert unpinned[:3] == ["data /data/xrays", f"12 files, sha256 {digest}", "digest not pinned"]
+    assert "?" not in " ".join(unpinned)
+    _, pinned, _ = provenance_lines({"data": {"manifest": manifest, "verified": True}})
+    assert pinned == ["data /data/xrays", f"12 files, sha256 {digest}", "digest pinned"]
+    _, unverified, _ = provenance_lines({"data": {"manifest": None, "verified": False, "source": "s"}})
+    assert unverified == ["data s, not verified"]  # --no-verify: nothing hashed, as for a built-in
