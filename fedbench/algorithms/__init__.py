@@ -51,6 +51,9 @@ _method(
     papers=("feddrplus",),
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
+# the adaptive server optimizers (Reddi et al.) divide by √v + τ: no setting reduces them to FedAvg
+_method("fedadagrad", "FedAdagrad", p.FedAdagradParams, papers=("baselines",))
+_method("fedadam", "FedAdam", p.FedAdamParams, papers=("baselines",))
 _method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
@@ -60,8 +63,17 @@ _method(
     papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix", "bench"),
     finetune_losses={"ce": {}},
 )
+_method(
+    "fedavgm",
+    "FedAvgM",
+    p.FedAvgMParams,
+    papers=("baselines",),
+    fedavg_setting={"algorithm_params": {"beta": 0.0, "server_lr": 1.0}},
+)
 _method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))
 _method("fedbn", "FedBN", p.NoParams, papers=("lgmix",))
+_method("feddc", "FedDC", p.FedDCParams, papers=("baselines",))
+_method("feddecorr", "FedDecorr", p.FedDecorrParams, papers=("baselines",), fedavg_setting={"algorithm_params": {"beta": 0.0}})
 _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
@@ -98,6 +110,7 @@ _method(
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
 _method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
+_method("fedsam", "FedSAM", p.FedSAMParams, papers=("baselines",), fedavg_setting={"algorithm_params": {"rho": 0.0}})
 _method(
     "fedtr",
     "FedTR",
@@ -106,9 +119,17 @@ _method(
     fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
 )
 _method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
+_method("fedyogi", "FedYogi", p.FedYogiParams, papers=("baselines",))
 _method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",))
 _method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
 _method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
+_method(
+    "mofedsam",
+    "MoFedSAM",
+    p.MoFedSAMParams,
+    papers=("baselines",),
+    fedavg_setting={"algorithm_params": {"rho": 0.0, "alpha": 1.0}},
+)
 _method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
 _method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
