@@ -73,7 +73,13 @@ _method(
 _method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))
 _method("fedbn", "FedBN", p.NoParams, papers=("lgmix",))
 _method("feddc", "FedDC", p.FedDCParams, papers=("baselines",))
-_method("feddecorr", "FedDecorr", p.FedDecorrParams, papers=("baselines",), fedavg_setting={"algorithm_params": {"beta": 0.0}})
+_method(
+    "feddecorr",
+    "FedDecorr",
+    p.FedDecorrParams,
+    papers=("baselines",),
+    fedavg_setting={"algorithm_params": {"beta": 0.0}},
+)
 _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))

@@ -52,7 +52,7 @@ class FedDC(Algorithm):
         control = ctx.state.setdefault("control", torch.zeros_like(ctx.global_params))
         omega = relative_size(ctx)
         if omega == 0:  # a client without samples takes no step: its terms are never used
-            return {"drift": drift, "correction": torch.zeros_like(drift), "alpha": torch.zeros(())}
+            return {"drift": drift, "correction": torch.zeros_like(drift), "alpha": drift.new_zeros(())}
         alpha = torch.tensor(self.params.alpha / omega, dtype=drift.dtype, device=drift.device)
         return {"drift": drift, "correction": ctx.payload["control"] / omega - control, "alpha": alpha}
 
@@ -65,7 +65,9 @@ class FedDC(Algorithm):
     @torch.no_grad()
     def adjust_gradients(self, ctx):
         alpha = ctx.scratch["alpha"]
-        for theta, w, h, c in zip(ctx.model.parameters(), ctx.global_tensors, ctx.scratch["drift"], ctx.scratch["correction"]):
+        for theta, w, h, c in zip(
+            ctx.model.parameters(), ctx.global_tensors, ctx.scratch["drift"], ctx.scratch["correction"]
+        ):
             if theta.grad is not None:
                 theta.grad.add_(theta - w + h, alpha=alpha).add_(c)  # ∇R + ∇G (Eqs. 6–7)
 
