@@ -6,8 +6,9 @@ the API a method sees: ``base.py`` (``Algorithm``, which is FedAvg), ``context.p
 Each entry names the method, its class in ``fedbench/algorithms/methods/<name>.py``, its hyperparameters (a class of
 ``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it),
 ``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
-it) and ``fedavg_setting`` (the ``algorithm_params``, and run ``setup`` where needed, with which the method is
-FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/execution/contract/``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
+it), ``kind`` ("personal" for a method whose clients are evaluated with models of their own, ``eval_model``;
+"global", the default, for one that trains one global model) and ``fedavg_setting`` (the ``algorithm_params``, and
+run ``setup`` where needed, with which the method is FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/execution/contract/``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
 class; compiling a recipe, hashing its specs and listing the methods read only this catalogue and ``params.py``,
 which import no torch. A plug-in written outside the repository registers its class in one step instead:
 ``@register_algorithm(name, papers=...)`` (``_registry.py``).
@@ -41,8 +42,8 @@ def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
 
 
 # APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
-_method("apfl", "APFL", p.APFLParams, papers=("lgmix",), fedavg_setting={})
-_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",), fedavg_setting={})
+_method("apfl", "APFL", p.APFLParams, papers=("lgmix",), fedavg_setting={}, kind="personal")
+_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus",), fedavg_setting={}, kind="personal")
 # finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
 _method(
     "dot_regression",
@@ -52,9 +53,9 @@ _method(
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
 # the adaptive server optimizers (Reddi et al.) divide by √v + τ: no setting reduces them to FedAvg
-_method("fedadagrad", "FedAdagrad", p.FedAdagradParams, papers=("baselines",))
-_method("fedadam", "FedAdam", p.FedAdamParams, papers=("baselines",))
-_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",))
+_method("fedadagrad", "FedAdagrad", p.FedAdagradParams, papers=("bench",))
+_method("fedadam", "FedAdam", p.FedAdamParams, papers=("bench",))
+_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix",), kind="personal")
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
     "fedavg",
@@ -67,29 +68,30 @@ _method(
     "fedavgm",
     "FedAvgM",
     p.FedAvgMParams,
-    papers=("baselines",),
+    papers=("bench",),
     fedavg_setting={"algorithm_params": {"beta": 0.0, "server_lr": 1.0}},
 )
 _method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix"))
-_method("fedbn", "FedBN", p.NoParams, papers=("lgmix",))
-_method("feddc", "FedDC", p.FedDCParams, papers=("baselines",))
+_method("fedbn", "FedBN", p.NoParams, papers=("lgmix",), kind="personal")
+_method("feddc", "FedDC", p.FedDCParams, papers=("bench",))
 _method(
     "feddecorr",
     "FedDecorr",
     p.FedDecorrParams,
-    papers=("baselines",),
+    papers=("bench",),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
 _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
-_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix",))
+_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix",), kind="personal")
 _method(
     "fedhkd",
     "FedHKD",
     p.FedHKDParams,
     papers=("lgmix",),
     fedavg_setting={"algorithm_params": {"lam": 0.0, "gamma": 0.0}},
+    kind="personal",
 )
 _method(
     "fedimpro",
@@ -107,7 +109,7 @@ _method(
     papers=("fedtr", "feddrplus"),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
-_method("fedper", "FedPer", p.NoParams, papers=("feddrplus",))
+_method("fedper", "FedPer", p.NoParams, papers=("feddrplus",), kind="personal")
 _method(
     "fedprox",
     "FedProx",
@@ -115,8 +117,8 @@ _method(
     papers=("fedtr", "fedtrip", "fedimpro"),
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
-_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"))
-_method("fedsam", "FedSAM", p.FedSAMParams, papers=("baselines",), fedavg_setting={"algorithm_params": {"rho": 0.0}})
+_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus"), kind="personal")
+_method("fedsam", "FedSAM", p.FedSAMParams, papers=("bench",), fedavg_setting={"algorithm_params": {"rho": 0.0}})
 _method(
     "fedtr",
     "FedTR",
@@ -125,19 +127,19 @@ _method(
     fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
 )
 _method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("fedyogi", "FedYogi", p.FedYogiParams, papers=("baselines",))
-_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",))
-_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",))
-_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"))
+_method("fedyogi", "FedYogi", p.FedYogiParams, papers=("bench",))
+_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix",), kind="personal")
+_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix",), kind="personal")
+_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus"), kind="personal")
 _method(
     "mofedsam",
     "MoFedSAM",
     p.MoFedSAMParams,
-    papers=("baselines",),
+    papers=("bench",),
     fedavg_setting={"algorithm_params": {"rho": 0.0, "alpha": 1.0}},
 )
 _method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"))
+_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus"), kind="personal")
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
 _method(
     "slowmo",

@@ -21,6 +21,8 @@ from fedbench.algorithms.params import FedAdagradParams
 
 
 class FedAdagrad(Algorithm):
+    """FedAdagrad (Reddi et al., ICLR 2021): Adagrad on the server, the mean client change as pseudo-gradient."""
+
     Params = FedAdagradParams
     params: FedAdagradParams
 

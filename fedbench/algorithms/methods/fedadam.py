@@ -10,6 +10,8 @@ from fedbench.algorithms.params import FedAdamParams
 
 
 class FedAdam(FedAdagrad):
+    """FedAdam (Reddi et al., ICLR 2021): Adam on the server (no bias correction)."""
+
     Params = FedAdamParams
     params: FedAdamParams
 

@@ -18,6 +18,8 @@ from fedbench.algorithms.params import FedAvgMParams
 
 
 class FedAvgM(Algorithm):
+    """FedAvgM (Hsu et al., 2019): server momentum on the averaged client change."""
+
     Params = FedAvgMParams
     params: FedAvgMParams
 

@@ -36,6 +36,8 @@ def relative_size(ctx) -> float:
 
 
 class FedDC(Algorithm):
+    """FedDC (Gao et al., CVPR 2022): local drift decoupling and gradient correction."""
+
     Params = FedDCParams
     params: FedDCParams
 

@@ -31,6 +31,8 @@ def decorrelation(features: torch.Tensor) -> torch.Tensor:
 
 
 class FedDecorr(Algorithm):
+    """FedDecorr (Shi et al., ICLR 2023): a dimensional-decorrelation local term."""
+
     Params = FedDecorrParams
     params: FedDecorrParams
 

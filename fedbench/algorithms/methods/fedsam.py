@@ -20,6 +20,8 @@ from fedbench.algorithms.params import FedSAMParams
 
 
 class FedSAM(Algorithm):
+    """FedSAM (Qu et al., ICML 2022): sharpness-aware local steps of radius ρ."""
+
     Params = FedSAMParams
     params: FedSAMParams
 

@@ -13,6 +13,8 @@ from fedbench.algorithms.params import FedYogiParams
 
 
 class FedYogi(FedAdagrad):
+    """FedYogi (Reddi et al., ICLR 2021): Yogi on the server, additive second-moment steps."""
+
     Params = FedYogiParams
     params: FedYogiParams
 

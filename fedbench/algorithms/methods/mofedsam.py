@@ -23,6 +23,8 @@ from fedbench.algorithms.params import MoFedSAMParams
 
 
 class MoFedSAM(FedSAM):
+    """MoFedSAM (Qu et al., ICML 2022): FedSAM with client-level momentum."""
+
     Params = MoFedSAMParams
     params: MoFedSAMParams
 
