@@ -34,12 +34,12 @@ def algorithm_entries(kind: str | None = None, paper: str | None = None) -> list
                 "fedavg_setting": info.get("fedavg_setting"),
             }
         )
+    papers = sorted({p for e in entries for p in e["papers"]})
     if kind is not None:
         if kind not in METHOD_KINDS:
             raise ConfigError(f"--kind {kind!r}: expected one of {', '.join(METHOD_KINDS)}")
         entries = [e for e in entries if e["kind"] == kind]
     if paper is not None:
-        papers = sorted({p for e in entries for p in e["papers"]})
         if paper not in papers:
             raise ConfigError(
                 f"--paper {paper!r}: no method listed is of that paper; the papers are {', '.join(papers)}"
