@@ -11,10 +11,13 @@ from algorithm_fixtures import (
     LinearModel,
     fresh_server,
     initial_model,
+    make_spec,
     named_slices,
+    train,
 )
 from conftest import F64_ATOL
 from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.context import ClientUpdate, ServerState
 from fedbench.data.store import TensorData
 
 
@@ -108,3 +111,63 @@ def algorithm_flops(name: str, params: dict | None = None) -> float:
     return build_algorithm(name, params or {}).attach_flops_per_round(
         steps=5, samples=250, batch_size=50, num_params=1000, forward_flops=300.0, backward_flops=600.0
     )
+
+
+def assert_packed_equals_sequential(spec, directory) -> None:
+    """Train ``spec`` on the packed and on the sequential path (in float64: the caller's ``float64`` fixture) and
+    check that the curves, the global weights and every server and client state tensor agree to within F64_ATOL."""
+    sequential = train(spec, directory, "sequential.pt", packing="sequential")
+    together = train(spec, directory, "packed.pt", packing="packed")
+    assert together[0].settings["packing"] == {"executor": "packed", "reason": "requested"}
+    (_, sink_a, final_a), (_, sink_b, final_b) = sequential, together
+    assert close(final_a["server"]["params"], final_b["server"]["params"])
+    for key, value in final_a["server"]["state"].items():
+        assert close(value, final_b["server"]["state"][key]), key
+    assert final_a["client_states"].keys() == final_b["client_states"].keys()
+    for client, state in final_a["client_states"].items():
+        for key, value in state.items():
+            assert close(value, final_b["client_states"][client][key]), (client, key)
+    for a, b in zip(sink_a.records, sink_b.records, strict=True):
+        assert abs(a.train_loss - b.train_loss) <= F64_ATOL
+
+
+def packing_spec(algorithm: str, params: dict | None = None, **overrides):
+    """Dirichlet(0.3) over 5 clients, 3 per round for 3 rounds: unequal client sizes (unequal step counts, short last
+    batches) and returning clients with their state, as ``tests/engine/test_packed.py``'s cases train."""
+    setup = dict(
+        num_clients=5, clients_per_round=3, rounds=3, batch_size=32, partition_params={"alpha": 0.3, "min_size": 5}
+    )
+    return make_spec(algorithm, params, **{**setup, **overrides})
+
+
+def adaptive_rounds(name, params, second_moment, rounds=3):
+    """Run ``rounds`` server steps of the adaptive optimizer ``name`` (Reddi et al. Alg. 2) and the same steps written
+    out by hand with ``second_moment(v, Δ)`` on floats, one coordinate at a time; assert they agree every round.
+    Returns the (v^{t−1}, Δ) pairs met (a test can check which branches of its rule were taken)."""
+    met = []
+    algorithm = build_algorithm(name, params)
+    torch.manual_seed(5)
+    server = ServerState(torch.randn(10), {})
+    algorithm.init_server(server)
+    w, m, v = server.params.clone(), torch.zeros(10), torch.full((10,), params["tau"] ** 2)
+    for round_index in range(1, rounds + 1):
+        updates = [ClientUpdate(k, w + 0.1 * torch.randn(10), {}, n, 3, 0.0) for k, n in enumerate((10, 30))]
+        algorithm.aggregate(server, updates, round_index)
+        delta = 0.25 * updates[0].params + 0.75 * updates[1].params - w
+        m = params["beta1"] * m + (1 - params["beta1"]) * delta
+        met += [(float(a), float(d)) for a, d in zip(v, delta)]
+        v = torch.tensor([second_moment(float(a), float(d)) for a, d in zip(v, delta)])  # one coordinate at a time
+        w = w + params["server_lr"] * m / (v.sqrt() + params["tau"])
+        assert close(server.params, w), round_index
+        assert close(server.state["first_moment"], m) and close(server.state["second_moment"], v), round_index
+    return met
+
+
+def sam_grad(grad, rho):
+    """g̃ = ∇F(θ + ρ ∇F(θ)/‖∇F(θ)‖) for a gradient function ``grad``."""
+
+    def at(theta):
+        g = grad(theta)
+        return grad(theta + rho * g / g.norm())
+
+    return at

@@ -6,8 +6,9 @@ the API a method sees: ``base.py`` (``Algorithm``, which is FedAvg), ``context.p
 Each entry names the method, its class in ``fedbench/algorithms/methods/<name>.py``, its hyperparameters (a class of
 ``params.py``) and what the registry records about it: ``papers`` (the paper specs that train it),
 ``finetune_losses`` (the ``finetune.loss`` values whose objective it is, with the ``algorithm_params`` that give
-it) and ``fedavg_setting`` (the ``algorithm_params``, and run ``setup`` where needed, with which the method is
-FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/execution/contract/``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
+it), ``kind`` ("personal" for a method whose clients are evaluated with models of their own, ``eval_model``;
+"global", the default, for one that trains one global model) and ``fedavg_setting`` (the ``algorithm_params``, and
+run ``setup`` where needed, with which the method is FedAvg: the engine contract checks that it trains as FedAvg there, ``fedbench/execution/contract/``). A method's module is imported the first time ``ALGORITHMS.get(name)`` (or ``build_algorithm``) needs its
 class; compiling a recipe, hashing its specs and listing the methods read only this catalogue and ``params.py``,
 which import no torch. A plug-in written outside the repository registers its class in one step instead:
 ``@register_algorithm(name, papers=...)`` (``_registry.py``).
@@ -41,9 +42,9 @@ def _method(name: str, cls: str, params: type[p.NoParams], **info: Any) -> None:
 
 
 # APFL and Ditto train the global model as FedAvg does whatever their parameters (the personal models are their own)
-_method("apfl", "APFL", p.APFLParams, papers=("lgmix", "bench"), fedavg_setting={})
-_method("ccvr", "CCVR", p.CCVRParams, papers=("bench",))
-_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus", "bench"), fedavg_setting={})
+_method("apfl", "APFL", p.APFLParams, papers=("lgmix", "bench"), fedavg_setting={}, kind="personal")
+_method("ccvr", "CCVR", p.CCVRParams, papers=("bench",), kind="personal")
+_method("ditto", "Ditto", p.DittoParams, papers=("feddrplus", "bench"), fedavg_setting={}, kind="personal")
 # finetune.loss = "dr" | "dr_plus" (FedDr+ Table 8's crossed rows): fine-tuning with L_DR (β = 1) or L_Dr+ (β = 0.9)
 _method(
     "dot_regression",
@@ -52,9 +53,19 @@ _method(
     papers=("feddrplus",),
     finetune_losses={"dr": {}, "dr_plus": p.FEDDR_PLUS_PARAMS},
 )
+# the adaptive server optimizers (Reddi et al.) divide by √v + τ: no setting reduces them to FedAvg
+_method("fedadagrad", "FedAdagrad", p.FedAdagradParams, papers=("bench",))
+_method("fedadam", "FedAdam", p.FedAdamParams, papers=("bench",))
 # p = 0 higher layers: every layer is the global model's, as FedAvg loads it
-_method("fedala", "FedALA", p.FedALAParams, papers=("bench",), fedavg_setting={"algorithm_params": {"layer_idx": 0}})
-_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix", "bench"))
+_method(
+    "fedala",
+    "FedALA",
+    p.FedALAParams,
+    papers=("bench",),
+    fedavg_setting={"algorithm_params": {"layer_idx": 0}},
+    kind="personal",
+)
+_method("fedalt", "FedAlt", p.FedAltParams, papers=("lgmix", "bench"), kind="personal")
 # finetune.loss = "ce": fine-tuning with FedAvg's objective, the task loss (cross-entropy; Dice for segmentation)
 _method(
     "fedavg",
@@ -63,18 +74,34 @@ _method(
     papers=("fedtr", "feddrplus", "fedtrip", "fedimpro", "lgmix", "bench"),
     finetune_losses={"ce": {}},
 )
+_method(
+    "fedavgm",
+    "FedAvgM",
+    p.FedAvgMParams,
+    papers=("bench",),
+    fedavg_setting={"algorithm_params": {"beta": 0.0, "server_lr": 1.0}},
+)
 _method("fedbabu", "FedBABU", p.NoParams, papers=("feddrplus", "lgmix", "bench"))
-_method("fedbn", "FedBN", p.NoParams, papers=("lgmix", "bench"))
+_method("fedbn", "FedBN", p.NoParams, papers=("lgmix", "bench"), kind="personal")
+_method("feddc", "FedDC", p.FedDCParams, papers=("bench",))
+_method(
+    "feddecorr",
+    "FedDecorr",
+    p.FedDecorrParams,
+    papers=("bench",),
+    fedavg_setting={"algorithm_params": {"beta": 0.0}},
+)
 _method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
 _method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
-_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix", "bench"))
+_method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix", "bench"), kind="personal")
 _method(
     "fedhkd",
     "FedHKD",
     p.FedHKDParams,
     papers=("lgmix", "bench"),
     fedavg_setting={"algorithm_params": {"lam": 0.0, "gamma": 0.0}},
+    kind="personal",
 )
 _method(
     "fedimpro",
@@ -94,8 +121,8 @@ _method(
     papers=("fedtr", "feddrplus"),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
-_method("fedper", "FedPer", p.NoParams, papers=("feddrplus", "bench"))
-_method("fedproto", "FedProto", p.FedProtoParams, papers=("bench",))
+_method("fedper", "FedPer", p.NoParams, papers=("feddrplus", "bench"), kind="personal")
+_method("fedproto", "FedProto", p.FedProtoParams, papers=("bench",), kind="personal")
 _method(
     "fedprox",
     "FedProx",
@@ -103,8 +130,9 @@ _method(
     papers=("fedtr", "fedtrip", "fedimpro"),
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
-_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus", "bench"))
-_method("fedrod", "FedRoD", p.FedRoDParams, papers=("bench",))
+_method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus", "bench"), kind="personal")
+_method("fedrod", "FedRoD", p.FedRoDParams, papers=("bench",), kind="personal")
+_method("fedsam", "FedSAM", p.FedSAMParams, papers=("bench",), fedavg_setting={"algorithm_params": {"rho": 0.0}})
 _method(
     "fedtr",
     "FedTR",
@@ -113,12 +141,20 @@ _method(
     fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
 )
 _method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix", "bench"))
-_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix", "bench"))
-_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus", "bench"))
+_method("fedyogi", "FedYogi", p.FedYogiParams, papers=("bench",))
+_method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix", "bench"), kind="personal")
+_method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix", "bench"), kind="personal")
+_method("local", "Local", p.LocalParams, papers=("lgmix", "feddrplus", "bench"), kind="personal")
+_method(
+    "mofedsam",
+    "MoFedSAM",
+    p.MoFedSAMParams,
+    papers=("bench",),
+    fedavg_setting={"algorithm_params": {"rho": 0.0, "alpha": 1.0}},
+)
 _method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
-_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus", "bench"))
-_method("pfedme", "PFedMe", p.PFedMeParams, papers=("bench",))
+_method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus", "bench"), kind="personal")
+_method("pfedme", "PFedMe", p.PFedMeParams, papers=("bench",), kind="personal")
 _method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
 _method(
     "slowmo",

@@ -92,8 +92,33 @@ class FedALAParams(NoParams):
     max_first_epochs: int = Field(50, ge=1)  # cap on the first round's passes
 
 
+class FedAdagradParams(NoParams):
+    # Reddi et al. (ICLR 2021) Alg. 2 and Sec. 5: β1 = 0.9, τ = 1e-3; η tuned per task there, 0.01 here [proposal]
+    server_lr: float = Field(0.01, gt=0)  # η
+    beta1: float = Field(0.9, ge=0, lt=1)  # β1, first moment
+    tau: float = Field(1e-3, gt=0)  # τ, the adaptivity floor (v starts at τ²)
+
+
+class FedAdamParams(FedAdagradParams):
+    beta2: float = Field(0.99, ge=0, lt=1)  # β2, second moment (Reddi et al. Sec. 5: 0.99)
+
+
 class FedAltParams(NoParams):
     personal_fraction: float = Field(0.5, ge=0, le=1)
+
+
+class FedAvgMParams(NoParams):
+    # Hsu et al. (2019) Sec. 3: v ← βv + Δw, w ← w − v (server lr 1); β = 0.9, the value their sweeps favour
+    beta: float = Field(0.9, ge=0, lt=1)  # server momentum β
+    server_lr: float = Field(1.0, gt=0)  # η, 1 in the paper
+
+
+class FedDCParams(NoParams):
+    alpha: float = Field(0.01, gt=0)  # α of the penalty (α/2)‖h_i + θ_i − w‖²; FedDC [code] alpha_coef 1e-2
+
+
+class FedDecorrParams(NoParams):
+    beta: float = Field(0.1, ge=0)  # β, weight of L_FedDecorr (Shi et al. Sec. 5: 0.1 [paper])
 
 
 class FedDynParams(NoParams):
@@ -180,6 +205,10 @@ class FedRoDParams(NoParams):
     balanced: bool = True  # the generic head's balanced softmax; False: plain cross-entropy
 
 
+class FedSAMParams(NoParams):
+    rho: float = Field(0.05, ge=0)  # ρ, the ascent radius (SAM's and Qu et al.'s 0.05 [paper])
+
+
 class FedTRParams(NoParams):
     lambda_r: float = Field(1.0, ge=0)  # λ_R, weight of the centroid term R (spec A2 [proposal])
     r_reduction: Literal["mse", "sum_dim_mean_batch"] = "mse"  # FedPAC/FedProto MSE, or Eq. 4's sum over dims
@@ -195,6 +224,10 @@ class FedTripParams(NoParams):
     xi_rule: Literal["inverse_gap", "gap", "const"] = "inverse_gap"
     # fedtripemd / fedcrac divide both coefficients by the local epochs E (spec §1.5); same for E = 1.
     epoch_scaled: bool = False
+
+
+class FedYogiParams(FedAdamParams):
+    """FedAdam's parameters; only the second-moment rule differs (Reddi et al. Alg. 2)."""
 
 
 class L2SGDParams(NoParams):
@@ -217,6 +250,11 @@ class LGMixParams(NoParams):
 
 class LocalParams(NoParams):
     loss: Literal["ce", "dr"] = "ce"  # the local objective: the task loss, or L_DR through a frozen ETF
+
+
+class MoFedSAMParams(FedSAMParams):
+    alpha: float = Field(0.1, gt=0, le=1)  # α of v = α·g̃ + (1 − α)·Δ (Qu et al. Alg. 3; FedCM's 0.1 [paper])
+    server_lr: float = Field(1.0, gt=0)  # η_g
 
 
 class MoonParams(NoParams):

@@ -12,25 +12,34 @@ from fedbench.errors import FedbenchError
 
 @user_errors
 def algorithms(
+    kind: str | None = typer.Option(None, "--kind", help="Only the methods of this kind: global or personal."),
+    paper: str | None = typer.Option(None, "--paper", help="Only the methods a paper's recipes train (e.g. fedtrip)."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
-    """List the registered FL methods with their hyperparameters and defaults.
+    """List the registered FL methods: kind (global or personal), papers, description and hyperparameters with
+    their defaults (every method also takes `regularizers`, shown in --json).
 
-    Example: `fedbench algorithms --json` · `fedbench algorithms --plugin my_methods.py`
+    Example: `fedbench algorithms --kind global` · `fedbench algorithms --paper fedtrip --json` ·
+    `fedbench algorithms --plugin my_methods.py`
     """
     from fedbench.report.plugin_catalog import algorithm_entries
 
     load_plugins(plugin)
-    entries = algorithm_entries()
+    entries = algorithm_entries(kind, paper)
     if as_json:
         print_json(entries)
         return
     rows = [
-        [e["name"], ", ".join(f"{k}={v}" for k, v in e["params"].items()), ", ".join(e["papers"]), e["description"]]
+        [
+            f"{e['name']}\n{e['kind']}",
+            "\n".join(e["papers"]),
+            # the description, then the parameters other than the regularizers every method shares
+            "\n".join([e["description"], ", ".join(f"{k}={v}" for k, v in e["params"].items() if k != "regularizers")]),
+        ]
         for e in entries
     ]
-    print_listing("algorithms", ("name", "params (defaults)", "papers", "description"), rows)
+    print_listing("algorithms", ("name, kind", "papers", "description; params (defaults)"), rows, whole=(0, 1))
 
 
 @user_errors

@@ -24,3 +24,14 @@ def test_catalogues(registry_url):
     for command in ("run", "report", "runs", "show", "algorithms", "models"):
         help_text = invoke(command, "--help").output
         assert "Example" in help_text, command
+
+
+def test_algorithms_fits_80_columns_and_filters(registry_url):
+    result = invoke("algorithms", "--kind", "global")  # CliRunner's output is not a terminal: 80 columns
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert "fedadam" in result.stdout and "server_lr=0.01" in result.stdout and "ditto" not in result.stdout
+    assert any(line.startswith("┃ name") for line in lines[:4])  # a table, not one block per entry
+    bad = invoke("algorithms", "--kind", "both")
+    assert bad.exit_code == 2 and "--kind 'both': expected one of global, personal" in bad.output

@@ -40,3 +40,21 @@ def test_a_model_card_with_overrides():
     (card,) = model_entries("mlp", {"num_classes": 47, "hidden": [50]})
     assert (card["num_classes"], card["model_params"], card["feature_dim"]) == (47, {"hidden": [50]}, 50)
     assert card["params"] == (784 * 50 + 50) + (50 * 47 + 47)
+
+
+def test_methods_filtered_by_kind_and_paper_and_a_value_no_method_has_is_one_error():
+    from fedbench.errors import ConfigError
+
+    personal = {e["name"] for e in algorithm_entries(kind="personal")}
+    global_ = {e["name"] for e in algorithm_entries(kind="global")}
+    assert {"ditto", "lgmix", "fedrep"} <= personal and {"fedavg", "fedadam", "feddc", "fedsam"} <= global_
+    assert personal.isdisjoint(global_) and personal | global_ == set(ALGORITHMS.names())
+    fedtrip = [e["name"] for e in algorithm_entries(paper="fedtrip")]
+    assert "fedtrip" in fedtrip and "lgmix" not in fedtrip
+    assert [e["name"] for e in algorithm_entries("personal", "fedtrip")] == []  # both filters at once
+    with pytest.raises(ConfigError, match=r"^--kind 'both': expected one of global, personal$"):
+        algorithm_entries(kind="both")
+    with pytest.raises(
+        ConfigError, match=r"^--paper 'nope': no method listed is of that paper; the papers are .*fedtrip"
+    ):
+        algorithm_entries(paper="nope")
