@@ -260,7 +260,7 @@ def open_tracker(target: str) -> Tracker:
             # local: optional dependency (pip install fedbench[mlflow]), imported only by an export to MLflow
             from fedbench.registry.tracking_mlflow import MlflowTracker
         except ModuleNotFoundError as exc:
-            if exc.name != "mlflow":
+            if (exc.name or "").partition(".")[0] != "mlflow":
                 raise  # a module of fedbench itself is missing: a broken install, not the extra
             raise _missing_extra("mlflow", "MLflow") from None
         return MlflowTracker(where or None)
@@ -271,7 +271,7 @@ def open_tracker(target: str) -> Tracker:
             # local: optional dependency (pip install fedbench[tensorboard]), imported only by an export to it
             from fedbench.registry.tracking_tensorboard import TensorboardTracker
         except ModuleNotFoundError as exc:
-            if exc.name != "tensorboard":
+            if (exc.name or "").partition(".")[0] != "tensorboard":
                 raise  # a module of fedbench itself is missing: a broken install, not the extra
             raise _missing_extra("tensorboard", "TensorBoard") from None
         return TensorboardTracker(Path(where))
