@@ -45,6 +45,7 @@ from fedbench.registry import Registry
 from fedbench.registry.transfer import finished_runs, redact
 from fedbench.urls import display_url
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_curve
+from fedbench.vocab.status import FINISHED
 
 TAG_PREFIX = "fedbench."
 SPEC_HASH_TAG = "fedbench.spec_hash"  # the key a tracker finds a run's copy by
@@ -292,7 +293,17 @@ def export_to_tracker(
     return outcome
 
 
+def export_run(tracker: Tracker, registry: Registry, spec_hash: str) -> Outcome | None:
+    """Write the run ``spec_hash`` to ``tracker`` as the registry holds it, if it is finished (``fedbench run
+    --log-to``: called when a batch's event says the run ended); None for a run that is not (failed, interrupted)."""
+    found = registry.runs(spec_hashes=[spec_hash])
+    if not found or found[0].status not in FINISHED:
+        return None
+    return tracker.write(tracked_run(found[0], registry.curve(found[0].id)))
+
+
 __all__ = [
+    "export_run",
     "TrackedRun",
     "Point",
     "Tracker",
