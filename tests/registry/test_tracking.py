@@ -172,3 +172,40 @@ def test_a_tracker_without_its_extra_says_what_to_install(target, extra, monkeyp
     monkeypatch.delitem(sys.modules, f"fedbench.registry.tracking_{extra}", raising=False)
     with pytest.raises(FedbenchError, match=rf"pip install 'fedbench\[{extra}\]'"):
         open_tracker(target)
+
+
+class Collecting:
+    """A tracker that keeps what it is given."""
+
+    shown = "memory"
+
+    def __init__(self):
+        self.written = []
+
+    def write(self, run):
+        self.written.append(run)
+        return "new"
+
+
+def test_export_run_writes_a_finished_run_as_the_registry_holds_it_and_nothing_else(registry_url):
+    from fedbench.engine.loop import RoundRecord
+    from fedbench.registry import Registry
+    from fedbench.registry.tracking import export_run, export_to_tracker
+    from registry_fixtures import entry
+
+    registry = Registry(registry_url)
+    registry.ensure_runs([entry(1), entry(2)])
+    run_id = registry.claim(f"{1:016x}", "host:1")
+    record = RoundRecord(round=1, train_loss=1.0, wall_seconds=1.0, bytes_up=0, bytes_down=0, test_acc=0.625)
+    registry.log_round(run_id, record)
+    registry.finish(run_id, "done", summary={"best": 0.625})
+    tracker = Collecting()
+    assert export_run(tracker, registry, f"{2:016x}") is None  # pending: not copied
+    assert export_run(tracker, registry, "ffffffffffffffff") is None  # not in the registry
+    assert export_run(tracker, registry, f"{1:016x}") == "new"
+    [written] = tracker.written
+    assert written.spec_hash == f"{1:016x}" and written.final == {"summary.best": 0.625}
+    assert [(p.step, p.value) for p in written.series["test_acc"]] == [(1, 0.625)]
+    outcome = export_to_tracker(Collecting(), registry)
+    assert (outcome.shown, outcome.new, outcome.updated, outcome.unchanged) == ("memory", [f"{1:016x}"], [], [])
+    assert outcome.count == 1
