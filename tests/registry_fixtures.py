@@ -79,3 +79,19 @@ def compiled_hashes() -> set[str]:
 def raw_rows(database: Path, query: str) -> list[tuple]:
     with sqlite3.connect(database) as connection:
         return connection.execute(query).fetchall()
+
+
+def trained_registry(folder: Path) -> str:
+    """The URL of a registry in ``folder`` holding the tiny recipe's (``conftest.TINY_RECIPE``) two smoke runs,
+    trained by ``fedbench run``: FedAvg and FedProx, 2 rounds each, with real curves and summaries."""
+    from typer.testing import CliRunner  # local: only the tests that train a registry need the CLI
+
+    from conftest import TINY_RECIPE
+    from fedbench.cli import app
+
+    recipe = folder / "tiny.toml"
+    recipe.write_text(TINY_RECIPE)
+    url = f"sqlite:///{folder / 'fedbench.db'}"
+    trained = CliRunner().invoke(app, ["run", str(recipe), "--scale", "smoke", "--registry", url])
+    assert trained.exit_code == 0, trained.output
+    return url

@@ -95,6 +95,12 @@ COMPILE: Any = typer.Option(
 NO_VERIFY: Any = typer.Option("--no-verify", help="Skip data checksum verification (recorded as unverified).")
 FORCE: Any = typer.Option("--force", help="Re-run specs that are already done.")
 DRY_RUN: Any = typer.Option("--dry-run", help="Print the compiled runs and whether they are done; train nothing.")
+LOG_TO: Any = typer.Option(
+    "--log-to",
+    metavar="TRACKER",
+    help="Copy each run into an experiment tracker as soon as it finishes, as `fedbench export --to TRACKER` "
+    "would: `mlflow`, `mlflow:TRACKING_URI` or `tensorboard:DIR`.",
+)
 CHECKPOINTS: Any = typer.Option(
     "--checkpoints",
     help="Folder for run checkpoints on storage every worker sees, so any worker resumes any run "
@@ -165,6 +171,7 @@ Compile = Annotated[bool, COMPILE]
 NoVerify = Annotated[bool, NO_VERIFY]
 Force = Annotated[bool, FORCE]
 DryRun = Annotated[bool, DRY_RUN]
+LogTo = Annotated[str | None, LOG_TO]
 Checkpoints = Annotated[str | None, CHECKPOINTS]
 ClientStateMemory = Annotated[int, CLIENT_STATE_MEMORY]
 EvalBatchSize = Annotated[int, EVAL_BATCH_SIZE]

@@ -34,6 +34,7 @@ from fedbench.cli.options import (
     GpusPerRun,
     Jobs,
     LauncherChoice,
+    LogTo,
     NoVerify,
     Only,
     Overrides,
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
 
     from fedbench.execution.batch import Batch
     from fedbench.execution.events import Event
+    from fedbench.registry.tracking import Tracker
 
 
 @user_errors
@@ -100,12 +102,14 @@ def run(
     slurm_folder: SlurmFolder = None,
     slurm_cluster: SlurmClusterChoice = DEFAULT_LAUNCH.slurm.cluster,
     plugin: Plugins = [],  # noqa: B006
+    log_to: LogTo = None,
 ) -> None:
     """Compile recipes into runs and train the ones not done yet.
 
     Example: `fedbench run recipes/quickstart.toml --jobs 2` ·
     `fedbench run recipes/quickstart.toml --scale smoke --only algorithm=fedavg --set rounds=5` ·
     `fedbench run recipes/quickstart.toml --add algorithm=scaffold --set-for algorithm=scaffold:optimizer.lr=0.02` ·
+    `fedbench run recipes/quickstart.toml --log-to mlflow:sqlite:///mlflow.db` ·
     `fedbench run recipes/fedtrip_*.toml --executor slurm --slurm-partition gpu --slurm-time 04:00:00 --jobs 8
     --registry postgresql+psycopg://me@dbhost/fedbench`
     """
@@ -166,6 +170,11 @@ def run(
         from fedbench.checkpoint.mirror import check_reachable
 
         check_reachable(str(options.checkpoints))
+    tracker = None
+    if log_to is not None:  # a wrong --log-to is refused before anything is registered
+        from fedbench.registry.tracking import open_tracker
+
+        tracker = open_tracker(log_to)
     work = batch.prepare_batch(planned, options, force=force)
     for warning in work.warnings:
         err_console.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
@@ -174,7 +183,7 @@ def run(
     elif work.skipped:
         console.print(f"{len(work.skipped)} of {len(planned)} runs already done (skipped; --force re-runs them)")
     if work.todo:
-        train_with_progress(work)
+        train_with_progress(work, tracker)
     outcome = work.outcome()
     counts = ", ".join(f"{n} {status}" for status, n in outcome.counts.items())
     console.print(f"registry: {counts}  ({outcome.registry_url})")
@@ -211,8 +220,9 @@ def execution_options(
     )
 
 
-def train_with_progress(work: Batch) -> None:
-    """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run."""
+def train_with_progress(work: Batch, tracker: Tracker | None = None) -> None:
+    """Train the batch with rich progress bars: one for all rounds (its status counts runs), one per run; each run
+    that finishes is copied into ``tracker`` (``--log-to``) from the registry, where the event says it ended."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -222,7 +232,9 @@ def train_with_progress(work: Batch) -> None:
         TimeRemainingColumn,
     )
 
+    from fedbench.errors import FedbenchError
     from fedbench.execution.events import Note, RoundDone, RunEnded, RunStarted, RunWarning
+    from fedbench.registry.tracking import export_run
 
     todo = work.todo
     progress = Progress(
@@ -275,5 +287,14 @@ def train_with_progress(work: Batch) -> None:
                 if event.status != RunStatus.DONE:
                     error = event.error or ""
                     progress.console.print(f"  {escape(label_of.get(key, key))}: {event.status} {escape(error)}")
+                if tracker is not None:
+                    try:
+                        export_run(tracker, work.store, key)
+                    except FedbenchError as exc:  # the tracker's trouble never stops the training
+                        progress.console.print(
+                            f"[yellow]warning:[/yellow] {escape(str(exc))} (the run is in the registry; "
+                            "`fedbench export --to` copies it later)",
+                            soft_wrap=True,
+                        )
 
         work.train(on_event)

@@ -20,15 +20,32 @@ def export(
         None, "--recipe", help="Only runs registered by this recipe (a recipe file, or its name)."
     ),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write to this file [default: stdout]."),
+    to: str | None = typer.Option(
+        None,
+        "--to",
+        metavar="TRACKER",
+        help="Write the runs to an experiment tracker instead: `mlflow` (MLflow's default store), "
+        "`mlflow:TRACKING_URI` or `tensorboard:DIR`; one tracker run per fedbench run, updated (never duplicated) "
+        "by a second export. Needs the extra `fedbench[mlflow]` or `fedbench[tensorboard]`.",
+    ),
     registry: str | None = RegistryOption,
 ) -> None:
-    """Write the registry's finished runs (spec, provenance, summary, curve) as JSON lines.
+    """Write the registry's finished runs (spec, provenance, summary, curve) as JSON lines, or to MLflow or
+    TensorBoard (`--to`).
 
-    Example: `fedbench export --paper fedtrip --registry postgresql+psycopg://me@dbhost/fedbench > runs.jsonl`
+    Example: `fedbench export --paper fedtrip --registry postgresql+psycopg://me@dbhost/fedbench > runs.jsonl` ·
+    `fedbench export --recipe quickstart --to mlflow:sqlite:///mlflow.db` · `fedbench export --to tensorboard:tb`
     """
     from fedbench.registry import Registry
     from fedbench.registry.transfer import export_lines
 
+    if to is not None and out is not None:
+        raise FedbenchError("--out and --to: give one; --to writes to the tracker, --out to a runs file")
+    tracker = None
+    if to is not None:
+        from fedbench.registry.tracking import open_tracker
+
+        tracker = open_tracker(to)  # before the registry is read: a wrong --to costs nothing
     store = Registry.open_existing(registry)
     if store is None:
         raise FedbenchError(f"no registry at {Registry.resolve_url(registry)}: nothing to export")
@@ -38,6 +55,19 @@ def export(
         from fedbench.recipes.load import load_recipe
 
         name = load_recipe(recipe).name
+    if to is not None and tracker is not None:
+        from fedbench.registry.tracking import export_to_tracker
+
+        done = export_to_tracker(tracker, store, paper=paper, recipe=name)
+        err_console.print(
+            f"exported {done.count} finished run(s) to {to.partition(':')[0]} {done.shown}: {len(done.new)} new, "
+            f"{len(done.updated)} updated, {len(done.unchanged)} unchanged",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if done.count == 0:
+            note_unmatched(store, registry, paper, name)
+        return
     lines = export_lines(store, paper=paper, recipe=name)
     if out is None:
         count = _write(lines, sys.stdout)

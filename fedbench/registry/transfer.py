@@ -104,13 +104,22 @@ class RunLine(BaseModel):
 def export_lines(registry: Registry, paper: str | None = None, recipe: str | None = None) -> Iterator[str]:
     """The runs file of ``registry``'s finished runs (of ``paper``, of the recipe named ``recipe``), line by line."""
     yield json.dumps({"format": FORMAT, "version": VERSION, "fedbench": __version__, "schema": head_revision()})
+    for run, curve in finished_runs(registry, paper=paper, recipe=recipe):
+        yield json.dumps(_run_record(run, curve), sort_keys=True)
+
+
+def finished_runs(
+    registry: Registry, paper: str | None = None, recipe: str | None = None
+) -> Iterator[tuple[Row[Any], list[Row[Any]]]]:
+    """The finished runs (done or diverged) of ``paper``, of the recipe named ``recipe``, each with its curve, in id
+    order: what every export writes (a runs file, ``fedbench export --to mlflow|tensorboard``)."""
     finished = [
         r for r in registry.runs(paper=paper) if r.status in FINISHED and (recipe is None or r.recipe == recipe)
     ]
     for chunk in in_chunks(finished):
         curves = registry.curves([r.id for r in chunk])
         for run in chunk:
-            yield json.dumps(_run_record(run, curves[run.id]), sort_keys=True)
+            yield run, curves[run.id]
 
 
 def _run_record(run: Row[Any], curve: list[Row[Any]]) -> dict[str, Any]:
@@ -269,6 +278,7 @@ def _difference(existing: Row[Any], ours: list[dict[str, Any]], line: RunLine, t
 
 __all__ = [
     "export_lines",
+    "finished_runs",
     "read_runs_file",
     "import_runs",
     "ImportOutcome",

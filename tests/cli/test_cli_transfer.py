@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from cli_fixtures import assert_user_error
@@ -78,6 +79,30 @@ def test_export_errors_are_one_line(tmp_path, registry_url):
     target = tmp_path / "no_such_folder" / "runs.jsonl"
     result = runner.invoke(app, ["export", "--out", str(target), "--registry", registry_url])
     assert_user_error(result, f"--out {target}: cannot write")
+
+
+def test_export_to_a_tracker_is_checked_before_the_registry_is_read(tmp_path, registry_url):
+    missing = f"sqlite:///{tmp_path / 'none.db'}"  # no registry: the --to mistake is the one reported
+    both = runner.invoke(app, ["export", "--to", "tensorboard:tb", "--out", "x.jsonl", "--registry", missing])
+    assert_user_error(both, "--out and --to: give one")
+    assert_user_error(runner.invoke(app, ["export", "--to", "wandb", "--registry", missing]), "--to wandb", "mlflow")
+    nothing = runner.invoke(app, ["export", "--to", f"tensorboard:{tmp_path / 'tb'}", "--registry", missing])
+    assert_user_error(nothing, "no registry at", "nothing to export")
+
+
+def test_export_to_a_tracker_counts_its_runs_and_notes_a_selection_that_names_none(tmp_path, registry_url):
+    pytest.importorskip("tensorboard")  # the extra fedbench[tensorboard] (in dev)
+    add_finished(registry_url, 0)
+    result = runner.invoke(app, ["export", "--to", f"tensorboard:{tmp_path / 'tb'}", "--registry", registry_url])
+    assert result.exit_code == 0, result.output
+    assert (
+        result.stderr.strip()
+        == f"exported 1 finished run(s) to tensorboard {tmp_path / 'tb'}: 1 new, 0 updated, 0 unchanged"
+    )
+    args = ["export", "--recipe", "tinny", "--to", f"tensorboard:{tmp_path / 'tb'}", "--registry", registry_url]
+    misspelt = runner.invoke(app, args)
+    assert misspelt.exit_code == 0, misspelt.output
+    assert "exported 0 finished run(s)" in misspelt.stderr and "no run of recipe 'tinny'" in misspelt.stderr
 
 
 def test_import_reports_its_counts_and_a_conflict_exits_1_keeping_the_registrys_result(registry_url, tmp_path):

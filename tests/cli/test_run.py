@@ -201,3 +201,27 @@ def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
     result = runner.invoke(app, ["run", str(recipe), "--registry", registry_url])
     assert result.exit_code == 0, result.output
     assert "nothing to train" in result.output and "fedbench report --recipe" in result.output
+
+
+@pytest.mark.slow
+def test_log_to_copies_each_run_into_the_tracker_as_it_finishes(write_recipe, registry_url, tmp_path):
+    pytest.importorskip("tensorboard")  # the extra fedbench[tensorboard] (in dev)
+    logdir = tmp_path / "tb"
+    trained = invoke(
+        "run", write_recipe(), "--scale", "smoke", "--log-to", f"tensorboard:{logdir}", "--registry", registry_url
+    )
+    assert trained.exit_code == 0, trained.output
+    assert len(list(logdir.rglob("fedbench-run.json"))) == 2  # both runs, copied while the batch trained
+    # the copies are what `export --to` writes of the finished runs: exporting afterwards finds nothing to change
+    exported = invoke("export", "--to", f"tensorboard:{logdir}", "--registry", registry_url)
+    assert exported.exit_code == 0, exported.output
+    assert "0 new, 0 updated, 2 unchanged" in exported.stderr
+
+
+def test_a_log_to_that_cannot_be_written_is_refused_before_anything_is_registered(write_recipe, registry_url, tmp_path):
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    result = invoke("run", write_recipe(), "--log-to", f"tensorboard:{blocked / 'tb'}", "--registry", registry_url)
+    assert result.exit_code == 2 and "cannot write there" in result.stderr, result.output
+    assert invoke("run", write_recipe(), "--log-to", "wandb", "--registry", registry_url).exit_code == 2
+    assert not db_path(registry_url).exists()

@@ -2,7 +2,7 @@
 ``export``, ``import``, ``report`` (of tables that need no model statistics), ``algorithms`` and ``run --dry-run``
 run in a fresh process (on a registry holding one finished run of recipes/quickstart.toml) that then says which of
 the heavy libraries it imported. None imports torch; none imports scipy (the report's statistics import it, and one
-seed gives none), matplotlib (plots), Pillow (only reading image files needs it) or Alembic (migrations: only
+seed gives none), matplotlib (plots), Pillow (only reading image files needs it), MLflow or TensorBoard (only ``export --to``) or Alembic (migrations: only
 ``import``, which creates its registry, needs it); the commands that read no recipe nor spec import no numpy, and
 ``export`` does not build the spec's schema. ``benchmarks/startup.py`` times them; this test checks no timing. The
 imports deferred into functions for that (or for an optional dependency) each say why, in a ``# local:`` comment."""
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "quickstart.toml"
 
 # The modules the probe reports on: the heavy libraries, and the spec (its pydantic schema is built on import).
-WATCHED = ("torch", "scipy", "matplotlib", "alembic", "PIL", "numpy", "fedbench.spec")
+WATCHED = ("torch", "scipy", "matplotlib", "alembic", "PIL", "numpy", "fedbench.spec", "mlflow", "tensorboard")
 # Runs one fedbench command line (sys.argv[1:]) in this process, then prints on a last line of its own its exit code
 # and which of the WATCHED modules were imported.
 PROBE = f"""
@@ -40,7 +40,8 @@ except SystemExit as exit:
     code = exit.code or 0
 print("\\n" + json.dumps({{"exit": code, "imported": [m for m in {WATCHED!r} if m in sys.modules]}}))
 """
-HEAVY = {"torch", "scipy", "matplotlib", "alembic", "PIL"}  # PIL: only reading image files needs it
+# PIL: only reading image files needs it; MLflow and TensorBoard only `export --to` them
+HEAVY = {"torch", "scipy", "matplotlib", "alembic", "PIL", "mlflow", "tensorboard"}
 # What each command must not import beyond HEAVY (show, import and report resolve specs: the data sets' loaders,
 # hence numpy, and the spec; import creates its registry, so it migrates it with Alembic)
 NOT_IMPORTED = {
