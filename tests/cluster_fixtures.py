@@ -281,3 +281,49 @@ def start_ray() -> tuple[RayNodes | None, str]:
         nodes.stop()
         return None, f"could not start a two-node Ray cluster: {' '.join(str(exc).split())[:400]}"
     return nodes, ""
+
+
+# ---------------------------------------------------------------------------------------------- driving them
+def fedbench_command(*args: str) -> list[str]:
+    """`fedbench ARGS` in a process of its own (a hang is then a timeout, and the engines' clients see the env)."""
+    return [sys.executable, "-m", "fedbench.cli", *args]
+
+
+def run_fedbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(fedbench_command(*args), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def curves(url: str) -> dict[str, list[tuple]]:
+    """Every run's curve, by spec hash: what a calm run and one through faults must share bit for bit."""
+    from fedbench.registry import Registry  # local: the fixtures module is imported before any test needs torch
+
+    registry = Registry(url)
+    return {
+        r.spec_hash: [(x.round, x.test_acc, x.test_loss, x.train_loss) for x in registry.curve(r.id)]
+        for r in registry.runs()
+    }
+
+
+def wait_for(what: str, found, seconds: float = 240, process: subprocess.Popen | None = None):
+    """Poll ``found()`` until it returns something true (returned); fails the test after ``seconds``, or at once if
+    ``process`` ended meanwhile."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = found()
+        if value:
+            return value
+        if process is not None and process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"fedbench ended before {what}: {(out + err)[-3000:]}")
+        time.sleep(0.5)
+    raise AssertionError(f"no {what} after {seconds} s")
+
+
+def running_run(url: str, min_rounds: int = 2):
+    """A run of the registry in progress with at least ``min_rounds`` recorded (so a checkpoint is on disk), or
+    None (also while the registry does not exist yet)."""
+    from fedbench.registry import Registry  # local: as in ``curves``
+
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    return next((r for r in Registry(url).runs() if r.status == "running" and r.rounds_done >= min_rounds), None)
