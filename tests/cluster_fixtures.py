@@ -176,7 +176,7 @@ SlurmdPort={node_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket={base / "munge.sock"}
+AuthInfo=socket={base / "munge.sock"},cred_expire=10
 CredType=cred/munge
 StateSaveLocation={base / "state"}
 SlurmdSpoolDir={base / "spool"}
@@ -224,12 +224,12 @@ def start_slurm() -> tuple[SlurmHost | None, str]:
 class RayNodes:
     """A running Ray cluster of two nodes on this host; ``address`` is the head's ``host:port``."""
 
-    def __init__(self, temp_dir: str):
+    def __init__(self, temp_dir: str, env: dict[str, str] | None = None):
         self.temp_dir = temp_dir
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         # a private test cluster: no token shared between the nodes (the driver must ask for the same)
-        self.env = {"RAY_AUTH_MODE": "disabled"}
+        self.env = env if env is not None else {"RAY_AUTH_MODE": "disabled"}
         self.ray = shutil.which("ray") or str(Path(sys.executable).parent / "ray")
         self.second_node: set[int] = set()
 
@@ -245,8 +245,10 @@ class RayNodes:
         if started.returncode != 0:
             raise RuntimeError(f"ray start {args[0]}: {(started.stdout + started.stderr)[-600:]}")
 
-    def start(self) -> None:
+    def start(self, nodes: int = 2) -> None:
         self._start("--head", f"--port={self.port}", f"--temp-dir={self.temp_dir}", "--include-dashboard=false")
+        if nodes == 1:
+            return
         head = descendants(processes_naming(self.temp_dir))
         self._start(f"--address={self.address}", f'--resources={{"{SECOND_NODE}": 1}}')
         # the second node's processes: the new ones naming our folder (its raylet and its agents), with theirs
@@ -262,21 +264,27 @@ class RayNodes:
                 continue
         raise RuntimeError("the second Ray node has no raylet")
 
+    def second_node_id(self) -> str:
+        """The second node's Ray node id (``ray.get_runtime_context().get_node_id()`` of a task there)."""
+        arguments = Path(f"/proc/{self.second_raylet()}/cmdline").read_bytes().split(b"\0")
+        return next(a.decode().split("=", 1)[1] for a in arguments if a.startswith(b"--node_id="))
+
     def stop(self) -> None:
         # collected once, before any parent dies and its children are re-parented
         stop_processes(descendants(processes_naming(self.temp_dir) | self.second_node), grace=3.0)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
-def start_ray() -> tuple[RayNodes | None, str]:
-    """A started two-node Ray cluster, or None and the reason none could be had."""
+def start_ray(nodes_wanted: int = 2, env: dict[str, str] | None = None) -> tuple[RayNodes | None, str]:
+    """A started Ray cluster of ``nodes_wanted`` nodes (1 or 2) started with ``env`` (default: no authentication),
+    or None and the reason none could be had."""
     try:
         import ray  # noqa: F401
     except ImportError:
         return None, "ray not installed (pip install 'fedbench[ray]')"
-    nodes = RayNodes(tempfile.mkdtemp(prefix="fbray"))  # short: Ray's socket paths must fit in 107 bytes
+    nodes = RayNodes(tempfile.mkdtemp(prefix="fbray"), env)  # short: Ray's socket paths must fit in 107 bytes
     try:
-        nodes.start()
+        nodes.start(nodes_wanted)
     except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
         nodes.stop()
         return None, f"could not start a two-node Ray cluster: {' '.join(str(exc).split())[:400]}"
