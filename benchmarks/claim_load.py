@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import signal
 import statistics
 import sys
 import tempfile
@@ -71,6 +72,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=2000, help="an even number")
     parser.add_argument("--registry", help="a PostgreSQL URL (default: a throwaway server)")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))  # stopped: the server below is stopped too
     server = None
     url = args.registry
     if url is None:
