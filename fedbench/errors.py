@@ -147,3 +147,13 @@ class ClaimLost(Exception):
     def __init__(self, run_id: int, worker: str):
         super().__init__(f"run {run_id}: worker {worker} lost its claim (another worker took the run over)")
         self.run_id, self.worker = run_id, worker
+
+
+class Stopped(KeyboardInterrupt):
+    """A worker stopped from outside by a signal other than Ctrl-C (a Slurm job's ``scancel`` or time limit, a node
+    going down): handled where Ctrl-C is (the run in progress is recorded as interrupted, its checkpoint kept), but
+    the run's stored reason says what stopped it instead of blaming the user."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

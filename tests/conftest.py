@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from cluster_fixtures import RayNodes, SlurmHost, start_ray, start_slurm
 
 from algorithm_fixtures import head_mlp, linear_model  # noqa: F401  (fixtures the algorithm tests name in usefixtures)
 from fedbench.data.store import TensorData
@@ -86,6 +87,38 @@ def postgres_server():
         pytest.skip(f"PostgreSQL tests skipped: {reason}")
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm_host():
+    """One real single-host Slurm for the session (tests/cluster_fixtures.py); skips when none can be had."""
+    host, reason = start_slurm()
+    if host is None:
+        pytest.skip(f"real-Slurm tests skipped: {reason}")
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def slurm(slurm_host: SlurmHost, monkeypatch) -> SlurmHost:
+    """The session's Slurm, its clients pointed at it (``SLURM_CONF``) and its queue emptied after the test."""
+    for name, value in slurm_host.env.items():
+        monkeypatch.setenv(name, value)
+    yield slurm_host
+    slurm_host.cancel_all()
+
+
+@pytest.fixture
+def ray_nodes(monkeypatch) -> RayNodes:
+    """A real two-node Ray cluster of its own for one test (a test may kill its second node); skips when none can
+    be had. The driver (``fedbench run``) asks for what the nodes were started with (``RayNodes.env``)."""
+    nodes, reason = start_ray()
+    if nodes is None:
+        pytest.skip(f"real-Ray tests skipped: {reason}")
+    for name, value in nodes.env.items():
+        monkeypatch.setenv(name, value)
+    yield nodes
+    nodes.stop()
 
 
 @pytest.fixture

@@ -58,7 +58,11 @@ from fedbench.cli.options import (
 from fedbench.execution.options import ExecutionOptions, Launch, RayOptions, SlurmOptions
 from fedbench.settings import Settings
 from fedbench.vocab.metrics import to_percent
-from fedbench.vocab.status import RunStatus
+from fedbench.vocab.status import FINISHED, TAKEN_OVER, RunStatus
+
+# `fedbench run`'s exit status when it ends with runs of the batch neither finished nor failed: interrupted (a Slurm
+# job's time limit or scancel, a lost node) or left pending, so that a script can tell and re-run to resume them.
+UNFINISHED_EXIT = 3
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -191,6 +195,10 @@ def run(
         err_console.print(f"[red]failed[/red] {failed.spec_hash} {escape(str(failed.labels))}: {escape(failed.error)}")
     if outcome.failed:
         raise typer.Exit(1)
+    unfinished = sum(n for status, n in outcome.counts.items() if status not in FINISHED)
+    if unfinished:  # interrupted (a job's time limit, scancel, a lost node) or still pending: a re-run resumes them
+        err_console.print(f"{unfinished} run(s) not finished: re-run the same command to resume them")
+        raise typer.Exit(UNFINISHED_EXIT)
 
 
 def execution_options(
@@ -256,17 +264,20 @@ def train_with_progress(work: Batch, tracker: Tracker | None = None) -> None:
         overall = progress.add_task("rounds", total=sum(rounds_of.values()), status=f"0/{len(todo)} runs")
         current: dict[str, TaskID] = {}
         counted: dict[str, int] = {}  # rounds of each run already added to the overall bar
-        finished = 0
+        ended: set[str] = set()  # runs whose last news is their end (a run taken over and resumed starts again)
 
         def count_rounds(key: str, upto: int) -> None:
             progress.advance(overall, max(0, upto - counted.get(key, 0)))
             counted[key] = max(upto, counted.get(key, 0))
 
         def on_event(event: Event) -> None:
-            nonlocal finished
             if isinstance(event, Note):  # from the launcher: jobs submitted, a worker failed
                 progress.console.print(f"  {escape(event.message)}")
             elif isinstance(event, RunStarted):
+                ended.discard(event.spec_hash)
+                progress.update(overall, status=f"{len(ended)}/{len(todo)} runs")
+                if event.spec_hash in current:  # claimed again before its end was seen
+                    progress.remove_task(current.pop(event.spec_hash))
                 current[event.spec_hash] = progress.add_task(
                     f"  {label_of.get(event.spec_hash, event.spec_hash)}", total=event.rounds, status=""
                 )
@@ -277,13 +288,16 @@ def train_with_progress(work: Batch, tracker: Tracker | None = None) -> None:
                 count_rounds(event.spec_hash, event.round)
             elif isinstance(event, RunWarning):  # e.g. a checkpoint not used (docs/security.md): one line
                 progress.console.print(f"[yellow]warning:[/yellow] {escape(event.message)}", soft_wrap=True)
+            elif isinstance(event, RunEnded) and event.status == TAKEN_OVER:  # it goes on in another worker
+                progress.console.print(f"  {escape(label_of.get(event.spec_hash, event.spec_hash))}: {event.error}")
             elif isinstance(event, RunEnded):
                 key = event.spec_hash
                 if key in current:
                     progress.remove_task(current.pop(key))
-                count_rounds(key, rounds_of.get(key, 0))
-                finished += 1
-                progress.update(overall, status=f"{finished}/{len(todo)} runs")
+                if event.status in FINISHED:  # a run stopped early (failed, interrupted) leaves its rounds untrained
+                    count_rounds(key, rounds_of.get(key, 0))
+                ended.add(key)
+                progress.update(overall, status=f"{len(ended)}/{len(todo)} runs")
                 if event.status != RunStatus.DONE:
                     error = event.error or ""
                     progress.console.print(f"  {escape(label_of.get(key, key))}: {event.status} {escape(error)}")

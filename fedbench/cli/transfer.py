@@ -26,7 +26,7 @@ def export(
         metavar="TRACKER",
         help="Write the runs to an experiment tracker instead: `mlflow` (MLflow's default store), "
         "`mlflow:TRACKING_URI` or `tensorboard:DIR`; one tracker run per fedbench run, updated (never duplicated) "
-        "by a second export. Needs the extra `fedbench[mlflow]` or `fedbench[tensorboard]`.",
+        "by a second export. Needs the extra `fedbench-repro[mlflow]` or `fedbench-repro[tensorboard]`.",
     ),
     registry: str | None = RegistryOption,
 ) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from fedbench.data.federated import ArraysCache, check_test_set, client_test_sets, partition_clients
 from fedbench.data.files import data_warnings
 from fedbench.data.own import changed_data_warning, reads_user_path
-from fedbench.execution.cluster import execute_on_cluster
+from fedbench.execution.cluster import execute_on_cluster, reach_cluster
 from fedbench.execution.devices import check_placement
 from fedbench.execution.events import Emit
 from fedbench.execution.local import execute
@@ -93,6 +93,8 @@ def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force
         verify=options.settings.verify,
         arrays=arrays,
     )
+    if any(known.get(p.spec_hash) not in FINISHED for p in planned) or force:
+        reach_cluster(options.launch)  # an unreachable cluster is a user error before anything is registered
     store = Registry(options.registry_url)
     store.ensure_runs([p.registry_entry() for p in planned])
     statuses = store.statuses(p.spec_hash for p in planned)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +27,17 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.engine import make_url
 
-from fedbench.errors import ConfigError, FedbenchError
+from fedbench.errors import ConfigError, FedbenchError, Stopped
 from fedbench.execution.events import Emit, Note, RoundDone, RunEnded, RunStarted
-from fedbench.execution.options import ExecutionOptions, RayOptions, SlurmCluster, SlurmOptions, slurm_minutes
+from fedbench.execution.options import (
+    ExecutionOptions,
+    Launch,
+    Launcher,
+    RayOptions,
+    SlurmCluster,
+    SlurmOptions,
+    slurm_minutes,
+)
 from fedbench.execution.worker import work_through
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry, default_registry_url
@@ -44,8 +54,26 @@ REPASS_SECONDS = 10.0
 WAIT_STEP_SECONDS = 1.0  # how often it reads the statuses meanwhile (it stops once every run has ended)
 
 
+# What a signal a Slurm job receives means, as the run's stored reason for its interruption (``errors.Stopped``).
+STOP_REASONS = {
+    signal.SIGTERM: "stopped by SIGTERM (its Slurm job cancelled, requeued or preempted, or its node going down)",
+    signal.SIGUSR2: "stopped by Slurm's warning before its job's time limit (SIGUSR2)",
+}
+# submitit asks Slurm for SIGUSR2 this many seconds before a job's time limit (``#SBATCH --signal=USR2@90``) ...
+SLURM_WARNING_SECONDS = 90
+# ... but never more than this share of the limit: a 1-minute job warned 90 s ahead would be signalled as it starts,
+# before the worker has its handlers, and die of the signal's default action without recording its run.
+SLURM_WARNING_SHARE = 0.25
+
+
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    raise Stopped(STOP_REASONS[signum])
+
+
+def slurm_warning_seconds(minutes: int) -> int:
+    """How long before a job's time limit of ``minutes`` Slurm warns its worker (SIGUSR2): submitit's 90 s, or a
+    quarter of a shorter limit, so that the worker has started and set its handlers by then."""
+    return min(SLURM_WARNING_SECONDS, int(minutes * 60 * SLURM_WARNING_SHARE))
 
 
 def cluster_worker(planned: list[PlannedRun], options: ExecutionOptions, handle_signals: bool = True) -> str:
@@ -114,6 +142,9 @@ class RegistryWatcher:
             if before is None:
                 self.emit(RunStarted(spec_hash, self.rounds_of[spec_hash]))
                 before = (RunStatus.RUNNING, 0)
+            elif before[0] in ENDED and (status, rounds_done) != before:  # claimed again: taken over, resumed
+                self.emit(RunStarted(spec_hash, self.rounds_of[spec_hash]))
+                before = (RunStatus.RUNNING, before[1])
             if rounds_done > before[1]:
                 row = self._last_round(run_id, rounds_done)
                 self.emit(
@@ -164,6 +195,7 @@ def slurm_executor(slurm: SlurmOptions, jobs: int, threads: int, folder: Path) -
         cpus_per_task=slurm.cpus_per_job or threads,
         slurm_array_parallelism=jobs,
         slurm_time=minutes,
+        slurm_signal_delay_s=slurm_warning_seconds(minutes),
         **({"slurm_partition": slurm.partition} if slurm.partition else {}),
         **({"gpus_per_node": slurm.gpus_per_job} if slurm.gpus_per_job else {}),
     )
@@ -197,18 +229,48 @@ def execute_on_slurm(
     executor = slurm_executor(slurm, jobs, options.settings.threads, folder / "%j")
     watcher = RegistryWatcher(registry, planned, emit)
     submitted = submit_slurm_workers(executor, planned, options, jobs)
-    emit(Note(f"submitted {len(submitted)} worker job(s) {submitted[0].job_id.split('_')[0]}"))
+    array_job = submitted[0].job_id.split("_")[0]
+    emit(Note(f"submitted {len(submitted)} worker job(s) {array_job}"))
+
+    def finished() -> bool:
+        if slurm.cluster == SlurmCluster.SLURM:
+            return not slurm_queued(array_job)
+        return all(job.done() for job in submitted)  # submitit's local executor: processes it watches itself
+
     try:
-        watch_until(watcher, lambda: all(job.done() for job in submitted))
+        watch_until(watcher, finished)
     except BaseException:
         for job in submitted:  # their workers record the runs in progress as interrupted
             job.cancel(check=False)
         raise
     for job in submitted:
+        if not job.paths.result_pickle.exists():  # killed (kill -9, a scancel before its handlers were set)
+            emit(Note(f"worker job {job.job_id} ended without a result: its run, if any, is taken over by a re-run"))
+            continue
         try:
             job.result()
         except Exception as exc:  # a job that died outside a run: its claim is taken over by the next worker
             emit(Note(f"worker job {job.job_id} failed: {' '.join(str(exc).split())[-300:]}"))
+
+
+def slurm_queued(array_job: str) -> bool:
+    """Whether any task of ``array_job`` is still in Slurm's queue (pending, running, completing, requeued).
+    ``squeue`` rather than submitit's ``job.done()``: that reads ``sacct``, which fails on a cluster without
+    accounting, and a job killed before it wrote its result file would then never be done. When ``squeue`` itself
+    fails (the controller busy or restarting) the job counts as queued: the next poll asks again."""
+    squeue = shutil.which("squeue")
+    if squeue is None:
+        return True
+    try:
+        listed = subprocess.run(
+            [squeue, "-h", "-j", array_job, "-o", "%i"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return True
+    if listed.returncode != 0:
+        # an unknown job id (gone from the controller's memory after MinJobAge) is not queued
+        return "Invalid job id" not in listed.stderr
+    return bool(listed.stdout.strip())
 
 
 # ---------------------------------------------------------------------------------------------- Ray
@@ -219,20 +281,10 @@ def execute_on_ray(
     emit: Emit,
     ray_options: RayOptions,
 ) -> None:
-    try:
-        # local: optional dependency (pip install fedbench-repro[ray])
-        import ray
-    except ImportError:
-        raise ConfigError("--executor ray needs ray: pip install 'fedbench-repro[ray]' (or pip install 'ray>=2.9')") from None
+    ray = _import_ray()
     started_here = not ray.is_initialized()
     if started_here:
-        try:
-            # No --address: a new local Ray ("local"), never one that `ray start` left behind (ray.init(None) would
-            # connect to the last cluster `ray start` recorded, even a dead one).
-            address = ray_options.address or "local"
-            ray.init(address=address, include_dashboard=False, log_to_driver=False)
-        except ConnectionError as exc:
-            raise FedbenchError(f"--address {ray_options.address}: cannot reach a Ray cluster ({exc})") from None
+        connect_ray(ray, ray_options)
     try:
         # Any: ray's typed overloads take cluster_worker for a two-argument function (its third has a default)
         cpus = ray_options.cpus_per_run if ray_options.cpus_per_run is not None else float(options.settings.threads)
@@ -256,6 +308,43 @@ def execute_on_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _import_ray() -> Any:
+    try:
+        # local: optional dependency (pip install fedbench-repro[ray])
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "--executor ray needs ray: pip install 'fedbench-repro[ray]' (or pip install 'ray>=2.9')"
+        ) from None
+    return ray
+
+
+def connect_ray(ray: Any, ray_options: RayOptions) -> None:
+    """``ray.init`` for ``--address`` (None: a new local Ray, never one that `ray start` left behind: ray.init(None)
+    would connect to the last cluster `ray start` recorded, even a dead one). A cluster that refuses this process's
+    authentication token fails as one that is not there: Ray says only that it could not connect."""
+    try:
+        ray.init(address=ray_options.address or "local", include_dashboard=False, log_to_driver=False)
+    except ConnectionError as exc:
+        raise FedbenchError(
+            f"--address {ray_options.address}: cannot reach a Ray cluster there, or it refused this process's "
+            f"authentication token (RAY_AUTH_MODE and the token must be the cluster's) ({exc})"
+        ) from None
+
+
+def reach_cluster(launch: Launch) -> None:
+    """Check, before a batch registers anything, that the cluster its workers go to takes them: a Ray cluster at
+    ``--address`` is connected to and left (an unreachable or refusing one is then a user error with nothing
+    written). A local Ray, and Slurm (whose submission fails with its own message), need no check."""
+    if launch.launcher != Launcher.RAY or launch.ray.address is None:
+        return
+    ray = _import_ray()
+    if ray.is_initialized():  # a caller's own connection
+        return
+    connect_ray(ray, launch.ray)
+    ray.shutdown()
 
 
 def _wait_for_cancelled(ray: Any, refs: list[Any], seconds: float = 60.0) -> None:
@@ -320,4 +409,7 @@ __all__ = [
     "execute_on_slurm",
     "execute_on_ray",
     "execute_on_cluster",
+    "reach_cluster",
+    "slurm_queued",
+    "slurm_warning_seconds",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import socket
@@ -14,6 +15,17 @@ from typing import Any
 import torch
 
 import fedbench
+from fedbench.vocab.provenance import RAY, SLURM
+
+# What names a Slurm job in its environment: the job (an array task's own id), the array it belongs to and its index
+# there (the log of ``submitit``'s task N of array A is ``A_N_log.out``), how often it was requeued, and its node.
+SLURM_VARIABLES = {
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_task_id": "SLURM_ARRAY_TASK_ID",
+    "restart_count": "SLURM_RESTART_COUNT",
+    "node": "SLURMD_NODENAME",
+}
 
 
 @lru_cache(maxsize=1)
@@ -69,9 +81,18 @@ def ray_info() -> dict[str, Any] | None:
         return None
     return {
         "node_id": context.get_node_id(),
+        "node_ip": ray.util.get_node_ip_address(),
         "resources": dict(context.get_assigned_resources()),
         "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
     }
+
+
+def slurm_info() -> dict[str, str] | None:
+    """Inside a Slurm job (``--executor slurm``): the job, array task, requeue count and node that trained the run,
+    as Slurm names them in the job's environment; None elsewhere."""
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    return {key: os.environ[name] for key, name in SLURM_VARIABLES.items() if name in os.environ}
 
 
 def provenance(device: torch.device, **settings: Any) -> dict:
@@ -80,6 +101,7 @@ def provenance(device: torch.device, **settings: Any) -> dict:
     commit, dirty = git_state()
     gpu = gpu_info(device)
     ray = ray_info()
+    slurm = slurm_info()
     return {
         "fedbench_version": fedbench.__version__,
         "git_commit": commit,
@@ -89,7 +111,8 @@ def provenance(device: torch.device, **settings: Any) -> dict:
         "device": device_name(device),
         "host": socket.gethostname(),
         **({"gpu": gpu} if gpu is not None else {}),
-        **({"ray": ray} if ray is not None else {}),
+        **({RAY: ray} if ray is not None else {}),
+        **({SLURM: slurm} if slurm is not None else {}),
         **settings,
     }
 

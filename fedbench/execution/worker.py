@@ -23,7 +23,7 @@ from fedbench.curves import summarize
 from fedbench.data.federated import ArraysCache
 from fedbench.engine import EngineOptions, RunResult
 from fedbench.engine import run as run_engine
-from fedbench.errors import ClaimLost, FedbenchError, WriteFailed
+from fedbench.errors import ClaimLost, FedbenchError, Stopped, WriteFailed
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
 from fedbench.execution.options import ExecutionOptions
@@ -36,7 +36,7 @@ from fedbench.registry.claims import Heartbeat, worker_id
 from fedbench.spec import RunSpec
 from fedbench.vocab.metrics import SUMMARY_METRIC, metric_curve
 from fedbench.vocab.provenance import PEAK_MEMORY
-from fedbench.vocab.status import RunStatus
+from fedbench.vocab.status import TAKEN_OVER, RunStatus
 
 
 class RegistrySink:
@@ -145,8 +145,8 @@ def execute_one(
 
     def taken_over(exc: ClaimLost) -> str:
         message = f"{exc}; this worker stopped it and wrote nothing more for it"
-        emit(RunEnded(spec.spec_hash, "taken over", error=message))
-        return "taken over"
+        emit(RunEnded(spec.spec_hash, TAKEN_OVER, error=message))
+        return TAKEN_OVER
 
     def stop_for(exc: WriteFailed) -> WriteFailed:
         message = registry.scrub(str(exc))
@@ -176,9 +176,10 @@ def execute_one(
         result = train(spec, sink, options, device, checkpoint, mirror, arrays, emit)
     except ClaimLost as exc:
         return taken_over(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        reason = exc.reason if isinstance(exc, Stopped) else "interrupted by the user"
         with contextlib.suppress(WriteFailed, ClaimLost):  # the interruption is what the user is told about
-            sink.finish(RunStatus.INTERRUPTED, error="interrupted by the user; re-run to resume")
+            sink.finish(RunStatus.INTERRUPTED, error=f"{reason}; re-run to resume")
         raise
     except WriteFailed as exc:
         raise stop_for(exc) from None

@@ -258,7 +258,7 @@ def open_tracker(target: str) -> Tracker:
     kind, _, where = target.partition(":")
     if kind == "mlflow":
         try:
-            # local: optional dependency (pip install fedbench[mlflow]), imported only by an export to MLflow
+            # local: optional dependency (pip install fedbench-repro[mlflow]), imported only by an export to MLflow
             from fedbench.registry.tracking_mlflow import MlflowTracker
         except ModuleNotFoundError as exc:
             if (exc.name or "").partition(".")[0] != "mlflow":
@@ -269,7 +269,7 @@ def open_tracker(target: str) -> Tracker:
         if not where:
             raise FedbenchError("--to tensorboard needs the folder to write to: --to tensorboard:DIR")
         try:
-            # local: optional dependency (pip install fedbench[tensorboard]), imported only by an export to it
+            # local: optional dependency (pip install fedbench-repro[tensorboard]), imported only by an export to it
             from fedbench.registry.tracking_tensorboard import TensorboardTracker
         except ModuleNotFoundError as exc:
             if (exc.name or "").partition(".")[0] != "tensorboard":
@@ -280,7 +280,7 @@ def open_tracker(target: str) -> Tracker:
 
 
 def _missing_extra(extra: str, name: str) -> FedbenchError:
-    return FedbenchError(f"--to {extra} needs {name}, an optional extra: pip install 'fedbench[{extra}]'")
+    return FedbenchError(f"--to {extra} needs {name}, an optional extra: pip install 'fedbench-repro[{extra}]'")
 
 
 def export_to_tracker(

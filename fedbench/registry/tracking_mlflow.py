@@ -1,6 +1,6 @@
 """``fedbench export --to mlflow[:TRACKING_URI]``: each finished run as one MLflow run (``tracking.TrackedRun``).
 
-Written with MLflow's own client (``MlflowClient``, the optional extra ``fedbench[mlflow]``, which installs
+Written with MLflow's own client (``MlflowClient``, the optional extra ``fedbench-repro[mlflow]``, which installs
 ``mlflow-skinny``: the tracking client without MLflow's server and UI), to any tracking URI it takes: a SQLite file
 (``sqlite:///mlflow.db``, MLflow's default), another database, or a tracking server (``http://host:5000``). Without
 a URI, MLflow's own default applies (``MLFLOW_TRACKING_URI``, else ``mlflow.db`` in the working directory).

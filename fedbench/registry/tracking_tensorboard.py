@@ -1,6 +1,6 @@
 """``fedbench export --to tensorboard:DIR``: each finished run as one TensorBoard run folder (``tracking.TrackedRun``).
 
-Written with TensorBoard's own event-file writer and summary protos (the optional extra ``fedbench[tensorboard]``;
+Written with TensorBoard's own event-file writer and summary protos (the optional extra ``fedbench-repro[tensorboard]``;
 neither TensorFlow nor torch is needed), so ``tensorboard --logdir DIR`` shows the runs:
 
 * ``DIR/<recipe>/<labels>,seed=<seed>,<spec hash[:8]>/`` per run (``tracking.run_folder``);

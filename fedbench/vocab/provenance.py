@@ -6,6 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 PEAK_MEMORY = "peak_memory"  # the provenance key of a run's peak memory (``execution.provenance.PeakMemory.result``)
+# Where a cluster worker trained the run, to find its job log or node (``execution.provenance.slurm_info``/``ray_info``)
+SLURM = "slurm"  # {"job_id", "array_job_id", "array_task_id", "restart_count", "node"}
+RAY = "ray"  # {"node_id", "node_ip", "resources", "gpu_ids"}
 
 
 def peak_memory(provenance: dict[str, Any] | None) -> tuple[int | None, str]:

@@ -29,3 +29,6 @@ CLAIMABLE: tuple[RunStatus, ...] = (RunStatus.PENDING, RunStatus.FAILED, RunStat
 WAITING: tuple[RunStatus, ...] = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.INTERRUPTED)
 #: No worker of the batch will touch these again.
 ENDED: tuple[RunStatus, ...] = (*FINISHED, RunStatus.FAILED, RunStatus.INTERRUPTED)
+
+#: What a worker's end-of-run event says of a run another worker took over from it (never stored: the run goes on).
+TAKEN_OVER = "taken over"

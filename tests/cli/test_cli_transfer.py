@@ -91,7 +91,7 @@ def test_export_to_a_tracker_is_checked_before_the_registry_is_read(tmp_path, re
 
 
 def test_export_to_a_tracker_counts_its_runs_and_notes_a_selection_that_names_none(tmp_path, registry_url):
-    pytest.importorskip("tensorboard")  # the extra fedbench[tensorboard] (in dev)
+    pytest.importorskip("tensorboard")  # the extra fedbench-repro[tensorboard] (in dev)
     add_finished(registry_url, 0)
     result = runner.invoke(app, ["export", "--to", f"tensorboard:{tmp_path / 'tb'}", "--registry", registry_url])
     assert result.exit_code == 0, result.output

@@ -205,7 +205,7 @@ def test_running_a_recipe_of_analytic_tables_only_says_so(registry_url):
 
 @pytest.mark.slow
 def test_log_to_copies_each_run_into_the_tracker_as_it_finishes(write_recipe, registry_url, tmp_path):
-    pytest.importorskip("tensorboard")  # the extra fedbench[tensorboard] (in dev)
+    pytest.importorskip("tensorboard")  # the extra fedbench-repro[tensorboard] (in dev)
     logdir = tmp_path / "tb"
     trained = invoke(
         "run", write_recipe(), "--scale", "smoke", "--log-to", f"tensorboard:{logdir}", "--registry", registry_url
@@ -225,3 +225,66 @@ def test_a_log_to_that_cannot_be_written_is_refused_before_anything_is_registere
     assert result.exit_code == 2 and "cannot write there" in result.stderr, result.output
     assert invoke("run", write_recipe(), "--log-to", "wandb", "--registry", registry_url).exit_code == 2
     assert not db_path(registry_url).exists()
+
+
+def progress_of(monkeypatch, write_recipe, events) -> str:
+    """What `fedbench run`'s progress shows for a batch of the tiny recipe's first run whose launcher reports
+    ``events`` (as a cluster's registry watcher does)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from fedbench.cli import run as run_command
+    from fedbench.recipes.expand import expand
+    from fedbench.recipes.load import load_recipe
+
+    planned = expand(load_recipe(write_recipe()))[:1]
+    shown = Console(file=__import__("io").StringIO(), width=160, force_terminal=False)
+    monkeypatch.setattr(run_command, "console", shown)
+
+    def train(on_event):
+        for event in events(planned[0].spec_hash):
+            on_event(event)
+
+    run_command.train_with_progress(SimpleNamespace(todo=planned, train=train))
+    return shown.file.getvalue()
+
+
+def test_progress_counts_a_run_taken_over_once_and_leaves_an_interrupted_run_s_rounds_untrained(
+    monkeypatch, write_recipe
+):
+    from fedbench.execution.events import RoundDone, RunEnded, RunStarted
+
+    def taken_over(key):
+        yield RunStarted(key, 3)
+        yield RoundDone(key, 1, 0.5, 0.1)
+        yield RunEnded(key, "interrupted", error="stopped by SIGTERM; re-run to resume")
+        yield RunStarted(key, 3)
+        yield RoundDone(key, 3, 0.6, 0.1)
+        yield RunEnded(key, "done", final=0.6)
+
+    shown = progress_of(monkeypatch, write_recipe, taken_over)
+    assert "1/1 runs" in shown and "2/1 runs" not in shown, shown
+    assert "stopped by SIGTERM" in shown and "by the user" not in shown
+
+    def interrupted(key):
+        yield RunStarted(key, 3)
+        yield RoundDone(key, 1, 0.5, 0.1)
+        yield RunEnded(key, "interrupted", error="stopped by Slurm's warning before its job's time limit (SIGUSR2)")
+
+    shown = progress_of(monkeypatch, write_recipe, interrupted)
+    assert "1/3" in shown and "3/3" not in shown, shown  # the bar counts the rounds trained, not the run's all
+
+
+def test_a_batch_left_interrupted_exits_3(monkeypatch, write_recipe, registry_url):
+    from fedbench.execution import batch as batch_module
+
+    def interrupt_all(self, on_event):
+        for p in self.todo:
+            run_id = self.store.claim(p.spec_hash, worker="node7:11")
+            self.store.finish(run_id, "interrupted", error="stopped by SIGTERM; re-run to resume", worker="node7:11")
+
+    monkeypatch.setattr(batch_module.Batch, "train", interrupt_all)
+    result = invoke("run", write_recipe(), "--scale", "smoke", "--registry", registry_url)
+    assert result.exit_code == 3, result.output
+    assert "2 run(s) not finished: re-run the same command to resume them" in result.output

@@ -46,3 +46,28 @@ def test_the_watcher_turns_registry_changes_into_progress_events(any_registry_ur
     watcher.poll()  # nothing changed: nothing to say, and never about the run finished before or the untouched one
     assert events == []
     assert untouched not in {getattr(e, "spec_hash", None) for e in events}
+
+
+def test_a_run_claimed_again_after_its_end_starts_again_in_the_events(any_registry_url, write_recipe):
+    """A run interrupted (scancel, a time limit) and taken over is news twice: its end, then a new start, so that
+    the progress counts it once (not ``5/4 runs``)."""
+    planned = expand(load_recipe(write_recipe()))[:1]
+    registry = Registry(any_registry_url)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    (spec_hash,) = (p.spec_hash for p in planned)
+    events: list[Event] = []
+    watcher = RegistryWatcher(registry, planned, events.append)
+    first = registry.claim(spec_hash, worker="node7:11")
+    registry.finish(first, "interrupted", error="stopped by SIGTERM; re-run to resume")
+    watcher.poll()
+    second = registry.claim(spec_hash, worker="node8:12")
+    registry.finish(second, "done", summary={"best": 0.5})
+    watcher.poll()
+    assert [type(e) for e in events] == [RunStarted, RunEnded, RunStarted, RunEnded]
+    assert [e.status for e in events if isinstance(e, RunEnded)] == ["interrupted", "done"]
+
+
+def test_slurm_warns_a_quarter_of_a_short_limit_ahead_and_90_s_ahead_of_a_long_one():
+    from fedbench.execution.cluster import slurm_warning_seconds
+
+    assert [slurm_warning_seconds(m) for m in (1, 2, 6, 240)] == [15, 30, 90, 90]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedbench.errors import ClaimLost, FedbenchError
+from fedbench.errors import ClaimLost, FedbenchError, Stopped
 from fedbench.execution import worker
 from fedbench.execution.events import RunEnded, RunStarted
 from fedbench.execution.options import ExecutionOptions
@@ -95,6 +95,29 @@ def test_a_run_taken_over_is_left_to_its_new_worker(claimed, monkeypatch):
     assert worker.execute_one(registry, planned, run_id, options, events.append) == "taken over"
     assert registry.get_run(run_id).status == "running"  # nothing written for it
     assert events[-1].status == "taken over" and "wrote nothing more" in events[-1].error
+
+
+@pytest.mark.parametrize(
+    ("raised", "reason"),
+    [
+        (KeyboardInterrupt(), "interrupted by the user; re-run to resume"),
+        (
+            Stopped("stopped by SIGTERM (its Slurm job cancelled)"),
+            "stopped by SIGTERM (its Slurm job cancelled); re-run",
+        ),
+    ],
+)
+def test_an_interrupted_run_is_stored_with_what_stopped_it(claimed, monkeypatch, raised, reason):
+    registry, planned, run_id, options = claimed
+
+    def stop(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(worker, "train", stop)
+    with pytest.raises(KeyboardInterrupt):
+        worker.execute_one(registry, planned, run_id, options, lambda event: None)
+    run = registry.get_run(run_id)
+    assert run.status == "interrupted" and run.error.startswith(reason), run.error
 
 
 def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
