@@ -261,6 +261,23 @@ def test_fine_tuning_moves_only_its_part_from_the_start_model(tmp_path, monkeypa
     assert records[-1].finetune_per_client == pytest.approx(expected)
 
 
+@pytest.mark.parametrize(
+    "algorithm", ["fedavgm", "fedadam", "fedyogi", "fedadagrad", "feddc", "fedsam", "mofedsam", "feddecorr"]
+)
+def test_any_global_method_is_evaluated_after_fine_tuning_its_final_global_model(tmp_path, monkeypatch, algorithm):
+    """Fine-tuning is an evaluation option, not a method (the "+FT" rows of personalised-FL tables): with
+    ``finetune`` every client starts from the method's own final global model (0 epochs: that model itself) and
+    the fine-tuned figures are the last round's."""
+    seen = spy_on_finetuned_models(monkeypatch)
+    spec, records, ckpt = train(tmp_path, algorithm=algorithm, finetune={"epochs": 0, "start": "final"})
+    for params in seen[-spec.num_clients :]:
+        assert torch.equal(params, ckpt["server"]["params"])
+    assert records[-1].finetune_per_client == records[-1].personal_per_client  # the same model, the same splits
+    spec, records, ckpt = train(tmp_path, algorithm=algorithm, finetune={"epochs": 1, "lr": 0.1, "start": "final"})
+    assert all(not torch.equal(params, ckpt["server"]["params"]) for params in seen[-spec.num_clients :])
+    assert len(records[-1].finetune_per_client) == spec.num_clients and records[-1].finetune_mean is not None
+
+
 def test_fine_tuning_starts_from_the_best_rounds_model(tmp_path, monkeypatch):
     seen = spy_on_finetuned_models(monkeypatch)
     spec, records, ckpt = train(
