@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import tempfile
 import threading
 from collections.abc import Callable
@@ -21,6 +22,34 @@ from pathlib import Path
 from fedbench.errors import write_failure
 
 _HASH_THREAD_BYTES = 8 << 20  # below this, starting a thread costs more than overlapping hash and write saves
+
+# The signals whose Python handlers stop a run (Ctrl-C; SIGTERM of scancel, a requeue or a local stop; SIGUSR2, Slurm's
+# warning before a time limit): held from the moment the hash is recorded until the file has replaced the old one.
+HELD_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR2") if hasattr(signal, name))
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Delay the stopping signals (``HELD_SIGNALS``) that arrive in the block until it ends, then deliver each once to
+    the handler it would have reached. A handler raises wherever the main thread is: between recording a new file's
+    hash and renaming the file into place, it would leave the old file under the new hash, which the next resume
+    rejects, starting the run again from round 0. Only Python handlers are held (a signal left to the system's
+    default ends the process as SIGKILL does), and only on the main thread, the one that runs them."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    previous = {}
+    for signum in HELD_SIGNALS:
+        if callable(signal.getsignal(signum)):
+            previous[signum] = signal.signal(signum, lambda number, _frame: arrived.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(arrived):
+            signal.raise_signal(signum)
 
 
 def write_atomic(
@@ -103,10 +132,11 @@ def write_all_atomic(
         else:
             for tmp in temporaries:
                 _fsync_file(tmp)
-        if before_replace is not None:
-            before_replace([Path(tmp) for tmp in temporaries], digests)
-        for path, tmp in written:
-            os.replace(tmp, path)  # atomic on POSIX
+        with signals_held():  # the hash recorded and the file in place, or neither: never one without the other
+            if before_replace is not None:
+                before_replace([Path(tmp) for tmp in temporaries], digests)
+            for path, tmp in written:
+                os.replace(tmp, path)  # atomic on POSIX
     except BaseException as exc:
         for _, tmp in written:
             with contextlib.suppress(OSError):  # on a file system gone read-only the temporary file cannot go either

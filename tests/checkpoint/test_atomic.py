@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import signal
 
 import pytest
 
@@ -26,6 +27,41 @@ def test_write_atomic_writes_data_or_chunks_and_records_the_hash_before_replacin
     assert digest == hashlib.sha256(b"new").hexdigest() and path.read_bytes() == b"new"
     assert seen == [(digest, b"old")]  # recorded while the old file was still in place
     assert write_atomic(path) == hashlib.sha256(b"").hexdigest() and path.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+class Stopped(Exception):
+    pass
+
+
+@pytest.mark.parametrize("signum", atomic.HELD_SIGNALS)
+def test_a_stopping_signal_while_the_hash_is_recorded_stops_after_the_file_is_in_place(tmp_path, signum):
+    """A worker's signal handler raises wherever it is: arriving while the registry records the new hash, it would
+    leave the old file under the new hash (the next resume rejects it and starts from round 0). It is held until the
+    file is in place, then reaches its handler once."""
+    path = tmp_path / "f.bin"
+    write_atomic(path, data=b"old")
+    recorded: list[str] = []
+    stops: list[int] = []
+
+    def stop(number, _frame):
+        stops.append(number)
+        raise Stopped
+
+    def record(digest: str) -> None:
+        signal.raise_signal(signum)  # scancel, Slurm's time-limit warning or Ctrl-C, mid-record
+        signal.raise_signal(signum)  # twice: delivered once
+        recorded.append(digest)
+
+    previous = signal.signal(signum, stop)
+    try:
+        with pytest.raises(Stopped):
+            write_atomic(path, data=b"new", record=record)
+        assert signal.getsignal(signum) is stop  # the handler is back
+    finally:
+        signal.signal(signum, previous)
+    assert recorded == [hashlib.sha256(b"new").hexdigest()] and path.read_bytes() == b"new"  # file and record agree
+    assert stops == [signum]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
 
 
