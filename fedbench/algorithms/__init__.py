@@ -91,9 +91,9 @@ _method(
     papers=("bench",),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
-_method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro"))
+_method("feddyn", "FedDyn", p.FedDynParams, papers=("fedtr", "fedtrip", "fedimpro", "bench"))
 _method("fedetf", "FedETF", p.FedETFParams, papers=("feddrplus",))
-_method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus",))
+_method("fedexp", "FedExP", p.FedExPParams, papers=("feddrplus", "bench"))
 _method("fedfomo", "FedFomo", p.FedFomoParams, papers=("lgmix", "bench"), kind="personal")
 _method(
     "fedhkd",
@@ -113,12 +113,14 @@ _method(
 # τ = 0 calibrates nothing: the loss is cross-entropy
 _method("fedlc", "FedLC", p.FedLCParams, papers=("bench",), fedavg_setting={"algorithm_params": {"tau": 0.0}})
 # equal step counts (local_steps) make every a_i equal, so w − τ_eff·Σ p_i (w − w_i)/a_i is FedAvg's average
-_method("fednova", "FedNova", p.FedNovaParams, papers=("fedimpro",), fedavg_setting={"setup": {"local_steps": 2}})
+_method(
+    "fednova", "FedNova", p.FedNovaParams, papers=("fedimpro", "bench"), fedavg_setting={"setup": {"local_steps": 2}}
+)
 _method(
     "fedntd",
     "FedNTD",
     p.FedNTDParams,
-    papers=("fedtr", "feddrplus"),
+    papers=("fedtr", "feddrplus", "bench"),
     fedavg_setting={"algorithm_params": {"beta": 0.0}},
 )
 _method("fedper", "FedPer", p.NoParams, papers=("feddrplus", "bench"), kind="personal")
@@ -127,7 +129,7 @@ _method(
     "fedprox",
     "FedProx",
     p.FedProxParams,
-    papers=("fedtr", "fedtrip", "fedimpro"),
+    papers=("fedtr", "fedtrip", "fedimpro", "bench"),
     fedavg_setting={"algorithm_params": {"mu": 0.0}},
 )
 _method("fedrep", "FedRep", p.FedRepParams, papers=("lgmix", "feddrplus", "bench"), kind="personal")
@@ -137,10 +139,12 @@ _method(
     "fedtr",
     "FedTR",
     p.FedTRParams,
-    papers=("fedtr",),
+    papers=("fedtr", "bench"),
     fedavg_setting={"algorithm_params": {"lambda_r": 0.0, "alpha_g": 0.0}},
 )
-_method("fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip",), fedavg_setting={"algorithm_params": {"mu": 0.0}})
+_method(
+    "fedtrip", "FedTrip", p.FedTripParams, papers=("fedtrip", "bench"), fedavg_setting={"algorithm_params": {"mu": 0.0}}
+)
 _method("fedyogi", "FedYogi", p.FedYogiParams, papers=("bench",))
 _method("l2sgd", "L2SGD", p.L2SGDParams, papers=("lgmix", "bench"), kind="personal")
 _method("lgmix", "LGMix", p.LGMixParams, papers=("lgmix", "bench"), kind="personal")
@@ -152,15 +156,17 @@ _method(
     papers=("bench",),
     fedavg_setting={"algorithm_params": {"rho": 0.0, "alpha": 1.0}},
 )
-_method("moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip"), fedavg_setting={"algorithm_params": {"mu": 0.0}})
+_method(
+    "moon", "Moon", p.MoonParams, papers=("fedtr", "fedtrip", "bench"), fedavg_setting={"algorithm_params": {"mu": 0.0}}
+)
 _method("perfedavg", "PerFedAvg", p.PerFedAvgParams, papers=("lgmix", "feddrplus", "bench"), kind="personal")
 _method("pfedme", "PFedMe", p.PFedMeParams, papers=("bench",), kind="personal")
-_method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro"))
+_method("scaffold", "Scaffold", p.ScaffoldParams, papers=("fedtr", "feddrplus", "fedimpro", "bench"))
 _method(
     "slowmo",
     "SlowMo",
     p.SlowMoParams,
-    papers=("fedtrip",),
+    papers=("fedtrip", "bench"),
     fedavg_setting={"algorithm_params": {"beta": 0.0, "slow_lr": 1.0}},
 )
 _method("spherefed", "SphereFed", p.NoParams, papers=("feddrplus",))

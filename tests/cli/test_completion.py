@@ -50,7 +50,7 @@ def test_assignments_offer_axes_then_their_values_and_registered_names():
     keys = offered("fedbench run recipes/quickstart.toml --only alg")
     assert keys == ["algorithm=", "algorithm_params="]  # the axis, and the setup keys it starts
     values = offered("fedbench run recipes/quickstart.toml --only algorithm=fedp")
-    assert values == ["algorithm=fedper", "algorithm=fedprox"]
+    assert values == ["algorithm=fedper", "algorithm=fedproto", "algorithm=fedprox"]
     assert "algorithm=scaffold" in offered("fedbench run recipes/quickstart.toml --add algorithm=s")
     assert "optimizer=" in offered("fedbench run recipes/quickstart.toml --set opt")
 
@@ -58,7 +58,7 @@ def test_assignments_offer_axes_then_their_values_and_registered_names():
 def test_registered_names():
     assert offered("fedbench models resnet18_f") == ["resnet18_femnist"]
     assert offered("fedbench datasets check digi") == ["digits", "digits5"]
-    assert offered("fedbench check-method fedpr") == ["fedprox"]
+    assert offered("fedbench check-method fedpr") == ["fedproto", "fedprox"]
     assert offered("fedbench check-method fedprox --dataset digi") == ["digits", "digits5"]
     assert offered("fedbench check-method fedprox --model digits_m") == ["digits_mlp"]
 

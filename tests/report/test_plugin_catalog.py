@@ -16,7 +16,7 @@ def test_every_method_once_in_name_order_with_its_parameter_defaults():
     assert [e["name"] for e in entries] == ALGORITHMS.names()
     by_name = {e["name"]: e for e in entries}
     assert by_name["fedprox"]["params"] == {"regularizers": (), "mu": 0.01}
-    assert set(by_name["fedprox"]["papers"]) == {"fedtr", "fedtrip", "fedimpro"}
+    assert set(by_name["fedprox"]["papers"]) == {"fedtr", "fedtrip", "fedimpro", "bench"}
     assert by_name["spherefed"]["papers"] == ["feddrplus"]
     # the setting in which the method is FedAvg, as declared; None where none is
     assert by_name["fedprox"]["fedavg_setting"] == {"algorithm_params": {"mu": 0.0}}
