@@ -121,6 +121,8 @@ def test_method_defaults_are_the_documented_ones(name, defaults):
         ("fedhkd", {"noise_std": 0.0}, {"noise_std": -1e-9}),  # no noise allowed
         ("l2sgd", {"p": 1.0, "lam": 0.0}, {"p": 1 + 1e-9}),  # a probability; p = 1: average every round
         ("l2sgd", {"p": 1e-9}, {"p": 0.0}),
+        ("mofedsam", {"alpha": 1.0}, {"alpha": 1 + 1e-9}),  # α weighs g̃ against Δ: a share
+        ("mofedsam", {"alpha": 1e-9}, {"alpha": 0.0}),
     ],
 )
 def test_method_parameter_bounds(name, accepted, rejected):
