@@ -74,6 +74,7 @@ def test_resolve_url_is_the_same_on_the_class_and_on_a_registry(registry_url, mo
         ("sqlite:///x.db?immutable=0", False),
         ("sqlite:///file:x.db?mode=ro&uri=true", True),
         ("sqlite:///file:x.db?uri=true", False),
+        ("sqlite:///file:x.db%3Fmode=ro", True),  # a URI filename whose query SQLite, not SQLAlchemy, reads
     ],
 )
 def test_a_url_declares_read_only_by_mode_or_immutable(url, read_only):
