@@ -48,7 +48,7 @@ class MomentumParams(NoParams):
     beta: float = Field(0.9, ge=0, lt=1)
 
 
-@register_algorithm("fedavgm", fedavg_setting={"algorithm_params": {"beta": 0.0}})
+@register_algorithm("plugin_momentum", fedavg_setting={"algorithm_params": {"beta": 0.0}})
 class FedAvgM(Algorithm):
     """Server momentum as its update reads, v <- beta v + (w - avg), w <- w - lr v (lr 1): FedAvg at beta = 0 only
     in exact arithmetic."""
@@ -145,7 +145,7 @@ def test_a_plugin_method_that_keeps_the_contract_passes_its_declared_fedavg_sett
 
 
 def test_a_plugin_method_whose_fedavg_setting_is_fedavg_up_to_rounding_fails_it_and_exits_1(methods_file):
-    result = invoke("fedavgm", "--plugin", methods_file, "--property", "fedavg-setting")
+    result = invoke("plugin_momentum", "--plugin", methods_file, "--property", "fedavg-setting")
     assert result.exit_code == 1, result.output
     assert lines_of(result.output)["fedavg-setting"].startswith(
         "FAIL fedavg-setting: its declared FedAvg setting is FedAvg — equal up to rounding: float32 runs will drift "
@@ -154,7 +154,7 @@ def test_a_plugin_method_whose_fedavg_setting_is_fedavg_up_to_rounding_fails_it_
         "algebraically equal form such as old − lr·velocity). In its declared setting (beta=0.0), trained in float32 "
         "for 8 rounds, round 1 is the first not FedAvg's bit for bit: the global weights' encoder.1.weight differs"
     ), result.output
-    assert result.output.splitlines()[-1] == "fedavgm: 1 of 1 properties failed (fedavg-setting)"
+    assert result.output.splitlines()[-1] == "plugin_momentum: 1 of 1 properties failed (fedavg-setting)"
 
 
 def test_a_plugin_method_whose_state_is_not_checkpointed_fails_resume_and_exits_1(methods_file):

@@ -504,7 +504,7 @@ MOMENTUM_ZERO = {"algorithm_params": {"beta": 0.0}}
 def test_a_fedavg_setting_equal_to_fedavg_up_to_rounding_fails_saying_float32_runs_drift(monkeypatch):
     """FedAvgM written old − lr·velocity: at β = 0 its float64 runs are FedAvg's to within 1e-16, its float32 weights
     differ from round 1 on by under an ulp, and its curve leaves FedAvg's a few rounds later."""
-    result = check(register(monkeypatch, "fedavgm", FedAvgMDrifting, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    result = check(register(monkeypatch, "plugin_momentum", FedAvgMDrifting, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
     detail = result["fedavg-setting"].detail
     assert result["fedavg-setting"].status == "fail"
     assert detail.startswith(
@@ -527,7 +527,7 @@ def test_a_fedavg_setting_equal_to_fedavg_up_to_rounding_fails_saying_float32_ru
 def test_a_fedavg_setting_whose_weights_left_fedavgs_but_not_yet_its_curve_fails_saying_so(monkeypatch):
     """Weights one ulp off FedAvg's after the last round, the curve still FedAvg's: still a failure, since later
     rounds would compound it; said in those words."""
-    name = register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO)
+    name = register(monkeypatch, "plugin_momentum", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO)
     fedavg = history_run([[1.0, 1.0, 1.0]] * 9)
     method = history_run([[1.0, 1.0, 1.0]] * 8 + [[1.0, 1.0 + 2 * EPS, 1.0]])
     for run in (fedavg, method):
@@ -541,7 +541,7 @@ def test_a_fedavg_setting_whose_weights_left_fedavgs_but_not_yet_its_curve_fails
     checker = SimpleNamespace(spec=contract_spec(name), train=train)
     with pytest.raises(_Broken) as broken:
         _fedavg_setting(checker)
-    assert trained == [("fedavgm", 8, True, False), ("fedavg", 8, True, False), ("fedavgm", 8, False, True),
+    assert trained == [("plugin_momentum", 8, True, False), ("fedavg", 8, True, False), ("plugin_momentum", 8, False, True),
                        ("fedavg", 8, False, True)]  # fmt: skip
     assert str(broken.value).endswith(
         "round 8 is the first not FedAvg's bit for bit: the global weights' w differs by up to 2.38e-07 (max |Δ|, "
@@ -551,7 +551,7 @@ def test_a_fedavg_setting_whose_weights_left_fedavgs_but_not_yet_its_curve_fails
 
 
 def test_a_fedavg_setting_made_exact_passes_bit_for_bit(monkeypatch):
-    result = check(register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    result = check(register(monkeypatch, "plugin_momentum", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
     assert (result["fedavg-setting"].status, result["fedavg-setting"].detail) == (
         "pass",
         "in its declared setting (beta=0.0) it trains as FedAvg bit for bit in float32 for 8 rounds: every parameter "
@@ -561,7 +561,7 @@ def test_a_fedavg_setting_made_exact_passes_bit_for_bit(monkeypatch):
 
 def test_a_fedavg_setting_is_checked_over_the_runs_rounds_when_they_are_more_than_8(monkeypatch):
     result = check(
-        register(monkeypatch, "fedavgm", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting", rounds=9
+        register(monkeypatch, "plugin_momentum", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting", rounds=9
     )
     assert result["fedavg-setting"].detail.startswith(
         "in its declared setting (beta=0.0) it trains as FedAvg bit for bit in float32 for 9 rounds"
