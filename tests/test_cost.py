@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench import cost
 from fedbench.cost import (
     buffer_count,
     client_round_work,
@@ -318,7 +319,8 @@ def test_every_figure_of_the_mlp_card_by_hand():
     assert all(type(card[key]) is int for key in counts)  # whole numbers in `fedbench models --json`
 
 
-def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers():
+def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers(monkeypatch):
+    monkeypatch.setattr(cost, "_CARDS", {})  # built here, not taken from another test's cache
     card = model_card("lenet5")
     assert card["buffers"] == 2 * (6 + 16)  # BN(6) and BN(16): running mean and variance
     assert card["update_bytes_with_buffers"] == card["update_bytes"] + 4 * card["buffers"]
@@ -330,7 +332,8 @@ def test_input_shapes_in_every_spelling(shape):
     assert model_card("mlp", input_shape=shape)["input_shape"] == [1, 28, 28]
 
 
-def test_bad_card_overrides_are_config_errors():
+def test_bad_card_overrides_are_config_errors(monkeypatch):
+    monkeypatch.setattr(cost, "_CARDS", {})  # every card built here
     with pytest.raises(ConfigError) as raised:
         model_card("mlp", input_shape="big")
     assert str(raised.value) == "input_shape must be like [3, 32, 32] or '3x32x32', got 'big'"
@@ -340,6 +343,7 @@ def test_bad_card_overrides_are_config_errors():
     with pytest.raises(ConfigError, match="num_classes must be an integer, got 'ten'"):
         model_card("mlp", num_classes="ten")
     assert model_card("mlp", num_classes="12")["num_classes"] == 12
+    assert model_card("mlp", num_classes=1)["num_classes"] == 1  # one output (a binary task's logit) is a model
     for classes in (0, -3):
         with pytest.raises(ConfigError) as raised:
             model_card("mlp", num_classes=classes)

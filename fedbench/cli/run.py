@@ -195,8 +195,12 @@ def run(
         err_console.print(f"[red]failed[/red] {failed.spec_hash} {escape(str(failed.labels))}: {escape(failed.error)}")
     if outcome.failed:
         raise typer.Exit(1)
-    unfinished = sum(n for status, n in outcome.counts.items() if status not in FINISHED)
-    if unfinished:  # interrupted (a job's time limit, scancel, a lost node) or still pending: a re-run resumes them
+    # interrupted (a job's time limit, scancel, a lost node) or still pending: a re-run resumes them. A run another
+    # `fedbench run` is training at the same time is that one's to finish (concurrent batches both exit 0).
+    unfinished = sum(
+        n for status, n in outcome.counts.items() if status not in FINISHED and status != RunStatus.RUNNING
+    )
+    if unfinished:
         err_console.print(f"{unfinished} run(s) not finished: re-run the same command to resume them")
         raise typer.Exit(UNFINISHED_EXIT)
 

@@ -170,7 +170,7 @@ def test_a_target_fedbench_does_not_export_to_is_one_line(target, words):
 def test_a_tracker_without_its_extra_says_what_to_install(target, extra, monkeypatch):
     monkeypatch.setitem(sys.modules, extra, None)  # `import mlflow` fails as where it is not installed
     monkeypatch.delitem(sys.modules, f"fedbench.registry.tracking_{extra}", raising=False)
-    with pytest.raises(FedbenchError, match=rf"pip install 'fedbench\[{extra}\]'"):
+    with pytest.raises(FedbenchError, match=rf"pip install 'fedbench-repro\[{extra}\]'"):
         open_tracker(target)
 
 
