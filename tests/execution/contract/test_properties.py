@@ -504,7 +504,9 @@ MOMENTUM_ZERO = {"algorithm_params": {"beta": 0.0}}
 def test_a_fedavg_setting_equal_to_fedavg_up_to_rounding_fails_saying_float32_runs_drift(monkeypatch):
     """FedAvgM written old − lr·velocity: at β = 0 its float64 runs are FedAvg's to within 1e-16, its float32 weights
     differ from round 1 on by under an ulp, and its curve leaves FedAvg's a few rounds later."""
-    result = check(register(monkeypatch, "plugin_momentum", FedAvgMDrifting, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    result = check(
+        register(monkeypatch, "plugin_momentum", FedAvgMDrifting, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting"
+    )
     detail = result["fedavg-setting"].detail
     assert result["fedavg-setting"].status == "fail"
     assert detail.startswith(
@@ -551,7 +553,9 @@ def test_a_fedavg_setting_whose_weights_left_fedavgs_but_not_yet_its_curve_fails
 
 
 def test_a_fedavg_setting_made_exact_passes_bit_for_bit(monkeypatch):
-    result = check(register(monkeypatch, "plugin_momentum", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting")
+    result = check(
+        register(monkeypatch, "plugin_momentum", FedAvgMExact, fedavg_setting=MOMENTUM_ZERO), "fedavg-setting"
+    )
     assert (result["fedavg-setting"].status, result["fedavg-setting"].detail) == (
         "pass",
         "in its declared setting (beta=0.0) it trains as FedAvg bit for bit in float32 for 8 rounds: every parameter "
