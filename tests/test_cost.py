@@ -325,6 +325,7 @@ def test_a_card_with_buffers_counts_them_in_the_bytes_with_buffers(monkeypatch):
     assert card["buffers"] == 2 * (6 + 16)  # BN(6) and BN(16): running mean and variance
     assert card["update_bytes_with_buffers"] == card["update_bytes"] + 4 * card["buffers"]
     assert card["batchnorm_params"] == 2 * (6 + 16)
+    assert type(card["macs_forward"]) is int and 2 * card["macs_forward"] == card["flops_forward"]  # JSON: a count
 
 
 @pytest.mark.parametrize("shape", ["1x28x28", "1×28×28", "1,28,28", [1, 28, 28], (1, 28, 28)])
