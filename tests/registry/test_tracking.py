@@ -168,7 +168,9 @@ def test_a_target_fedbench_does_not_export_to_is_one_line(target, words):
 
 @pytest.mark.parametrize(("target", "extra"), [("mlflow", "mlflow"), ("tensorboard:tb", "tensorboard")])
 def test_a_tracker_without_its_extra_says_what_to_install(target, extra, monkeypatch):
-    monkeypatch.setitem(sys.modules, extra, None)  # `import mlflow` fails as where it is not installed
+    # `import mlflow` fails as where it is not installed, and so does a submodule an earlier test already imported
+    for name in [extra, *(loaded for loaded in sys.modules if loaded.startswith(f"{extra}."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, f"fedbench.registry.tracking_{extra}", raising=False)
     with pytest.raises(FedbenchError, match=rf"pip install 'fedbench-repro\[{extra}\]'"):
         open_tracker(target)
