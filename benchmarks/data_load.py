@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from fedbench.data import load_dataset
-from fedbench.data.catalog import prepare_dataset
 from fedbench.data.mnist import read_idx
 from fedbench.data.partition import make_partition
+from fedbench.data.provision import prepare_dataset
 
 
 def idx(array: np.ndarray) -> bytes:

@@ -1,7 +1,7 @@
 """fedbench command line: one thin module per command group over library calls.
 
 ``run`` (``cli/run.py``), ``plan`` (``cli/plan.py``), ``report`` and ``compare`` (``cli/report.py``), ``runs`` and
-``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and ``models`` (``cli/catalog.py``), the
+``show`` (``cli/runs.py``), ``status`` (``cli/status.py``), ``algorithms`` and ``models`` (``cli/listings.py``), the
 ``datasets`` group (``cli/datasets.py``), the ``recipes`` group (``cli/recipes.py``), ``export`` and ``import`` (``cli/transfer.py``), ``ledger`` (``cli/ledger.py``), ``check-method``
 (``cli/check.py``). Each command parses its options, calls
 the library, prints. The package is the only code that prints for humans or exits; errors go through the one
@@ -26,7 +26,7 @@ import sys
 import typer
 from rich.markup import escape
 
-from fedbench.cli import catalog, check, datasets, ledger, plan, recipes, report, run, runs, status, transfer
+from fedbench.cli import check, datasets, ledger, listings, plan, recipes, report, run, runs, status, transfer
 from fedbench.cli.common import err_console, one_line
 
 app = typer.Typer(
@@ -47,8 +47,8 @@ app.command()(status.status)
 app.command()(transfer.export)
 app.command("import")(transfer.import_runs)
 app.command()(ledger.ledger)
-app.command()(catalog.algorithms)
-app.command()(catalog.models)
+app.command()(listings.algorithms)
+app.command()(listings.models)
 app.command("check-method")(check.check_method)
 datasets.register_cli(app)
 recipes.register_cli(app)

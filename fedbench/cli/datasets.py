@@ -1,4 +1,4 @@
-"""The ``fedbench datasets`` command group: list, info, check, download, prepare (library: ``fedbench.data.catalog``).
+"""The ``fedbench datasets`` command group: list, info, check, download, prepare (library: ``fedbench.data.provision``).
 
 Output is a rich table or text, or JSON with ``--json``. ``--param KEY=VALUE`` takes TOML values, as ``run --set``
 does (``fedbench.recipes.assignments``).
@@ -35,7 +35,7 @@ app = typer.Typer(help="List, inspect, verify, download and prepare datasets.", 
 @user_errors(interrupted=INTERRUPTED)
 def list_command(data_dir: str | None = DataDir, as_json: bool = AsJson, plugin: Plugins = []) -> None:  # noqa: B006
     """Every registered dataset: classes, input shape, natural groups, papers, and whether its files are present."""
-    from fedbench.data.catalog import list_datasets
+    from fedbench.data.provision import list_datasets
 
     load_plugins(plugin)
     rows = list_datasets(data_dir)
@@ -65,7 +65,7 @@ def info_command(
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Files needed, on-disk layout, checksums, licence and how to get the data."""
-    from fedbench.data.catalog import dataset_info
+    from fedbench.data.provision import dataset_info
 
     load_plugins(plugin)
     info = dataset_info(name, data_dir)
@@ -103,7 +103,7 @@ def check_command(
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Verify checksums, load the data and print counts per split, class and group."""
-    from fedbench.data.catalog import check_dataset
+    from fedbench.data.provision import check_dataset
 
     load_plugins(plugin)
     params = dataset_params(param)
@@ -149,7 +149,7 @@ def download_command(name: DatasetName, data_dir: str | None = DataDir, plugin: 
     """Fetch the official files (resumable, checksum-verified) into the data root, laid out as unpacked."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
-    from fedbench.data.catalog import download_dataset
+    from fedbench.data.provision import download_dataset
 
     load_plugins(plugin)
     with Progress(
@@ -179,7 +179,7 @@ def prepare_command(
     plugin: Plugins = [],  # noqa: B006
 ) -> None:
     """Decode the dataset once into a memory-mapped array cache that later runs load instantly."""
-    from fedbench.data.catalog import prepare_dataset
+    from fedbench.data.provision import prepare_dataset
 
     load_plugins(plugin)
     params = dataset_params(param)

@@ -37,8 +37,8 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.cost import client_round_work, model_card
 from fedbench.data import DATASETS, dataset_meta, static_input_shape
-from fedbench.data.catalog import is_present
 from fedbench.data.federated import load_arrays
+from fedbench.data.provision import is_present
 from fedbench.data.synthetic import synthetic_sizes
 from fedbench.errors import ConfigError
 from fedbench.execution.devices import resolve_device

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm, validate_algorithm_params
 from fedbench.errors import ConfigError
-from fedbench.report.plugin_catalog import algorithm_entries
+from fedbench.report.plugin_listing import algorithm_entries
 
 
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedexp"])

@@ -16,8 +16,8 @@ import pytest
 
 from cli_fixtures import assert_user_error, runner
 from fedbench.cli import app, common
-from fedbench.data.catalog import list_datasets
-from fedbench.report.plugin_catalog import algorithm_entries, model_entries
+from fedbench.data.provision import list_datasets
+from fedbench.report.plugin_listing import algorithm_entries, model_entries
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fedbench"
 

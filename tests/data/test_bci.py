@@ -29,7 +29,7 @@ from fedbench.data.bci import (
     stim_events,
     tangent_vectors,
 )
-from fedbench.data.catalog import dataset_info, is_present, list_datasets
+from fedbench.data.provision import dataset_info, is_present, list_datasets
 from fedbench.errors import ConfigError, DataError
 
 # Channel lists, rates, events and task intervals as MOABB declares them for the four datasets.

@@ -10,7 +10,7 @@ import pytest
 
 import data_fixtures as fx
 from fedbench.data import load_dataset
-from fedbench.data.catalog import prepare_dataset
+from fedbench.data.provision import prepare_dataset
 from fedbench.errors import DataError
 
 

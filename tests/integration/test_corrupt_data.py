@@ -326,7 +326,7 @@ def test_download_failing_its_checksum_leaves_nothing(tmp_path, monkeypatch):
 def test_interrupted_extraction_leaves_no_half_extracted_file(tmp_path, monkeypatch):
     import tarfile
 
-    from fedbench.data.catalog import _safe_extract
+    from fedbench.data.provision import _safe_extract
 
     fixture = tmp_path / "fixture"
     fx.write_cifar100(fixture)

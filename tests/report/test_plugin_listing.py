@@ -1,4 +1,4 @@
-"""The plug-in registries as plain data (``fedbench/report/plugin_catalog.py``) for ``fedbench algorithms`` and
+"""The plug-in registries as plain data (``fedbench/report/plugin_listing.py``) for ``fedbench algorithms`` and
 ``fedbench models``: every method with its parameters' defaults, papers and one-line description; model cards at the
 paper configuration or with overrides."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from fedbench.algorithms import ALGORITHMS, params_class
 from fedbench.models import MODELS
-from fedbench.report.plugin_catalog import algorithm_entries, model_entries
+from fedbench.report.plugin_listing import algorithm_entries, model_entries
 
 
 def test_every_method_once_in_name_order_with_its_parameter_defaults():

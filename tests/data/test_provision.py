@@ -1,4 +1,4 @@
-"""The datasets catalogue (fedbench/data/catalog.py): list, info and check of every data set, fetching with progress,
+"""The datasets catalogue (fedbench/data/provision.py): list, info and check of every data set, fetching with progress,
 checksum and resume, and downloads that unpack archives."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pytest
 
 import data_fixtures as fx
 from fedbench.data import DATASETS, dataset_meta, load_dataset
-from fedbench.data.catalog import check_dataset, dataset_info, download_dataset, fetch, list_datasets
+from fedbench.data.provision import check_dataset, dataset_info, download_dataset, fetch, list_datasets
 from fedbench.errors import DataError, UnknownNameError
 
-# ---- catalog --------------------------------------------------------------------------------------------
+# ---- listing --------------------------------------------------------------------------------------------
 
 
 def test_list_info_check(mnist_root):
@@ -162,7 +162,7 @@ def test_download_dataset_unpacks_archives(tmp_path, server, monkeypatch):
 def test_a_data_root_where_the_cache_cannot_be_written_is_a_data_error(tmp_path):
     """`datasets prepare` into a data root it cannot write (here a file where its folder should be; a read-only
     mount or a full disk alike) is one DataError naming the folder and the option to change, not an OSError."""
-    from fedbench.data.catalog import prepare_dataset
+    from fedbench.data.provision import prepare_dataset
 
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("")

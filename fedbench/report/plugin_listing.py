@@ -1,6 +1,6 @@
 """The plug-in registries as plain data, for ``fedbench algorithms`` and ``fedbench models`` (tables or JSON).
 
-Data sets have their own listing in ``fedbench.data.catalog``.
+Data sets have their own listing in ``fedbench.data.provision``.
 """
 
 from __future__ import annotations

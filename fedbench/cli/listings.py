@@ -1,4 +1,4 @@
-"""``fedbench algorithms`` and ``fedbench models``: the plug-in catalogues (library: ``fedbench.report.plugin_catalog``)."""
+"""``fedbench algorithms`` and ``fedbench models``: the plug-in catalogues (library: ``fedbench.report.plugin_listing``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def algorithms(
     Example: `fedbench algorithms --kind global` · `fedbench algorithms --paper fedtrip --json` ·
     `fedbench algorithms --plugin my_methods.py`
     """
-    from fedbench.report.plugin_catalog import algorithm_entries
+    from fedbench.report.plugin_listing import algorithm_entries
 
     load_plugins(plugin)
     entries = algorithm_entries(kind, paper)
@@ -55,7 +55,7 @@ def models(
 
     Example: `fedbench models` · `fedbench models lenet5 --set num_classes=10 --json`
     """
-    from fedbench.report.plugin_catalog import model_entries
+    from fedbench.report.plugin_listing import model_entries
 
     load_plugins(plugin)
     overrides = parse_assignments(set_, "--set")

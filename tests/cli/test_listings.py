@@ -1,4 +1,4 @@
-"""The catalogue commands (fedbench/cli/catalog.py): `algorithms --json` lists the methods, and every command's help
+"""The catalogue commands (fedbench/cli/listings.py): `algorithms --json` lists the methods, and every command's help
 shows an example."""
 
 from __future__ import annotations
