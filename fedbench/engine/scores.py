@@ -12,18 +12,19 @@ import numpy as np
 
 
 def auc(labels: np.ndarray, probabilities: np.ndarray) -> float | None:
-    """ROC AUC: binary on p(class 1) (LG-Mix [code] ``roc_auc_score``), one-vs-rest macro for more classes.
-    None when the labels hold a single class (AUC is undefined)."""
+    """ROC AUC: binary on p(class 1) (LG-Mix [code] ``roc_auc_score``), one-vs-rest macro for more classes, over
+    the classes the labels hold (their probabilities renormalised; two of them: the binary AUC). None when the
+    labels hold a single class (AUC is undefined)."""
     # local: keeps scikit-learn out of run's and report's start-up
     from sklearn.metrics import roc_auc_score
 
     present = np.unique(labels)
     if len(present) < 2:
         return None
-    if probabilities.shape[1] == 2:
-        return float(roc_auc_score(labels, probabilities[:, 1]))
     if len(present) < probabilities.shape[1]:
         probabilities = probabilities[:, present] / probabilities[:, present].sum(1, keepdims=True)
+    if len(present) == 2:  # one-vs-rest of two classes is the binary AUC of the second (and scikit-learn wants 1-D)
+        return float(roc_auc_score(labels == present[1], probabilities[:, 1]))
     return float(roc_auc_score(labels, probabilities, multi_class="ovr", average="macro", labels=present))
 
 
@@ -51,7 +52,7 @@ def sensitivity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -
 
     if not _binary(labels, num_classes, 1):
         return None
-    return float(recall_score(labels, predictions, pos_label=1, average="binary", labels=[0, 1]))
+    return float(recall_score(labels, predictions, pos_label=1, average="binary"))
 
 
 def specificity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -> float | None:
@@ -62,7 +63,7 @@ def specificity(labels: np.ndarray, predictions: np.ndarray, num_classes: int) -
 
     if not _binary(labels, num_classes, 0):
         return None
-    return float(recall_score(labels, predictions, pos_label=0, average="binary", labels=[0, 1]))
+    return float(recall_score(labels, predictions, pos_label=0, average="binary"))
 
 
 def f1_macro(labels: np.ndarray, predictions: np.ndarray) -> float:
@@ -118,5 +119,5 @@ def hausdorff(pred: np.ndarray, truth: np.ndarray, percentile: float = 95.0, emp
             values.append(empty)
             continue
         pooled = np.hstack([_surface_distances(p_img, t_img), _surface_distances(t_img, p_img)])
-        values.append(float(np.percentile(pooled, percentile)) if percentile < 100 else float(pooled.max()))
+        values.append(float(np.percentile(pooled, percentile)))  # percentile 100: the maximum, exactly
     return float(np.mean(values)) if values else None

@@ -135,6 +135,9 @@ def test_training_gets_the_clients_state_and_evaluation_and_finetuning_a_copy():
 def test_a_hand_built_run_state_evaluates_in_batches_of_a_thousand_and_fixes_no_parameter():
     state = _run_state(_spec())
     assert state.eval_batch_size == 1000 and state.frozen is None
+    assert state.optimizer_options == {}  # no accelerated optimizer: the client optimizers' defaults
+    ctx = state.client_context(build_algorithm("fedavg", {}), 0, 1, lr=0.1)
+    assert ctx.optimizer_options == {}
 
 
 class _HoldsOut:
