@@ -98,10 +98,10 @@ def test_hausdorff_is_medpys_hd95_per_image_and_channel_skipping_empty_truths():
     rng = np.random.default_rng(3)
     pred, truth = rng.random((2, 2, 9, 9)) > 0.5, rng.random((2, 2, 9, 9)) > 0.6
     truth[0, 0] = False  # an empty truth first: skipped, the others still count
-    pred[1, 1] = False  # an empty prediction of a non-empty truth: 1000
+    pred[1, 0] = False  # an empty prediction of a non-empty truth: 1000, and the next cell still counts
     truth[0, 1], pred[0, 1] = False, False  # a square, and the same square with a stray pixel 4√2 px off its corner:
     truth[0, 1, 1:5, 1:5] = pred[0, 1, 1:5, 1:5] = pred[0, 1, 8, 8] = True  # 24 distances 0, one 4√2
-    cells = [(0, 1), (1, 0)]
+    cells = [(0, 1), (1, 1)]
     expected = (sum(_hd_by_hand(pred[i, j], truth[i, j], 95) for i, j in cells) + 1000.0) / 3
     assert scores.hausdorff(pred, truth) == pytest.approx(expected)
     assert _hd_by_hand(pred[0, 1], truth[0, 1], 95) == 0.0  # the 95th percentile of 24 zeros and one outlier
