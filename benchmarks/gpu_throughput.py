@@ -243,9 +243,9 @@ def packed_over_workers(table4: list[dict], workers: list[dict]) -> float | None
 def recipe_round_spec(recipe: str, algorithm: str, model: str, dataset: str, stand_in: str) -> RunSpec:
     """The recipe's first ``algorithm`` run of ``model`` on ``dataset`` (its clients, batch, epochs, optimizer,
     augmentation), two rounds, on the random stand-in data set ``stand_in`` of the real size."""
-    from fedbench.execution.batch import plan_runs
+    from fedbench.execution.batch import select_runs
 
-    for planned in plan_runs([recipe]):
+    for planned in select_runs([recipe]):
         spec = planned.spec
         if spec.algorithm == algorithm and spec.model == model and spec.dataset == dataset:
             fields = spec.model_dump()

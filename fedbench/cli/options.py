@@ -223,7 +223,7 @@ def additions(add: list[str], set_for: list[str]) -> Additions:
 def compile_options(
     scale: str, seeds: str | None, only: list[str], set_: list[str], synthetic: bool, add: list[str], set_for: list[str]
 ) -> dict[str, Any]:
-    """The keyword arguments that compile recipes into runs (``plan_runs``, ``plan_recipes``) from the options
+    """The keyword arguments that compile recipes into runs (``select_runs``, ``plan_recipes``) from the options
     ``run`` and ``plan`` share: ``--scale``, ``--seeds``, ``--only``, ``--set``, ``--synthetic``, ``--add`` and
     ``--set-for``, each parsed and checked in that order."""
     from fedbench.recipes.assignments import label_filters

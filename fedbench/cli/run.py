@@ -143,7 +143,7 @@ def run(
         ray=RayOptions(address=address, gpus_per_run=gpus_per_run),
     )
     options = execution_options(registry_url, device, gpus, checkpoints, plugin, settings, launch)
-    planned = selection.plan_runs(
+    planned = selection.select_runs(
         recipes,
         **compile_options(scale, seeds, only, set_, synthetic, add, set_for),
         device=options.device,

@@ -1,6 +1,6 @@
 """A batch of planned runs against one registry: what ``fedbench run`` trains, skips and reports.
 
-The runs come from ``selection.plan_runs``; ``prepare_batch`` checks the ``ExecutionOptions``, data and
+The runs come from ``selection.select_runs``; ``prepare_batch`` checks the ``ExecutionOptions``, data and
 partitions (``preflight``), registers the runs and decides which to train; ``Batch.train`` trains them; ``Batch.outcome`` summarises the registry
 afterwards. Printing, progress bars and exit codes belong to the CLI.
 """

@@ -43,7 +43,7 @@ from fedbench.data.synthetic import synthetic_sizes
 from fedbench.errors import ConfigError
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.provenance import device_name
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 from fedbench.models import build_model
 from fedbench.recipes.additions import Additions
 from fedbench.recipes.expand import PlannedRun
@@ -362,7 +362,7 @@ def plan_recipes(
     run."""
     if jobs < 1:
         raise ConfigError(f"--jobs {jobs}: expected a positive number of workers")
-    planned = plan_runs(
+    planned = select_runs(
         recipes,
         scale=scale,
         seeds=seeds,

@@ -1,4 +1,4 @@
-"""Which runs a command is about, before anything trains: ``plan_runs`` compiles recipes with the command line's
+"""Which runs a command is about, before anything trains: ``select_runs`` compiles recipes with the command line's
 seeds, filters, overrides and additions and checks ``--device``; ``dry_run`` gives each run's registry status
 without touching the registry (``fedbench run --dry-run``). Neither imports torch (only a device other than ``auto``
 or ``cpu`` needs it to be checked), so a dry run of thousands of runs starts as fast as compiling them."""
@@ -17,7 +17,7 @@ from fedbench.recipes.expand import PlannedRun, compile_recipes
 from fedbench.registry import Registry
 
 
-def plan_runs(
+def select_runs(
     recipes: Sequence[str | Path],
     *,
     scale: str = "full",
@@ -76,4 +76,4 @@ def dry_run(planned: list[PlannedRun], registry_url: str | None) -> list[DryRunR
     ]
 
 
-__all__ = ["plan_runs", "dry_run", "DryRunRow"]
+__all__ = ["select_runs", "dry_run", "DryRunRow"]

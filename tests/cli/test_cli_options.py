@@ -20,7 +20,7 @@ from fedbench.cli.options import DEFAULT_CLIENT_STATE_MIB, DEFAULTS, additions, 
 from fedbench.errors import FedbenchError
 from fedbench.execution.options import ExecutionOptions, Launch, Launcher, RayOptions, SlurmCluster, SlurmOptions
 from fedbench.execution.planning import plan_recipes
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 from fedbench.settings import DEFAULT_MEMORY_BUDGET, Packing, Settings
 
 SHARED = ("recipes", "scale", "seeds", "only", "set_", "synthetic", "device", "jobs", "threads", "data_dir")
@@ -189,8 +189,8 @@ def test_compile_options_parses_what_run_and_plan_pass_to_the_compiler():
     assert kwargs["scale"] == "smoke" and kwargs["seeds"] == [0, 2] and kwargs["synthetic"] is True
     assert kwargs["only"] == {"algorithm": {"fedavg"}} and kwargs["overrides"] == {"rounds": 3}
     assert kwargs["additions"] == additions(["algorithm=fedprox"], [])
-    for keyword in ("scale", "seeds", "only", "overrides", "synthetic", "additions"):  # plan_runs and plan_recipes
-        assert keyword in inspect.signature(plan_runs).parameters
+    for keyword in ("scale", "seeds", "only", "overrides", "synthetic", "additions"):  # select_runs and plan_recipes
+        assert keyword in inspect.signature(select_runs).parameters
         assert keyword in inspect.signature(plan_recipes).parameters
     with pytest.raises(FedbenchError, match="--seeds"):  # checked in the order the options are listed
         compile_options("full", "x", ["bad"], [], False, [], [])

@@ -138,7 +138,7 @@ def test_reading_pickles_unchecked_warns_once(tmp_path, monkeypatch):
     """--no-verify on CIFAR, and Digits5 (no checksum published): one warning line each, through the CLI."""
     from fedbench.execution.batch import prepare_batch
     from fedbench.execution.options import ExecutionOptions
-    from fedbench.execution.selection import plan_runs
+    from fedbench.execution.selection import select_runs
 
     fx.write_cifar10(tmp_path)
     fx.write_digits5(tmp_path)
@@ -168,7 +168,7 @@ clients_per_round = 5
 rounds = 1
 """
     )
-    planned = plan_runs([recipe], device="cpu")
+    planned = select_runs([recipe], device="cpu")
     options = ExecutionOptions(
         registry_url=f"sqlite:///{tmp_path / 'r.db'}", device="cpu", settings=Settings(data_root=str(tmp_path))
     )

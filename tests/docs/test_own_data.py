@@ -17,7 +17,7 @@ from conftest import TINY_RECIPE
 from fedbench.data import load_dataset
 from fedbench.errors import FedbenchError
 from fedbench.execution.batch import preflight
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "own-data.md"
 ROW = re.compile(r"^\| `([a-z-]+)` \| ([^|]+) \| (error|warning) \| `(.+)` \|$", re.MULTILINE)
@@ -136,7 +136,7 @@ def digest_differs(root: Path) -> str:
 def client_test_under_global(root: Path) -> str:
     recipe = root / "r.toml"
     recipe.write_text(TINY_RECIPE.replace("targets = [50]\n", 'targets = [50]\nclient_test = "class_matched"\n'))
-    [line] = preflight(plan_runs([recipe]))
+    [line] = preflight(select_runs([recipe]))
     return line
 
 

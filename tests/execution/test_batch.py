@@ -10,13 +10,13 @@ from fedbench.errors import FedbenchError
 from fedbench.execution import batch
 from fedbench.execution.batch import preflight, prepare_batch
 from fedbench.execution.options import ExecutionOptions
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 from fedbench.registry import Registry
 from registry_fixtures import finish_run
 
 
 def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry_url):
-    planned = plan_runs([write_recipe()], scale="smoke")
+    planned = select_runs([write_recipe()], scale="smoke")
     options = ExecutionOptions(registry_url=registry_url, device="cpu")
     first = prepare_batch(planned, options)
     assert [p.spec_hash for p in first.todo] == [p.spec_hash for p in planned] and not first.skipped
@@ -32,7 +32,7 @@ def test_finished_runs_are_skipped_or_with_force_put_back(write_recipe, registry
 
 def test_bad_input_changes_nothing_in_the_registry(write_recipe, tmp_path):
     recipe = write_recipe().read_text().replace("num_clients = 4", "num_clients = 100000")
-    planned = plan_runs([write_recipe(recipe, "big.toml")], scale="smoke")
+    planned = select_runs([write_recipe(recipe, "big.toml")], scale="smoke")
     url = f"sqlite:///{tmp_path / 'untouched.db'}"
     with pytest.raises(FedbenchError):
         prepare_batch(planned, ExecutionOptions(registry_url=url, device="cpu"))
@@ -40,7 +40,7 @@ def test_bad_input_changes_nothing_in_the_registry(write_recipe, tmp_path):
 
 
 def test_preflight_loads_each_data_set_and_partition_once(write_recipe, monkeypatch):
-    planned = plan_runs([write_recipe()], scale="smoke")  # two methods, one data set and one partition
+    planned = select_runs([write_recipe()], scale="smoke")  # two methods, one data set and one partition
     built = []
     original = batch.partition_clients
     monkeypatch.setattr(
@@ -51,7 +51,7 @@ def test_preflight_loads_each_data_set_and_partition_once(write_recipe, monkeypa
 
 
 def test_the_outcome_counts_statuses_and_gives_each_failures_last_line(write_recipe, registry_url):
-    planned = plan_runs([write_recipe()], scale="smoke")
+    planned = select_runs([write_recipe()], scale="smoke")
     work = prepare_batch(planned, ExecutionOptions(registry_url=registry_url, device="cpu"))
     finish_run(registry_url, planned[0].spec_hash, "failed", error="Traceback …\n  line 3\nValueError: bad value\n")
     outcome = work.outcome()
@@ -70,7 +70,7 @@ def test_client_test_sets_without_a_personal_evaluation_are_one_warning_line(wri
     ``eval_mode = "global"`` (and no fine-tuning) ``client_test`` changes nothing the run scores, which the README's
     own-data example once did silently."""
     setting = 'client_test = "class_matched"\n' + (f"eval_mode = {eval_mode}\n" if eval_mode else "")
-    planned = plan_runs([write_recipe(TINY_RECIPE.replace("targets = [50]\n", f"targets = [50]\n{setting}"))])
+    planned = select_runs([write_recipe(TINY_RECIPE.replace("targets = [50]\n", f"targets = [50]\n{setting}"))])
     expected = (
         "client_test = 'class_matched' does nothing under eval_mode = 'global' (only the global model is scored, on "
         "the global test set); set eval_mode = 'personal' or 'both' to score each client on its own test set"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from fedbench.cli import app
 from fedbench.execution import planning
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 from fedbench.spec import RunSpec
 
 # TINY_RECIPE (conftest): digits (1,437 training / 360 test images, registered), digits_mlp with 32 hidden units,
@@ -30,7 +30,7 @@ def _fake(plan_items, train_rate=1e9, eval_rate=4e9):
 
 
 def test_flops_of_a_tiny_recipe_equal_the_hand_sums(write_recipe):
-    planned = plan_runs([write_recipe()])
+    planned = select_runs([write_recipe()])
     plan = planning.build_plan(planned, _fake(planned), jobs=1)
     fedavg_run = 3 * 2 * PER_CLIENT * TRAIN
     fedprox_run = 3 * 2 * (PER_CLIENT * TRAIN + 2 * STEPS * PARAMS)  # FedProx's attach: 2K|w| (FedTrip Table VIII)
@@ -44,7 +44,7 @@ def test_flops_of_a_tiny_recipe_equal_the_hand_sums(write_recipe):
 
 
 def test_time_estimate_is_the_calibrated_rate_applied_to_the_work(write_recipe):
-    planned = plan_runs([write_recipe()])
+    planned = select_runs([write_recipe()])
     one = planning.build_plan(planned, _fake(planned, 1e9, 4e9), jobs=1)
     assert one.seconds == pytest.approx(one.train_flops / 1e9 + one.eval_flops / 4e9, rel=1e-12)
     assert sum(c.seconds for c in one.cells) == pytest.approx(one.seconds, rel=1e-12)
@@ -55,14 +55,14 @@ def test_time_estimate_is_the_calibrated_rate_applied_to_the_work(write_recipe):
 
 
 def test_assumed_throughput_is_one_rate_for_every_workload(write_recipe):
-    planned = plan_runs([write_recipe()])
+    planned = select_runs([write_recipe()])
     calibration = planning.assumed_calibration(planning.workloads(planned), 5e12, "H100 (assumed)")
     plan = planning.build_plan(planned, calibration)
     assert plan.seconds == pytest.approx((plan.train_flops + plan.eval_flops) / 5e12, rel=1e-12)
 
 
 def test_step_budget_and_fixed_client_sizes_follow_the_engines_formulas(write_recipe):
-    planned = plan_runs([write_recipe()], overrides={"local_steps": 5, "eval_every": 2})
+    planned = select_runs([write_recipe()], overrides={"local_steps": 5, "eval_every": 2})
     plan = planning.build_plan(planned, _fake(planned))
     # 5 full batches of 64 per client and round; evaluated after rounds 2 and 3 (the last)
     assert plan.train_flops == 2 * 3 * 2 * 5 * 64 * TRAIN + 2 * 3 * 2 * (5 * 64 * TRAIN + 2 * 5 * PARAMS)
@@ -99,7 +99,7 @@ def test_plan_command_json_and_bad_input(write_recipe, tmp_path):
     result = runner.invoke(app, ["plan", str(recipe), "--throughput", "2", "--jobs", "2", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    planned = plan_runs([recipe])
+    planned = select_runs([recipe])
     expected = planning.build_plan(planned, planning.assumed_calibration(planning.workloads(planned), 2e12, "x"), 2)
     assert data["runs"] == 4 and data["train_flops"] == expected.train_flops
     assert data["wall_seconds"] == pytest.approx(expected.wall_seconds, rel=1e-12)

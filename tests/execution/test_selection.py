@@ -10,25 +10,25 @@ import pytest
 
 from fedbench.errors import FedbenchError
 from fedbench.execution import selection
-from fedbench.execution.selection import dry_run, plan_runs
+from fedbench.execution.selection import dry_run, select_runs
 from fedbench.registry import Registry
 from registry_fixtures import finish_run
 
 
 def test_only_filters_select_runs_and_one_that_keeps_nothing_names_the_filters(write_recipe, monkeypatch):
     recipe = write_recipe()
-    assert len(plan_runs([recipe], scale="smoke")) == 2
-    (kept,) = plan_runs([recipe], scale="smoke", only={"algorithm": {"fedprox"}})
+    assert len(select_runs([recipe], scale="smoke")) == 2
+    (kept,) = select_runs([recipe], scale="smoke", only={"algorithm": {"fedprox"}})
     assert kept.labels["algorithm"] == "fedprox"
     # filters whose combination matches no cell (each value exists, as the compiler checks)
     monkeypatch.setattr(selection, "compile_recipes", lambda *args, **kwargs: [])
     with pytest.raises(FedbenchError, match=r"^no runs match --only algorithm=fedavg\|fedprox seed=3: check the"):
-        plan_runs([recipe], only={"algorithm": {"fedprox", "fedavg"}, "seed": {"3"}})
-    assert plan_runs([recipe]) == []  # recipes without runs (analytic tables only): nothing to train, no error
+        select_runs([recipe], only={"algorithm": {"fedprox", "fedavg"}, "seed": {"3"}})
+    assert select_runs([recipe]) == []  # recipes without runs (analytic tables only): nothing to train, no error
 
 
 def test_a_dry_run_reads_statuses_without_creating_a_registry(write_recipe, registry_url, tmp_path):
-    planned = plan_runs([write_recipe()], scale="smoke")
+    planned = select_runs([write_recipe()], scale="smoke")
     missing = f"sqlite:///{tmp_path / 'none.db'}"
     assert [row.status for row in dry_run(planned, missing)] == ["new", "new"]
     assert not (tmp_path / "none.db").exists()
@@ -45,15 +45,15 @@ def test_a_device_this_machine_lacks_is_refused_and_auto_or_cpu_need_no_torch(wr
     recipe = write_recipe()
     checked = []
     monkeypatch.setattr(selection, "check_device", lambda name: checked.append(name))
-    plan_runs([recipe], scale="smoke", device="cuda:3")
+    select_runs([recipe], scale="smoke", device="cuda:3")
     assert checked == ["cuda:3"]  # every plan checks its device
     monkeypatch.undo()
     with pytest.raises(FedbenchError, match=r"^--device"):
-        plan_runs([recipe], scale="smoke", device="no-such-device")
+        select_runs([recipe], scale="smoke", device="no-such-device")
     probe = (
         "import sys\n"
-        "from fedbench.execution.selection import plan_runs\n"
-        f"plan_runs([{str(recipe)!r}], scale='smoke', device=sys.argv[1])\n"
+        "from fedbench.execution.selection import select_runs\n"
+        f"select_runs([{str(recipe)!r}], scale='smoke', device=sys.argv[1])\n"
         "print('torch' in sys.modules)"
     )
     # meta: a device that exists on every machine, and that only torch can tell from a typo

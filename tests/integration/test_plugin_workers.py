@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from fedbench.cli import app
 from fedbench.execution.batch import prepare_batch
 from fedbench.execution.options import ExecutionOptions
-from fedbench.execution.selection import plan_runs
+from fedbench.execution.selection import select_runs
 from fedbench.registry import Registry
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_plugins")]
@@ -77,7 +77,7 @@ def test_spawned_workers_load_an_installed_entry_point(tmp_path, registry_url):
 def test_a_worker_with_other_plugin_code_refuses_the_run(tmp_path, registry_url):
     method = write_method(tmp_path)
     recipe = write_plugged_recipe(tmp_path, plugins=f'plugins = ["{method.name}"]')
-    planned = [p for p in plan_runs([recipe]) if p.spec.algorithm == "growingprox"]
+    planned = [p for p in select_runs([recipe]) if p.spec.algorithm == "growingprox"]
     batch = prepare_batch(planned, ExecutionOptions(registry_url=registry_url, device="cpu"))
     assert batch.options.plugins == (str(method.resolve()),)
     method.write_text(method_source(comment="edited after planning"))
