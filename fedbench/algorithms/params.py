@@ -243,8 +243,8 @@ class LGMixParams(NoParams):
 
     @classmethod
     def result_revision(cls, spec: RunSpec) -> int:
-        # 2: personal evaluation no longer completes Eq. 2 (0.1.0 let it change training under partial
-        # participation); with every client in every round the results are unchanged
+        # 2: personal evaluation does not complete Eq. 2 (revision 1's runs let it change training under partial
+        # participation); with every client in every round the results are the same, so they keep revision 1
         return 2 if spec.clients_per_round < spec.num_clients else 1
 
 

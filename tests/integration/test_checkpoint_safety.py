@@ -145,7 +145,7 @@ def test_a_malicious_pickle_in_place_of_a_checkpoint_never_runs(tmp_path, monkey
 
 
 def test_a_checkpoint_of_the_previous_format_restarts_the_run_with_one_warning(tmp_path, monkeypatch, straight):
-    """fedbench ≤ 0.2 wrote torch.save pickles: such a checkpoint (even a genuine one) is not loaded."""
+    """A checkpoint in the previous format, a torch.save pickle, is not loaded (even a genuine one)."""
     recipe, url, path = interrupted_run(tmp_path, monkeypatch)
     (row,) = Registry(url).runs()
     genuine = load_checkpoint(path, row.spec_hash)
