@@ -47,7 +47,6 @@ from fedbench.urls import display_url
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, metric_curve
 from fedbench.vocab.status import FINISHED
 
-TAG_PREFIX = "fedbench."
 SPEC_HASH_TAG = "fedbench.spec_hash"  # the key a tracker finds a run's copy by
 DIGEST_TAG = "fedbench.export_digest"  # the digest of the copy's content (``TrackedRun.digest``)
 SUMMARY_PREFIX = "summary."

@@ -14,7 +14,8 @@ from global_formula_fixtures import assert_packed_equals_sequential, close, pack
 
 @pytest.mark.usefixtures("float64")
 def test_fedavgm_server_momentum_by_hand():
-    """v ← β v + (w − w̄), w ← w − η v over three rounds; w̄ weighted 1/4, 3/4 by the clients' sizes 10 and 30."""
+    """v ← β v + (w − w̄), w ← w − η v over three rounds; w̄ weighted 1/4, 3/4 by the clients' sizes 10 and 30; the
+    buffers are averaged with the same weights."""
     beta, eta = 0.6, 1.7
     algorithm = build_algorithm("fedavgm", {"beta": beta, "server_lr": eta})
     torch.manual_seed(1)
@@ -22,13 +23,17 @@ def test_fedavgm_server_momentum_by_hand():
     algorithm.init_server(server)
     w, v = server.params.clone(), torch.zeros(12)
     for round_index in (1, 2, 3):
-        updates = [ClientUpdate(k, w + 0.1 * torch.randn(12), {}, n, 3, 0.0) for k, n in enumerate((10, 30))]
+        updates = [
+            ClientUpdate(k, w + 0.1 * torch.randn(12), {"running_mean": torch.full((2,), float(k))}, n, 3, 0.0)
+            for k, n in enumerate((10, 30))
+        ]
         algorithm.aggregate(server, updates, round_index)
         averaged = 0.25 * updates[0].params + 0.75 * updates[1].params
         v = beta * v + (w - averaged)
         w = w - eta * v
         assert close(server.params, w), round_index
         assert close(server.state["momentum"], v), round_index
+        assert close(server.buffers["running_mean"], torch.full((2,), 0.75)), round_index  # FedAvg's buffer average
 
 
 @pytest.mark.parametrize(("beta", "eta"), [(0.0, 1.0), (0.0, 1.5), (0.5, 1.0)])

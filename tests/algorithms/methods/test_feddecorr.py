@@ -43,6 +43,8 @@ def test_decorrelation_by_hand_and_its_extremes():
     collapsed = torch.randn(6, 1) * torch.tensor([[1.0, -2.0, 3.0]])  # every dimension on one direction: |K_jk| = 1
     assert float(decorrelation(collapsed)) == pytest.approx(1.0, abs=1e-6)
     assert float(decorrelation(torch.randn(1, 4))) == 0.0  # one sample: no correlations
+    # two samples: every standardised dimension is ±1, so every |K_jk| = 1 and ‖K‖²/d² = 1 (up to the ε in std)
+    assert float(decorrelation(torch.tensor([[0.0, 1.0, 5.0], [2.0, -1.0, 3.0]]))) == pytest.approx(1.0, abs=1e-6)
 
 
 @pytest.mark.usefixtures("linear_model", "float64")
