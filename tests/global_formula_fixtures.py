@@ -142,7 +142,8 @@ def packing_spec(algorithm: str, params: dict | None = None, **overrides):
 
 def adaptive_rounds(name, params, second_moment, rounds=3):
     """Run ``rounds`` server steps of the adaptive optimizer ``name`` (Reddi et al. Alg. 2) and the same steps written
-    out by hand with ``second_moment(v, Δ)`` on floats, one coordinate at a time; assert they agree every round.
+    out by hand with ``second_moment(v, Δ)`` on floats, one coordinate at a time; assert they agree every round (and
+    that the buffers are FedAvg's average).
     Returns the (v^{t−1}, Δ) pairs met (a test can check which branches of its rule were taken)."""
     met = []
     algorithm = build_algorithm(name, params)
@@ -151,8 +152,10 @@ def adaptive_rounds(name, params, second_moment, rounds=3):
     algorithm.init_server(server)
     w, m, v = server.params.clone(), torch.zeros(10), torch.full((10,), params["tau"] ** 2)
     for round_index in range(1, rounds + 1):
-        updates = [ClientUpdate(k, w + 0.1 * torch.randn(10), {}, n, 3, 0.0) for k, n in enumerate((10, 30))]
+        buffers = [{"running_mean": torch.full((2,), float(k))} for k in range(2)]
+        updates = [ClientUpdate(k, w + 0.1 * torch.randn(10), buffers[k], n, 3, 0.0) for k, n in enumerate((10, 30))]
         algorithm.aggregate(server, updates, round_index)
+        assert close(server.buffers["running_mean"], torch.full((2,), 0.75)), round_index  # FedAvg's buffer average
         delta = 0.25 * updates[0].params + 0.75 * updates[1].params - w
         m = params["beta1"] * m + (1 - params["beta1"]) * delta
         met += [(float(a), float(d)) for a, d in zip(v, delta)]

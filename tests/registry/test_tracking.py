@@ -274,13 +274,17 @@ def test_mlflow_with_a_tracking_uri_writes_there(tmp_path):
     assert open_tracker(f"mlflow:{store}").shown == store
 
 
-def test_a_missing_part_of_the_mlflow_extra_is_the_extra_missing(monkeypatch):
-    """A broken or partial MLflow (one of its submodules missing) still says what to install."""
-    pytest.importorskip("mlflow")  # the extra is installed: hide one of its parts
-    monkeypatch.setitem(sys.modules, "mlflow.entities", None)
-    monkeypatch.delitem(sys.modules, "fedbench.registry.tracking_mlflow", raising=False)
-    with pytest.raises(FedbenchError, match=r"pip install 'fedbench-repro\[mlflow\]'"):
-        open_tracker("mlflow")
+@pytest.mark.parametrize(
+    ("target", "extra", "part"),
+    [("mlflow", "mlflow", "mlflow.entities"), ("tensorboard:tb", "tensorboard", "tensorboard.compat")],
+)
+def test_a_missing_part_of_an_extra_is_the_extra_missing(target, extra, part, monkeypatch):
+    """A broken or partial install of the extra (one of its submodules missing) still says what to install."""
+    pytest.importorskip(extra)  # the extra is installed: hide one of its parts
+    monkeypatch.setitem(sys.modules, part, None)
+    monkeypatch.delitem(sys.modules, f"fedbench.registry.tracking_{extra}", raising=False)
+    with pytest.raises(FedbenchError, match=rf"pip install 'fedbench-repro\[{extra}\]'"):
+        open_tracker(target)
 
 
 class Collecting:

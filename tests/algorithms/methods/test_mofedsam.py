@@ -34,7 +34,7 @@ def test_mofedsam_local_steps_mix_the_global_direction_by_hand(momentum):
 
 
 @pytest.mark.usefixtures("float64")
-@pytest.mark.parametrize("eta_g", [1.0, 1.5])
+@pytest.mark.parametrize("eta_g", [1.0, 1.5, 2.0])
 def test_mofedsam_server_direction_and_step_by_hand(eta_g):
     """Unequal sizes (p = 1/4, 3/4) and step counts (2, 6): K̄ = 5; the round's client lr under a schedule."""
     lr, gamma = 0.1, 0.5
@@ -45,9 +45,28 @@ def test_mofedsam_server_direction_and_step_by_hand(eta_g):
     algorithm.init_server(server)
     assert not server.state["direction"].any()  # Δ^0 = 0
     w = server.params.clone()
-    updates = [ClientUpdate(k, w + 0.1 * torch.randn(9), {}, n, s, 0.0) for k, n, s in ((0, 10, 2), (1, 30, 6))]
+    updates = [
+        ClientUpdate(k, w + 0.1 * torch.randn(9), {"running_mean": torch.full((2,), float(k))}, n, s, 0.0)
+        for k, n, s in ((0, 10, 2), (1, 30, 6))
+    ]
     algorithm.aggregate(server, updates, 2)
     averaged = 0.25 * updates[0].params + 0.75 * updates[1].params
     assert close(server.state["direction"], (w - averaged) / (lr * gamma * 5))
     assert close(server.params, w + eta_g * (averaged - w))
+    assert close(server.buffers["running_mean"], torch.full((2,), 0.75))  # FedAvg's buffer average
     assert algorithm.payload(server, 3)["direction"] is server.state["direction"]
+
+
+@pytest.mark.usefixtures("float64")
+@pytest.mark.parametrize(("steps", "updated"), [(0, False), (1, True)])
+def test_the_direction_is_kept_when_no_client_took_a_step(steps, updated):
+    """K̄ = 0 leaves Δ as it was (there is no displacement to divide); K̄ = 1 is a step like any other."""
+    algorithm = build_algorithm("mofedsam", {})
+    algorithm.spec = make_spec("mofedsam", optimizer={"lr": 0.1})
+    server = ServerState(torch.zeros(4), {})
+    algorithm.init_server(server)
+    server.state["direction"] = torch.full((4,), 3.0)
+    moved = torch.full((4,), -0.5)
+    algorithm.aggregate(server, [ClientUpdate(0, moved, {}, 10, steps, 0.0)], 1)
+    expected = torch.full((4,), 5.0) if updated else torch.full((4,), 3.0)  # (0 − (−0.5)) / (0.1 · 1)
+    assert close(server.state["direction"], expected)
