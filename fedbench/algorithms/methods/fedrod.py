@@ -83,8 +83,9 @@ class FedRoD(Algorithm):
         self.train_steps(ctx, optimizer, batches)
 
     def loss(self, ctx, x, y, logits):
-        shift = ctx.scratch["log_counts"].to(logits.dtype) if self.params.balanced else 0.0
-        generic = F.cross_entropy(logits + shift, y)  # the balanced risk: softmax shifted by log n_k
+        # the balanced risk: softmax shifted by log n_k (the plain risk without the shift)
+        shifted = logits + ctx.scratch["log_counts"].to(logits.dtype) if self.params.balanced else logits
+        generic = F.cross_entropy(shifted, y)
         residual = personal_logits(ctx.model.classifier, ctx.scratch["personal_head"], ctx.scratch["features"].detach())
         return generic + F.cross_entropy(logits.detach() + residual, y)  # + the personal risk on the residual
 

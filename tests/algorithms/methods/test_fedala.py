@@ -75,3 +75,61 @@ def test_fedala_evaluates_the_adaptive_mix_of_its_model_and_the_global_one():
     expected = server.params.clone()
     expected[high] = theta[high] + (server.params - theta)[high] * weights
     assert torch.allclose(got, expected, rtol=0, atol=F64_ATOL)
+
+
+def recording_batches(ctx):
+    """Record the sample each W epoch is drawn from (the ALA passes ask for ``indices``; local training does not)."""
+    drawn = []
+    batches = ctx.batches
+
+    def recorded(indices=None, **kwargs):
+        if indices is not None:
+            drawn.append(indices.clone())
+        return batches(indices=indices, **kwargs)
+
+    ctx.batches = recorded
+    return drawn
+
+
+def later_round(params, **overrides):
+    theta = torch.randn(59, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    return setup("fedala", params, {"local_params": theta, "local_buffers": {}}, local_epochs=1, **overrides)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize(
+    ("eta", "threshold", "epochs"),
+    [
+        (1e-12, 1e-9, 3),  # W barely moves: the last 2 losses' std is below 1e-9 as soon as there are 3
+        (5.0, 1e-12, 6),  # W learns: the std never falls below 1e-12, so the cap of 6 first-round epochs
+        (1e-300, 0.0, 6),  # a constant loss has std 0, which is not below a threshold of 0
+    ],
+)
+def test_the_first_round_trains_w_until_the_last_losses_settle_or_the_cap(eta, threshold, epochs):
+    """Stop once more than ``loss_window`` epochs are done and the std of the last ``loss_window`` losses is below
+    the threshold; otherwise after ``max_first_epochs``."""
+    params = {"rand_percent": 100.0, "eta": eta, "threshold": threshold, "loss_window": 2, "max_first_epochs": 6}
+    algorithm, ctx, *_ = later_round(params)
+    drawn = recording_batches(ctx)
+    algorithm.local_train(ctx)
+    assert len(drawn) == epochs
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+@pytest.mark.parametrize(("percent", "size"), [(50.0, 4), (10.0, 1), (100.0, 8)])
+def test_w_trains_on_s_percent_of_the_client_s_samples_at_least_one(percent, size):
+    algorithm, ctx, *_ = later_round({"rand_percent": percent, "max_first_epochs": 1})
+    drawn = recording_batches(ctx)
+    algorithm.local_train(ctx)
+    assert [len(sample) for sample in drawn] == [size]  # of its 8 samples
+    assert len(set(drawn[0].tolist())) == size and set(drawn[0].tolist()) <= set(range(8))
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_a_client_with_one_sample_still_learns_w():
+    from algorithm_fixtures import client_context
+
+    algorithm, ctx, server, *_ = later_round({"max_first_epochs": 1})
+    one = client_context(algorithm, ctx.spec, ctx.model, server, ctx.data, torch.arange(1), ctx.state)
+    algorithm.local_train(one)
+    assert "ala_weights" in one.state

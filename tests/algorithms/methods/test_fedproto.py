@@ -92,4 +92,8 @@ def test_fedproto_evaluates_by_the_nearest_global_prototype():
         scores = algorithm.eval_model(ctx)(x)
     distances = torch.cdist(features(own, x), prototypes) ** 2
     assert torch.allclose(scores[:, :3], -distances[:, :3], rtol=0, atol=F64_ATOL)
+    # the evaluated model holds the client's whole parameters (its trained head too): what the divergence
+    # diagnostics of the personal model measure
+    evaluated = torch.nn.utils.parameters_to_vector(algorithm.eval_model(ctx).parameters())
+    assert torch.equal(evaluated, own)
     assert torch.equal(scores.argmax(1), distances[:, :3].argmin(1))

@@ -45,6 +45,17 @@ def test_fedrod_trains_body_generic_and_personal_heads_by_hand(balanced, first_p
     assert not torch.allclose(p, w[head], atol=1e-3)  # P is not uploaded: the upload's head is G
 
 
+def test_a_flat_head_is_cut_into_the_classifier_s_tensors_in_their_order():
+    from fedbench.algorithms.methods.fedrod import head_parameters
+
+    classifier = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    vector = torch.arange(26.0)  # 12 + 4 + 8 + 2 values
+    views = head_parameters(classifier, vector)
+    assert list(views) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert torch.equal(torch.cat([v.reshape(-1) for v in views.values()]), vector)
+    assert views["2.weight"].shape == (2, 4)
+
+
 @pytest.mark.usefixtures("head_mlp", "float64")
 def test_fedrod_evaluates_generic_plus_personal_logits():
     """Personal evaluation: G(f(x)) + P(f(x)) with the global body and G; the generic model alone before a client
