@@ -11,6 +11,7 @@ from algorithm_fixtures import LINEAR, client_context, make_spec
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.context import ClientUpdate, ServerState
 from global_formula_fixtures import (
+    algorithm_flops,
     assert_packed_equals_sequential,
     ce_grad,
     close,
@@ -64,11 +65,18 @@ def test_feddc_server_drift_corrected_average_by_hand():
     for round_index in (1, 2):
         updates = [
             ClientUpdate(
-                k, torch.randn(8), {}, n, 3, 0.0, {"drift_change": torch.randn(8), "control_change": torch.randn(8)}
+                k,
+                torch.randn(8),
+                {"running_mean": torch.full((2,), float(k))},
+                n,
+                3,
+                0.0,
+                {"drift_change": torch.randn(8), "control_change": torch.randn(8)},
             )
             for k, n in enumerate((10, 30))
         ]
         algorithm.aggregate(server, updates, round_index)
+        assert close(server.buffers["running_mean"], torch.full((2,), 0.75)), round_index  # FedAvg's buffer average
         drift_sum = drift_sum + updates[0].extra["drift_change"] + updates[1].extra["drift_change"]
         g = g + (updates[0].extra["control_change"] + updates[1].extra["control_change"]) / 5
         assert close(server.params, 0.25 * updates[0].params + 0.75 * updates[1].params + drift_sum / 5), round_index
@@ -93,3 +101,10 @@ def test_feddc_client_without_steps_keeps_its_state():
 def test_feddc_packed_equals_sequential(tmp_path):
     spec = packing_spec("feddc", {"alpha": 0.1}, optimizer={"lr": 0.05, "momentum": 0.5})
     assert_packed_equals_sequential(spec, tmp_path)
+
+
+def test_feddc_sends_its_drift_and_estimate_changes_up_and_the_global_estimate_down():
+    algorithm = build_algorithm("feddc", {})
+    assert (algorithm.extra_upload_floats(1000), algorithm.extra_download_floats(1000)) == (2000, 1000)
+    # per step: θ − w + h (2 vector operations), its scaled add, the correction's add
+    assert algorithm_flops("feddc") == 4 * 5 * 1000

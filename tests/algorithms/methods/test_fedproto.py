@@ -97,3 +97,21 @@ def test_fedproto_evaluates_by_the_nearest_global_prototype():
     evaluated = torch.nn.utils.parameters_to_vector(algorithm.eval_model(ctx).parameters())
     assert torch.equal(evaluated, own)
     assert torch.equal(scores.argmax(1), distances[:, :3].argmin(1))
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_fedproto_sends_prototype_sums_and_counts_up_and_the_prototypes_down():
+    algorithm, *_ = setup("fedproto", {})
+    features_dim = 5  # mlp(): DIM → 5 → CLASSES
+    assert algorithm.extra_upload_floats(59) == CLASSES * features_dim + CLASSES
+    assert algorithm.extra_download_floats(59) == CLASSES * features_dim
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_the_class_feature_sums_are_data_outside_any_graph():
+    from fedbench.algorithms.methods.fedproto import class_feature_sums
+    from pfl_formula_fixtures import data, mlp
+
+    x, y = data()
+    sums, counts = class_feature_sums(mlp(0), x, y, CLASSES)
+    assert not sums.requires_grad and sums.grad_fn is None and not counts.requires_grad
