@@ -26,10 +26,17 @@ def by_hand(z: torch.Tensor, y: torch.Tensor):
 
 
 @pytest.mark.usefixtures("head_mlp", "float64")
-def test_class_statistics_are_counts_means_and_unbiased_covariances():
+@pytest.mark.parametrize(
+    "labels",
+    [
+        [0, 0, 0, 1, 1, 2, 0, 1],  # class 2 once, class 3 never
+        [0, 0, 0, 1, 1, 2, 0, 2],  # classes 1 and 2 twice: Σ divides by 2 − 1
+    ],
+)
+def test_class_statistics_are_counts_means_and_unbiased_covariances(labels):
     """Eq. 3 on the client's features; a class with one sample has Σ = 0, one with none μ = 0 and Σ = 0."""
     _, ctx, server, _, x, _ = setup("ccvr", {})
-    y = torch.tensor([0, 0, 0, 1, 1, 2, 0, 1])  # class 2 once, class 3 never
+    y = torch.tensor(labels)
     got = class_statistics(ctx.model, x, y, CLASSES, batch_size=3)
     for a, b in zip(got, by_hand(features(server.params, x), y)):
         assert torch.allclose(a, b, rtol=0, atol=F64_ATOL)
@@ -107,3 +114,15 @@ def test_ccvr_averages_as_fedavg_before_the_last_round():
     algorithm.aggregate(ours, updates, 2)
     build_algorithm("fedavg", {}).aggregate(fedavg, updates, 2)
     assert torch.equal(ours.params, fedavg.params)
+
+
+@pytest.mark.usefixtures("head_mlp", "float64")
+def test_calibrating_the_head_leaves_the_model_s_own_classifier_alone():
+    algorithm, ctx, server, *_ = setup("ccvr", {})
+    before = [p.detach().clone() for p in ctx.model.classifier.parameters()]
+    z = torch.randn(12, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    y = torch.arange(12) % CLASSES
+    head = server.params[algorithm._head]
+    trained = algorithm.calibrated_head(head, z, y, torch.Generator().manual_seed(4))
+    assert not torch.equal(trained, head)  # it did train
+    assert all(torch.equal(p, b) for p, b in zip(ctx.model.classifier.parameters(), before))
