@@ -90,3 +90,16 @@ def test_stored_models_are_copies():
     ctx.state["m_params"], ctx.state["m_buffers"] = torch.tensor([2.0, 3.0]), {}
     assert restore_model(ctx, "m", model) is True
     assert float(model.weight.detach()) == 2.0 and float(model.bias.detach()) == 3.0
+
+
+def test_a_model_under_another_classifier_shares_the_encoder_and_uses_the_new_head():
+    from fedbench.algorithms.partial import WithClassifier
+
+    model = mlp(0)
+    head = nn.Linear(model.feature_dim, 3)
+    combined = WithClassifier(model, head)
+    assert combined.encoder is model.encoder and combined.classifier is head  # shared, not copied
+    assert combined.feature_dim == model.feature_dim
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        assert torch.equal(combined(x), head(model.features(x)))
