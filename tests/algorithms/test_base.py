@@ -83,3 +83,16 @@ def test_a_method_reports_only_the_method_diagnostics_it_declares():
     spec = make_spec("fedavg", diagnostics=("mixing_weights",))
     with pytest.raises(ConfigError, match="diagnostic 'mixing_weights' is reported by the method, and fedavg does not"):
         check_diagnostics(spec, build_algorithm("fedavg", {}))
+
+
+def test_mixing_weights_are_those_of_the_round_s_clients_that_hold_one():
+    from types import SimpleNamespace
+
+    from fedbench.algorithms.base import mixing_weights
+
+    contexts = [
+        SimpleNamespace(client_id=3, state={"lambda": torch.tensor(0.25)}),
+        SimpleNamespace(client_id=5, state={}),  # took no step: holds no weight
+        SimpleNamespace(client_id=7, state={"lambda": 0.75}),
+    ]
+    assert mixing_weights(contexts, "lambda", "λ") == {"clients": [3, 7], "weight": [0.25, 0.75], "symbol": "λ"}
