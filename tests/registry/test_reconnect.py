@@ -75,7 +75,10 @@ def test_a_lost_connection_is_retried_with_one_line_per_retry_naming_the_registr
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 2 and all("\n" not in line for line in lines)
     masked = "postgresql+psycopg://alice:***@db.example:5432/fedbench"
-    assert lines[0] == f"registry {masked}: connection lost (connection to server failed for alice:***); retry 1 of 3 in 0.5 s"
+    assert (
+        lines[0]
+        == f"registry {masked}: connection lost (connection to server failed for alice:***); retry 1 of 3 in 0.5 s"
+    )
     assert lines[1].endswith("retry 2 of 3 in 1.0 s")
     assert PASSWORD not in caplog.text
 
