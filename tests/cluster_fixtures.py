@@ -292,6 +292,33 @@ def start_ray(nodes_wanted: int = 2, env: dict[str, str] | None = None) -> tuple
 
 
 # ---------------------------------------------------------------------------------------------- driving them
+# A plug-in for the fault tests: after each round a worker records, it pauses ``seconds`` (no CPU used), so a run is
+# still in progress when a fault is injected however loaded the machine is, by design rather than by the speed of
+# its training. It registers no name, so no spec, spec hash or curve changes: the calm reference trains without it.
+SLOW_ROUNDS = '''"""Test-only: a pause of {seconds} s after every round a worker records (the curves are unchanged)."""
+import time
+
+from fedbench.execution import worker
+
+_record = worker.RegistrySink.log_round
+
+
+def _log_round_then_pause(self, record):
+    _record(self, record)
+    time.sleep({seconds})
+
+
+worker.RegistrySink.log_round = _log_round_then_pause
+'''
+
+
+def slow_rounds_plugin(folder: Path, seconds: float = 1.0) -> Path:
+    """The ``--plugin`` file that makes every recorded round last at least ``seconds`` more (``SLOW_ROUNDS``)."""
+    path = folder / "slow_rounds.py"
+    path.write_text(SLOW_ROUNDS.format(seconds=seconds))
+    return path
+
+
 def fedbench_command(*args: str) -> list[str]:
     """`fedbench ARGS` in a process of its own (a hang is then a timeout, and the engines' clients see the env)."""
     return [sys.executable, "-m", "fedbench.cli", *args]
