@@ -354,11 +354,13 @@ def wait_for(what: str, found, seconds: float = 240, process: subprocess.Popen |
     raise AssertionError(f"no {what} after {seconds} s")
 
 
-def running_run(url: str, min_rounds: int = 2):
-    """A run of the registry in progress with at least ``min_rounds`` recorded (so a checkpoint is on disk), or
-    None (also while the registry does not exist yet)."""
+def running_run(url: str, min_rounds: int = 2, where=lambda run: True):
+    """A run of the registry in progress with at least ``min_rounds`` recorded (so a checkpoint is on disk), of those
+    ``where`` accepts (e.g. on a given node: several runs may be in progress at once), or None (also while the
+    registry does not exist yet)."""
     from fedbench.registry import Registry  # local: as in ``curves``
 
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
-    return next((r for r in Registry(url).runs() if r.status == "running" and r.rounds_done >= min_rounds), None)
+    runs = Registry(url).runs()
+    return next((r for r in runs if r.status == "running" and r.rounds_done >= min_rounds and where(r)), None)

@@ -63,9 +63,8 @@ def test_the_second_node_lost_mid_run_leaves_its_run_to_the_head_node(ray_nodes,
     )
     try:
 
-        def on_second_node():
-            run = running_run(url)
-            return run if run is not None and run.provenance.get("ray", {}).get("node_id") == second else None
+        def on_second_node():  # the two runs train at once: the one of the second node, not the first found
+            return running_run(url, where=lambda run: run.provenance.get("ray", {}).get("node_id") == second)
 
         lost = wait_for("a run in progress on the second node", on_second_node, process=batch)
         os.kill(ray_nodes.second_raylet(), signal.SIGKILL)

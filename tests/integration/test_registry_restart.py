@@ -23,7 +23,7 @@ from postgres_server import start_server
 
 pytestmark = pytest.mark.slow
 
-ROUNDS = 8  # each at least 1 s (the plug-in): the server is stopped within the first few
+ROUNDS = 10  # each at least 1 s (the plug-in): the server is stopped within the first few
 SPECS = ("--scale", "smoke", "--set", f"rounds={ROUNDS}")  # fedavg and fedprox, seed 0: one run per worker
 PASSWORD = "not-a-real-secret"  # the server trusts every local connection: the password is never asked for
 
