@@ -55,6 +55,9 @@ LOST_CONNECTION = (
     "the database system is in recovery mode",
     "the database system is not yet accepting connections",
 )
+# A connection the server refuses for good (a new connection's "connection failed: … password authentication failed"):
+# a retry would get the same answer, so it is not a lost connection.
+REFUSED_FOR_GOOD = ("authentication failed", "no pg_hba.conf entry", "does not exist", "permission denied")
 
 
 def lost_connection(exc: BaseException) -> str | None:
@@ -66,7 +69,10 @@ def lost_connection(exc: BaseException) -> str | None:
     message = str(exc.orig if exc.orig is not None else exc)
     lines = message.strip().splitlines()
     reason = " ".join(lines[0].split()) if lines else type(exc).__name__
-    if exc.connection_invalidated or any(words in message.lower() for words in LOST_CONNECTION):
+    lower = message.lower()
+    if any(words in lower for words in REFUSED_FOR_GOOD):
+        return None
+    if exc.connection_invalidated or any(words in lower for words in LOST_CONNECTION):
         return reason[:200]
     return None
 

@@ -115,6 +115,8 @@ def test_other_errors_are_raised_at_once(slept):
     for error in (
         IntegrityError("INSERT", {}, DriverError("duplicate key value violates unique constraint")),
         OperationalError("UPDATE", {}, DriverError("permission denied for table runs")),
+        # a new connection the server refuses for good: the same answer again after any wait
+        OperationalError("connect", {}, DriverError('connection failed: password authentication failed for "a"')),
         # a stored text that quotes those words is a parameter, not the driver's message
         IntegrityError("UPDATE", {"error": "server closed the connection"}, DriverError("violates not-null")),
         ValueError("not a database error"),
