@@ -74,6 +74,8 @@ def test_a_lost_connection_is_retried_with_one_line_per_retry_naming_the_registr
     assert len(calls) == 3 and slept == [0.5, 1.0]
     lines = [record.getMessage() for record in caplog.records]
     assert len(lines) == 2 and all("\n" not in line for line in lines)
+    # the registry's logger: `fedbench` commands show its warnings on stderr (a worker without handlers too)
+    assert {(record.name, record.levelno) for record in caplog.records} == {("fedbench.registry", logging.WARNING)}
     masked = "postgresql+psycopg://alice:***@db.example:5432/fedbench"
     assert (
         lines[0]
@@ -95,20 +97,52 @@ def test_after_the_last_retry_it_gives_up_with_one_line_and_the_password_masked(
     assert "resume from their last checkpoint" in message
 
 
+# What drivers say of a server going away, each message holding one of the phrases looked for and no other.
+LOST_MESSAGES = [
+    "server closed the connection unexpectedly",
+    "terminating connection due to administrator command",
+    "[Errno 111] Connection refused",
+    "could not connect to server: No such file or directory",
+    'connection failed: connection to server at "127.0.0.1", port 5432 failed: timeout expired',
+    "the connection is closed",
+    "the connection is lost",
+    "connection not open",
+    "no connection to the server",
+    "Connection reset by peer",
+    "connection timed out",
+    "Broken pipe",
+    "consuming input failed: EOF detected",
+    "SSL SYSCALL error: EOF detected",
+    "FATAL:  the database system is shutting down",
+    "FATAL:  the database system is starting up",
+    "FATAL:  the database system is in recovery mode",
+    "FATAL:  the database system is not yet accepting connections",
+]
+
+
+@pytest.mark.parametrize("message", LOST_MESSAGES)
+def test_what_drivers_say_of_a_server_going_away_is_a_lost_connection(message):
+    others = [m for m in LOST_MESSAGES if m != message]
+    assert sum(words in message.lower() for words in reconnect.LOST_CONNECTION) == 1, others  # this phrase alone
+    assert reconnect.lost_connection(lost(message, invalidated=False)) == " ".join(message.split())
+    assert reconnect.lost_connection(lost("anything at all", invalidated=True)) == "anything at all"
+
+
 @pytest.mark.parametrize(
     "message",
     [
-        "server closed the connection unexpectedly",
-        "terminating connection due to administrator command",
-        'connection failed: connection to server at "127.0.0.1", port 5432 failed: Connection refused',
-        "the database system is shutting down",
-        "the database system is starting up",
-        "consuming input failed: server closed the connection unexpectedly",
+        'connection failed: FATAL:  password authentication failed for user "alice"',
+        'connection failed: FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "alice"',
+        'connection failed: FATAL:  database "fedbench" does not exist',
+        "connection failed: FATAL:  permission denied for database fedbench",
     ],
 )
-def test_what_drivers_say_of_a_server_going_away_is_a_lost_connection(message):
-    assert reconnect.lost_connection(lost(message, invalidated=False)) == message
-    assert reconnect.lost_connection(lost("anything at all", invalidated=True)) == "anything at all"
+def test_a_connection_refused_for_good_is_not_retried_even_when_the_pool_dropped_it(message, slept):
+    operation, calls = failing(1, lost(message, invalidated=True))
+    assert reconnect.lost_connection(lost(message, invalidated=True)) is None
+    with pytest.raises(OperationalError):
+        policy(slept).call(operation)
+    assert len(calls) == 1 and slept == []
 
 
 def test_other_errors_are_raised_at_once(slept):
