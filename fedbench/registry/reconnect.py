@@ -82,9 +82,10 @@ def retry_waits(
 ) -> list[float]:
     """The waits before each retry: ``first``, doubling up to ``longest``, the last cut so they add up to ``seconds``."""
     waits: list[float] = []
-    wait = first
-    while sum(waits) < seconds - 1e-9:
-        waits.append(min(wait, longest, seconds - sum(waits)))
+    wait, left = first, seconds
+    while left > 0:
+        waits.append(min(wait, longest, left))
+        left -= waits[-1]
         wait *= 2
     return waits
 
@@ -102,7 +103,7 @@ class Reconnect:
     def __init__(
         self,
         display_url: str,
-        scrub: Callable[[str], str] = lambda text: text,
+        scrub: Callable[[str], str],
         waits: Sequence[float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ):
@@ -141,7 +142,7 @@ def reconnecting(method: Callable[Concatenate[Any, P], T]) -> Callable[Concatena
 
     @functools.wraps(method)
     def retried(self: Any, *args: P.args, **kwargs: P.kwargs) -> T:
-        policy: Reconnect | None = self.reconnect
+        policy = self.reconnect
         if policy is None:
             return method(self, *args, **kwargs)
         again: Any = [list(a) if isinstance(a, Iterator) else a for a in args]
