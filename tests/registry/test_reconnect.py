@@ -129,6 +129,11 @@ def test_what_drivers_say_of_a_server_going_away_is_a_lost_connection(message):
     assert reconnect.lost_connection(lost("anything at all", invalidated=True)) == "anything at all"
 
 
+def test_a_long_driver_message_is_cut_to_200_characters_in_the_retry_line():
+    message = "server closed the connection unexpectedly: " + "x" * 300
+    assert reconnect.lost_connection(lost(message)) == message[:200]
+
+
 @pytest.mark.parametrize(
     "message",
     [
