@@ -29,6 +29,7 @@ from fedbench.errors import RegistryUnreachable
 RECONNECT_SECONDS = 60.0
 FIRST_RETRY_SECONDS = 0.5
 LONGEST_RETRY_SECONDS = 8.0
+MOST_RETRIES = 100  # a bound the waits never reach (11 by default): no budget makes the list of waits endless
 
 log = logging.getLogger("fedbench.registry")
 
@@ -83,7 +84,7 @@ def retry_waits(
     """The waits before each retry: ``first``, doubling up to ``longest``, the last cut so they add up to ``seconds``."""
     waits: list[float] = []
     wait, left = first, seconds
-    while left > 0:
+    while left > 0 and len(waits) < MOST_RETRIES:
         waits.append(min(wait, longest, left))
         left -= waits[-1]
         wait *= 2

@@ -66,6 +66,7 @@ def test_the_waits_grow_from_half_a_second_to_eight_and_add_up_to_a_minute():
     assert reconnect.retry_waits(3.0, first=1.0, longest=5.0) == [1.0, 2.0]
     assert reconnect.retry_waits(2.5, first=1.0, longest=5.0) == [1.0, 1.5]
     assert reconnect.retry_waits(3.5, first=1.0, longest=5.0) == [1.0, 2.0, 0.5]  # a short last wait is kept
+    assert len(reconnect.retry_waits(1e9)) == reconnect.MOST_RETRIES == 100  # bounded whatever the budget
 
 
 def test_a_lost_connection_is_retried_with_one_line_per_retry_naming_the_registry_masked(slept, caplog):
