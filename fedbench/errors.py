@@ -42,6 +42,17 @@ class RegistryError(FedbenchError):
     """The run registry cannot be opened or a run id does not exist."""
 
 
+class RegistryUnreachable(RegistryError):
+    """A server registry (PostgreSQL) that stayed unreachable through every retry of an operation
+    (``fedbench.registry.reconnect``): the runs in progress stop unrecorded, resumable from their last checkpoint."""
+
+    def __init__(self, display_url: str, attempts: int, seconds: float, reason: str):
+        super().__init__(
+            f"registry {display_url!r} unreachable after {attempts} attempts over {seconds:.0f} s ({reason}); check "
+            "the server, then run the same command again: the runs in progress resume from their last checkpoint"
+        )
+
+
 class ConfigError(FedbenchError):
     """A run configuration (spec values, CLI overrides) is inconsistent."""
 

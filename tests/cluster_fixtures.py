@@ -292,6 +292,33 @@ def start_ray(nodes_wanted: int = 2, env: dict[str, str] | None = None) -> tuple
 
 
 # ---------------------------------------------------------------------------------------------- driving them
+# A plug-in for the fault tests: after each round a worker records, it pauses ``seconds`` (no CPU used), so a run is
+# still in progress when a fault is injected however loaded the machine is, by design rather than by the speed of
+# its training. It registers no name, so no spec, spec hash or curve changes: the calm reference trains without it.
+SLOW_ROUNDS = '''"""Test-only: a pause of {seconds} s after every round a worker records (the curves are unchanged)."""
+import time
+
+from fedbench.execution import worker
+
+_record = worker.RegistrySink.log_round
+
+
+def _log_round_then_pause(self, record):
+    _record(self, record)
+    time.sleep({seconds})
+
+
+worker.RegistrySink.log_round = _log_round_then_pause
+'''
+
+
+def slow_rounds_plugin(folder: Path, seconds: float = 1.0) -> Path:
+    """The ``--plugin`` file that makes every recorded round last at least ``seconds`` more (``SLOW_ROUNDS``)."""
+    path = folder / "slow_rounds.py"
+    path.write_text(SLOW_ROUNDS.format(seconds=seconds))
+    return path
+
+
 def fedbench_command(*args: str) -> list[str]:
     """`fedbench ARGS` in a process of its own (a hang is then a timeout, and the engines' clients see the env)."""
     return [sys.executable, "-m", "fedbench.cli", *args]
@@ -327,11 +354,13 @@ def wait_for(what: str, found, seconds: float = 240, process: subprocess.Popen |
     raise AssertionError(f"no {what} after {seconds} s")
 
 
-def running_run(url: str, min_rounds: int = 2):
-    """A run of the registry in progress with at least ``min_rounds`` recorded (so a checkpoint is on disk), or
-    None (also while the registry does not exist yet)."""
+def running_run(url: str, min_rounds: int = 2, where=lambda run: True):
+    """A run of the registry in progress with at least ``min_rounds`` recorded (so a checkpoint is on disk), of those
+    ``where`` accepts (e.g. on a given node: several runs may be in progress at once), or None (also while the
+    registry does not exist yet)."""
     from fedbench.registry import Registry  # local: as in ``curves``
 
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
-    return next((r for r in Registry(url).runs() if r.status == "running" and r.rounds_done >= min_rounds), None)
+    runs = Registry(url).runs()
+    return next((r for r in runs if r.status == "running" and r.rounds_done >= min_rounds and where(r)), None)

@@ -84,6 +84,10 @@ class PostgresServer:
             "--no-locale",
             "--no-sync",
         )
+        self.start_again()
+
+    def start_again(self) -> None:
+        """Start the server on its data folder (made by ``start``), on the same port, and wait until it accepts."""
         options = (
             f"-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c listen_addresses=127.0.0.1 "
             f"-c port={self.port} -c unix_socket_directories={self.base} -c max_connections=200"
@@ -99,6 +103,11 @@ class PostgresServer:
             "-w",
             "start",
         )
+
+    def shut_down(self) -> None:
+        """Stop the server as an administrator restarting it would (``-m fast``: every session is told "terminating
+        connection due to administrator command"), keeping its data for ``start_again``."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def url(self, database: str) -> str:
         return f"postgresql+psycopg://{SERVER_USER}@127.0.0.1:{self.port}/{database}"

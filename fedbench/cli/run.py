@@ -195,9 +195,10 @@ def run(
         err_console.print(f"[red]failed[/red] {failed.spec_hash} {escape(str(failed.labels))}: {escape(failed.error)}")
     if outcome.failed:
         raise typer.Exit(1)
-    # interrupted (a job's time limit, scancel, a lost node) or still pending: a re-run resumes them. A run another
-    # `fedbench run` is training at the same time is that one's to finish (concurrent batches both exit 0).
-    unfinished = sum(
+    # interrupted (a job's time limit, scancel, a lost node), still pending, or running under a worker that is gone
+    # (killed outright): a re-run resumes them. A run another live `fedbench run` is training at the same time is
+    # that one's to finish (concurrent batches both exit 0).
+    unfinished = outcome.abandoned + sum(
         n for status, n in outcome.counts.items() if status not in FINISHED and status != RunStatus.RUNNING
     )
     if unfinished:

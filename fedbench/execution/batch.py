@@ -20,6 +20,7 @@ from fedbench.execution.options import ExecutionOptions
 from fedbench.plugins import plugin_sources, source_changes
 from fedbench.recipes.expand import PlannedRun
 from fedbench.registry import Registry
+from fedbench.registry.claims import stale_reason
 from fedbench.spec import spec_warnings
 from fedbench.vocab.status import FINISHED, RunStatus
 
@@ -36,6 +37,9 @@ class Outcome:
     registry_url: str  # as shown to people: password masked
     counts: dict[str, int]  # status → number of the batch's runs, sorted by status
     failed: list[FailedRun]
+    # of the running ones, those whose worker is gone or hung (``claims.stale_reason``: a Slurm job killed outright):
+    # nobody is training them, so the batch is unfinished; the others are another live batch's to finish
+    abandoned: int = 0
 
 
 @dataclass
@@ -75,7 +79,10 @@ class Batch:
         for p in failed:
             lines = (rows[p.spec_hash].error or "").strip().splitlines()
             failures.append(FailedRun(p.spec_hash, p.labels, lines[-1] if lines else ""))
-        return Outcome(self.store.display_url, dict(sorted(counts.items())), failures)
+        running = [p.spec_hash for p in self.planned if final.get(p.spec_hash) == RunStatus.RUNNING]
+        held = self.store.runs(status=RunStatus.RUNNING, spec_hashes=running) if running else []
+        abandoned = sum(stale_reason(row) is not None for row in held)
+        return Outcome(self.store.display_url, dict(sorted(counts.items())), failures, abandoned)
 
 
 def prepare_batch(planned: list[PlannedRun], options: ExecutionOptions, *, force: bool = False) -> Batch:

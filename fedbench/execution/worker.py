@@ -23,7 +23,7 @@ from fedbench.curves import summarize
 from fedbench.data.federated import ArraysCache
 from fedbench.engine import EngineOptions, RunResult
 from fedbench.engine import run as run_engine
-from fedbench.errors import ClaimLost, FedbenchError, Stopped, WriteFailed
+from fedbench.errors import ClaimLost, FedbenchError, RegistryUnreachable, Stopped, WriteFailed
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
 from fedbench.execution.options import ExecutionOptions
@@ -129,6 +129,9 @@ def execute_one(
     Returns the final status, or ``taken over`` when another worker took the claim over (``heartbeat``: this
     worker's claim; then nothing more is written for the run).
 
+    A server registry that stays unreachable through its retries (``RegistryUnreachable``) stops the worker with
+    nothing more recorded: the run is left as a killed worker leaves it, resumable.
+
     A checkpoint or registry write that the machine refuses (``WriteFailed``: disk full, read-only) is recorded as
     ``failed`` with its one-line message (no traceback: the disk, not fedbench, is at fault) when the registry can
     still record it, and raised again: the worker stops, as every further run would fail on the same disk.
@@ -150,7 +153,8 @@ def execute_one(
 
     def stop_for(exc: WriteFailed) -> WriteFailed:
         message = registry.scrub(str(exc))
-        with contextlib.suppress(WriteFailed, ClaimLost):  # a registry that cannot be written cannot record it
+        # a registry that cannot be written (or reached) cannot record it
+        with contextlib.suppress(WriteFailed, ClaimLost, RegistryUnreachable):
             sink.finish(RunStatus.FAILED, error=message)
         emit(RunEnded(spec.spec_hash, RunStatus.FAILED, error=message))
         return exc
@@ -178,11 +182,16 @@ def execute_one(
         return taken_over(exc)
     except KeyboardInterrupt as exc:
         reason = exc.reason if isinstance(exc, Stopped) else "interrupted by the user"
-        with contextlib.suppress(WriteFailed, ClaimLost):  # the interruption is what the user is told about
+        # the interruption is what the user is told about
+        with contextlib.suppress(WriteFailed, ClaimLost, RegistryUnreachable):
             sink.finish(RunStatus.INTERRUPTED, error=f"{reason}; re-run to resume")
         raise
     except WriteFailed as exc:
         raise stop_for(exc) from None
+    except RegistryUnreachable:
+        # Nothing can be recorded: the worker stops, its claim lapses once it is gone (``stale_reason``) and the
+        # run resumes from its last recorded checkpoint, as after a kill. Not a failure of the run.
+        raise
     except FedbenchError as exc:
         message = registry.scrub(str(exc))  # errors are stored and shown: never with the registry's password
         with contextlib.suppress(ClaimLost):

@@ -14,10 +14,11 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Row, delete, select, update
 from sqlalchemy import Connection as SqlConnection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from fedbench.errors import ClaimLost
 from fedbench.registry.connection import Connection
+from fedbench.registry.reconnect import lost_connection, reconnecting
 from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import CLAIMABLE, FINISHED, RunStatus
 
@@ -89,12 +90,26 @@ class Claims(Connection):
         """Atomically mark the run as ``running`` by this worker. Returns the run id, or None when
         another live worker holds it or it is finished."""
         worker = worker or worker_id()
+        tries = 0
+
+        def attempt() -> int | None:
+            nonlocal tries
+            tries += 1
+            return self._claim(spec_hash, worker, retried=tries > 1)
+
+        return self.reconnect.call(attempt) if self.reconnect is not None else attempt()
+
+    def _claim(self, spec_hash: str, worker: str, retried: bool) -> int | None:
         with self._writing(), self.engine.begin() as transaction:
             run = transaction.execute(select(runs).where(runs.c.spec_hash == spec_hash)).first()
             if run is None or run.status in FINISHED:
                 return None
             condition: ColumnElement[bool] = runs.c.status.in_(CLAIMABLE)
             if run.status == RunStatus.RUNNING:
+                if retried and run.worker == worker:
+                    # this claim, retried after a lost connection: its first try's COMMIT had reached the server,
+                    # so the run is won (not lost, and not claimed twice)
+                    return run.id
                 if stale_reason(run) is None:
                     return None
                 # Take over only the exact claim we saw (optimistic concurrency).
@@ -116,6 +131,7 @@ class Claims(Connection):
             )
             return result.rowcount == 1
 
+    @reconnecting
     def stale_runs(self) -> list[tuple[Row[Any], str]]:
         """Running claims a new worker would take over, with why (worker gone, or no heartbeat: hung)."""
         with self.engine.connect() as connection:
@@ -124,6 +140,7 @@ class Claims(Connection):
             ).all()
         return [(run, reason) for run in running if (reason := stale_reason(run)) is not None]
 
+    @reconnecting
     def reset_for_rerun(self, spec_hashes: Iterable[str]) -> None:
         """``--force``: finished runs go back to pending, their curves are dropped."""
         with self._writing(), self.engine.begin() as transaction:
@@ -156,21 +173,42 @@ class Claims(Connection):
         wall_seconds: float | None = None,
         worker: str | None = None,
     ) -> None:
-        with self._writing(), self.engine.begin() as transaction:
-            update_owned(
-                transaction,
-                run_id,
-                worker,
-                status=status,
-                summary=summary or {},
-                error=error,
-                diverged_round=diverged_round,
-                finished_at=now(),
-                wall_seconds=wall_seconds,
-                heartbeat_at=now(),
-                # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
-                **({"checkpoint_sha256": None} if status in FINISHED else {}),
-            )
+        tries = 0
+
+        def attempt() -> None:
+            nonlocal tries
+            tries += 1
+            try:
+                with self._writing(), self.engine.begin() as transaction:
+                    update_owned(
+                        transaction,
+                        run_id,
+                        worker,
+                        status=status,
+                        summary=summary or {},
+                        error=error,
+                        diverged_round=diverged_round,
+                        finished_at=now(),
+                        wall_seconds=wall_seconds,
+                        heartbeat_at=now(),
+                        # a finished run's checkpoint is deleted; an interrupted or failed one resumes from it
+                        **({"checkpoint_sha256": None} if status in FINISHED else {}),
+                    )
+            except ClaimLost:
+                # Retried after a lost connection whose COMMIT had reached the server: the run already holds this
+                # worker's outcome (a takeover would have put another worker there), so the claim was not lost.
+                if worker is None or tries == 1 or not self._finished_by(run_id, worker, status):
+                    raise
+
+        if self.reconnect is not None:
+            self.reconnect.call(attempt)
+        else:
+            attempt()
+
+    def _finished_by(self, run_id: int, worker: str, status: str) -> bool:
+        with self.engine.connect() as connection:
+            run = connection.execute(select(runs.c.worker, runs.c.status).where(runs.c.id == run_id)).first()
+        return run is not None and run.worker == worker and run.status == status and status != RunStatus.RUNNING
 
 
 class Heartbeat:
@@ -190,6 +228,9 @@ class Heartbeat:
             self.lost = not self.registry.heartbeat(self.run_id, self.worker)
         except OperationalError:  # a busy database: the next beat tries again, well within the timeout
             pass
+        except DBAPIError as exc:  # a server registry restarting: likewise (the training's own writes wait for it)
+            if lost_connection(exc) is None:
+                raise
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every) and not self.lost:

@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 from fedbench.checkpoint.location import registry_checkpoints, run_checkpoint
 from fedbench.errors import RegistryError, write_failure
 from fedbench.registry import schema
+from fedbench.registry.reconnect import Reconnect
 from fedbench.urls import display_url, scrub, sqlite_file
 
 
@@ -56,8 +57,9 @@ class Connection:
             engine_url = _read_only_sqlite_url(database)
         try:
             connect_args = {"timeout": 60} if self.is_sqlite else {}
-            json_options = {} if self.is_sqlite else {"json_serializer": json_without_nan}
-            self.engine: Engine = create_engine(engine_url, connect_args=connect_args, **json_options)
+            # a server's pooled connections may have died with a restart: each is checked before it is lent
+            server_options = {} if self.is_sqlite else {"json_serializer": json_without_nan, "pool_pre_ping": True}
+            self.engine: Engine = create_engine(engine_url, connect_args=connect_args, **server_options)
         except Exception as exc:  # missing DB driver, bad URL parts
             raise RegistryError(f"cannot open registry {self.display_url!r}: {self.scrub(str(exc))}") from None
         if self.is_sqlite:
@@ -68,6 +70,9 @@ class Connection:
             self._open_read_only(declared_read_only)
         else:
             self._open_for_writing()
+        # Once open, a server registry's operations outlive a lost connection (``reconnect.py``); a SQLite file's
+        # are made once, as always. Opening is not retried: an unreachable server there is a one-line error at once.
+        self.reconnect: Reconnect | None = None if self.is_sqlite else Reconnect(self.display_url, self.scrub)
 
     def _open_for_writing(self) -> None:
         if self.is_sqlite and not _sqlite_writable(self.database_file):

@@ -17,14 +17,18 @@ from sqlalchemy.exc import IntegrityError
 from fedbench.errors import RegistryError
 from fedbench.registry import claims  # claims.now: the registry's one clock (tests replace it)
 from fedbench.registry.connection import Connection
+from fedbench.registry.reconnect import reconnecting
 from fedbench.registry.tables import rounds, runs
 from fedbench.vocab.status import WAITING, RunStatus
 
 
 class Store(Connection):
-    """Registering runs, recording their rounds, provenance and checkpoint hash, and every query of runs and curves."""
+    """Registering runs, recording their rounds, provenance and checkpoint hash, and every query of runs and curves.
+    Each is retried after a lost connection to a server registry (``reconnect.py``), which every one of them allows:
+    reads, and writes that leave the same rows when made twice (a round replaces the one of its run and round)."""
 
     # ------------------------------------------------------------------ registering and recording
+    @reconnecting
     def ensure_runs(self, entries: Iterable[dict[str, Any]]) -> None:
         """Insert a ``pending`` row for every spec not yet in the registry (idempotent, race-safe)."""
         for entry in entries:
@@ -36,10 +40,12 @@ class Store(Connection):
             except IntegrityError:  # another worker inserted it first
                 pass
 
+    @reconnecting
     def set_provenance(self, run_id: int, provenance: dict[str, Any], worker: str | None = None) -> None:
         with self._writing(), self.engine.begin() as transaction:
             claims.update_owned(transaction, run_id, worker, provenance=provenance)
 
+    @reconnecting
     def log_round(self, run_id: int, record, worker: str | None = None) -> None:
         values = asdict(record)
         with self._writing(), self.engine.begin() as transaction:
@@ -49,22 +55,26 @@ class Store(Connection):
             transaction.execute(delete(rounds).where(rounds.c.run_id == run_id, rounds.c.round == record.round))
             transaction.execute(insert(rounds).values(run_id=run_id, **values))
 
+    @reconnecting
     def truncate_rounds(self, run_id: int, after_round: int, worker: str | None = None) -> None:
         with self._writing(), self.engine.begin() as transaction:
             if worker is not None:  # takes the write lock and checks the claim in the same transaction
                 claims.update_owned(transaction, run_id, worker, heartbeat_at=claims.now())
             transaction.execute(delete(rounds).where(rounds.c.run_id == run_id, rounds.c.round > after_round))
 
+    @reconnecting
     def record_checkpoint(self, run_id: int, sha256: str | None, worker: str | None = None) -> None:
         with self._writing(), self.engine.begin() as transaction:
             claims.update_owned(transaction, run_id, worker, checkpoint_sha256=sha256)
 
+    @reconnecting
     def checkpoint_sha256(self, run_id: int) -> str | None:
         """The sha256 of the checkpoint this run last wrote (None if it wrote none since it was last reset)."""
         with self.engine.connect() as connection:
             return connection.scalar(select(runs.c.checkpoint_sha256).where(runs.c.id == run_id))
 
     # ------------------------------------------------------------------ queries
+    @reconnecting
     def statuses(self, spec_hashes: Iterable[str]) -> dict[str, str]:
         hashes = list(spec_hashes)
         out: dict[str, str] = {}
@@ -79,6 +89,7 @@ class Store(Connection):
         registry = cls.open_existing(url)
         return registry.statuses(spec_hashes) if registry else {}
 
+    @reconnecting
     def get_run(self, run_id_or_hash: str | int) -> Row[Any]:
         """The run with this id, or the one whose spec_hash starts with it, as a read-only row."""
         key = str(run_id_or_hash)
@@ -89,6 +100,7 @@ class Store(Connection):
             raise RegistryError(f"no run {key!r} in registry {self.display_url}; list runs with `fedbench runs`")
         return run
 
+    @reconnecting
     def runs(
         self, paper: str | None = None, status: str | None = None, spec_hashes: Iterable[str] | None = None
     ) -> list[Row[Any]]:
@@ -107,6 +119,7 @@ class Store(Connection):
                 rows += connection.execute(query.where(runs.c.spec_hash.in_(chunk))).all()
         return sorted(rows, key=lambda row: row.id)
 
+    @reconnecting
     def plugin_sources(self, kind: str, name: str) -> list[str]:
         """Where the plug-ins that registered ``kind`` ``name`` (e.g. "algorithm", "fedavgm") for this registry's
         runs came from, from the runs' provenance (``fedbench.plugins.identity``: a file, a folder or an installed
@@ -120,6 +133,7 @@ class Store(Connection):
                         found[str(plugin.get("distribution") or plugin.get("source"))] = None
         return list(found)
 
+    @reconnecting
     def run_states(self, spec_hashes: Iterable[str]) -> list[Any]:
         """The runs of ``spec_hashes`` as read-only rows of ``id``, ``spec_hash``, ``status``, ``seed``,
         ``provenance`` and ``summary`` (what a report table reads; no spec JSON to decode): one statement."""
@@ -133,6 +147,7 @@ class Store(Connection):
                 out += _records(connection.execute(query, {"hashes": chunk}))
         return out
 
+    @reconnecting
     def curves(self, run_ids: Iterable[int], fields: Iterable[str] | None = None) -> dict[int, list[Any]]:
         """{run id: its stored rounds in order}. Each round is a read-only record (a named tuple) with the ``rounds``
         columns as attributes (only ``run_id``, ``round`` and ``fields`` when given): a paper's report reads hundreds
@@ -156,6 +171,7 @@ class Store(Connection):
     def curve(self, run_id: int) -> list[Any]:
         return self.curves([run_id])[run_id]
 
+    @reconnecting
     def diagnostic_values(self, run_ids: Iterable[int], name: str) -> dict[int, dict[int, Any]]:
         """{run id: {round: the stored value of diagnostic ``name``}} over the rounds that recorded it, in round
         order (``rounds.diagnostics``; ``fedbench/vocab/diagnostics.py`` says each value's layout). Only that
@@ -176,6 +192,7 @@ class Store(Connection):
         return out
 
     # ------------------------------------------------------------------ progress (aggregated by the database)
+    @reconnecting
     def status_counts(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
         """Per paper, recipe, scale and status: ``runs`` (how many), ``rounds_done`` and ``rounds`` (their sums:
         rounds trained and planned, the planned number read from each stored spec) and ``workers`` (distinct)."""
@@ -192,6 +209,7 @@ class Store(Connection):
         with self.engine.connect() as connection:
             return list(connection.execute(_only(query, paper, recipe)).all())
 
+    @reconnecting
     def round_seconds(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
         """Per paper, recipe, scale and cell (``dataset``, ``model``, ``labels``): ``seconds`` (the wall time of every
         recorded round) and ``rounds`` (how many rounds that is), the basis of a time-left estimate. ``labels`` is
@@ -206,6 +224,7 @@ class Store(Connection):
         with self.engine.connect() as connection:
             return list(connection.execute(_only(query, paper, recipe)).all())
 
+    @reconnecting
     def waiting_rounds(self, paper: str | None = None, recipe: str | None = None) -> list[Row[Any]]:
         """Per paper, recipe, scale and cell (as ``round_seconds``), over the runs a batch still waits for (pending,
         running, interrupted): ``runs`` (how many) and ``rounds_left`` (planned minus trained, each run's at least

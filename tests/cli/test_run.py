@@ -288,3 +288,34 @@ def test_a_batch_left_interrupted_exits_3(monkeypatch, write_recipe, registry_ur
     result = invoke("run", write_recipe(), "--scale", "smoke", "--registry", registry_url)
     assert result.exit_code == 3, result.output
     assert "2 run(s) not finished: re-run the same command to resume them" in result.output
+
+
+def test_a_run_left_running_by_a_dead_worker_makes_the_batch_unfinished_and_a_live_ones_does_not(
+    monkeypatch, write_recipe, registry_url
+):
+    """A worker killed outright (``kill -9`` of a Slurm job's process) records nothing: its run stays ``running``
+    under a gone pid, and nobody trains it, so the batch exits 3; a run another live batch trains exits 0."""
+    import socket
+    import subprocess
+    import sys
+
+    from fedbench.execution import batch as batch_module
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    gone = f"{socket.gethostname()}:{ended.stdout.strip()}"  # a process of this host that has exited
+
+    def claim_as(holders):
+        def train(self, on_event):
+            for p, holder in zip(self.todo, holders):
+                self.store.claim(p.spec_hash, worker=holder)
+
+        return train
+
+    monkeypatch.setattr(batch_module.Batch, "train", claim_as([gone, "node7:11"]))  # node7: beating (just claimed)
+    result = invoke("run", write_recipe(), "--scale", "smoke", "--registry", registry_url)
+    assert result.exit_code == 3, result.output
+    assert "1 run(s) not finished: re-run the same command to resume them" in result.output
+    other = registry_url.replace("fedbench.db", "other.db")
+    monkeypatch.setattr(batch_module.Batch, "train", claim_as(["node7:11", "node8:12"]))
+    result = invoke("run", write_recipe(), "--scale", "smoke", "--registry", other)
+    assert result.exit_code == 0 and "not finished" not in result.output, result.output

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedbench.errors import ClaimLost, FedbenchError, Stopped
+from fedbench.errors import ClaimLost, FedbenchError, RegistryUnreachable, Stopped
 from fedbench.execution import worker
 from fedbench.execution.events import RunEnded, RunStarted
 from fedbench.execution.options import ExecutionOptions
@@ -95,6 +95,23 @@ def test_a_run_taken_over_is_left_to_its_new_worker(claimed, monkeypatch):
     assert worker.execute_one(registry, planned, run_id, options, events.append) == "taken over"
     assert registry.get_run(run_id).status == "running"  # nothing written for it
     assert events[-1].status == "taken over" and "wrote nothing more" in events[-1].error
+
+
+def test_a_registry_unreachable_through_its_retries_stops_the_worker_and_leaves_the_run_resumable(claimed, monkeypatch):
+    """Nothing can be recorded (not even ``failed``, which would only retry again): the error goes up to stop the
+    worker, and the run stays ``running`` under it, to be taken over once the worker is gone, as after a kill."""
+    registry, planned, run_id, options = claimed
+    gone = RegistryUnreachable("postgresql://u:***@h/db", 12, 60.0, "connection refused")
+
+    def unreachable(*args, **kwargs):
+        raise gone
+
+    monkeypatch.setattr(worker, "train", unreachable)
+    finished = []
+    monkeypatch.setattr(registry, "finish", lambda *args, **kwargs: finished.append(args))
+    with pytest.raises(RegistryUnreachable):
+        worker.execute_one(registry, planned, run_id, options, lambda event: None)
+    assert finished == [] and registry.get_run(run_id).status == "running"
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,11 @@
 """`fedbench run --executor ray --address` on a real Ray cluster of two nodes (``ray start --head`` and a second
 ``ray start --address``, one CPU each, tests/cluster_fixtures.py): runs spread over both nodes, the second node lost
 mid-run (its raylet killed) and its run taken over on the head node, a cluster that refuses the driver's token.
-Each ends with every run done once and the curves of a calm in-process run of the same specs, bit for bit."""
+Each ends with every run done once and the curves of a calm in-process run of the same specs, bit for bit.
+
+The node is killed when the registry shows a run mid-way on it, and that run is then still far from its end whatever
+the machine's load: the batch loads a plug-in that pauses 1 s after every round its workers record
+(``slow_rounds_plugin``: no name registered, so the same spec hashes and curves as the calm run without it)."""
 
 from __future__ import annotations
 
@@ -11,19 +15,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cluster_fixtures import curves, fedbench_command, run_fedbench, running_run, start_ray, wait_for
+from cluster_fixtures import (
+    curves,
+    fedbench_command,
+    run_fedbench,
+    running_run,
+    slow_rounds_plugin,
+    start_ray,
+    wait_for,
+)
 
 from fedbench.registry import Registry
 
-# The real engines' tests run where FEDBENCH_REAL_ENGINES=1: on a loaded 2-core machine their timings (a run still in
-# progress when a node is killed, a time limit reached mid-run) did not hold, so `make test` does not run them yet.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        os.environ.get("FEDBENCH_REAL_ENGINES") != "1",
-        reason="the real Slurm/Ray tests run with FEDBENCH_REAL_ENGINES=1 (their timings need an unloaded machine)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def calm_curves(tmp_path: Path, recipe: Path, *args: str) -> dict[str, list[tuple]]:
@@ -50,17 +54,17 @@ def test_the_quickstart_runs_on_the_two_node_cluster(ray_nodes, tmp_path):
 
 def test_the_second_node_lost_mid_run_leaves_its_run_to_the_head_node(ray_nodes, tmp_path, write_recipe):
     recipe, url = write_recipe(), f"sqlite:///{tmp_path / 'ray.db'}"
-    two = ("--scale", "smoke", "--set", "rounds=60")  # fedavg and fedprox: one run per node
+    two = ("--scale", "smoke", "--set", "rounds=20")  # fedavg and fedprox: one run per node, 20 s at least each
     args = ("run", str(recipe), *two, "--registry", url, "--executor", "ray", "--address", ray_nodes.address)
     second = ray_nodes.second_node_id()
+    slowed = ("--plugin", str(slow_rounds_plugin(tmp_path, seconds=1.0)))
     batch = subprocess.Popen(
-        fedbench_command(*args, "--jobs", "2"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        fedbench_command(*args, "--jobs", "2", *slowed), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     try:
 
-        def on_second_node():
-            run = running_run(url)
-            return run if run is not None and run.provenance.get("ray", {}).get("node_id") == second else None
+        def on_second_node():  # the two runs train at once: the one of the second node, not the first found
+            return running_run(url, where=lambda run: run.provenance.get("ray", {}).get("node_id") == second)
 
         lost = wait_for("a run in progress on the second node", on_second_node, process=batch)
         os.kill(ray_nodes.second_raylet(), signal.SIGKILL)

@@ -1,7 +1,12 @@
 """`fedbench run --executor slurm` on a real Slurm (slurmctld, slurmd and munge of one host, tests/cluster_fixtures.py),
 without accounting, through the faults a cluster has: a worker killed outright, a task cancelled with scancel, a
 time limit reached mid-run, a requeued job. Each ends with every run done once and the curves of a calm in-process
-run of the same specs, bit for bit (a resumed run continues from its checkpoint)."""
+run of the same specs, bit for bit (a resumed run continues from its checkpoint).
+
+No verdict depends on the machine's speed: the batch a fault hits loads a plug-in that pauses 1 s after every round
+its worker records (``slow_rounds_plugin``: no name registered, so the same spec hashes and curves as the calm
+reference, which trains without it), each fault is injected when the registry shows the run mid-way, and the
+time-limited run is planned to last longer than its job's limit."""
 
 from __future__ import annotations
 
@@ -11,24 +16,31 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cluster_fixtures import SLURM_PARTITION, curves, fedbench_command, run_fedbench, running_run, wait_for
+from cluster_fixtures import (
+    SLURM_PARTITION,
+    curves,
+    fedbench_command,
+    run_fedbench,
+    running_run,
+    slow_rounds_plugin,
+    wait_for,
+)
 
 from fedbench.registry import Registry
 
-# The real engines' tests run where FEDBENCH_REAL_ENGINES=1: on a loaded 2-core machine their timings (a run still in
-# progress when a node is killed, a time limit reached mid-run) did not hold, so `make test` does not run them yet.
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        os.environ.get("FEDBENCH_REAL_ENGINES") != "1",
-        reason="the real Slurm/Ray tests run with FEDBENCH_REAL_ENGINES=1 (their timings need an unloaded machine)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
-# One run long enough to be caught mid-way on a loaded 2-core machine, short enough for CI.
-LONG = ("--scale", "smoke", "--only", "algorithm=fedavg", "--set", "rounds=60")
-# One run that outlasts a job's 1-minute limit (its warning comes 45 s in) on any machine of ours
-TIME_LIMITED_ROUNDS = 400
+# One run of ROUNDS rounds; with the pause after each (``slowed``) it lasts ROUNDS seconds at least, so it is caught
+# mid-way (2 rounds recorded: a checkpoint on disk) with most of it still to train, however loaded the machine.
+ROUNDS = 20
+LONG = ("--scale", "smoke", "--only", "algorithm=fedavg", "--set", f"rounds={ROUNDS}")
+# One run that outlasts a job's 1-minute limit (its warning comes 45 s in): 100 rounds of at least 1 s each
+TIME_LIMITED_ROUNDS = 100
+
+
+def slowed(tmp_path: Path) -> tuple[str, str]:
+    """The ``--plugin`` option of a batch that a fault hits: every recorded round is followed by a 1 s pause."""
+    return ("--plugin", str(slow_rounds_plugin(tmp_path, seconds=1.0)))
 
 
 def slurm_args(tmp_path: Path, time: str = "00:10:00", jobs: int = 1) -> list[str]:
@@ -78,7 +90,9 @@ def test_a_worker_killed_outright_ends_the_batch_unfinished_and_a_rerun_resumes_
     take the dead worker's run over and resume it."""
     recipe, url = write_recipe(), f"sqlite:///{tmp_path / 'slurm.db'}"
     args = ("run", str(recipe), *LONG, "--registry", url, *slurm_args(tmp_path))
-    batch = subprocess.Popen(fedbench_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    batch = subprocess.Popen(
+        fedbench_command(*args, *slowed(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         run = wait_for("a run in progress", lambda: running_run(url), process=batch)
         os.kill(int(run.worker.rsplit(":", 1)[1]), signal.SIGKILL)
@@ -87,7 +101,7 @@ def test_a_worker_killed_outright_ends_the_batch_unfinished_and_a_rerun_resumes_
         batch.kill()
     assert batch.returncode == 3, out + err
     assert "ended without a result" in out and "1 run(s) not finished" in err, out + err
-    assert "60/60" not in out.replace(" ", "")  # the overall bar is not filled for a stopped run
+    assert f"{ROUNDS}/{ROUNDS}" not in out.replace(" ", "")  # the overall bar is not filled for a stopped run
     again = run_fedbench("run", *args[1:])
     assert again.returncode == 0, again.stdout + again.stderr
     (resumed,) = Registry(url).runs()
@@ -101,7 +115,9 @@ def test_a_scancelled_task_s_run_is_interrupted_and_resumed_by_the_next_run(slur
     inside one batch: the requeue test.)"""
     recipe, url = write_recipe(), f"sqlite:///{tmp_path / 'slurm.db'}"
     args = ("run", str(recipe), *LONG, "--registry", url, *slurm_args(tmp_path))
-    batch = subprocess.Popen(fedbench_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    batch = subprocess.Popen(
+        fedbench_command(*args, *slowed(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         run = wait_for("a run in progress", lambda: running_run(url), process=batch)
         slurm.command("scancel", run.provenance["slurm"]["job_id"])
@@ -112,7 +128,7 @@ def test_a_scancelled_task_s_run_is_interrupted_and_resumed_by_the_next_run(slur
     (interrupted,) = Registry(url).runs()
     assert interrupted.status == "interrupted", (interrupted.status, interrupted.error)
     assert "stopped by SIGTERM" in interrupted.error and "by the user" not in interrupted.error, interrupted.error
-    assert "stopped by SIGTERM" in out and "60/60" not in out.replace(" ", ""), out
+    assert "stopped by SIGTERM" in out and f"{ROUNDS}/{ROUNDS}" not in out.replace(" ", ""), out
     again = run_fedbench(*args)
     assert again.returncode == 0, again.stdout + again.stderr
     (resumed,) = Registry(url).runs()
@@ -137,7 +153,7 @@ def test_a_time_limit_reached_mid_run_interrupts_it_and_a_rerun_resumes_it(slurm
     )
     try:
         args = ("run", str(recipe), *long, "--registry", url)
-        cut = run_fedbench(*args, *slurm_args(tmp_path, time="00:01:00"), timeout=240)
+        cut = run_fedbench(*args, *slurm_args(tmp_path, time="00:01:00"), *slowed(tmp_path), timeout=240)
         assert cut.returncode == 3, cut.stdout + cut.stderr
         (run,) = Registry(url).runs()
         assert run.status == "interrupted" and 1 <= run.rounds_done < TIME_LIMITED_ROUNDS, (run.status, run.error)
@@ -160,7 +176,9 @@ def test_a_requeued_job_claims_again_without_duplicating(slurm, tmp_path, write_
     same id; started again, it resumes the run from its checkpoint, once."""
     recipe, url = write_recipe(), f"sqlite:///{tmp_path / 'slurm.db'}"
     args = ("run", str(recipe), *LONG, "--registry", url, *slurm_args(tmp_path))
-    batch = subprocess.Popen(fedbench_command(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    batch = subprocess.Popen(
+        fedbench_command(*args, *slowed(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         run = wait_for("a run in progress", lambda: running_run(url), process=batch)
         slurm.command("scontrol", "requeue", run.provenance["slurm"]["job_id"])
