@@ -280,8 +280,9 @@ def test_mlflow_with_a_tracking_uri_writes_there(tmp_path):
 )
 def test_a_missing_part_of_an_extra_is_the_extra_missing(target, extra, part, monkeypatch):
     """A broken or partial install of the extra (one of its submodules missing) still says what to install."""
-    pytest.importorskip(extra)  # the extra is installed: hide one of its parts
-    monkeypatch.setitem(sys.modules, part, None)
+    pytest.importorskip(extra)  # the extra is installed: hide one of its parts, and what an earlier test imported of it
+    for name in [part, *(loaded for loaded in sys.modules if loaded.startswith(f"{part}."))]:
+        monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, f"fedbench.registry.tracking_{extra}", raising=False)
     with pytest.raises(FedbenchError, match=rf"pip install 'fedbench-repro\[{extra}\]'"):
         open_tracker(target)
