@@ -18,7 +18,7 @@ from fedbench.data.store import TensorData
 # fedbench/execution/contract/compare.py, whose checks compare that way too); the tests import it from here.
 from fedbench.execution.contract import F64_ATOL  # noqa: F401
 from model_fixtures import models  # noqa: F401  (a fixture: every registered model, built once per test module)
-from postgres_server import start_server
+from postgres_server import server_or_skip
 
 torch.set_num_threads(1)
 
@@ -82,11 +82,8 @@ def registry_url(tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def postgres_server():
     """One throwaway PostgreSQL server for the session (tests/postgres_server.py); skips when none can be had."""
-    server, reason = start_server()
-    if server is None:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    yield server
-    server.stop()
+    with server_or_skip() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

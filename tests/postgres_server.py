@@ -16,6 +16,8 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SERVER_USER = "fedbench"  # the database superuser initdb creates (trust authentication on a private server)
@@ -154,3 +156,17 @@ def start_server() -> tuple[PostgresServer | None, str]:
             server.stop()
         return None, f"could not start a PostgreSQL server from {bindir}: {' '.join(str(exc).split())[:400]}"
     return server, ""
+
+
+@contextmanager
+def server_or_skip() -> Iterator[PostgresServer]:
+    """A started server for a test fixture, stopped after it; the test skips, saying why, where none can be had."""
+    import pytest  # local: the load benchmark uses start_server without pytest
+
+    server, reason = start_server()
+    if server is None:
+        pytest.skip(f"PostgreSQL tests skipped: {reason}")
+    try:
+        yield server
+    finally:
+        server.stop()

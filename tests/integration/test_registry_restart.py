@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 
 from fedbench.registry import Registry
 from fedbench.registry.tables import rounds
-from postgres_server import start_server
+from postgres_server import server_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -31,11 +31,8 @@ PASSWORD = "not-a-real-secret"  # the server trusts every local connection: the 
 @pytest.fixture
 def server():
     """A PostgreSQL server of this test alone (it is restarted), stopped and deleted after it."""
-    started, reason = start_server()
-    if started is None:
-        pytest.skip(f"PostgreSQL tests skipped: {reason}")
-    yield started
-    started.stop()
+    with server_or_skip() as started:
+        yield started
 
 
 def registry_state(url: str):
