@@ -6,14 +6,17 @@ backward), the samples a client processes in a round (``cost.samples_per_round``
 ``local_steps_per_round``), and the method's own extra operations (``Algorithm.attach_flops_per_round``). A run's
 
     training FLOPs   = rounds × clients_per_round × (samples_per_round(n̄) × FLOPs_train + attach(n̄))
-    evaluation FLOPs = evaluations × test samples × FLOPs_forward
+    evaluation FLOPs = evaluations × samples evaluated per evaluation × FLOPs_forward
 
-with n̄ a client's training samples: the partition's ``samples_per_client`` where it fixes them, else the data
-set's registered training count divided evenly over the clients (client sizes of a skewed partition differ, but
-the sum of their samples is the same; only the rounding of each client's last batch is lost). A data set without a
-registered count (and not ``--synthetic``, and not present locally to be measured) leaves its runs' FLOPs unknown; the plan counts them and says so.
-Personalised evaluation is counted as one pass over the test set, fine-tuning and methods' second models (Ditto's
-personal model) beyond their ``attach`` term are not counted.
+with n̄ a client's training samples: its share of the partition (the partition's ``samples_per_client`` where it
+fixes them, else the data set's registered training count divided evenly over the clients; client sizes of a
+skewed partition differ, but the sum of their samples is the same, only the rounding of each client's last batch
+is lost) less the test and validation splits the engine cuts from it (``client_test_fraction``,
+``client_val_fraction``). An evaluation passes over the global test set (eval_mode global or both) and, for
+personalised evaluation, over every client's test set (the splits, or one test set's worth drawn from the global
+test set) and validation split. A data set without a registered count (and not ``--synthetic``, and not present
+locally to be measured) leaves its runs' FLOPs unknown; the plan counts them and says so. Fine-tuning and methods'
+second models (Ditto's personal model) beyond their ``attach`` term are not counted.
 
 Time: a short calibration times a few real training steps (forward, backward, SGD step at the spec's batch size)
 and an evaluation batch of each distinct model on the chosen device, giving FLOP/s per model; a run's time is
@@ -203,6 +206,26 @@ def evaluations(spec: RunSpec) -> int:
     return sum(spec.evaluates(r) for r in range(1, spec.rounds + 1))
 
 
+def client_splits(spec: RunSpec, part: int) -> tuple[int, int, int]:
+    """(training, test, validation) samples of a client whose partition holds ``part``: the cut of
+    ``data.federated.prepare_data``."""
+    n_test = int(round(part * spec.client_test_fraction))
+    n_val = int(round(part * spec.client_val_fraction))
+    return part - n_test - n_val, n_test, n_val
+
+
+def evaluated_samples(spec: RunSpec, part: int, test_size: int) -> int:
+    """Samples one evaluation passes over: the global test set unless the evaluation is personal only; for
+    personalised evaluation every client's test set (its split, else one test set's worth drawn from the global
+    test set: class-matched or natural sets share it out) and its validation split."""
+    _, n_test, n_val = client_splits(spec, part)
+    samples = test_size if spec.eval_mode != "personal" else 0
+    if spec.eval_mode != "global":
+        samples += spec.num_clients * n_test if spec.client_test == "split" else test_size
+        samples += spec.num_clients * n_val
+    return samples
+
+
 def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCost:
     spec = planned.spec
     workload = Workload.of(spec)
@@ -211,13 +234,14 @@ def run_cost(planned: PlannedRun, data_sizes: DataSizes | None = None) -> RunCos
         return RunCost(planned, workload, None, None, "unknown data set size")
     fixed = spec.partition_params.get("samples_per_client")
     if fixed:
-        per_client, source = int(fixed), "partition samples_per_client"
+        part, source = int(fixed), "partition samples_per_client"
     else:
-        per_client, source = sizes[0] // spec.num_clients, f"{origin} / clients"
+        part, source = sizes[0] // spec.num_clients, f"{origin} / clients"
+    per_client = client_splits(spec, part)[0]
     card = workload.card()
     client_round = client_round_work(spec, per_client, card, build_algorithm(spec.algorithm, spec.algorithm_params))
     train = float(spec.rounds * spec.clients_per_round * client_round)
-    evaluation = float(evaluations(spec) * sizes[1] * card["flops_forward"])
+    evaluation = float(evaluations(spec) * evaluated_samples(spec, part, sizes[1]) * card["flops_forward"])
     return RunCost(planned, workload, train, evaluation, source)
 
 

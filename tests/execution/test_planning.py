@@ -69,6 +69,27 @@ def test_step_budget_and_fixed_client_sizes_follow_the_engines_formulas(write_re
     assert plan.eval_flops == 4 * 2 * 360 * FORWARD
 
 
+@pytest.mark.parametrize("eval_mode", ["personal", "both"])
+def test_client_splits_leave_training_and_are_evaluated_with_the_validation_splits(write_recipe, eval_mode):
+    overrides = {"client_test_fraction": 0.25, "client_val_fraction": 0.125, "eval_mode": eval_mode}
+    planned = select_runs([write_recipe()], overrides=overrides)
+    plan = planning.build_plan(planned, _fake(planned))
+    n_test, n_val = round(PER_CLIENT * 0.25), round(PER_CLIENT * 0.125)  # 90 and 45 of each client's 359
+    train = PER_CLIENT - n_test - n_val
+    steps = -(-train // 64)
+    assert plan.train_flops == 2 * 3 * 2 * train * TRAIN + 2 * 3 * 2 * (train * TRAIN + 2 * steps * PARAMS)
+    per_evaluation = 4 * (n_test + n_val) + (360 if eval_mode == "both" else 0)  # "both" scores the test set too
+    assert plan.eval_flops == 4 * 3 * per_evaluation * FORWARD
+
+
+def test_client_test_sets_drawn_from_the_test_set_are_one_pass_over_it(write_recipe):
+    overrides = {"client_test": "class_matched", "eval_mode": "personal"}
+    planned = select_runs([write_recipe()], overrides=overrides)
+    plan = planning.build_plan(planned, _fake(planned))
+    assert plan.eval_flops == 4 * 3 * 360 * FORWARD
+    assert plan.train_flops == 2 * 3 * 2 * PER_CLIENT * TRAIN + 2 * 3 * 2 * (PER_CLIENT * TRAIN + 2 * STEPS * PARAMS)
+
+
 def test_a_data_set_without_a_known_size_is_counted_not_guessed(tmp_path):
     spec = RunSpec(
         algorithm="fedavg",
