@@ -97,20 +97,20 @@ def find_evidence(folder: Path, recipes_dir: Path) -> list[RecipeEvidence]:
 def render_evidence(folder: Path, recipes_dir: Path) -> dict[str, str | bytes]:
     """{path relative to ``folder``: text or PNG bytes} of everything generated from the exports in ``folder``: each
     recipe's Markdown report, HTML page and plots (``PAPER/RECIPE/*.png``, for pages that cannot embed them: the
-    Markdown report on a code host, the ledger), and the ledger. The runs are imported into a throw-away registry (the exports are
-    the source; no registry of the user's is read or written)."""
-    # local: matplotlib, drawn only here (``fedbench ledger --help`` and the error paths stay light)
-    from fedbench.report.plots import figures, png_bytes, png_name
-
+    Markdown report on a code host, the ledger), and the ledger. Each runs file is imported into a throw-away
+    registry of its own, so that its report (whose HTML names runs by registry id) is what ``fedbench import FILE``
+    into an empty registry and ``fedbench report`` give, whatever other runs files the folder holds; every runs file
+    also goes into one shared throw-away registry, where a run two files hold differently is a conflict. The exports
+    are the source; no registry of the user's is read or written."""
     evidence = find_evidence(folder, recipes_dir)
     causes = {paper: load_causes(folder / paper / CAUSES) for paper in dict.fromkeys(e.paper for e in evidence)}
     out: dict[str, str | bytes] = {}
     with tempfile.TemporaryDirectory(prefix="fedbench-evidence-") as scratch:
-        store = Registry(f"sqlite:///{Path(scratch) / 'evidence.db'}")
+        every_file = Registry(f"sqlite:///{Path(scratch) / 'evidence.db'}")
         try:
-            for item in evidence:
+            for index, item in enumerate(evidence):
                 lines = read_runs_file(item.export, resolve_spec)
-                outcome = import_runs(store, lines)
+                outcome = import_runs(every_file, lines)
                 if outcome.conflicts:
                     conflict = outcome.conflicts[0]
                     raise EvidenceError(
@@ -118,20 +118,35 @@ def render_evidence(folder: Path, recipes_dir: Path) -> dict[str, str | bytes]:
                         f"evidence file's ({conflict.reason}); a run belongs to one runs file"
                     )
                 item.runs = [run for _, run in lines]
-                planned = {run.spec_hash for run in compile_recipes([item.recipe_file], scale="full")}
-                item.planned = len(planned)
-                item.stale = sum(run.spec_hash not in planned for run in item.runs)
-                item.tables = build_tables([item.recipe], store, scale="full")
-                stem = f"{item.paper}/{item.recipe.name}"
-                out[f"{stem}.md"] = render(item.tables, "markdown")
-                page = html_pages([item.recipe], item.tables, store)[item.recipe.paper]
-                out[f"{stem}.html"] = page if page.endswith("\n") else page + "\n"
-                for view in item.recipe.tables:
-                    for figure_stem, fig in figures(item.recipe, view, store):
-                        out[f"{stem}/{png_name(figure_stem)}"] = png_bytes(fig, dpi=PLOT_DPI)
+                own = Registry(f"sqlite:///{Path(scratch) / f'file{index}.db'}")
+                try:
+                    import_runs(own, lines)
+                    out.update(_rendered_report(item, own))
+                finally:
+                    own.engine.dispose()
         finally:
-            store.engine.dispose()
+            every_file.engine.dispose()
         out[LEDGER] = ledger(evidence, causes)
+    return out
+
+
+def _rendered_report(item: RecipeEvidence, store: Registry) -> dict[str, str | bytes]:
+    """{path: text or PNG bytes} of ``item``'s report (Markdown, HTML page, plots), from ``store``, which holds its
+    runs file alone; and ``item``'s counts of planned and stale runs and its tables."""
+    # local: matplotlib, drawn only here (``fedbench ledger --help`` and the error paths stay light)
+    from fedbench.report.plots import figures, png_bytes, png_name
+
+    planned = {run.spec_hash for run in compile_recipes([item.recipe_file], scale="full")}
+    item.planned = len(planned)
+    item.stale = sum(run.spec_hash not in planned for run in item.runs)
+    item.tables = build_tables([item.recipe], store, scale="full")
+    stem = f"{item.paper}/{item.recipe.name}"
+    out: dict[str, str | bytes] = {f"{stem}.md": render(item.tables, "markdown")}
+    page = html_pages([item.recipe], item.tables, store)[item.recipe.paper]
+    out[f"{stem}.html"] = page if page.endswith("\n") else page + "\n"
+    for view in item.recipe.tables:
+        for figure_stem, fig in figures(item.recipe, view, store):
+            out[f"{stem}/{png_name(figure_stem)}"] = png_bytes(fig, dpi=PLOT_DPI)
     return out
 
 

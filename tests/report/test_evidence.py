@@ -175,6 +175,43 @@ def test_rendering_twice_gives_the_same_files(evidence):
     assert check_evidence(folder, first) == []
 
 
+def test_a_report_names_its_runs_as_its_file_imported_alone_does_whatever_files_come_before(evidence, tmp_path):
+    """The HTML page names runs by registry id: each runs file renders from a registry of its own, so another
+    paper's runs file (imported first: papers in name order) leaves a page's ids, and the page, as they were."""
+    folder, recipes, url = evidence
+    alone = render_evidence(folder, recipes)
+    earlier = recipes / "ea_table1.toml"
+    earlier.write_text(textwrap.dedent(RECIPE).replace('"lt"', '"ea"').replace("lt_table1", "ea_table1"))
+    trained = f"sqlite:///{tmp_path / 'ea.db'}"
+    assert invoke("run", str(earlier), "--only", "algorithm=fedavg", "--registry", trained).exit_code == 0
+    (folder / "ea").mkdir()
+    exported = invoke(
+        "export", "--recipe", str(earlier), "--out", str(folder / "ea" / "ea_table1.jsonl"), "--registry", trained
+    )
+    assert exported.exit_code == 0, exported.output
+    both = render_evidence(folder, recipes)
+    assert "ea/ea_table1.html" in both
+    assert both["lt/lt_table1.html"] == alone["lt/lt_table1.html"]
+    assert 'id="run-1"' in both["lt/lt_table1.html"] and 'id="run-1"' in both["ea/ea_table1.html"]
+    imported = f"sqlite:///{tmp_path / 'imported.db'}"
+    assert invoke("import", str(folder / "lt" / "lt_table1.jsonl"), "--registry", imported).exit_code == 0
+    page = tmp_path / "page" / "index.html"
+    shown = invoke(
+        "report",
+        "--recipe",
+        str(recipes / "lt_table1.toml"),
+        "--format",
+        "html",
+        "--out",
+        str(page),
+        "--registry",
+        imported,
+    )
+    assert shown.exit_code == 0, shown.output
+    ids = re.findall(r'id="run-(\d+)"', both["lt/lt_table1.html"])
+    assert ids and ids == re.findall(r'id="run-(\d+)"', next(page.parent.glob("*.html")).read_text())
+
+
 def test_check_wants_every_plot_and_ledger_deletes_plots_no_longer_drawn(evidence):
     folder, recipes, _ = evidence
     plot = folder / "lt" / "lt_table1" / "lt_table1_accuracy_all.png"
