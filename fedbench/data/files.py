@@ -70,6 +70,14 @@ class Source:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+DIGEST_ALGORITHMS = {32: "md5", 64: "sha256"}  # hex length: the checksums publishers give (``FileSpec``)
+
+
+def digest_algorithm(digest: str) -> str:
+    """The algorithm of a recorded hex digest (``info['digests']``: md5 or sha256, the publisher's), by its length."""
+    return DIGEST_ALGORITHMS.get(len(digest), "digest")
+
+
 def file_digest(path: Path, algorithm: str = "md5") -> str:
     digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fedbench.data.files import digest_algorithm
 from fedbench.errors import FedbenchError, RegistryError
 from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, format_percent, metric_value
@@ -184,7 +185,19 @@ def data_identity(data: dict[str, Any]) -> list[str]:
     set by its source and whether its files matched the published checksums."""
     manifest = data.get("manifest")
     if not manifest:
-        return [f"data {data.get('source', '?')}" + (", verified" if data.get("verified") else ", not verified")]
+        checked = ", verified" if data.get("verified") else ", not verified"
+        if "source" in data or not data.get("files"):
+            return [f"data {data.get('source', '?')}" + checked]
+        # a loader of published files (``data.files.verify_files``): each file, with the digest it matched
+        digests = data.get("digests") or {}
+        return [
+            "data "
+            + ", ".join(
+                f"{name} {digest_algorithm(digests[name])} {digests[name]}" if name in digests else name
+                for name in data["files"]
+            )
+            + checked
+        ]
     return [
         f"data {manifest.get('path', '?')}",
         f"{manifest.get('files', '?')} files, sha256 {manifest.get('sha256', '?')}",

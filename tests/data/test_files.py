@@ -34,3 +34,10 @@ def test_sha256_and_unpublished_checksums(tmp_path):
     specs = [FileSpec("b.bin", sha256=hashlib.sha256(b"data").hexdigest()), FileSpec("b.bin")]
     result = verify_files("demo", tmp_path, specs, "get it")
     assert result["verified"] is False and "partially" in result["verification"]
+
+
+def test_a_recorded_digest_is_named_by_its_length():
+    from fedbench.data.files import digest_algorithm
+
+    assert digest_algorithm("0" * 32) == "md5" and digest_algorithm("0" * 64) == "sha256"
+    assert digest_algorithm("0" * 40) == "digest"  # no publisher's checksum of fedbench's has that length

@@ -100,3 +100,14 @@ def test_own_data_is_shown_by_its_manifests_digest():
     assert pinned == ["data /data/xrays", f"12 files, sha256 {digest}", "digest pinned"]
     _, unverified, _ = provenance_lines({"data": {"manifest": None, "verified": False, "source": "s"}})
     assert unverified == ["data s, not verified"]  # --no-verify: nothing hashed, as for a built-in
+
+
+def test_published_files_are_shown_with_the_digests_they_matched():
+    """A loader of published files records no source but each file and its digest (``data.files.verify_files``);
+    ``show`` names them instead of "data ?"."""
+    md5, sha256 = "68e3f8846a6bd62f0c9bf841c0d9eacc", "cd" * 32
+    data = {"files": ["a.npz", "b.tar"], "digests": {"a.npz": md5, "b.tar": sha256}, "verified": True}
+    _, shown, _ = provenance_lines({"data": data})
+    assert shown[0] == f"data a.npz md5 {md5}, b.tar sha256 {sha256}, verified"
+    _, skipped, _ = provenance_lines({"data": {"files": ["a.npz"], "verified": False}})  # --no-verify: no digests
+    assert skipped[0] == "data a.npz, not verified"

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from fedbench.data.files import digest_algorithm
 from fedbench.report.cells import VERDICTS, Cell, ClaimResult, Table
 from fedbench.report.ledger_items import CAUSE_KINDS, Cause, RecipeEvidence
 from fedbench.report.render.claim_lines import statement
@@ -117,7 +118,7 @@ def _digests(runs: Sequence[Any]) -> list[str]:
     for run in runs:
         for name, digest in sorted(((run.provenance or {}).get("data") or {}).get("digests", {}).items()):
             seen.setdefault(name, digest)
-    return [f"`{name}` md5 `{digest}`" for name, digest in sorted(seen.items())]
+    return [f"`{name}` {digest_algorithm(digest)} `{digest}`" for name, digest in sorted(seen.items())]
 
 
 def recipe_section(item: RecipeEvidence, causes: Sequence[Cause]) -> list[str]:

@@ -63,3 +63,15 @@ def test_a_claim_group_is_reported_when_all_its_cells_are_run():
     table.cells[("fed_prox", "mnist")] = cell("fed_prox", "mnist", [88.0, 87.0, 86.0])
     assert _claim_complete(table, result, "mnist")
     assert not _claim_complete(table, result, "svhn")  # no cell in that group
+
+
+def test_each_data_file_is_named_with_the_algorithm_of_its_digest():
+    from fedbench.report.render.ledger import _digests
+
+    md5, sha256 = "68e3f8846a6bd62f0c9bf841c0d9eacc", "ab" * 32
+    runs = [
+        SimpleNamespace(provenance={"data": {"digests": {"organamnist.npz": md5}}}),
+        SimpleNamespace(provenance={"data": {"digests": {"camelyon.tar": sha256, "organamnist.npz": md5}}}),
+        SimpleNamespace(provenance=None),
+    ]
+    assert _digests(runs) == [f"`camelyon.tar` sha256 `{sha256}`", f"`organamnist.npz` md5 `{md5}`"]
