@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fedbench.data.files import digest_algorithm
 from fedbench.errors import FedbenchError, RegistryError
 from fedbench.registry import Registry
 from fedbench.vocab.metrics import METRICS, ROUND_FIELDS, format_percent, metric_value
@@ -189,6 +188,9 @@ def data_identity(data: dict[str, Any]) -> list[str]:
         if "source" in data or not data.get("files"):
             return [f"data {data.get('source', '?')}" + checked]
         # a loader of published files (``data.files.verify_files``): each file, with the digest it matched
+        # local: importing fedbench.data registers every loader (numpy, the spec), which `fedbench runs` never needs
+        from fedbench.data.files import digest_algorithm
+
         digests = data.get("digests") or {}
         return [
             "data "
