@@ -41,6 +41,8 @@ LEDGER = "README.md"
 CAUSES = "causes.toml"
 EXPORT_SUFFIX = ".jsonl"
 PLOT_DPI = 100
+# Table views whose values come from a data set rather than from runs (a partition's class counts per client)
+READS_DATA = frozenset({"partition"})
 
 
 class EvidenceError(FedbenchError):
@@ -139,13 +141,16 @@ def _rendered_report(item: RecipeEvidence, store: Registry) -> dict[str, str | b
     planned = {run.spec_hash for run in compile_recipes([item.recipe_file], scale="full")}
     item.planned = len(planned)
     item.stale = sum(run.spec_hash not in planned for run in item.runs)
-    item.tables = build_tables([item.recipe], store, scale="full")
-    stem = f"{item.paper}/{item.recipe.name}"
+    # A partition view reads the data set, not runs: rendered here it would depend on whether this machine has the
+    # data (and name its data root), so the evidence leaves it out (``fedbench report`` shows it where the data is).
+    recipe = item.recipe.model_copy(update={"tables": [v for v in item.recipe.tables if v.kind not in READS_DATA]})
+    item.tables = build_tables([recipe], store, scale="full")
+    stem = f"{item.paper}/{recipe.name}"
     out: dict[str, str | bytes] = {f"{stem}.md": render(item.tables, "markdown")}
-    page = html_pages([item.recipe], item.tables, store)[item.recipe.paper]
+    page = html_pages([recipe], item.tables, store)[recipe.paper]
     out[f"{stem}.html"] = page if page.endswith("\n") else page + "\n"
-    for view in item.recipe.tables:
-        for figure_stem, fig in figures(item.recipe, view, store):
+    for view in recipe.tables:
+        for figure_stem, fig in figures(recipe, view, store):
             out[f"{stem}/{png_name(figure_stem)}"] = png_bytes(fig, dpi=PLOT_DPI)
     return out
 

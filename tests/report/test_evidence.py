@@ -212,6 +212,44 @@ def test_a_report_names_its_runs_as_its_file_imported_alone_does_whatever_files_
     assert ids and ids == re.findall(r'id="run-(\d+)"', next(page.parent.glob("*.html")).read_text())
 
 
+PARTITION_VIEW = """
+[[tables]]
+name = "partition"
+kind = "partition"
+title = "Fig. 2: label distribution of the clients"
+rows = ["algorithm"]
+columns = []
+where = { algorithm = "fedavg" }
+"""
+
+
+def test_the_evidence_leaves_out_the_views_computed_from_a_data_set(evidence, tmp_path, monkeypatch):
+    """A partition view counts a data set's classes per client: rendered into the evidence it would depend on
+    whether the machine has the data (and name its data root), so the evidence reads no data set and leaves the view
+    out, while ``fedbench report`` still renders it."""
+    import fedbench.report.plots as plots
+    import fedbench.report.static as static
+
+    folder, recipes, url = evidence
+    with_partition = tmp_path / "recipes"
+    shutil.copytree(recipes, with_partition)
+    recipe = with_partition / "lt_table1.toml"
+    recipe.write_text(recipe.read_text() + textwrap.dedent(PARTITION_VIEW))
+    reported = invoke("report", "--recipe", str(recipe), "--table", "partition", "--registry", url)
+    assert reported.exit_code == 0 and "label distribution of the clients" in reported.output, reported.output
+
+    def read_a_data_set(*args, **kwargs):
+        raise AssertionError("the evidence read a data set")
+
+    monkeypatch.setattr(static, "partition_panels", read_a_data_set)
+    monkeypatch.setattr(plots, "partition_panels", read_a_data_set)
+    rendered = render_evidence(folder, with_partition)
+    assert "label distribution" not in rendered["lt/lt_table1.md"] + rendered["lt/lt_table1.html"]
+    assert "Table 1: best test accuracy" in rendered["lt/lt_table1.md"]  # the views of runs are all there
+    assert not [name for name in rendered if "partition" in name]
+    assert "leave out the views computed from a data set" in rendered["README.md"]
+
+
 def test_check_wants_every_plot_and_ledger_deletes_plots_no_longer_drawn(evidence):
     folder, recipes, _ = evidence
     plot = folder / "lt" / "lt_table1" / "lt_table1_accuracy_all.png"

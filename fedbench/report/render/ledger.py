@@ -223,7 +223,9 @@ def ledger(evidence: Sequence[RecipeEvidence], causes: dict[str, list[Cause]]) -
         "Runs trained at a paper's full scale on its real data, exported with `fedbench export` so that they outlive "
         "the machine that trained them, and the reports fedbench renders from them. Everything here but the runs "
         "files and the causes is generated: `fedbench ledger` writes it, `fedbench ledger --check` (run by the test "
-        "suite) fails when a committed report or this ledger differs from what fedbench renders from the runs files.",
+        "suite) fails when a committed report or this ledger differs from what fedbench renders from the runs files. The "
+        "reports leave out the views computed from a data set rather than from runs (partitions): those depend on "
+        "having the data, and `fedbench report --recipe RECIPE --table partition` renders them where it is.",
         "",
         "Read the runs back and render a table yourself:",
         "",
