@@ -163,6 +163,10 @@ class RunSpec(_Strict):
     lr_schedule: ScheduleSpec = ScheduleSpec()
     augmentation: AugmentationSpec = AugmentationSpec()
     clip_grad_norm: float | None = Field(None, gt=0)
+    # the weights p_k of the server's average over the round's clients: "samples", p_k = n_k / Σ n (McMahan et al.
+    # Eq. 1, and every paper's Eq. of FedAvg aggregation), or "uniform", p_k = 1 / |S_t| (microsoft/PersonalizedFL's
+    # util/modelsel.py: client_weights = 1 / n_clients). Added later, hence hash-neutral at "samples"
+    client_weighting: Annotated[Literal["samples", "uniform"], HashNeutral("samples")] = "samples"
     # arithmetic of CUDA matmuls/convolutions: "fp32" (TF32 off) or "tf32" (``engine/accel.py``); no effect on a
     # CPU. It changes results, so it is part of the spec; added later, hence hash-neutral at "fp32"
     precision: Annotated[Literal["fp32", "tf32"], HashNeutral("fp32")] = "fp32"

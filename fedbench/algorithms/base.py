@@ -98,12 +98,15 @@ class Algorithm:
         return {}
 
     def aggregation_weights(self, updates: list[ClientUpdate]) -> torch.Tensor:
-        """p_k = n_k / Σ n (float64, so that the weights sum to 1 to within float32 rounding)."""
+        """p_k = n_k / Σ n, or 1 / |S_t| under the spec's ``client_weighting = "uniform"`` (float64, so that the
+        weights sum to 1 to within float32 rounding)."""
+        if self.spec is not None and self.spec.client_weighting == "uniform":
+            return torch.full((len(updates),), 1.0 / len(updates), dtype=torch.float64)
         sizes = torch.tensor([float(u.num_samples) for u in updates], dtype=torch.float64)
         return sizes / sizes.sum()
 
     def aggregate(self, server: ServerState, updates: list[ClientUpdate], round_index: int) -> None:
-        """w ← Σ_k (n_k / Σ n) · w_k, and the same weighting for floating-point buffers."""
+        """w ← Σ_k p_k · w_k (``aggregation_weights``), and the same weighting for floating-point buffers."""
         server.params = weighted_average([u.params for u in updates], self.aggregation_weights(updates))
         server.buffers = average_buffers(updates, self.aggregation_weights(updates))
 

@@ -1,5 +1,5 @@
-"""``fedbench.algorithms.base``, the hooks every method shares: the weighted average, the scoped training of a
-parameter subset, ``model_outputs``, and each Table VIII method's attaching FLOPs."""
+"""``fedbench.algorithms.base``, the hooks every method shares: the weighted average and its client weights, the
+scoped training of a parameter subset, ``model_outputs``, and each Table VIII method's attaching FLOPs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,49 @@ def test_weighted_average_of_identical_vectors_is_exact():
     v = torch.randn(1000)
     weights = torch.tensor([211.0, 263.0, 496.0], dtype=torch.float64)
     assert torch.equal(weighted_average([v, v.clone(), v.clone()], weights / weights.sum()), v)
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedprox", "feddyn", "scaffold"])
+@pytest.mark.usefixtures("linear_model", "float64")
+def test_the_server_average_weights_clients_by_samples_or_uniformly_as_the_spec_says(method):
+    """Three clients holding 1, 3 and 6 samples send w_k = 0, 10 and 20 in every coordinate: weighted by samples
+    (FedAvg Eq. 1, every paper's default) the average is (0 + 30 + 120) / 10 = 15; weighted uniformly
+    (PersonalizedFL's client_weights = 1/n) it is 10. Methods with a server step of their own take the same weights."""
+    from algorithm_fixtures import LINEAR, LinearModel, fresh_server, make_spec
+    from fedbench.algorithms import build_algorithm
+    from fedbench.algorithms.context import ClientUpdate
+
+    averages = {}
+    for weighting in ("samples", "uniform"):
+        spec = make_spec(method, model=LINEAR, num_clients=3, clients_per_round=3, client_weighting=weighting)
+        algorithm = build_algorithm(method, {})
+        model = LinearModel(2, (3,))
+        algorithm.bind_model(spec, model, (3,), 2)
+        server = fresh_server(model)
+        algorithm.init_server(server)
+        updates = [
+            ClientUpdate(k, torch.full_like(server.params, value), {}, size, 1, 0.0)
+            for k, (value, size) in enumerate([(0.0, 1), (10.0, 3), (20.0, 6)])
+        ]
+        for update in updates:  # SCAFFOLD's Δc_i, which moves its control variate, not the model
+            update.extra["control_delta"] = torch.zeros_like(server.params)
+        weights = algorithm.aggregation_weights(updates)
+        averages[weighting] = weights.tolist()
+        if method != "feddyn":  # the plain average (SCAFFOLD's at η_g = 1); FedDyn's moves by its h / α
+            algorithm.aggregate(server, updates, 1)
+            assert torch.allclose(
+                server.params, torch.full_like(server.params, 15.0 if weighting == "samples" else 10.0)
+            )
+    assert averages == {"samples": pytest.approx([0.1, 0.3, 0.6]), "uniform": pytest.approx([1 / 3] * 3)}
+
+
+def test_client_weighting_keeps_the_hash_of_every_earlier_spec_at_its_default():
+    from algorithm_fixtures import make_spec
+
+    spec = make_spec("fedavg")
+    assert "client_weighting" not in spec.canonical_json()
+    assert make_spec("fedavg", client_weighting="samples").spec_hash == spec.spec_hash
+    assert make_spec("fedavg", client_weighting="uniform").spec_hash != spec.spec_hash
 
 
 # ------------------------------------------------------------------------------------------- cost formulas

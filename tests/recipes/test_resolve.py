@@ -129,6 +129,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
         "client_test": "split",
         "client_test_params": {},
         "precision": "fp32",
+        "client_weighting": "samples",
         "diagnostics": (),
         "diagnostics_every": 1,
         "diagnostics_rounds": (),
@@ -138,7 +139,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
     assert neutral_fields(AugmentationSpec) == {"cutout": 0}
     canonical = resolve_spec(BASE).canonical_json()
     assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
-    assert '"diagnostics' not in canonical
+    assert '"diagnostics' not in canonical and '"client_weighting"' not in canonical
 
 
 @pytest.mark.parametrize(
