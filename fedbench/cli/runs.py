@@ -188,7 +188,7 @@ def print_overview(data: dict[str, Any]) -> None:
     if data["error"]:
         block("error", [data["error"].strip().splitlines()[-1]])
     block("settings", [f"{key}={_setting(value)}" for key, value in changed_settings(data["spec"])])
-    block("test accuracy (%)", result_line(data["summary"]))
+    block("test accuracy (%)", result_line(data["summary"], data["spec"].get("eval_mode", "global")))
     for number, line in enumerate(provenance_lines(data["provenance"])):
         block("provenance" if number == 0 else "", line)
     curve = data["curve"]

@@ -163,11 +163,15 @@ def curve_sample(curve: Sequence[dict[str, Any]], rows: int = CURVE_ROWS) -> lis
     return [curve[i] for i in picks]
 
 
-def result_line(stored: dict[str, Any] | None) -> list[str]:
-    """The stored summary figures of the global model's test accuracy (%), in the figure catalogue's words."""
+def result_line(stored: dict[str, Any] | None, eval_mode: str = "global") -> list[str]:
+    """The stored summary figures of the global model's test accuracy (%), in the figure catalogue's words; for a
+    run that evaluates only each client's own model (``eval_mode = "personal"``), which has no such figures, a line
+    that says so rather than a row of blanks."""
     summary = stored_summary(stored)
     if summary is None:
         return []
+    if eval_mode == "personal" and summary["best"] is None:
+        return ["not evaluated: eval_mode = personal scores each client's model on its own split (personal_* curves)"]
     parts = [
         f"best {format_percent(summary['best'])} (round {summary['best_round'] or '–'})",
         f"final {format_percent(summary['final'])}",

@@ -72,6 +72,13 @@ def test_result_and_provenance_lines():
         "rounds to 90 %: not reached",
     ]
     assert result_line({}) == []
+    # a run that evaluates only the clients' own models has no global figures: it says so, not "best –"
+    personal_only = {"best": None, "best_round": None, "final": None, "last5_mean": None, "evaluated_rounds": 0}
+    assert result_line(personal_only, "personal") == [
+        "not evaluated: eval_mode = personal scores each client's model on its own split (personal_* curves)"
+    ]
+    assert result_line(personal_only)[0] == "best – (round –)"  # a global run without an evaluated round yet
+    assert result_line(summary, "personal") == result_line(summary)  # evaluated: its figures, whatever the mode
     software, data, training = provenance_lines(
         {
             "fedbench_version": "0.1.0",

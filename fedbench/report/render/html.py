@@ -184,7 +184,8 @@ def runs_html(
                     f"<p>spec</p><pre>{html.escape(json.dumps(specs.get(run.id), indent=1, sort_keys=True))}</pre>",
                     f"<p>provenance</p><pre>{html.escape(json.dumps(run.provenance or {}, indent=1, sort_keys=True))}</pre>",
                 ]
-                stored = result_line(run.summary)  # what `fedbench show` prints of it
+                # what `fedbench show` prints of it
+                stored = result_line(run.summary, (specs.get(run.id) or {}).get("eval_mode", "global"))
                 if stored:
                     out.append(f"<p>stored summary, test accuracy (%): {html.escape(' · '.join(stored))}</p>")
             out.append("</details>")
