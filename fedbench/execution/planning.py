@@ -30,6 +30,7 @@ GPU-hour table). Library code: the CLI (``cli/plan.py``) prints.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -328,6 +329,7 @@ def calibrate(
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
+    busy = cpu_contention(threads) if device.type == "cpu" else None  # read before the measurement adds to it
     try:
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             torch.manual_seed(0)
@@ -336,7 +338,26 @@ def calibrate(
         name = device_name(device)  # with the calibration's thread count
     finally:
         torch.set_num_threads(previous_threads)
-    return Calibration(name, f"measured: ~{seconds:g} s of training steps and of evaluation batches per model", rates)
+    method = f"measured: ~{seconds:g} s of training steps and of evaluation batches per model"
+    return Calibration(name, f"{method}; {busy}" if busy else method, rates)
+
+
+def cpu_contention(threads: int) -> str | None:
+    """What the plan must say when other processes were using the CPUs a calibration times on (None when not):
+    its steps then share cores, so every estimate overstates a quiet machine's. Busy means the 1-minute load
+    average plus the calibration's own threads exceeds the CPUs (one worker of `fedbench run --jobs 2` on two
+    cores already makes a 1-thread calibration share them). Unknown (no load average, e.g. Windows) is not busy."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    cpus = os.cpu_count() or 1
+    if load + threads <= cpus:
+        return None
+    return (
+        f"the CPUs were busy while it measured (load average {load:.1f} on {cpus} CPUs, {threads} thread(s) "
+        "measuring), so these times overstate a quiet machine's: plan again when nothing else runs"
+    )
 
 
 def _measure(item: Workload, device: Any, timed: Any) -> Rate:

@@ -61,6 +61,39 @@ def test_assumed_throughput_is_one_rate_for_every_workload(write_recipe):
     assert plan.seconds == pytest.approx((plan.train_flops + plan.eval_flops) / 5e12, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("load", "cpus", "threads", "busy"),
+    [(0.2, 2, 1, False), (1.0, 2, 1, False), (1.9, 2, 1, True), (2.0, 16, 8, False), (9.0, 16, 8, True)],
+)
+def test_a_calibration_on_busy_cpus_says_its_times_overstate(write_recipe, monkeypatch, load, cpus, threads, busy):
+    monkeypatch.setattr(planning.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(planning.os, "cpu_count", lambda: cpus)
+    items = planning.workloads(select_runs([write_recipe()]))
+    calibration = planning.calibrate(items, "cpu", threads=threads, seconds=0.01, max_steps=3)
+    assert calibration.method.startswith("measured: ~0.01 s of training steps")
+    assert ("the CPUs were busy" in calibration.method) is busy
+    if busy:
+        assert f"load average {load:.1f} on {cpus} CPUs, {threads} thread(s) measuring" in calibration.method
+
+
+def test_a_calibration_without_a_load_average_says_nothing_of_it(write_recipe, monkeypatch):
+    def unavailable():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(planning.os, "getloadavg", unavailable)
+    items = planning.workloads(select_runs([write_recipe()]))
+    calibration = planning.calibrate(items, "cpu", seconds=0.01, max_steps=3)
+    assert calibration.method == "measured: ~0.01 s of training steps and of evaluation batches per model"
+
+
+def test_the_plan_command_prints_the_busy_caveat(write_recipe, monkeypatch):
+    monkeypatch.setattr(planning.os, "getloadavg", lambda: (3.0, 3.0, 3.0))
+    monkeypatch.setattr(planning.os, "cpu_count", lambda: 2)
+    result = CliRunner().invoke(app, ["plan", str(write_recipe()), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "the CPUs were busy while it measured (load average 3.0 on 2 CPUs" in " ".join(result.output.split())
+
+
 def test_step_budget_and_fixed_client_sizes_follow_the_engines_formulas(write_recipe):
     planned = select_runs([write_recipe()], overrides={"local_steps": 5, "eval_every": 2})
     plan = planning.build_plan(planned, _fake(planned))
