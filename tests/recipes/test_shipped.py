@@ -1,6 +1,6 @@
 """The shipped recipes (``fedbench/recipes/shipped.py``): the package's link reaches the repository's recipes/, a
 bare name loads the shipped recipe of that name, a path never does, an unknown name lists the close ones, and
-copying refuses to replace a file that differs."""
+copying refuses to replace a file that differs; a variant quotes the paper's numbers as its base recipe does."""
 
 from __future__ import annotations
 
@@ -68,3 +68,31 @@ def test_copy_writes_the_files_and_refuses_to_replace_a_changed_one(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(RecipeError, match="not a folder"):
         copy_shipped(["quickstart"], tmp_path / "file")
+
+
+def _variants():
+    recipes = {r.name: load_recipe(r.path) for r in shipped_recipes()}
+    return [(recipe, recipes.get(recipe.variant_of)) for recipe in recipes.values() if recipe.variant_of]
+
+
+@pytest.mark.parametrize(("variant", "base"), _variants(), ids=lambda item: getattr(item, "name", ""))
+def test_a_variant_quotes_the_paper_as_its_base_recipe_does(variant, base):
+    """A variant runs its base recipe's cells under another reading, so it compares them with the same printed
+    numbers: every published value, std and target it shares with a same-named table of the base is the base's
+    (a variant keeps its own copy, since a recipe cannot include another; this is where a copy that drifted shows)."""
+    assert base is not None, f"{variant.name}: variant_of {variant.variant_of!r} is not a shipped recipe"
+    assert base.paper == variant.paper and base.variant_of is None
+    base_tables = {view.name: view for view in base.tables}
+    shared = [view for view in variant.tables if view.name in base_tables]
+    assert shared, f"{variant.name} shares no table with {base.name}"
+    for view in shared:
+        other = base_tables[view.name]
+        assert set(view.reproduces) <= set(other.reproduces), view.name
+        for key in ("published", "published_std", "target_by"):
+            mine, theirs = getattr(view, key), getattr(other, key)
+            assert set(mine) <= set(theirs), (view.name, key)
+            for row, entry in mine.items():
+                if isinstance(entry, dict):
+                    assert entry == {column: theirs[row][column] for column in entry}, (view.name, key, row)
+                else:
+                    assert entry == theirs[row], (view.name, key, row)
