@@ -181,6 +181,10 @@ class RunSpec(_Strict):
     eval_mode: Literal["global", "personal", "both"] = "global"
     client_test_fraction: float = Field(0.0, ge=0, lt=1)  # per-client test split for personal evaluation
     client_val_fraction: float = Field(0.0, ge=0, lt=1)  # per-client validation split (validation-selected figures)
+    # how those splits are cut from a client's partition: "random" = one shuffle, test then validation first
+    # (fedbench.data.federated); "class_ordered" = within each class in the data set's order, training first, then
+    # test, then validation (PersonalizedFL's "evenly" split, fedbench.data.partition.class_ordered_split)
+    client_split: Annotated[Literal["random", "class_ordered"], HashNeutral("random")] = "random"
     # where per-client test sets come from: "split" = client_test_fraction of the client's partition;
     # "class_matched" = drawn from the global test set to match the client's training classes (FedDr+ §2.3,
     # params disjoint / cap_per_class); "natural" = the global test samples of the client's natural group
@@ -235,6 +239,11 @@ class RunSpec(_Strict):
             )
         if self.client_test_fraction + self.client_val_fraction >= 1:
             raise ValueError("client_test_fraction + client_val_fraction must stay below 1")
+        if self.client_split != "random" and self.client_test_fraction + self.client_val_fraction <= 0:
+            raise ValueError(
+                f"client_split={self.client_split!r} cuts the clients' test and validation splits; set "
+                "client_test_fraction or client_val_fraction > 0"
+            )
         if self.finetune is not None:
             if split and self.client_test_fraction <= 0:
                 raise ValueError(

@@ -180,6 +180,12 @@ SPEC_RULES = [
         "client_test_fraction + client_val_fraction must stay below 1",
     ),
     (
+        {"client_split": "class_ordered", "client_val_fraction": 0.25},
+        {"client_split": "class_ordered"},
+        "client_split='class_ordered' cuts the clients' test and validation splits; set client_test_fraction or "
+        "client_val_fraction > 0",
+    ),
+    (
         {"client_test_fraction": 0.0, "client_val_fraction": 0.75},
         {"client_test_fraction": 0.25, "client_val_fraction": 0.75},
         "client_test_fraction + client_val_fraction must stay below 1",

@@ -22,6 +22,7 @@ from fedbench.data.base import DatasetArrays
 from fedbench.data.partition import (
     PARTITIONERS,
     class_matched_test_sets,
+    class_ordered_split,
     make_partition,
     natural_test_sets,
     partition_fingerprint,
@@ -147,7 +148,11 @@ def prepare_data(
     parts = partition_clients(spec, loaded)
     client_train, client_test, client_val, train_parts = [], [], [], []
     for client, part in enumerate(parts):
-        if spec.client_test_fraction > 0 or spec.client_val_fraction > 0:
+        if spec.client_split == "class_ordered":
+            train_part, test_part, val_part = class_ordered_split(
+                part, loaded.train_y, spec.client_test_fraction, spec.client_val_fraction
+            )
+        elif spec.client_test_fraction > 0 or spec.client_val_fraction > 0:
             # test first, then validation, from one shuffle: adding a validation split keeps the test split
             shuffled = numpy_rng(spec.seed, "client-split", client).permutation(part)
             n_test = int(round(len(part) * spec.client_test_fraction))

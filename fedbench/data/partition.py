@@ -51,7 +51,8 @@ def _dirichlet_split(
     """The Dirichlet label-skew draw shared by ``dirichlet`` and ``dirichlet_pfl``: for every class's members (shuffled
     first with ``shuffle``), shares p ~ Dir_N(alpha) cut them among the N clients; with ``balance`` a client already
     holding ≥ pool/N samples gets share 0. The whole draw is repeated until every client holds ``min_size`` samples;
-    the clients' sorted indices, or None when ``max_tries`` draws all left a client short."""
+    each client's indices in the order drawn (class by class, in ``by_class``'s order), or None when ``max_tries``
+    draws all left a client short."""
     pool = sum(len(members) for members in by_class)
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
@@ -69,7 +70,7 @@ def _dirichlet_split(
                 parts[client].append(chunk)
                 sizes[client] += len(chunk)
         if sizes.min() >= min_size:
-            return [np.sort(np.concatenate(p)) for p in parts]
+            return [np.concatenate(p) for p in parts]
     return None
 
 
@@ -99,7 +100,7 @@ def dirichlet(
     by_class = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     parts = _dirichlet_split(by_class, num_clients, alpha, balance, min_size, max_tries, rng, shuffle=True)
     if parts is not None:
-        return parts
+        return [np.sort(part) for part in parts]
     raise ConfigError(
         f"dirichlet partition could not give every one of {num_clients} clients {min_size} samples "
         f"in {max_tries} draws at alpha={alpha}; lower partition_params.min_size or raise alpha"
@@ -393,6 +394,31 @@ def split_indices(
     raise ConfigError(f"split method {method!r}; choose 'random', 'stratified' or 'sequential'")
 
 
+def class_ordered_split(
+    indices: np.ndarray, labels: np.ndarray, test_fraction: float, val_fraction: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One client's (train, test, validation) indices as PersonalizedFL cuts them (``datasplit.py``
+    ``define_val_dataset``, partition_type "evenly"): every class's samples of the client in the data set's order
+    (ascending index), the first int(f_train · l) for training, the next int(f_test · l) for test, the rest for
+    validation (for test when there is no validation split), where l is the class's count and f_train =
+    1 − f_test − f_val. On a pool stacked from official splits (MedMNIST ``pool = "all"``: train, val, test) the
+    training part comes first from the official training split and the validation part last from its test split.
+    No randomness: the order is the data set's."""
+    indices = np.sort(np.asarray(indices, dtype=np.int64))
+    train_fraction = round(1.0 - test_fraction - val_fraction, 12)  # 1 − 0.3 − 0.3 is 0.39999999999999997
+    client_labels = labels[indices]
+    pieces: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    for c in np.unique(client_labels):
+        members = indices[client_labels == c]
+        n_train = int(train_fraction * len(members))
+        n_test = int(test_fraction * len(members)) if val_fraction > 0 else len(members) - n_train
+        pieces[0].append(members[:n_train])
+        pieces[1].append(members[n_train : n_train + n_test])
+        pieces[2].append(members[n_train + n_test :])
+    train, test, val = (np.sort(np.concatenate(p)) if p else indices[:0] for p in pieces)
+    return train, test, val
+
+
 def split_clients(
     parts: list[np.ndarray],
     fractions: tuple[float, ...] | list[float],
@@ -481,6 +507,7 @@ def dirichlet_pfl(
     min_fraction: float = 0.5,
     balance: bool = True,
     max_tries: int = 1000,
+    equal_slices: Annotated[bool, HashNeutral(False)] = False,
 ) -> list[np.ndarray]:
     """PersonalizedFL's Dirichlet label skew (FedTR spec §2.2 "PersonalizedFL variant"; microsoft/PersonalizedFL
     ``datautil/datasplit.py``, itself from epfml/quasi-global-momentum): the "auxiliary workers" trick.
@@ -492,6 +519,13 @@ def dirichlet_pfl(
     repeated until each of its clients holds at least ``min_fraction`` · chunk/a samples (PersonalizedFL: 0.5).
     Label skew therefore acts within small client groups; every sample is used exactly once. PersonalizedFL seeds a
     ``RandomState(1)``; here the run's partition stream drives the draws, so indices differ from its cached splits.
+
+    ``equal_slices``: what PersonalizedFL's ``DataPartitioner`` then does with those clients. It concatenates their
+    index lists (client by client, each in the order drawn: class by class) and cuts the result into N consecutive
+    slices of int(n / N) samples, the last n − N·int(n / N) left out; those slices are its clients. Every client then
+    holds the same number of samples, and a slice that crosses a drawn client's end takes the last classes of one
+    drawn client and the first of the next. Off by default, so that the partition a spec without it names stays
+    the one drawn.
     """
     if alpha <= 0:
         raise ConfigError(f"partition_params.alpha must be > 0, got {alpha}")
@@ -521,4 +555,7 @@ def dirichlet_pfl(
                 f"{need} samples in {max_tries} draws at alpha={alpha}; lower partition_params.min_fraction or raise alpha"
             )
         parts.extend(pieces)
-    return parts
+    if equal_slices:  # datasplit.py DataPartitioner.partition_indices: partition_sizes = [1 / N] * N
+        joined, size = np.concatenate(parts), int(1.0 / num_clients * total)
+        parts = [joined[size * client : size * (client + 1)] for client in range(num_clients)]
+    return [np.sort(part) for part in parts]

@@ -244,3 +244,35 @@ def test_arrays_cache_is_an_object_that_keeps_the_last_data_set(monkeypatch):
     assert loads == ["digits", "digits"]
     prepare_data(spec, torch.device("cpu"))  # no cache given: loads, and leaves the cache alone
     assert loads == ["digits", "digits", "digits"] and federated.ArraysCache().load(spec) is not first
+
+
+def test_class_ordered_client_splits_are_personalizedfl_s_cut_of_each_client():
+    """client_split = "class_ordered": each client's train / test / validation splits are class_ordered_split of its
+    partition (every sample of the client in exactly one), where "random" cuts one shuffle."""
+    from fedbench.data.partition import class_ordered_split
+
+    setup = {
+        "algorithm": "fedavg",
+        "dataset": "digits",
+        "model": "digits_mlp",
+        "num_clients": 4,
+        "clients_per_round": 4,
+        "rounds": 1,
+        "partition": "dirichlet_pfl",
+        "partition_params": {"alpha": 0.5, "equal_slices": True},
+        "eval_mode": "personal",
+        "client_test_fraction": 0.3,
+        "client_val_fraction": 0.3,
+    }
+    spec = RunSpec(**{**setup, "client_split": "class_ordered"})
+    data = prepare_data(spec, torch.device("cpu"))
+    arrays = load_arrays(spec)
+    parts = partition_clients(spec, arrays)
+    assert data.info["client_sizes"] == [int(len(arrays.train_y) / 4)] * 4  # equal slices
+    for client, part in enumerate(parts):
+        expected = class_ordered_split(part, arrays.train_y, 0.3, 0.3)
+        got = (data.client_train[client], data.client_test[client], data.client_val[client])
+        assert [g.tolist() for g in got] == [e.tolist() for e in expected]
+        assert sorted(np.concatenate(expected).tolist()) == part.tolist()
+    shuffled = prepare_data(RunSpec(**setup), torch.device("cpu"))
+    assert [t.tolist() for t in shuffled.client_test] != [t.tolist() for t in data.client_test]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fedbench.data.partition import (
+    class_ordered_split,
     PARTITIONERS,
     class_matched_test_sets,
     make_partition,
@@ -281,6 +282,46 @@ def test_label_skew_grows_as_alpha_shrinks():
     assert mild < 0.15 and strong > 0.4
 
 
+def _drawn_sequence(drawn, labels=PFL_LABELS):
+    """The (drawn client, class) of every sample in the order PersonalizedFL concatenates the drawn clients: client
+    by client, each class by class."""
+    return [
+        (j, c)
+        for j, part in enumerate(drawn)
+        for c, n in enumerate(np.bincount(labels[part], minlength=10))
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize(("num_clients", "seed"), [(20, 0), (20, 3), (7, 1)])
+def test_equal_slices_cut_the_drawn_clients_concatenated_into_equal_pieces(num_clients, seed):
+    """PersonalizedFL's DataPartitioner: the drawn clients' lists joined, cut into N slices of int(n/N), the rest
+    left out; the slices consume the partition stream exactly as the drawn clients do."""
+    drawn = run_pfl(num_clients, seed=seed, alpha=0.1)
+    sliced = run_pfl(num_clients, seed=seed, alpha=0.1, equal_slices=True)
+    size = int(1.0 / num_clients * len(PFL_LABELS))
+    assert [len(part) for part in sliced] == [size] * num_clients
+    owner = np.empty(len(PFL_LABELS), dtype=np.int64)
+    for j, part in enumerate(drawn):
+        owner[part] = j
+    sequence = _drawn_sequence(drawn)
+    for k, part in enumerate(sliced):
+        assert np.all(np.diff(part) > 0)
+        got = sorted(zip(owner[part].tolist(), PFL_LABELS[part].tolist()))
+        assert got == sorted(sequence[size * k : size * (k + 1)])
+    joined = np.concatenate(sliced)
+    assert len(np.unique(joined)) == len(joined) == num_clients * size
+    left_out = np.setdiff1d(np.arange(len(PFL_LABELS)), joined)
+    assert sorted(zip(owner[left_out].tolist(), PFL_LABELS[left_out].tolist())) == sorted(
+        sequence[num_clients * size :]
+    )
+
+
+def test_equal_slices_off_is_the_drawn_partition():
+    assert partition_fingerprint(run_pfl(seed=2, equal_slices=False)) == partition_fingerprint(run_pfl(seed=2))
+    assert partition_fingerprint(run_pfl(seed=2, equal_slices=True)) != partition_fingerprint(run_pfl(seed=2))
+
+
 def test_bad_parameters():
     with pytest.raises(ConfigError, match="alpha"):
         run_pfl(alpha=0)
@@ -288,3 +329,23 @@ def test_bad_parameters():
         run_pfl(auxiliary_workers=0)
     with pytest.raises(ConfigError, match="min_fraction"):
         run_pfl(min_fraction=1.5, max_tries=2)
+
+
+# ---- class_ordered_split: PersonalizedFL's per-client 40/30/30 "evenly" split --------------------------------
+def test_class_ordered_split_cuts_every_class_in_index_order():
+    labels = np.array([0] * 10 + [1] * 5 + [2] * 1)  # classes of 10, 5 and 1 samples, in index order
+    client = np.random.default_rng(0).permutation(16)  # the order a client holds them in does not matter
+    train, test, val = class_ordered_split(client, labels, 0.3, 0.3)
+    # class 0: int(0.4·10) = 4, int(0.3·10) = 3, the rest 3; class 1: 2, 1, 2 (1 − 0.3 − 0.3 is 0.4, not 0.39…);
+    # class 2: 0, 0, 1
+    assert train.tolist() == [0, 1, 2, 3, 10, 11]
+    assert test.tolist() == [4, 5, 6, 12]
+    assert val.tolist() == [7, 8, 9, 13, 14, 15]
+
+
+def test_class_ordered_split_without_validation_gives_test_the_rest():
+    labels = np.array([0] * 7 + [1] * 3)
+    train, test, val = class_ordered_split(np.arange(10), labels, 0.3, 0.0)
+    assert train.tolist() == [0, 1, 2, 3, 7, 8] and test.tolist() == [4, 5, 6, 9] and val.tolist() == []
+    train, test, val = class_ordered_split(np.arange(3, 10), labels, 0.0, 0.5)  # a client holding a part only
+    assert train.tolist() == [3, 4, 7] and test.tolist() == [] and val.tolist() == [5, 6, 8, 9]

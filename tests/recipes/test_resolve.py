@@ -128,6 +128,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
     assert neutral_fields(RunSpec) == {
         "client_test": "split",
         "client_test_params": {},
+        "client_split": "random",
         "precision": "fp32",
         "client_weighting": "samples",
         "diagnostics": (),
@@ -140,6 +141,21 @@ def test_hash_neutral_spec_fields_live_on_the_field():
     canonical = resolve_spec(BASE).canonical_json()
     assert '"client_test"' not in canonical and '"cutout"' not in canonical and '"precision"' not in canonical
     assert '"diagnostics' not in canonical and '"client_weighting"' not in canonical
+    assert '"client_split"' not in canonical
+
+
+def test_personalizedfl_s_partition_options_keep_every_earlier_hash_at_their_defaults():
+    """dirichlet_pfl's equal_slices and the spec's client_split came after runs were stored: at their old
+    behaviour (off, "random") they leave the hash alone, and either one set moves it."""
+    pfl = {**BASE, "partition": "dirichlet_pfl", "partition_params": {"alpha": 0.1}}
+    before = resolve_spec(pfl)
+    assert before.partition_params["equal_slices"] is False
+    assert '"equal_slices"' not in before.canonical_json()
+    assert resolve_spec({**pfl, "partition_params": {"alpha": 0.1, "equal_slices": False}}).spec_hash == before.spec_hash
+    assert resolve_spec({**pfl, "partition_params": {"alpha": 0.1, "equal_slices": True}}).spec_hash != before.spec_hash
+    split = {**pfl, "eval_mode": "personal", "client_test_fraction": 0.3, "client_val_fraction": 0.3}
+    assert resolve_spec({**split, "client_split": "random"}).spec_hash == resolve_spec(split).spec_hash
+    assert resolve_spec({**split, "client_split": "class_ordered"}).spec_hash != resolve_spec(split).spec_hash
 
 
 @pytest.mark.parametrize(
