@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from fedbench.data.partition import (
-    class_ordered_split,
     PARTITIONERS,
     class_matched_test_sets,
+    class_ordered_split,
     make_partition,
     natural_test_sets,
     partition_fingerprint,

@@ -151,7 +151,9 @@ def test_personalizedfl_s_partition_options_keep_every_earlier_hash_at_their_def
     before = resolve_spec(pfl)
     assert before.partition_params["equal_slices"] is False
     assert '"equal_slices"' not in before.canonical_json()
-    assert resolve_spec({**pfl, "partition_params": {"alpha": 0.1, "equal_slices": False}}).spec_hash == before.spec_hash
+    assert (
+        resolve_spec({**pfl, "partition_params": {"alpha": 0.1, "equal_slices": False}}).spec_hash == before.spec_hash
+    )
     assert resolve_spec({**pfl, "partition_params": {"alpha": 0.1, "equal_slices": True}}).spec_hash != before.spec_hash
     split = {**pfl, "eval_mode": "personal", "client_test_fraction": 0.3, "client_val_fraction": 0.3}
     assert resolve_spec({**split, "client_split": "random"}).spec_hash == resolve_spec(split).spec_hash
