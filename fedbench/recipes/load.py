@@ -3,40 +3,26 @@ plug-ins it names (``plugins = [...]``) and the installed ones loaded."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from fedbench.errors import RecipeError, field_error
 from fedbench.plugins import PluginError, load_plugins
+from fedbench.recipes.extends import read_recipe_table
 from fedbench.recipes.schema import COMMAND_LINE_FIELDS, Recipe
 from fedbench.recipes.shipped import is_recipe_name, shipped_path
 from fedbench.recipes.validate import check_recipe
 
 
 def load_recipe(path: str | Path) -> Recipe:
-    """The recipe at ``path`` (or the shipped recipe of that name: ``quickstart``), checked; a missing file, bad TOML, an unknown key or a bad value is a one-line
-    ``RecipeError`` naming the file and the key. Its plug-ins (paths relative to the recipe file) are loaded first,
-    and those of the installed distributions' entry points: a plug-in that fails is a ``PluginError`` naming the
-    recipe and the plug-in."""
+    """The recipe at ``path`` (or the shipped recipe of that name: ``quickstart``), checked; a missing file, bad
+    TOML, an unknown key or a bad value is a one-line ``RecipeError`` naming the file and the key. A recipe that
+    ``extends`` another is read as the other with its keys applied (``fedbench.recipes.extends``). Its plug-ins
+    (paths relative to the recipe file) are loaded first, and those of the installed distributions' entry points: a
+    plug-in that fails is a ``PluginError`` naming the recipe and the plug-in."""
     path = shipped_path(str(path)) if is_recipe_name(path) else Path(path)
-    if path.is_dir():
-        raise RecipeError(f"{path}: a folder, not a recipe file; give a .toml file (e.g. recipes/quickstart.toml)")
-    if not path.is_file():
-        raise RecipeError(
-            f"{path}: recipe file not found; give a recipe file or a shipped recipe's name (`fedbench recipes list`)"
-        )
-    try:
-        text = path.read_bytes().decode("utf-8")  # TOML is UTF-8, whatever the machine's locale
-    except OSError as exc:
-        raise RecipeError(f"{path}: cannot read the recipe file ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise RecipeError(f"{path}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RecipeError(f"{path}: not valid TOML: {exc}") from None
+    raw = read_recipe_table(path)
     for key in COMMAND_LINE_FIELDS:  # what `--add` and `--set-for` set: a recipe's own cells are never "added"
         if key in raw:
             raise RecipeError(f"{path}: unknown key {key!r}; see docs/recipes.md for the recipe format")

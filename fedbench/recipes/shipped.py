@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import shutil
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,11 +52,14 @@ def shipped_path(name: str) -> Path:
 
 
 def shipped_recipes() -> list[ShippedRecipe]:
-    """Every shipped recipe with its paper and title, read from its TOML without compiling it (no plug-ins)."""
+    """Every shipped recipe with its paper and title, read from its TOML (its ``extends`` applied: a variant takes
+    its paper from its base) without compiling it (no plug-ins)."""
+    from fedbench.recipes.extends import read_recipe_table  # it finds the bases here: imported when listing only
+
     recipes = []
     for name in shipped_names():
         path = SHIPPED_DIR / f"{name}{SUFFIX}"
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = read_recipe_table(path)
         recipes.append(ShippedRecipe(name, str(raw.get("paper", "")), str(raw.get("title", "")), path))
     return recipes
 
