@@ -163,6 +163,12 @@ class RunSpec(_Strict):
     lr_schedule: ScheduleSpec = ScheduleSpec()
     augmentation: AugmentationSpec = AugmentationSpec()
     clip_grad_norm: float | None = Field(None, gt=0)
+    # the order of a client's mini-batches: "shuffle", a fresh permutation of its training samples every epoch (what
+    # every paper's SGD means), or "fixed", its samples in their stored order in every epoch of every round (Plato's
+    # trainers, FedTrip's code base: DataLoader(shuffle=False) over a sampler re-created alike each round; with
+    # partition_params.draw_order the stored order is the order that sampler yields). Added later, hence
+    # hash-neutral at "shuffle"
+    batch_order: Annotated[Literal["shuffle", "fixed"], HashNeutral("shuffle")] = "shuffle"
     # the weights p_k of the server's average over the round's clients: "samples", p_k = n_k / Σ n (McMahan et al.
     # Eq. 1, and every paper's Eq. of FedAvg aggregation), or "uniform", p_k = 1 / |S_t| (microsoft/PersonalizedFL's
     # util/modelsel.py: client_weights = 1 / n_clients). Added later, hence hash-neutral at "samples"

@@ -148,7 +148,8 @@ class ClientContext:
         self, indices: torch.Tensor | None = None, epochs: int | None = None, steps: int | None = None
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Mini-batches for the local objective: ``local_steps`` steps if set, else ``local_epochs``
-        passes over a fresh permutation; each batch is gathered by index and augmented as a batch.
+        passes over a fresh permutation (``batch_order = "fixed"``: over the samples in their stored order, the
+        same every round); each batch is gathered by index and augmented as a batch.
         ``epochs`` or ``steps`` ask for that many passes or steps instead (FedRep's head/body phases,
         FedAlt's split, Per-FedAvg's adaptation step, fine-tuning)."""
         indices = self.indices if indices is None else indices
@@ -159,8 +160,9 @@ class ClientContext:
             remaining = epochs * steps_per_epoch(size, batch, self.spec.drop_last)
         else:
             remaining = self.planned_steps() if size else 0
+        fixed = self.spec.batch_order == "fixed"
         while remaining > 0:
-            order = indices[torch.randperm(size, generator=self.generator, device=indices.device)]
+            order = indices if fixed else indices[torch.randperm(size, generator=self.generator, device=indices.device)]
             stop = size - size % batch if self.spec.drop_last and size >= batch else size
             for start in range(0, stop, batch):
                 if remaining == 0:

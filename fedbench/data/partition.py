@@ -278,17 +278,20 @@ def natural(
 
 
 def _weighted_without_replacement(
-    weights: np.ndarray, count: int, rng: np.random.Generator, noise: np.ndarray | None = None
+    weights: np.ndarray, count: int, rng: np.random.Generator, noise: np.ndarray | None = None, ranked: bool = False
 ) -> np.ndarray:
     """``count`` distinct indices drawn sequentially with probability ∝ weights (the law of torch's
     WeightedRandomSampler(replacement=False)), via Gumbel top-k keys: log wᵢ + Gᵢ with Gᵢ ~ Gumbel drawn from ``rng``,
-    or the given ``noise`` (one Gumbel per sample, shared by callers that must rank the samples alike)."""
+    or the given ``noise`` (one Gumbel per sample, shared by callers that must rank the samples alike). ``ranked``:
+    in the order of the draws, highest key first (the order torch's sampler yields them: its multinomial without
+    replacement is a sorted top-k of the keys); otherwise in no particular order."""
     with np.errstate(divide="ignore"):
         keys = np.log(weights) + (rng.gumbel(size=len(weights)) if noise is None else noise)
     positive = int(np.count_nonzero(weights > 0))
     if positive < count:
         raise ConfigError(f"only {positive} samples have non-zero weight, {count} requested")
-    return np.argpartition(-keys, count - 1)[:count] if count < len(keys) else np.arange(len(keys))
+    chosen = np.argpartition(-keys, count - 1)[:count] if count < len(keys) else np.arange(len(keys))
+    return chosen[np.argsort(-keys[chosen], kind="stable")] if ranked else chosen
 
 
 @register_partitioner("samples_per_client", covers_all=False, disjoint=False)
@@ -302,6 +305,7 @@ def samples_per_client_partition(
     disjoint: bool = False,
     # added later: specs without it keep their hash
     shared_keys: Annotated[bool, HashNeutral(False)] = False,
+    draw_order: Annotated[bool, HashNeutral(False)] = False,
 ) -> list[np.ndarray]:
     """FedTrip's Dir-α (Plato ``samplers/dirichlet.py``): each client draws its own class proportions
     q_k ~ Dir(α·1_C) and then ``samples_per_client`` distinct indices from the *whole* training set with
@@ -317,6 +321,13 @@ def samples_per_client_partition(
     of the class holds a subset of another's, and the clients together hold about a third of the distinct
     samples independent draws give (MNIST, 10 × 600, Dir-0.5). Here: one Gumbel key per sample shared by all
     clients (log wᵢ − log Eᵢ is that law), each client's proportions still its own.
+
+    ``draw_order=True`` lists each client's samples in the order they were drawn, highest key first, as Plato's
+    sampler yields them to its trainer (torch's multinomial without replacement returns a sorted top-k), instead of
+    by index: with ``batch_order = "fixed"`` the client then trains on them in that order, the same every round, as
+    the authors' code does. When a client draws a small part of the pool (FedTrip: 600 of 60,000), the selected
+    samples' keys are spread alike whatever their class, so that order is a random one, unrelated to class, that
+    the client keeps from round to round.
     """
     if samples_per_client < 1 or samples_per_client > len(labels):
         raise ConfigError(
@@ -338,15 +349,15 @@ def samples_per_client_partition(
         proportions = np.ones(len(classes)) if alpha is None else client_rng.dirichlet(np.full(len(classes), alpha))
         weights = proportions[label_index] * available
         try:
-            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise)
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise, draw_order)
         except ConfigError:
             # A near-zero Dirichlet share can underflow to 0 for every sample of most classes; fall back to
             # the classes' order of preference (what sequential weighted sampling does in that limit).
             weights = (proportions[label_index] + 1e-300) * available
-            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise)
+            chosen = _weighted_without_replacement(weights, samples_per_client, client_rng, noise, draw_order)
         if disjoint:
             available[chosen] = False
-        parts.append(np.sort(chosen))
+        parts.append(chosen if draw_order else np.sort(chosen))
     return parts
 
 

@@ -164,6 +164,18 @@ def test_the_batch_order_is_the_contexts_generator_stream():
     assert first != _labels(_context(spec, seed=2).batches())
 
 
+def test_a_fixed_batch_order_replays_the_stored_order_every_epoch_and_round():
+    """``batch_order = "fixed"`` (Plato's DataLoader(shuffle=False) over a sampler re-created each round): every epoch
+    goes through the client's samples in their stored order, whatever the round's random stream."""
+    stored = torch.tensor([7, 2, 9, 0, 5, 3])
+    spec = _spec(batch_size=4, local_epochs=2, batch_order="fixed")
+    first = _labels(_context(spec, seed=1, indices=stored).batches())
+    assert first == [[7, 2, 9, 0], [5, 3], [7, 2, 9, 0], [5, 3]]
+    assert first == _labels(_context(spec, seed=2, indices=stored).batches())
+    shuffled = _labels(_context(_spec(batch_size=4, local_epochs=2), seed=1, indices=stored).batches())
+    assert sorted(sum(shuffled, [])) == sorted(sum(first, [])) and shuffled != first
+
+
 # ------------------------------------------------------------------------------------------------ optimizers
 def _two_steps(spec, grads, lr=0.1, options=None):
     model = Tiny()

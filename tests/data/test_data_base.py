@@ -4,16 +4,16 @@ consistent with itself, since the engine normalises each channel by it and sizes
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from fedbench.data import DATASETS, dataset_meta
 from fedbench.data.base import DatasetMeta
+from fedbench.recipes.extends import read_recipe_table
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-PAPERS = {tomllib.loads(path.read_text())["paper"] for path in RECIPES.glob("*.toml")}  # quickstart among them
+PAPERS = {read_recipe_table(path)["paper"] for path in RECIPES.glob("*.toml")}  # quickstart among them
 
 
 @pytest.mark.parametrize("name", DATASETS.names())

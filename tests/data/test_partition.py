@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from fedbench.data.partition import (
     PARTITIONERS,
+    _weighted_without_replacement,
     class_matched_test_sets,
     class_ordered_split,
     make_partition,
@@ -178,6 +180,36 @@ def test_samples_per_client_shared_keys_ranks_every_client_by_one_order():
     # with a disjoint pool the shared ranking still gives distinct clients
     disjoint = np.concatenate(run("samples_per_client", samples_per_client=100, shared_keys=True, disjoint=True))
     assert len(np.unique(disjoint)) == len(disjoint)
+
+
+def test_samples_per_client_draw_order_lists_the_same_draw_in_the_order_of_the_draws():
+    """``draw_order`` changes only the order of each client's samples: the same sets as the default, listed as the
+    sequential draws pick them (highest key log w + G first), not by index."""
+    for shared in (False, True):
+        drawn = run("samples_per_client", samples_per_client=300, alpha=0.5, shared_keys=shared, draw_order=True)
+        by_index = run("samples_per_client", samples_per_client=300, alpha=0.5, shared_keys=shared)
+        assert all(np.array_equal(np.sort(d), b) for d, b in zip(drawn, by_index))
+        assert all(np.any(np.diff(d) < 0) for d in drawn)  # not sorted by index
+    assert all(
+        np.array_equal(a, b) for a, b in zip(run("samples_per_client", draw_order=False), run("samples_per_client"))
+    )
+    weights = np.random.default_rng(1).uniform(0.1, 1.0, 500)
+    noise = np.random.default_rng(2).gumbel(size=500)
+    ranked = _weighted_without_replacement(weights, 50, np.random.default_rng(3), noise, ranked=True)
+    keys = np.log(weights) + noise
+    assert np.all(np.diff(keys[ranked]) < 0)
+    assert set(ranked.tolist()) == set(np.argsort(-keys)[:50].tolist())
+
+
+def test_torchs_weighted_sampler_yields_its_draws_in_the_order_drawn():
+    """The premise of ``draw_order``: torch's WeightedRandomSampler without replacement yields the samples in the
+    order sequential weighted draws pick them, so samples of a thousandfold weight come first, wherever they are."""
+    weights = torch.tensor([1.0] * 5 + [1000.0] * 5, dtype=torch.float64)
+    for seed in range(5):
+        sampler = torch.utils.data.WeightedRandomSampler(
+            weights, 10, replacement=False, generator=torch.Generator().manual_seed(seed)
+        )
+        assert sorted(list(sampler)[:5]) == [5, 6, 7, 8, 9]
 
 
 def test_split_indices_methods():

@@ -131,6 +131,7 @@ def test_hash_neutral_spec_fields_live_on_the_field():
         "client_split": "random",
         "precision": "fp32",
         "client_weighting": "samples",
+        "batch_order": "shuffle",
         "diagnostics": (),
         "diagnostics_every": 1,
         "diagnostics_rounds": (),
