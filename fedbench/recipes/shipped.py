@@ -54,7 +54,7 @@ def shipped_path(name: str) -> Path:
 def shipped_recipes() -> list[ShippedRecipe]:
     """Every shipped recipe with its paper and title, read from its TOML (its ``extends`` applied: a variant takes
     its paper from its base) without compiling it (no plug-ins)."""
-    from fedbench.recipes.extends import read_recipe_table  # it finds the bases here: imported when listing only
+    from fedbench.recipes.extends import read_recipe_table  # local: extends imports this module (it finds bases here)
 
     recipes = []
     for name in shipped_names():
