@@ -14,9 +14,11 @@ recipe reads it without importing the method.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fedbench.spec import HashNeutral
 
 if TYPE_CHECKING:
     from fedbench.spec import RunSpec
@@ -123,6 +125,8 @@ class FedDecorrParams(NoParams):
 
 class FedDynParams(NoParams):
     alpha: float = Field(0.01, gt=0)
+    # the server's first h: "participation" (the standard rule), "unscaled" (FedTrip's code, without |P|/N)
+    first_h: Annotated[Literal["participation", "unscaled"], HashNeutral("participation")] = "participation"
 
 
 class FedETFParams(NoParams):

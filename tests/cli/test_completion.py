@@ -35,6 +35,7 @@ def test_recipe_files_and_folders():
     assert "recipes/" in offered("fedbench run rec")
     assert offered("fedbench report --recipe recipes/fedtrip_table") == [
         "recipes/fedtrip_table4.toml",
+        "recipes/fedtrip_table4_feddyn_first_h.toml",
         "recipes/fedtrip_table4_plato_batches.toml",
         "recipes/fedtrip_table4_shared_keys.toml",
         "recipes/fedtrip_table6.toml",

@@ -12,8 +12,9 @@ then updates g_k ← g_k − α(θ_k^t − θ^{t−1}) (line 6). The server keep
 
 Spec choices: the mean over P_t uses the engine's sample-size weights p_k (FedTR spec: the same data-size
 weighting for every baseline; uniform when the n_k are equal), and Σ_{k∈P_t}(θ_k − θ^{t−1}) is read as
-|P_t|·Σ p_k(θ_k − θ^{t−1}). The standard rule throughout (FedTrip spec ambiguity 14: not the Plato code's
-round-1 quirk without the |P|/N factor). α: FedTR [proposal] 0.01, FedTrip 1 (MNIST) / 0.1, FedImpro
+|P_t|·Σ p_k(θ_k − θ^{t−1}). The standard rule throughout by default (FedTrip spec ambiguity 14);
+``first_h = "unscaled"`` is FedTrip's authors' code instead (Plato ``examples/feddyn/FedDyn_server.py``: the first
+aggregation sets h = −α·(θ̄ − θ^0), without the |P|/N factor, and every later one uses it). α: FedTR [proposal] 0.01, FedTrip 1 (MNIST) / 0.1, FedImpro
 [proposal] 0.01 — recipes set it. Note that h^t/α does not depend on α, so α → 0 recovers FedAvg's
 *clients* but not its server step.
 """
@@ -69,6 +70,8 @@ class FedDyn(Algorithm):
         # line 9: h ← h − α (1/N) Σ_{k∈P}(θ_k − θ^{t−1}) = h − α (|P|/N) (θ̄ − θ^{t−1})
         assert self.spec is not None  # bound by bind_model before any server hook
         fraction = len(updates) / self.spec.num_clients
+        if round_index == 1 and self.params.first_h == "unscaled":
+            fraction = 1.0  # the authors' first h (module docstring)
         server.state["h"] = server.state["h"] - alpha * fraction * (averaged - server.params)
         # line 10: θ^t = θ̄ − h/α
         server.params = averaged - server.state["h"] / alpha

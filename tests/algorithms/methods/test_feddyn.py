@@ -76,18 +76,21 @@ def test_feddyn_linear_state_and_loss_gradient():
 
 # ------------------------------------------------------------------------------------------- FedDyn
 @pytest.mark.usefixtures("linear_model", "float64")
-def test_feddyn_two_rounds_by_hand():
+@pytest.mark.parametrize("first_h", ["participation", "unscaled"])
+def test_feddyn_two_rounds_by_hand(first_h):
     """FedDyn Alg. 1: client objective L_k(θ) − ⟨g_k, θ⟩ + (α/2)‖θ − θ^{t−1}‖², g_k ← g_k − α(θ_k − θ^{t−1}),
     h ← h − α(|P|/N)(θ̄ − θ^{t−1}) with θ̄ = Σ p_k θ_k, θ^t = θ̄ − h/α. N = 4, |P| = 2, client 0 in both rounds
-    (so its g_k ≠ 0 in round 2), unequal sizes."""
+    (so its g_k ≠ 0 in round 2), unequal sizes. ``first_h = "unscaled"`` (FedTrip's code): round 1's h without
+    the |P|/N factor, round 2's with it."""
     alpha, lr, steps, num_clients = 0.3, 0.1, 3, 4
+    params = {"alpha": alpha, "first_h": first_h}
     x, y, data = problem(6, samples=12)
     clients = {0: torch.arange(0, 4), 1: torch.arange(4, 12), 2: torch.arange(2, 8)}
     spec = make_spec(
-        "feddyn", {"alpha": alpha}, model=LINEAR, num_clients=num_clients, clients_per_round=2, local_steps=steps,
+        "feddyn", params, model=LINEAR, num_clients=num_clients, clients_per_round=2, local_steps=steps,
         batch_size=64, optimizer={"lr": lr},
     )  # fmt: skip
-    algorithm = build_algorithm("feddyn", {"alpha": alpha})
+    algorithm = build_algorithm("feddyn", params)
     model, server = server_and_model(algorithm, spec)
     states: dict[int, dict] = {k: {} for k in clients}
     theta, h = server.params.clone(), torch.zeros_like(server.params)
@@ -125,7 +128,8 @@ def test_feddyn_two_rounds_by_hand():
             trained.append(theta_k)
         sizes = torch.tensor([float(len(clients[k])) for k in chosen])
         averaged = sum((n / sizes.sum()) * t for n, t in zip(sizes, trained))
-        h = h - alpha * (len(chosen) / num_clients) * (averaged - theta)
+        fraction = 1.0 if first_h == "unscaled" and round_index == 1 else len(chosen) / num_clients
+        h = h - alpha * fraction * (averaged - theta)
         theta = averaged - h / alpha
         assert close(server.params, theta), round_index
     assert g[0].abs().max() > 1e-3 and h.abs().max() > 1e-3
