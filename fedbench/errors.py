@@ -90,6 +90,11 @@ class RunsFileError(FedbenchError):
     """A runs file given to `fedbench import` is malformed (names the line and key)."""
 
 
+class CodeChanged(FedbenchError):
+    """fedbench's code on disk changed under a running worker (``execution.provenance.check_code_unchanged``): the
+    worker stops before its next run, which it leaves interrupted, to be trained by the next `fedbench run`."""
+
+
 # Write failures that the user's environment causes, not fedbench: errno → (cause, what to do about it).
 _WRITE_FAULTS = {
     errno.ENOSPC: ("disk full", "free space on that disk"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -15,7 +16,10 @@ from typing import Any
 import torch
 
 import fedbench
+from fedbench.errors import CodeChanged
 from fedbench.vocab.provenance import RAY, SLURM
+
+PACKAGE = Path(fedbench.__file__).resolve().parent  # fedbench's own code (a folder of a checkout, or installed)
 
 # What names a Slurm job in its environment: the job (an array task's own id), the array it belongs to and its index
 # there (the log of ``submitit``'s task N of array A is ``A_N_log.out``), how often it was requeued, and its node.
@@ -28,9 +32,41 @@ SLURM_VARIABLES = {
 }
 
 
+def code_fingerprint(package: Path = PACKAGE) -> str | None:
+    """The code of the package at ``package`` as it is on disk now, in a git checkout: a digest of the tree HEAD holds
+    for it, its uncommitted changes and the names of its untracked files; None outside a checkout (an installed
+    package is not edited under a worker) or without git."""
+    digest = hashlib.sha256()
+    commands = (
+        ["rev-parse", "HEAD:./"],
+        ["diff", "--no-ext-diff", "HEAD", "--", "."],
+        ["ls-files", "-o", "--exclude-standard", "--", "."],
+    )
+    try:
+        for command in commands:
+            done = subprocess.run(["git", *command], cwd=package, capture_output=True, timeout=10)
+            if done.returncode != 0:
+                return None
+            digest.update(done.stdout + b"\0")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return digest.hexdigest()
+
+
+def check_code_unchanged(started_with: str | None) -> None:
+    """fedbench's code on disk is still ``started_with`` (``code_fingerprint`` when the worker started); else a
+    ``CodeChanged``. Python imports a module when it is first used, so a worker whose checkout was edited under it
+    would train the next run with a mix of the old code and the new, and record it under one commit."""
+    if started_with is not None and code_fingerprint() != started_with:
+        raise CodeChanged(
+            "fedbench's code changed on disk since this worker started (a commit or an edit under fedbench/): "
+            "run `fedbench run` again to train the remaining runs with the new code"
+        )
+
+
 @lru_cache(maxsize=1)
 def git_state() -> tuple[str | None, bool | None]:
-    root = Path(fedbench.__file__).resolve().parent.parent
+    root = PACKAGE.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
         if commit.returncode != 0:

@@ -23,11 +23,11 @@ from fedbench.curves import summarize
 from fedbench.data.federated import ArraysCache
 from fedbench.engine import EngineOptions, RunResult
 from fedbench.engine import run as run_engine
-from fedbench.errors import ClaimLost, FedbenchError, RegistryUnreachable, Stopped, WriteFailed
+from fedbench.errors import ClaimLost, CodeChanged, FedbenchError, RegistryUnreachable, Stopped, WriteFailed
 from fedbench.execution.devices import resolve_device
 from fedbench.execution.events import Emit, RoundDone, RunEnded, RunStarted, RunWarning
 from fedbench.execution.options import ExecutionOptions
-from fedbench.execution.provenance import PeakMemory, provenance
+from fedbench.execution.provenance import PeakMemory, check_code_unchanged, code_fingerprint, provenance
 from fedbench.plugins import load_plugins
 from fedbench.recipes.expand import PlannedRun
 from fedbench.recipes.resolve import check_plugin_code, plugin_records
@@ -238,6 +238,7 @@ def work_through(
     """Load the batch's plug-ins, then claim and train every run not finished or held by a live worker; the runs
     share one data set cache."""
     load_plugins(options.plugins)
+    code = code_fingerprint()  # the code this worker trains with: each run it claims is checked against it
     torch.set_num_threads(options.settings.threads)
     registry = Registry(options.registry_url)
     arrays = arrays if arrays is not None else ArraysCache()
@@ -246,7 +247,20 @@ def work_through(
         run_id = registry.claim(item.spec_hash, worker)
         if run_id is not None:
             with Heartbeat(registry, run_id, worker) as heartbeat:  # beats however long a round takes
+                stop_if_code_changed(RegistrySink(registry, run_id, heartbeat), code, item.spec_hash, emit)
                 execute_one(registry, item, run_id, options, emit, arrays, heartbeat)
 
 
-__all__ = ["RegistrySink", "checkpoint_mirror", "execute_one", "train", "work_through"]
+def stop_if_code_changed(sink: RegistrySink, started_with: str | None, spec_hash: str, emit: Emit) -> None:
+    """Before a claimed run trains: if fedbench's code changed on disk since the worker started, leave the run
+    interrupted (the next `fedbench run` trains it, resuming any checkpoint) and stop the worker (``CodeChanged``)."""
+    try:
+        check_code_unchanged(started_with)
+    except CodeChanged as exc:
+        with contextlib.suppress(WriteFailed, ClaimLost, RegistryUnreachable):
+            sink.finish(RunStatus.INTERRUPTED, error=str(exc))
+        emit(RunEnded(spec_hash, RunStatus.INTERRUPTED, error=str(exc)))
+        raise
+
+
+__all__ = ["RegistrySink", "checkpoint_mirror", "execute_one", "stop_if_code_changed", "train", "work_through"]

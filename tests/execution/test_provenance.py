@@ -1,10 +1,14 @@
 """A run's provenance (fedbench/execution/provenance.py): the GPU's model, index, capability, memory and UUID are
-recorded for a CUDA run (a faked GPU: none is needed) and nothing of a GPU for a CPU run."""
+recorded for a CUDA run (a faked GPU: none is needed) and nothing of a GPU for a CPU run; the fingerprint of the
+package's code on disk follows every edit of the package, in a real git repository, and nothing outside it."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 
@@ -46,3 +50,36 @@ def test_a_slurm_job_s_ids_go_into_provenance_and_nothing_of_slurm_elsewhere(mon
         "array_task_id": "2",
         "node": "gpu07",
     }
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_code_fingerprint_follows_the_package_on_disk(tmp_path):
+    from fedbench.execution.provenance import code_fingerprint
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True)
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "method.py").write_text("STEP = 1\n")
+    (tmp_path / "README.md").write_text("notes\n")
+    assert code_fingerprint(package) is None  # not a checkout yet
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "first")
+    committed = code_fingerprint(package)
+    assert committed is not None and code_fingerprint(package) == committed
+    (package / "method.py").write_text("STEP = 2\n")
+    edited = code_fingerprint(package)
+    assert edited != committed
+    (package / "method.py").write_text("STEP = 1\n")
+    assert code_fingerprint(package) == committed  # the edit undone
+    (tmp_path / "README.md").write_text("more notes\n")
+    git("commit", "-qam", "docs only")
+    assert code_fingerprint(package) == committed  # a commit outside the package leaves it
+    (package / "new_method.py").write_text("")
+    untracked = code_fingerprint(package)
+    assert untracked not in (committed, edited)
+    git("add", ".")
+    git("commit", "-qm", "a new module")
+    assert code_fingerprint(package) not in (committed, edited, untracked)  # HEAD's tree of the package moved

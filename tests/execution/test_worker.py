@@ -156,3 +156,32 @@ def test_workers_beat_while_they_train(registry_url, write_recipe, monkeypatch):
     worker.work_through(planned, options, lambda event: None)
     assert started == [(1, claims.worker_id())]
     assert Registry(registry_url).get_run(1).status == "done"
+
+
+def test_a_worker_whose_code_changed_on_disk_stops_before_its_next_run(registry_url, write_recipe, monkeypatch):
+    """The code is fingerprinted when the worker starts and checked before each claimed run: once it differs, the
+    run is left interrupted (untrained, resumable by the next `fedbench run`) and the worker stops."""
+    from fedbench.errors import CodeChanged
+    from fedbench.execution import provenance
+
+    monkeypatch.setattr(worker, "code_fingerprint", lambda: "at start")
+    on_disk = iter(["at start", "edited"])  # before the first run, before the second
+    monkeypatch.setattr(provenance, "code_fingerprint", lambda: next(on_disk))
+    planned = expand(load_recipe(write_recipe()), scale="smoke")[:2]
+    registry = Registry(registry_url)
+    registry.ensure_runs([p.registry_entry() for p in planned])
+    events = []
+    with pytest.raises(CodeChanged, match="changed on disk since this worker started"):
+        worker.work_through(planned, ExecutionOptions(registry_url=registry_url, device="cpu"), events.append)
+    first, second = (registry.get_run(p.spec_hash) for p in planned)
+    assert first.status == "done"
+    assert second.status == "interrupted" and "run `fedbench run` again" in second.error
+    assert registry.curve(second.id) == []  # not a round of it trained
+    assert [e.status for e in events if isinstance(e, RunEnded)] == ["done", "interrupted"]
+
+
+def test_a_worker_outside_a_checkout_is_not_checked(monkeypatch):
+    from fedbench.execution import provenance
+
+    monkeypatch.setattr(provenance, "code_fingerprint", lambda: pytest.fail("no fingerprint to compare with"))
+    provenance.check_code_unchanged(None)
