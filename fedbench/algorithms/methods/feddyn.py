@@ -14,9 +14,9 @@ Spec choices: the mean over P_t uses the engine's sample-size weights p_k (FedTR
 weighting for every baseline; uniform when the n_k are equal), and Σ_{k∈P_t}(θ_k − θ^{t−1}) is read as
 |P_t|·Σ p_k(θ_k − θ^{t−1}). The standard rule throughout by default (FedTrip spec ambiguity 14);
 ``first_h = "unscaled"`` is FedTrip's authors' code instead (Plato ``examples/feddyn/FedDyn_server.py``: the first
-aggregation sets h = −α·(θ̄ − θ^0), without the |P|/N factor, and every later one uses it). α: FedTR [proposal] 0.01, FedTrip 1 (MNIST) / 0.1, FedImpro
-[proposal] 0.01 — recipes set it. Note that h^t/α does not depend on α, so α → 0 recovers FedAvg's
-*clients* but not its server step.
+aggregation sets h = −α·(θ̄ − θ^0), without the |P|/N factor, and every later one uses it).
+α: FedTR [proposal] 0.01, FedTrip 1 (MNIST) / 0.1, FedImpro [proposal] 0.01 — recipes set it. Note that h^t/α
+does not depend on α, so α → 0 recovers FedAvg's *clients* but not its server step.
 """
 
 import torch
