@@ -472,20 +472,24 @@ def verdict(cell: Cell, view: TableView, *, synthetic: bool, scale: str, trials:
 
 def _bootstrap_verdict(cell: Cell, published: float, margin: float, figure: str) -> Verdict:
     """The verdict of a figure of the seed-mean curve, from its bootstrap over seeds: percentile intervals (the
-    resample below and above each tail, no interpolation), a resample that never reaches the target counting as
-    beyond every finite value (R + 1 rounds, or infinite for a cost)."""
+    resample below and above each tail, no interpolation). A resample that never reaches the target is censored: it
+    needed at least R + 1 rounds (a cost: more than any finite one) and possibly any number more, so it counts as
+    R + 1 for the interval's lower end and as infinite for its upper end. A cell whose resamples are censored can
+    then be *higher* (even R + 1 is beyond the margin), never *reproduced* or *lower*."""
     assert cell.bootstrap is not None  # called for a cell with a bootstrap only
     beyond = float(cell.rounds_limit or 0) + 1 if FIGURES[figure].censored else math.inf
-    draws = np.asarray([beyond if v is None else float(v) for v in cell.bootstrap], dtype=np.float64) - published
+    values = [None if v is None else float(v) for v in cell.bootstrap]
+    at_least = np.asarray([beyond if v is None else v for v in values], dtype=np.float64) - published
+    at_most = np.asarray([math.inf if v is None else v for v in values], dtype=np.float64) - published
     observed = (beyond if cell.mean is None else float(cell.mean)) - published
 
     def interval(confidence: float) -> tuple[float, float]:
         tail = 100 * (1 - confidence) / 2
-        return float(np.percentile(draws, tail, method="lower")), float(
-            np.percentile(draws, 100 - tail, method="higher")
+        return float(np.percentile(at_least, tail, method="lower")), float(
+            np.percentile(at_most, 100 - tail, method="higher")
         )
 
-    finite = draws[np.isfinite(draws)]
+    finite = at_most[np.isfinite(at_most)]
     spread = Spread(cell.n, float(finite.std(ddof=1)) * math.sqrt(cell.n) if len(finite) > 1 else 0.0, normal=True)
     return _decide(
         observed, interval(CONFIDENCE_EQUIVALENCE), interval(CONFIDENCE), margin, "bootstrap over seeds", spread

@@ -407,11 +407,23 @@ def test_a_seed_mean_curve_figure_is_judged_by_its_bootstrap():
     view = TableView(name="t", rows=["algorithm"], figure="rounds_to_target", target=50, summary="mean_curve")
     draws = [20.0] * 1940 + [None] * 60  # 3 % of the resamples never reach the target
     got = judge([20.0, 21.0], 20.0, view=view, fields={"rounds_limit": 100, "bootstrap": draws, "mean": 20.0})
-    # 90 %: the 5th and 95th percentiles (20, 20) → inside ±2; 95 %: up to the 97.5th, a censored resample (101)
+    # 90 %: the 5th and 95th percentiles (20, 20) → inside ±2; 95 %: up to the 97.5th, a censored resample (≥ 101,
+    # so unbounded above)
     assert (got.ci90_low, got.ci90_high) == (0.0, 0.0) and got.status == "reproduced"
-    assert (got.ci_low, got.ci_high) == (0.0, 81.0) and got.interval == "bootstrap over seeds"
+    assert (got.ci_low, got.ci_high) == (0.0, math.inf) and got.interval == "bootstrap over seeds"
     far = judge([20.0, 21.0], 40.0, view=view, fields={"rounds_limit": 100, "bootstrap": [20.0] * 2000, "mean": 20.0})
     assert far.status == "lower"
+
+
+def test_a_curve_that_never_reaches_the_target_reproduces_no_printed_round():
+    """No resample reaches the target in R = 200 rounds: ours is ≥ 201, not 201. The paper's 184 (margin ±18.4,
+    up to 202.4) might still be ours, so the cell is inconclusive, never reproduced; the paper's 157 (up to 172.7) is
+    below even 201, so ours is higher."""
+    view = TableView(name="t", rows=["algorithm"], figure="rounds_to_target", target=98, summary="mean_curve")
+    fields = {"rounds_limit": 200, "bootstrap": [None] * 2000, "mean": None}
+    near = judge([None] * 5, 184.0, view=view, fields=fields)
+    assert near.status == "inconclusive" and (near.ci90_low, near.ci90_high) == (17.0, math.inf)
+    assert judge([None] * 5, 157.0, view=view, fields=fields).status == "higher"
 
 
 def test_bootstrap_figures_are_seeded_and_resample_whole_seeds():
